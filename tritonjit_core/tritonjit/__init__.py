@@ -1,0 +1,46 @@
+"""tritonjit: a fast, pluggable runtime for Triton JIT kernels.
+
+    import tritonjit
+    f = tritonjit.function(add_kernel)
+    f[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+
+Backends are plugins found through the ``tritonjit.backends`` entry points; the
+Triton interpreter ships built in. docs/plugin-guide.md explains how to write one.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+from ._api import (
+    backends,
+    broken_plugins,
+    current_backend,
+    get_backend,
+    register_backend,
+    set_backend,
+    unregister_backend,
+)
+from ._backend import Backend, BackendInfo, CompiledVariant, SpecializationRules
+from ._errors import (
+    ArgumentError,
+    BackendError,
+    CompilationError,
+    GridError,
+    KernelNotFoundError,
+    SignatureError,
+    TritonJITError,
+)
+from ._function import KernelFunction, Variant, function
+from ._hookspecs import hookimpl, hookspec
+
+try:
+    __version__ = _version("tritonjit-core")
+except PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "ArgumentError", "Backend", "BackendError", "BackendInfo", "CompilationError", "CompiledVariant",
+    "GridError", "KernelFunction", "KernelNotFoundError", "SignatureError", "SpecializationRules",
+    "TritonJITError", "Variant", "backends", "broken_plugins", "current_backend", "function",
+    "get_backend", "hookimpl", "hookspec", "register_backend", "set_backend", "unregister_backend",
+    "__version__",
+]

@@ -1,0 +1,135 @@
+"""What a backend plugin declares, and the resolved object the runtime calls directly."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Sequence
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """Static facts about a backend, returned by its ``backend_info`` hook.
+
+    ``triton_backend`` is the name of Triton's compiler backend that produces its
+    binaries ("cuda", "hip", ...), ``binary_ext`` the artifact extension it loads
+    ("cubin", "hsaco", ...). ``priority`` orders automatic selection: the highest
+    available backend wins; the built-in interpreter has the lowest.
+    """
+
+    name: str
+    priority: int = 0
+    triton_backend: str = ""
+    binary_ext: str = ""
+    warp_size: int = 32
+    dispatch_key: str = "PrivateUse1"
+    device_type: str = ""  # torch device type of its tensors ("cuda", "npu", "cpu", ...)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SpecializationRules:
+    """Switches over Triton's specialization rules that a backend may change."""
+
+    equal_to_1: bool = True  # an int argument equal to 1 becomes a constant
+    divisibility: int = 16  # pointers aligned / ints divisible by this get a hint
+    align_pointers: bool = True  # pointer alignment participates at all
+
+
+@dataclass
+class CompiledVariant:
+    """One compiled specialization of a kernel: what every backend's ``load`` reads.
+
+    Shared mechanics (reading metadata, locating the artifact) live here once, so no
+    plugin re-implements them.
+    """
+
+    name: str
+    signature: str
+    target: Any
+    binary: bytes | None
+    metadata: dict[str, Any]
+    asm: dict[str, Any] = field(default_factory=dict)
+    hash: str = ""
+    cache_dir: str | None = None
+    artifact: Any = None  # the compiler's own object (Triton's CompiledKernel, ...)
+
+    @property
+    def num_warps(self) -> int:
+        return int(self.metadata.get("num_warps", 4))
+
+    @property
+    def shared(self) -> int:
+        return int(self.metadata.get("shared", 0))
+
+    def binary_path(self, ext: str) -> str | None:
+        """Path of the artifact file of extension ``ext`` in Triton's cache, if any."""
+        if self.cache_dir is None:
+            return None
+        import os
+
+        path = os.path.join(self.cache_dir, f"{self.name}.{ext}")
+        return path if os.path.exists(path) else None
+
+
+def _default_specialization_rules() -> SpecializationRules:
+    return SpecializationRules()
+
+
+@dataclass
+class Backend:
+    """A backend plugin with its hook implementations resolved once.
+
+    The runtime calls these attributes directly: no hook relay on the hot path.
+    """
+
+    info: BackendInfo
+    plugin: Any
+    dist: str | None
+    availability: Callable[[], tuple[bool, str]]
+    device_count: Callable[[], int]
+    current_device: Callable[[], int]
+    device_of: Callable[[Any], int]
+    current_stream: Callable[[int], int]
+    device_guard: Callable[[int], ContextManager[None]]
+    compile_target: Callable[[int | None, str | None], Any]
+    load: Callable[[CompiledVariant, int], Any]
+    prepare: Callable[[CompiledVariant, Any, int], Any]
+    pack_args: Callable[[Any, Sequence[Any]], Any]
+    launch: Callable[[Any, tuple[int, int, int], int, Any], None]
+    specialization_rules: Callable[[], SpecializationRules] = _default_specialization_rules
+    compile: Callable[[Any, Any, dict], Any] | None = None
+    make_launcher: Callable[[Any], Any] | None = None
+    _avail: tuple[bool, str] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def dispatch_key(self) -> str:
+        return self.info.dispatch_key
+
+    @property
+    def warp_size(self) -> int:
+        return self.info.warp_size
+
+    def is_available(self) -> tuple[bool, str]:
+        """Availability, asked once and remembered; a raising hook counts as 'no'."""
+        if self._avail is None:
+            try:
+                ok, reason = self.availability()
+            except Exception as exc:  # a plugin must never break discovery
+                ok, reason = False, f"availability check raised {type(exc).__name__}: {exc}"
+            self._avail = (bool(ok), str(reason))
+        return self._avail
+
+    @property
+    def available(self) -> bool:
+        return self.is_available()[0]
+
+    def __repr__(self) -> str:
+        ok, why = self.is_available()
+        state = "available" if ok else f"unavailable: {why}"
+        return f"<Backend {self.name!r} priority={self.info.priority} {state}>"

@@ -1,0 +1,68 @@
+"""Error types and the one place that formats them.
+
+Every error raised for bad input names the kernel, the parameter (where there is one)
+and what was expected, so an operator author can fix the call without reading the
+runtime. Errors never leave a half-built cache entry behind: the runtime raises before
+it inserts anything.
+"""
+
+from __future__ import annotations
+
+
+class TritonJITError(Exception):
+    """Base class of every error tritonjit raises on purpose."""
+
+
+class ArgumentError(TritonJITError, TypeError):
+    """A kernel was called with arguments it cannot take."""
+
+    def __init__(self, kernel: str, message: str, param: str | None = None) -> None:
+        self.kernel = kernel
+        self.param = param
+        where = f"parameter '{param}' of kernel '{kernel}'" if param else f"kernel '{kernel}'"
+        super().__init__(f"{where}: {message}")
+
+
+class GridError(TritonJITError, ValueError):
+    """The launch grid is empty, negative or over the backend's limit."""
+
+    def __init__(self, kernel: str, message: str) -> None:
+        self.kernel = kernel
+        super().__init__(f"kernel '{kernel}': {message}")
+
+
+class CompilationError(TritonJITError):
+    """Triton failed to compile a variant; carries the compiler's message and where."""
+
+    def __init__(self, kernel: str, signature: str, target: object, cause: BaseException) -> None:
+        self.kernel = kernel
+        self.signature = signature
+        self.target = target
+        self.cause = cause
+        super().__init__(
+            f"kernel '{kernel}' failed to compile for {target} with signature '{signature}':\n{cause}"
+        )
+
+
+class KernelNotFoundError(TritonJITError, LookupError):
+    """``tritonjit.function(path, name)`` found no such file or no such kernel in it."""
+
+
+class BackendError(TritonJITError, RuntimeError):
+    """No such backend, a backend that is unavailable, or a broken plugin."""
+
+
+class SignatureError(TritonJITError, ValueError):
+    """A signature string that does not parse or does not fit the kernel."""
+
+    def __init__(self, kernel: str, signature: str, message: str) -> None:
+        self.kernel = kernel
+        super().__init__(f"kernel '{kernel}', signature '{signature}': {message}")
+
+
+def format_source_location(fn: object) -> str:
+    """``file:line`` of a Python function, for messages that point at a kernel."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return "<unknown>"
+    return f"{code.co_filename}:{code.co_firstlineno}"

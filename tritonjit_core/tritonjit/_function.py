@@ -1,0 +1,408 @@
+"""``tritonjit.function``: one cached runtime object per kernel, and the launch path.
+
+The hot path is ``KernelFunction._run``: bind -> key -> variant lookup -> launch,
+with everything that can be precomputed (binder, backend functions, argument
+selection) done once per function, backend and variant. A miss goes to ``_miss``,
+which compiles, loads and prepares, and inserts into the cache only when all of
+that succeeded, so bad input never leaves a broken entry behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import sys
+import threading
+from operator import itemgetter
+from typing import Any, Callable, Sequence
+
+from ._backend import Backend, CompiledVariant
+from ._compiler import compile_variant, known_options, parse_target
+from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
+from ._registry import registry
+from ._signature import Param, Slot, parse, render, slot_from_token, static_signature
+from ._specialize import SpecializationFailure, make_binder
+
+log = logging.getLogger("tritonjit")
+
+LAUNCH_OPTIONS = ("stream",)
+
+
+class Variant:
+    """A compiled, loaded and prepared variant on one device: ready to launch."""
+
+    __slots__ = ("compiled", "slots", "runtime_args", "launcher", "device", "state")
+
+    def __init__(self, compiled: CompiledVariant, slots: Sequence[Slot], device: int,
+                 state: Any, launcher: Callable[[tuple, int, tuple], None]) -> None:
+        self.compiled = compiled
+        self.slots = tuple(slots)
+        self.device = device
+        self.state = state
+        idx = [i for i, s in enumerate(slots) if not s.is_constant]
+        if len(idx) == 0:
+            self.runtime_args: Callable[[tuple], tuple] = lambda a: ()
+        elif len(idx) == 1:
+            i0 = idx[0]
+            self.runtime_args = lambda a: (a[i0],)
+        else:
+            self.runtime_args = itemgetter(*idx)
+        self.launcher = launcher
+
+    @property
+    def signature(self) -> str:
+        return render(self.slots)
+
+
+class _State:
+    """Per (function, backend): the binder and one variant cache per device."""
+
+    __slots__ = ("backend", "binder", "caches", "current_device", "current_stream")
+
+    def __init__(self, backend: Backend, binder: Callable) -> None:
+        self.backend = backend
+        self.binder = binder
+        self.caches: dict[int, dict[Any, Variant]] = {}
+        self.current_device = backend.current_device
+        self.current_stream = backend.current_stream
+
+
+class KernelFunction:
+    """A Triton kernel driven by tritonjit. Get one with :func:`tritonjit.function`.
+
+    ``f[grid](*args, num_warps=.., num_stages=.., stream=.., **constexprs)`` launches;
+    ``f.signature(*args)`` renders the variant a call would use; ``f.compile(sig,
+    target=...)`` compiles one without any device.
+    """
+
+    def __init__(self, kernel: Any, origin: str | None = None) -> None:
+        self.wrapped = kernel
+        self.jit_fn, self._heuristics, self._autotune_configs = _unwrap(kernel)
+        self.name: str = self.jit_fn.fn.__name__
+        self.origin = origin
+        self.params: list[Param] = static_signature(self.jit_fn)
+        self._param_names = [p.name for p in self.params]
+        self._state: _State | None = None
+        self._lock = threading.RLock()
+
+    # ---- launching ---------------------------------------------------------------------
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return functools.partial(self._run, grid)
+
+    def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Launch with an explicit ``grid=`` keyword (like Triton's ``run``)."""
+        return self._run(grid, *args, **kwargs)
+
+    def _run(self, grid: Any, *args: Any, stream: int | None = None, **kwargs: Any) -> Variant:
+        state = self._state
+        if state is None or state.backend is not registry._current:
+            state = self._make_state()
+        if self._heuristics is not None or self._autotune_configs is not None:
+            kwargs = self._meta_kwargs(args, kwargs)
+        try:
+            key, bound, options = state.binder(*args, **kwargs)
+        except SpecializationFailure as exc:
+            raise ArgumentError(self.name, str(exc), exc.param) from None
+        except TypeError as exc:
+            raise self._binding_error(exc, args, kwargs) from None
+        device = state.current_device()
+        cache = state.caches.get(device)
+        try:
+            variant = cache[key]  # type: ignore[index]
+        except (KeyError, TypeError):
+            variant = self._miss(state, device, key, bound, options)
+        if grid.__class__ is not tuple:
+            grid = self._grid_from_callable(grid, bound, options)
+        n = len(grid)
+        g0 = grid[0]
+        g1 = grid[1] if n > 1 else 1
+        g2 = grid[2] if n > 2 else 1
+        if g0 <= 0 or g1 <= 0 or g2 <= 0 or n > 3:
+            self._bad_grid(grid)
+        variant.launcher(
+            (g0, g1, g2),
+            state.current_stream(device) if stream is None else stream,
+            variant.runtime_args(bound),
+        )
+        return variant
+
+    def _make_state(self) -> _State:
+        with self._lock:
+            backend = registry.current()
+            if self._state is None or self._state.backend is not backend:
+                binder = make_binder(self.params, backend.specialization_rules(), self.name)
+                self._state = _State(backend, binder)
+            return self._state
+
+    def _miss(self, state: _State, device: int, key: Any, bound: tuple, options: dict) -> Variant:
+        try:
+            hash(key)
+        except TypeError:
+            bad = next(p.name for p, k in zip(self.params, key) if not _hashable(k))
+            raise ArgumentError(self.name, "constexpr value is not hashable; pass an int, float, bool, "
+                                "str, None or a tl.dtype", bad) from None
+        with self._lock:
+            cache = state.caches.setdefault(device, {})
+            variant = cache.get(key)
+            if variant is not None:
+                return variant
+            slots = self._slots_from_key(key)
+            opts = self._check_options(options)
+            backend = state.backend
+            with backend.device_guard(device):
+                target = backend.compile_target(device, None)
+                compiled = compile_variant(self.jit_fn, self.params, slots, target, opts, self.name, backend)
+                variant = make_variant(backend, compiled, slots, device)
+            _record(self, compiled, opts)
+            cache[key] = variant
+            return variant
+
+    def _slots_from_key(self, key: tuple) -> list[Slot]:
+        return [slot_from_token(tok, p) for tok, p in zip(key, self.params)]
+
+    def _check_options(self, options: dict) -> dict:
+        known = known_options()
+        for k, v in options.items():
+            if k not in known:
+                raise ArgumentError(
+                    self.name,
+                    f"unknown keyword argument '{k}'; the kernel's parameters are "
+                    f"{', '.join(self._param_names)} and launch options are stream, "
+                    f"num_warps, num_stages, num_ctas, maxnreg, ...",
+                )
+            if k in ("num_warps", "num_stages", "num_ctas") and (not isinstance(v, int) or v < 1):
+                raise ArgumentError(self.name, f"{k} must be a positive int, got {v!r}")
+        return dict(options)
+
+    def _binding_error(self, exc: TypeError, args: tuple, kwargs: dict) -> ArgumentError:
+        text = str(exc)
+        name = text.split("(", 1)[0]
+        msg = text[len(name):].lstrip("()").strip() if text.startswith(name + "()") else text
+        param = None
+        for p in self._param_names:
+            if f"'{p}'" in text:
+                param = p
+                break
+        expected = ", ".join(self._param_names)
+        return ArgumentError(self.name, f"{msg} (the kernel takes: {expected}; got {len(args)} positional "
+                             f"and keywords {sorted(kwargs) or 'none'})", param)
+
+    def _grid_from_callable(self, grid: Any, bound: tuple, options: dict) -> tuple:
+        if callable(grid):
+            meta = dict(zip(self._param_names, bound))
+            meta.update(options)
+            grid = grid(meta)
+        if isinstance(grid, int):
+            grid = (grid,)
+        if not isinstance(grid, (tuple, list)) or not grid:
+            raise GridError(self.name, f"grid must be a tuple of 1 to 3 ints (or a callable returning one), got {grid!r}")
+        return tuple(grid)
+
+    def _bad_grid(self, grid: tuple) -> None:
+        if len(grid) > 3:
+            raise GridError(self.name, f"grid has {len(grid)} dimensions; at most 3 are allowed: {grid}")
+        raise GridError(self.name, f"grid {grid} has a zero or negative dimension; every dimension must be >= 1")
+
+    def _meta_kwargs(self, args: tuple, kwargs: dict) -> dict:
+        """Apply @triton.heuristics and (outside issue-4 tuning) the first autotune config."""
+        kwargs = dict(kwargs)
+        if self._autotune_configs:
+            cfg = self._autotune_configs[0]
+            for k, v in cfg.all_kwargs().items():
+                kwargs.setdefault(k, v)
+        if self._heuristics:
+            meta = dict(zip(self._param_names, args))
+            meta.update(kwargs)
+            for name, fn in self._heuristics:
+                if name not in kwargs:
+                    kwargs[name] = meta[name] = fn(meta)
+        return kwargs
+
+    # ---- introspection and ahead-of-time compile ----------------------------------------------
+    def signature(self, *args: Any, **kwargs: Any) -> str:
+        """The signature string of the variant these arguments select."""
+        kwargs.pop("stream", None)
+        state = self._state if self._state is not None and self._state.backend is registry._current else self._make_state()
+        if self._heuristics is not None or self._autotune_configs is not None:
+            kwargs = self._meta_kwargs(args, kwargs)
+        try:
+            key, _, _ = state.binder(*args, **kwargs)
+        except SpecializationFailure as exc:
+            raise ArgumentError(self.name, str(exc), exc.param) from None
+        except TypeError as exc:
+            raise self._binding_error(exc, args, kwargs) from None
+        return render(self._slots_from_key(key[: len(self.params)]))
+
+    def parse_signature(self, signature: str) -> list[Slot]:
+        return parse(signature, self.params, self.name)
+
+    def compile(self, signature: str, target: str | None = None, **options: Any) -> CompiledVariant:
+        """Compile the variant named by ``signature`` for ``target`` (e.g. "cuda:90",
+        "hip:gfx942"); no device needed. Without ``target``, for the current device."""
+        slots = self.parse_signature(signature)
+        opts = self._check_options(options)
+        if target is None:
+            backend = registry.current()
+            device = backend.current_device()
+            tgt = backend.compile_target(device, None)
+        else:
+            name, tgt = parse_target(target, registry.get)
+            try:
+                backend = registry.get(name)
+            except BackendError:
+                backend = None
+        return compile_variant(self.jit_fn, self.params, slots, tgt, opts, self.name, backend)
+
+    def variants(self) -> list[Variant]:
+        """The variants compiled so far by this process for the current backend."""
+        state = self._state
+        return [] if state is None else [v for c in state.caches.values() for v in c.values()]
+
+    def __repr__(self) -> str:
+        return f"<tritonjit.KernelFunction {self.name}({', '.join(self._param_names)})>"
+
+
+def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Slot], device: int) -> Variant:
+    """load -> prepare -> the launcher, through the backend's resolved functions."""
+    handle = module_cache.load(backend, compiled, device)
+    state = backend.prepare(compiled, handle, device)
+    launcher = backend.make_launcher(state) if backend.make_launcher is not None else None
+    if launcher is None:
+        pack, launch = backend.pack_args, backend.launch
+
+        def launcher(grid: tuple, stream: int, args: tuple, _s: Any = state) -> None:
+            launch(_s, grid, stream, pack(_s, args))
+    return Variant(compiled, slots, device, state, launcher)
+
+
+class ModuleCache:
+    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins."""
+
+    def __init__(self) -> None:
+        self._handles: dict[tuple[str, str, int], Any] = {}
+        self._lock = threading.Lock()
+
+    def load(self, backend: Backend, compiled: CompiledVariant, device: int) -> Any:
+        key = (backend.name, compiled.hash or f"{compiled.name}:{compiled.signature}:{id(compiled)}", device)
+        handle = self._handles.get(key)
+        if handle is None:
+            with self._lock:
+                handle = self._handles.get(key)
+                if handle is None:
+                    handle = backend.load(compiled, device)
+                    self._handles[key] = handle
+        return handle
+
+    def clear(self) -> None:
+        with self._lock:
+            self._handles.clear()
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+
+module_cache = ModuleCache()
+
+_recorder: Callable[[KernelFunction, CompiledVariant, dict], None] | None = None
+
+
+def _record(fn: KernelFunction, compiled: CompiledVariant, options: dict) -> None:
+    if _recorder is not None:
+        _recorder(fn, compiled, options)
+
+
+def _hashable(x: Any) -> bool:
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _unwrap(kernel: Any) -> tuple[Any, list | None, list | None]:
+    """JITFunction under @triton.autotune / @triton.heuristics wrappers."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.jit import JITFunction
+
+    heuristics: list | None = None
+    configs: list | None = None
+    obj = kernel
+    while not isinstance(obj, JITFunction):
+        if isinstance(obj, Heuristics):
+            heuristics = (heuristics or []) + list(obj.values.items())
+        elif isinstance(obj, Autotuner):
+            configs = list(obj.configs)
+        inner = getattr(obj, "fn", None)
+        if inner is None or inner is obj:
+            raise TypeError(f"expected a @triton.jit function (optionally autotuned), got {type(kernel).__name__}")
+        obj = inner
+    return obj, heuristics, configs
+
+
+# ---- tritonjit.function ----------------------------------------------------------------------
+_instances: dict[Any, KernelFunction] = {}
+_instances_lock = threading.Lock()
+
+
+def function(kernel: Any, name: str | None = None) -> KernelFunction:
+    """The tritonjit runtime object of a kernel, one per kernel.
+
+    ``function(jit_fn)`` wraps a ``@triton.jit`` function (autotuned or heuristics
+    wrapped ones too); ``function("path/to/file.py", "kernel")`` imports the file by
+    path (no package or relative import needed) and takes the kernel from it.
+    """
+    if isinstance(kernel, (str, os.PathLike)):
+        if name is None:
+            raise TypeError("tritonjit.function(path, name): name of the kernel is missing")
+        path = os.path.abspath(os.fspath(kernel))
+        key: Any = (path, name)
+        inst = _instances.get(key)
+        if inst is None:
+            jit = load_kernel(path, name)
+            with _instances_lock:
+                inst = _instances.get(key)
+                if inst is None:
+                    inst = _instances[key] = function(jit)
+        return inst
+    inst = _instances.get(id(kernel))
+    if inst is None or inst.wrapped is not kernel:
+        with _instances_lock:
+            inst = _instances.get(id(kernel))
+            if inst is None or inst.wrapped is not kernel:
+                inst = _instances[id(kernel)] = KernelFunction(kernel)
+    return inst
+
+
+_modules: dict[str, Any] = {}
+
+
+def load_kernel(path: str, name: str) -> Any:
+    """Import ``path`` as a module (once) and return its attribute ``name``."""
+    if not os.path.isfile(path):
+        raise KernelNotFoundError(f"kernel file '{path}' does not exist (looking for kernel '{name}')")
+    mod = _modules.get(path)
+    if mod is None:
+        modname = "tritonjit_kernels_" + "".join(c if c.isalnum() else "_" for c in path)
+        spec = importlib.util.spec_from_file_location(modname, path)
+        if spec is None or spec.loader is None:
+            raise KernelNotFoundError(f"'{path}' is not an importable Python file")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod  # Triton resolves globals through the module
+        try:
+            spec.loader.exec_module(mod)
+        except Exception:
+            sys.modules.pop(modname, None)
+            raise
+        _modules[path] = mod
+    if not hasattr(mod, name):
+        found = sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))
+        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {', '.join(found) or 'none'})")
+    return getattr(mod, name)
+
+
+def _looks_like_kernel(obj: Any) -> bool:
+    from triton.runtime.jit import KernelInterface
+
+    return isinstance(obj, KernelInterface)

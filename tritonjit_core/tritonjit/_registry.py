@@ -1,0 +1,191 @@
+"""Plugin discovery and backend selection.
+
+Plugins are found through the entry-point group ``tritonjit.backends``. One plugin
+failing to import, or failing validation, is recorded with its reason and never stops
+the others. Selection order: :func:`set_backend`, else ``TRITONJIT_BACKEND``, else the
+highest-priority available backend; the interpreter is the fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from ._backend import Backend, BackendInfo
+from ._errors import BackendError
+from ._hookspecs import PROJECT, BackendSpec
+
+log = logging.getLogger("tritonjit")
+
+ENTRY_POINT_GROUP = "tritonjit.backends"
+ENV_BACKEND = "TRITONJIT_BACKEND"
+
+_REQUIRED = (
+    "backend_info", "availability", "device_count", "current_device", "device_of",
+    "current_stream", "device_guard", "compile_target", "load", "prepare", "pack_args", "launch",
+)
+_OPTIONAL = ("specialization_rules", "compile", "make_launcher")
+
+
+@dataclass(frozen=True)
+class BrokenPlugin:
+    """An entry point that could not be turned into a backend, and why."""
+
+    name: str
+    dist: str | None
+    reason: str
+
+
+class Registry:
+    """Holds the plugin manager, the resolved backends and the current selection."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(BackendSpec)
+        self._backends: dict[str, Backend] = {}
+        self.broken: list[BrokenPlugin] = []
+        self._current: Backend | None = None
+        self._lock = threading.RLock()
+        self._discovered = False
+
+    # ---- discovery ------------------------------------------------------------------
+    def discover(self) -> None:
+        with self._lock:
+            if self._discovered:
+                return
+            self._discovered = True
+            for ep in _entry_points():
+                dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
+                try:
+                    plugin = ep.load()
+                except Exception as exc:
+                    self._broken(ep.name, dist, f"import of '{ep.value}' failed: {type(exc).__name__}: {exc}")
+                    continue
+                try:
+                    self.register(plugin, dist=dist, entry_name=ep.name)
+                except BackendError as exc:
+                    self._broken(ep.name, dist, str(exc))
+
+    def _broken(self, name: str, dist: str | None, reason: str) -> None:
+        log.warning("tritonjit backend plugin '%s' (%s) skipped: %s", name, dist or "?", reason)
+        self.broken.append(BrokenPlugin(name, dist, reason))
+
+    def register(self, plugin: Any, dist: str | None = None, entry_name: str | None = None) -> Backend:
+        """Validate a plugin object against the hookspecs and resolve its hooks."""
+        label = entry_name or getattr(plugin, "__name__", type(plugin).__name__)
+        try:
+            self.pm.register(plugin, name=f"tritonjit-backend:{label}:{id(plugin)}")
+        except (ValueError, pluggy.PluginValidationError) as exc:
+            raise BackendError(f"plugin '{label}' does not fit the hookspecs: {exc}") from exc
+        impls = _resolve(self.pm, plugin)
+        missing = [h for h in _REQUIRED if h not in impls]
+        if missing:
+            self.pm.unregister(plugin)
+            raise BackendError(f"plugin '{label}' lacks required hooks: {', '.join(missing)}")
+        try:
+            info = impls["backend_info"]()
+            if not isinstance(info, BackendInfo):
+                raise TypeError(f"backend_info returned {type(info).__name__}, expected BackendInfo")
+        except Exception as exc:
+            self.pm.unregister(plugin)
+            raise BackendError(f"plugin '{label}': backend_info failed: {exc}") from exc
+        with self._lock:
+            if info.name in self._backends:
+                self.pm.unregister(plugin)
+                other = self._backends[info.name].dist or "a plugin registered earlier"
+                raise BackendError(
+                    f"two plugins are named '{info.name}': {dist or label} and {other}; "
+                    "uninstall one of them"
+                )
+            fields = {k: impls[k] for k in _REQUIRED if k != "backend_info"}
+            fields.update({k: impls[k] for k in _OPTIONAL if k in impls})
+            backend = Backend(info=info, plugin=plugin, dist=dist, **fields)
+            self._backends[info.name] = backend
+        return backend
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            backend = self._backends.pop(name)
+            self.pm.unregister(backend.plugin)
+            if self._current is backend:
+                self._current = None
+
+    # ---- queries --------------------------------------------------------------------
+    def backends(self) -> list[Backend]:
+        self.discover()
+        return sorted(self._backends.values(), key=lambda b: -b.info.priority)
+
+    def get(self, name: str) -> Backend:
+        self.discover()
+        try:
+            return self._backends[name]
+        except KeyError:
+            known = ", ".join(sorted(self._backends)) or "none"
+            broken = "".join(f"; plugin '{b.name}' is broken: {b.reason}" for b in self.broken if b.name == name)
+            raise BackendError(f"unknown backend '{name}' (known backends: {known}){broken}") from None
+
+    def set_current(self, name: str | None) -> Backend | None:
+        with self._lock:
+            if name is None:
+                self._current = None
+                return None
+            backend = self.get(name)
+            ok, why = backend.is_available()
+            if not ok:
+                raise BackendError(f"backend '{name}' is not available: {why}")
+            self._current = backend
+            return backend
+
+    def current(self) -> Backend:
+        backend = self._current
+        if backend is not None:
+            return backend
+        with self._lock:
+            if self._current is None:
+                self._current = self._select()
+            return self._current
+
+    def _select(self) -> Backend:
+        wanted = os.environ.get(ENV_BACKEND)
+        if wanted:
+            backend = self.get(wanted)
+            ok, why = backend.is_available()
+            if not ok:
+                raise BackendError(f"{ENV_BACKEND}={wanted}, but that backend is not available: {why}")
+            return backend
+        for backend in self.backends():
+            if backend.available:
+                return backend
+        raise BackendError("no backend is available (is tritonjit-core installed so the interpreter registers?)")
+
+
+def _entry_points() -> list[metadata.EntryPoint]:
+    eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for ep in eps:  # one distribution found twice on sys.path must not count twice
+        key = (ep.name, ep.value)
+        if key not in seen:
+            seen.add(key)
+            out.append(ep)
+    return out
+
+
+def _resolve(pm: pluggy.PluginManager, plugin: Any) -> dict[str, Any]:
+    """The plugin's own implementation function of each hook, looked up once."""
+    impls: dict[str, Any] = {}
+    for hook_name in _REQUIRED + _OPTIONAL:
+        caller = getattr(pm.hook, hook_name)
+        for impl in caller.get_hookimpls():
+            if impl.plugin is plugin:
+                impls[hook_name] = impl.function
+    return impls
+
+
+registry = Registry()

@@ -1,0 +1,142 @@
+"""The built-in interpreter backend: Triton's interpreter on CPU tensors.
+
+It is an ordinary plugin, registered through the same ``tritonjit.backends`` entry
+point group as every vendor plugin, with the lowest priority: the embedded default
+when no accelerator is present. "Compiling" a variant binds its constants; launching
+runs Triton's interpreter over the grid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
+
+from .._backend import BackendInfo, CompiledVariant
+from .._hookspecs import hookimpl
+
+_run_lock = threading.RLock()  # the interpreter patches triton.language globally
+
+
+class _Artifact:
+    """An interpreter 'binary': the kernel plus the constants of one variant."""
+
+    def __init__(self, jit_fn: Any, nparams: int, constants: dict[int, Any]) -> None:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        self.jit_fn = jit_fn
+        self.interp = InterpretedFunction(jit_fn.fn)
+        self.nparams = nparams
+        self.constants = constants
+        self.runtime_index = [i for i in range(nparams) if i not in constants]
+
+
+@contextlib.contextmanager
+def _callees_interpreted() -> Iterator[None]:
+    """Let @triton.jit helpers called by the kernel run under the interpreter too.
+
+    Under TRITON_INTERPRET=1 Triton makes every @triton.jit an InterpretedFunction;
+    here kernels were decorated normally, so JITFunction.__call__ is routed to an
+    InterpretedFunction for the duration of the launch.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__call__
+    cache: dict[int, InterpretedFunction] = {}
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        interp = cache.get(id(self))
+        if interp is None:
+            interp = cache[id(self)] = InterpretedFunction(self.fn)
+        return interp(*args, **kwargs)
+
+    JITFunction.__call__ = call
+    try:
+        yield
+    finally:
+        JITFunction.__call__ = original
+
+
+class InterpreterBackend:
+    """Hook implementations of the interpreter backend."""
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(
+            name="interpreter", priority=-100, triton_backend="interpreter", binary_ext="",
+            warp_size=1, dispatch_key="CPU", device_type="cpu",
+            description="Triton's interpreter on CPU tensors (built in)",
+        )
+
+    @hookimpl
+    def availability(self) -> tuple[bool, str]:
+        try:
+            import triton.runtime.interpreter  # noqa: F401
+        except Exception as exc:  # pragma: no cover - triton is a dependency
+            return False, f"triton.runtime.interpreter failed to import: {exc}"
+        return True, "always available (runs on the CPU)"
+
+    @hookimpl
+    def device_count(self) -> int:
+        return 1
+
+    @hookimpl
+    def current_device(self) -> int:
+        return 0
+
+    @hookimpl
+    def device_of(self, tensor: Any) -> int:
+        return 0
+
+    @hookimpl
+    def current_stream(self, device: int) -> int:
+        return 0
+
+    @hookimpl
+    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    @hookimpl
+    def compile_target(self, device: int | None, arch: str | None) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("interpreter", arch or "cpu", 1)
+
+    @hookimpl
+    def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
+        constants = {k[0]: v for k, v in src.constants.items()}
+        nparams = len(src.fn.params)
+        artifact = _Artifact(src.fn, nparams, constants)
+        return CompiledVariant(
+            name=src.fn.fn.__name__, signature="", target=target, binary=None,
+            metadata={"name": src.fn.fn.__name__, "num_warps": options.get("num_warps", 4),
+                      "num_stages": options.get("num_stages", 3), "shared": 0,
+                      "constants": constants},
+            hash="", artifact=artifact,
+        )
+
+    @hookimpl
+    def load(self, kernel: CompiledVariant, device: int) -> Any:
+        return kernel.artifact
+
+    @hookimpl
+    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
+        return handle
+
+    @hookimpl
+    def pack_args(self, state: Any, args: Sequence[Any]) -> list[Any]:
+        full: list[Any] = [None] * state.nparams
+        for i, v in state.constants.items():
+            full[i] = v
+        for i, a in zip(state.runtime_index, args):
+            full[i] = a
+        return full
+
+    @hookimpl
+    def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
+        with _run_lock, _callees_interpreted():
+            state.interp[grid](*packed)
+
+
+plugin = InterpreterBackend()
