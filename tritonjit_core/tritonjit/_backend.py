@@ -53,6 +53,7 @@ class CompiledVariant:
     hash: str = ""
     cache_dir: str | None = None
     artifact: Any = None  # the compiler's own object (Triton's CompiledKernel, ...)
+    binary_ext: str = ""  # "cubin", "hsaco", ...
 
     @property
     def num_warps(self) -> int:
@@ -62,9 +63,10 @@ class CompiledVariant:
     def shared(self) -> int:
         return int(self.metadata.get("shared", 0))
 
-    def binary_path(self, ext: str) -> str | None:
-        """Path of the artifact file of extension ``ext`` in Triton's cache, if any."""
-        if self.cache_dir is None:
+    def binary_path(self, ext: str | None = None) -> str | None:
+        """Path of the artifact file (of extension ``ext``) in Triton's cache, if any."""
+        ext = ext or self.binary_ext
+        if self.cache_dir is None or not ext:
             return None
         import os
 

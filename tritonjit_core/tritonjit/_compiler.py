@@ -130,4 +130,5 @@ def from_triton(ck: Any, signature: str) -> CompiledVariant:
         hash=ck.hash,
         cache_dir=cache_dir,
         artifact=ck,
+        binary_ext=next((k for k, v in ck.asm.items() if isinstance(v, (bytes, bytearray))), ""),
     )

@@ -18,6 +18,7 @@ import threading
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
+from . import _native
 from ._backend import Backend, CompiledVariant
 from ._compiler import compile_variant, known_options, parse_target
 from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
@@ -33,7 +34,7 @@ LAUNCH_OPTIONS = ("stream",)
 class Variant:
     """A compiled, loaded and prepared variant on one device: ready to launch."""
 
-    __slots__ = ("compiled", "slots", "runtime_args", "launcher", "device", "state")
+    __slots__ = ("compiled", "slots", "runtime_args", "launcher", "device", "state", "native")
 
     def __init__(self, compiled: CompiledVariant, slots: Sequence[Slot], device: int,
                  state: Any, launcher: Callable[[tuple, int, tuple], None]) -> None:
@@ -50,6 +51,8 @@ class Variant:
         else:
             self.runtime_args = itemgetter(*idx)
         self.launcher = launcher
+        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher
+        self.native = getattr(launcher, "tritonjit_launch", None)
 
     @property
     def signature(self) -> str:
@@ -59,22 +62,28 @@ class Variant:
 class _State:
     """Per (function, backend): the binder and one variant cache per device."""
 
-    __slots__ = ("backend", "binder", "caches", "current_device", "current_stream")
+    __slots__ = ("backend", "binder", "caches", "current_device", "current_stream", "device_of", "runtime_index")
 
-    def __init__(self, backend: Backend, binder: Callable) -> None:
+    def __init__(self, backend: Backend, binder: Callable, runtime_index: tuple[int, ...] = ()) -> None:
         self.backend = backend
         self.binder = binder
         self.caches: dict[int, dict[Any, Variant]] = {}
         self.current_device = backend.current_device
         self.current_stream = backend.current_stream
+        self.device_of = backend.device_of
+        self.runtime_index = runtime_index  # parameters that may hold tensors
 
 
-class KernelFunction:
+class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
     """A Triton kernel driven by tritonjit. Get one with :func:`tritonjit.function`.
 
     ``f[grid](*args, num_warps=.., num_stages=.., stream=.., **constexprs)`` launches;
+    ``f.bind(grid, *args, **kw)`` returns a launcher taking only the runtime args;
     ``f.signature(*args)`` renders the variant a call would use; ``f.compile(sig,
     target=...)`` compiles one without any device.
+
+    With the native accelerator built, ``f[grid]`` is served by its C base class
+    (tritonjit/_native) and reaches ``_run`` only for what C does not handle.
     """
 
     def __init__(self, kernel: Any, origin: str | None = None) -> None:
@@ -85,11 +94,38 @@ class KernelFunction:
         self.params: list[Param] = static_signature(self.jit_fn)
         self._param_names = [p.name for p in self.params]
         self._state: _State | None = None
+        self._dispatcher = None  # the native dispatcher of the current state, if any
         self._lock = threading.RLock()
 
     # ---- launching ---------------------------------------------------------------------
-    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+    def _py_getitem(self, grid: Any) -> Callable[..., Any]:
+        """``f[grid]`` of the Python path (the C base calls it when it has no dispatcher)."""
         return functools.partial(self._run, grid)
+
+    def bind(self, grid: Any, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        """A launcher for hot loops: grid, constexprs, options and ``stream=`` fixed now;
+        call it with the runtime (non-constexpr) arguments, positionally, in order.
+
+        Each call still specializes its arguments: a call whose arguments select another
+        variant (an unaligned pointer, an int equal to 1) launches that variant."""
+        state = self._state
+        if state is None or state.backend is not registry._current:
+            state = self._make_state()
+        if self._heuristics is not None or self._autotune_configs is not None:
+            kwargs = self._meta_kwargs(args, kwargs)
+        stream = kwargs.pop("stream", None)
+        try:
+            _, bound, options = state.binder(*args, **kwargs)
+        except SpecializationFailure as exc:
+            raise ArgumentError(self.name, str(exc), exc.param) from None
+        except TypeError as exc:
+            raise self._binding_error(exc, args, kwargs) from None
+        dispatcher = self._dispatcher
+        if dispatcher is not None:
+            if stream is not None:
+                kwargs["stream"] = stream
+            return dispatcher.bind(grid, *args, **kwargs)
+        return BoundLaunch(self, grid, bound, options, stream)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch with an explicit ``grid=`` keyword (like Triton's ``run``)."""
@@ -107,7 +143,7 @@ class KernelFunction:
             raise ArgumentError(self.name, str(exc), exc.param) from None
         except TypeError as exc:
             raise self._binding_error(exc, args, kwargs) from None
-        device = state.current_device()
+        device = self._launch_device(state, bound)
         cache = state.caches.get(device)
         try:
             variant = cache[key]  # type: ignore[index]
@@ -121,19 +157,50 @@ class KernelFunction:
         g2 = grid[2] if n > 2 else 1
         if g0 <= 0 or g1 <= 0 or g2 <= 0 or n > 3:
             self._bad_grid(grid)
-        variant.launcher(
-            (g0, g1, g2),
-            state.current_stream(device) if stream is None else stream,
-            variant.runtime_args(bound),
-        )
+        if device == variant.device and device == state.current_device():
+            variant.launcher(
+                (g0, g1, g2),
+                state.current_stream(device) if stream is None else stream,
+                variant.runtime_args(bound),
+            )
+        else:  # tensors on a device other than the current one
+            with state.backend.device_guard(device):
+                variant.launcher(
+                    (g0, g1, g2),
+                    state.current_stream(device) if stream is None else stream,
+                    variant.runtime_args(bound),
+                )
         return variant
+
+    def _launch_device(self, state: _State, bound: tuple) -> int:
+        """The device of the tensor arguments (all on one), else the current device."""
+        device = first = None
+        for i in state.runtime_index:
+            a = bound[i]
+            if getattr(a, "data_ptr", None) is None or a.__class__ in (int, float, bool):
+                continue
+            try:
+                d = state.device_of(a)
+            except ValueError as exc:
+                raise ArgumentError(self.name, str(exc), self._param_names[i]) from None
+            if device is None:
+                device, first = d, self._param_names[i]
+            elif d != device:
+                raise ArgumentError(
+                    self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
+                    "launch must be on one device", self._param_names[i])
+        return state.current_device() if device is None else device
 
     def _make_state(self) -> _State:
         with self._lock:
             backend = registry.current()
             if self._state is None or self._state.backend is not backend:
                 binder = make_binder(self.params, backend.specialization_rules(), self.name)
-                self._state = _State(backend, binder)
+                runtime_index = tuple(p.index for p in self.params if not p.is_constexpr)
+                state = _State(backend, binder, runtime_index)
+                self._dispatcher = None
+                self._state = state
+                self._dispatcher = _native.make_dispatcher(self, state)
             return self._state
 
     def _miss(self, state: _State, device: int, key: Any, bound: tuple, options: dict) -> Variant:
@@ -262,6 +329,35 @@ class KernelFunction:
 
     def __repr__(self) -> str:
         return f"<tritonjit.KernelFunction {self.name}({', '.join(self._param_names)})>"
+
+
+if not _native.available():  # the Python path serves f[grid]
+    KernelFunction.__getitem__ = KernelFunction._py_getitem  # type: ignore[method-assign]
+
+
+class BoundLaunch:
+    """``f.bind(...)`` of the Python path: the runtime arguments fill the bound ones."""
+
+    __slots__ = ("fn", "grid", "bound", "options", "index", "params")
+
+    def __init__(self, fn: KernelFunction, grid: Any, bound: tuple, options: dict, stream: Any) -> None:
+        self.fn = fn
+        self.grid = grid
+        self.bound = list(bound)
+        self.options = dict(options)
+        if stream is not None:
+            self.options["stream"] = stream
+        self.index = tuple(p.index for p in fn.params if not p.is_constexpr)
+        self.params = tuple(fn.params[i].name for i in self.index)
+
+    def __call__(self, *args: Any) -> Any:
+        if len(args) != len(self.index):
+            raise TypeError(f"a bound launcher takes the kernel's runtime arguments {list(self.params)} "
+                            f"positionally, got {len(args)}")
+        vals = list(self.bound)
+        for i, a in zip(self.index, args):
+            vals[i] = a
+        return self.fn._run(self.grid, *vals, **self.options)
 
 
 def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Slot], device: int) -> Variant:

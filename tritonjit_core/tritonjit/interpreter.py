@@ -12,10 +12,36 @@ import contextlib
 import threading
 from typing import Any, Iterator, Sequence
 
-from .._backend import BackendInfo, CompiledVariant
-from .._hookspecs import hookimpl
+from ._backend import BackendInfo, CompiledVariant
+from ._errors import ArgumentError
+from ._hookspecs import hookimpl
 
 _run_lock = threading.RLock()  # the interpreter patches triton.language globally
+_index_patched = False
+
+
+def _patch_interpreter_index() -> None:
+    """Work around Triton 3.6's interpreter under NumPy >= 2.3.
+
+    There its scalars are shape-(1,) arrays and ``int(array)`` of those raises, so
+    ``range(start, n)`` with runtime bounds fails inside kernels. Giving the
+    interpreter's tensor an ``__index__`` that reads the single element fixes it.
+    """
+    global _index_patched
+    if _index_patched:
+        return
+    import triton.runtime.interpreter as interp
+
+    if not getattr(interp, "_tritonjit_index_patched", False):
+        original = interp._patch_lang_tensor
+
+        def patched(tensor: Any, scope: Any) -> None:
+            original(tensor, scope)
+            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+        interp._patch_lang_tensor = patched
+        interp._tritonjit_index_patched = True
+    _index_patched = True
 
 
 class _Artifact:
@@ -126,6 +152,9 @@ class InterpreterBackend:
 
     @hookimpl
     def pack_args(self, state: Any, args: Sequence[Any]) -> list[Any]:
+        if len(args) != len(state.runtime_index):
+            raise ArgumentError(state.jit_fn.fn.__name__, f"expected {len(state.runtime_index)} runtime "
+                                f"arguments, got {len(args)}")
         full: list[Any] = [None] * state.nparams
         for i, v in state.constants.items():
             full[i] = v
@@ -135,6 +164,7 @@ class InterpreterBackend:
 
     @hookimpl
     def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
+        _patch_interpreter_index()
         with _run_lock, _callees_interpreted():
             state.interp[grid](*packed)
 

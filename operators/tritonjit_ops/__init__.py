@@ -1,0 +1,32 @@
+"""tritonjit-ops: Triton kernels with Torch wrappers, launched through tritonjit.
+
+Direct entries (``tritonjit_ops.add(x, y)``) skip the dispatcher; the same
+operators are registered as ``torch.ops.tritonjit.*`` for the active backend's
+dispatch key, and ``enable()`` routes the matching aten operators through them.
+"""
+from ._registry import disable, dispatch_key, enable, enabled_ops
+from .fused import cross_entropy, rotary_embedding, silu_and_mul
+from .indexing import embedding, gather, index_select
+from .matmul import addmm, bmm, mm
+from .norm import fused_add_rms_norm, group_norm, layer_norm, rms_norm
+from .pointwise import (abs, add, div, exp, gelu, log, maximum, minimum, mul, neg, pow, relu, rsqrt, sigmoid, silu,
+                        sqrt, sub, tanh, where)
+from .reduction import amax, amin, argmax, argmin, mean, sum
+from .softmax import log_softmax, softmax
+
+__all__ = [
+    # pointwise
+    "add", "sub", "mul", "div", "maximum", "minimum", "pow",
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "gelu", "silu", "where",
+    # reductions
+    "sum", "mean", "amax", "amin", "argmax", "argmin",
+    # softmax, normalization
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm",
+    # matmul, indexing
+    "mm", "bmm", "addmm", "index_select", "gather", "embedding",
+    # fused
+    "fused_add_rms_norm", "silu_and_mul", "rotary_embedding", "cross_entropy",
+    # registration
+    "enable", "disable", "enabled_ops", "dispatch_key",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,134 @@
+"""Shared helpers for the operator wrappers: launching, dtype rules, shape checks.
+
+Everything here is on the host hot path of some operator, so it stays small and
+allocation-free where it can.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+import tritonjit
+
+__all__ = [
+    "jit",
+    "FLOAT_DTYPES",
+    "INT_DTYPES",
+    "is_cuda_like",
+    "check_dtype",
+    "check_same_device",
+    "check_out",
+    "coalesce",
+    "normalize_dims",
+    "next_pow2",
+    "cdiv",
+]
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def jit(kernel: Callable) -> object:
+    """The tritonjit launcher for ``kernel`` (one cached instance per kernel).
+
+    Every launch in this package goes through the returned object,
+    ``jit(k)[grid](...)``; never ``k[grid]``, which is Triton's slower path.
+    """
+    return tritonjit.function(kernel)
+
+
+def is_cuda_like(t: torch.Tensor) -> bool:
+    """True on a real accelerator, where bigger blocks and more warps pay off."""
+    return t.device.type != "cpu"
+
+
+def next_pow2(n: int) -> int:
+    return 1 << (max(int(n), 1) - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def check_dtype(op: str, t: torch.Tensor, allowed: Sequence[torch.dtype]) -> None:
+    if t.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise TypeError(f"tritonjit.{op}: unsupported dtype {t.dtype}; expected one of {names}")
+
+
+def check_same_device(op: str, *tensors: torch.Tensor | None) -> torch.device:
+    dev = None
+    for t in tensors:
+        if t is None or not isinstance(t, torch.Tensor):
+            continue
+        if dev is None:
+            dev = t.device
+        elif t.device != dev:
+            raise RuntimeError(
+                f"tritonjit.{op}: Expected all tensors to be on the same device, "
+                f"but found at least two devices, {dev} and {t.device}!"
+            )
+    return dev
+
+
+def check_out(op: str, out: torch.Tensor, shape: Sequence[int], dtype: torch.dtype, device: torch.device) -> None:
+    """Validate an ``out=`` tensor. Unlike aten we never resize: a mismatch is an error."""
+    if out.dtype != dtype:
+        raise RuntimeError(f"tritonjit.{op}: Expected out tensor to have dtype {dtype}, but got {out.dtype} instead")
+    if tuple(out.shape) != tuple(shape):
+        raise RuntimeError(
+            f"tritonjit.{op}: Expected out tensor to have shape {list(shape)}, but got {list(out.shape)} instead"
+        )
+    if out.device != device:
+        raise RuntimeError(f"tritonjit.{op}: Expected out tensor on {device}, but got {out.device}")
+
+
+def normalize_dims(op: str, dims, ndim: int, allow_empty_means_all: bool = True) -> tuple[int, ...]:
+    """Wrap negative dims, reject duplicates and out-of-range dims like aten does."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    dims = tuple(dims)
+    if len(dims) == 0:
+        if allow_empty_means_all:
+            return tuple(range(ndim))
+        raise RuntimeError(f"tritonjit.{op}: Expected reduction dim to be specified for input.numel() == 0.")
+    rank = max(ndim, 1)
+    out = []
+    for d in dims:
+        if not -rank <= d < rank:
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {d})"
+            )
+        d = d % rank
+        if d in out:
+            raise RuntimeError(f"tritonjit.{op}: dim {d} appears multiple times in the list of dims")
+        out.append(d)
+    if ndim == 0:
+        return ()
+    return tuple(sorted(out))
+
+
+def coalesce(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that are contiguous in every operand.
+
+    Turns most broadcast/strided elementwise problems into rank <= 4 ones, so one
+    kernel with four (size, stride) pairs covers them.
+    """
+    keep = [i for i, s in enumerate(shape) if s != 1]
+    shp = [shape[i] for i in keep]
+    strs = [[st[i] for i in keep] for st in strides]
+    if not shp:
+        return [1], [[0] for _ in strides]
+    out_shape = [shp[-1]]
+    out_strides = [[st[-1]] for st in strs]
+    for i in range(len(shp) - 2, -1, -1):
+        if all(st[i] == os[0] * out_shape[0] for st, os in zip(strs, out_strides)):
+            out_shape[0] *= shp[i]
+        else:
+            out_shape.insert(0, shp[i])
+            for st, os in zip(strs, out_strides):
+                os.insert(0, st[i])
+    return out_shape, out_strides

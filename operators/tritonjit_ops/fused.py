@@ -1,0 +1,190 @@
+"""Fused model kernels: silu_and_mul, rotary embedding, cross_entropy (fused_add_rms_norm is in norm.py).
+
+Each replaces a chain of eager ops with one pass over memory.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, check_dtype, check_same_device, jit, next_pow2
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _silu_mul_kernel(g, u, out, D, s_g, s_u, BLOCK: tl.constexpr):
+    """out[r, :] = silu(g[r, :]) * u[r, :]; g/u rows may be strided (halves of one tensor)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < D
+    a = tl.load(g + row * s_g + cols, mask=m).to(tl.float32)
+    b = tl.load(u + row * s_u + cols, mask=m).to(tl.float32)
+    y = a / (1.0 + tl.exp(-a)) * b
+    tl.store(out + row * D + cols, y.to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _rotary_kernel(x, cos, sin, out, S, H, D, R2, s_cs,
+                   INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr,
+                   BLOCK_T: tl.constexpr):
+    """Rotate the first 2*R2 features of every head of one token; copy the rest."""
+    tok = tl.program_id(0).to(tl.int64)
+    s = tok % S
+    hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    hm = hs < H
+    j = tl.arange(0, BLOCK_R)
+    jm = j < R2
+    c = tl.load(cos + s * s_cs + j, mask=jm, other=0.0).to(tl.float32)[None, :]
+    sn = tl.load(sin + s * s_cs + j, mask=jm, other=0.0).to(tl.float32)[None, :]
+    base = tok * H * D + hs[:, None].to(tl.int64) * D
+    m = hm[:, None] & jm[None, :]
+    if INTERLEAVED:
+        i1 = 2 * j
+        i2 = 2 * j + 1
+    else:
+        i1 = j
+        i2 = j + R2
+    x1 = tl.load(x + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
+    x2 = tl.load(x + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
+    tl.store(out + base + i1[None, :], (x1 * c - x2 * sn).to(out.dtype.element_ty), mask=m)
+    tl.store(out + base + i2[None, :], (x2 * c + x1 * sn).to(out.dtype.element_ty), mask=m)
+    if BLOCK_T > 0:  # pass-through tail when rotary_dim < head_dim
+        t = 2 * R2 + tl.arange(0, BLOCK_T)
+        tm = hm[:, None] & (t < D)[None, :]
+        tl.store(out + base + t[None, :], tl.load(x + base + t[None, :], mask=tm), mask=tm)
+
+
+@triton.jit
+def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.constexpr):
+    """loss[r] = logsumexp(logits[r]) - logits[r, target[r]] (0 where target == ignore_index)."""
+    row = tl.program_id(0).to(tl.int64)
+    base = logits + row * s_row
+    mx = tl.full([BLOCK_C], float("-inf"), tl.float32)
+    s = tl.zeros([BLOCK_C], tl.float32)
+    for c0 in range(0, C, BLOCK_C):
+        cols = c0 + tl.arange(0, BLOCK_C)
+        v = tl.load(base + cols, mask=cols < C, other=float("-inf")).to(tl.float32)
+        nm = tl.maximum(mx, v)
+        # lanes that have only seen -inf (padding) keep s == 0 instead of exp(-inf + inf) = nan
+        s = tl.where(nm == float("-inf"), 0.0, s * tl.exp(mx - nm) + tl.exp(v - nm))
+        mx = nm
+    gm = tl.max(mx, 0)
+    total = tl.sum(s * tl.exp(mx - gm), 0)
+    lse = gm + tl.log(total)
+    t = tl.load(target + row)
+    valid = t != ignore_index
+    tv = tl.load(base + tl.where(valid, t, 0)).to(tl.float32)
+    tl.store(loss + row, tl.where(valid, lse - tv, 0.0))
+
+
+@triton.jit
+def _ce_reduce_kernel(loss, target, out, N, ignore_index, MEAN: tl.constexpr, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], tl.float32)
+    cnt = tl.zeros([BLOCK], tl.float32)
+    for i0 in range(0, N, BLOCK):
+        i = i0 + tl.arange(0, BLOCK)
+        m = i < N
+        acc += tl.load(loss + i, mask=m, other=0.0)
+        cnt += (m & (tl.load(target + i, mask=m, other=ignore_index) != ignore_index)).to(tl.float32)
+    r = tl.sum(acc, 0)
+    if MEAN:
+        r = r / tl.sum(cnt, 0)
+    tl.store(out, r.to(out.dtype.element_ty))
+
+
+_silu_mul = jit(_silu_mul_kernel)
+_rotary = jit(_rotary_kernel)
+_ce_rows = jit(_ce_rows_kernel)
+_ce_reduce = jit(_ce_reduce_kernel)
+
+
+def silu_and_mul(gate: Tensor, up: Tensor | None = None) -> Tensor:
+    """silu(gate) * up. With ``up`` None, gate is [..., 2d] split into halves (vLLM's layout)."""
+    if not isinstance(gate, Tensor):
+        raise TypeError(f"tritonjit.silu_and_mul: expected a Tensor, got {type(gate).__name__}")
+    check_dtype("silu_and_mul", gate, FLOAT_DTYPES)
+    if up is None:
+        if gate.dim() == 0 or gate.shape[-1] % 2:
+            raise RuntimeError(f"tritonjit.silu_and_mul: last dim must be even, got shape {list(gate.shape)}")
+        d = gate.shape[-1] // 2
+        x = gate.reshape(-1, 2 * d) if gate.is_contiguous() else gate.contiguous().reshape(-1, 2 * d)
+        g, u, shape = x[:, :d], x[:, d:], (*gate.shape[:-1], d)
+    else:
+        check_same_device("silu_and_mul", gate, up)
+        if up.shape != gate.shape:
+            raise RuntimeError(f"tritonjit.silu_and_mul: gate {list(gate.shape)} and up {list(up.shape)} "
+                               f"must have the same shape")
+        if up.dtype != gate.dtype:
+            raise TypeError(f"tritonjit.silu_and_mul: gate dtype {gate.dtype} != up dtype {up.dtype}")
+        d = gate.shape[-1] if gate.dim() else 1
+        g = gate.contiguous().reshape(-1, d)
+        u = up.contiguous().reshape(-1, d)
+        shape = gate.shape
+    out = torch.empty(shape, dtype=gate.dtype, device=gate.device)
+    rows = g.shape[0]
+    if out.numel() == 0:
+        return out
+    block = min(next_pow2(d), 4096 if gate.device.type != "cpu" else 1024)
+    warps = 8 if block >= 2048 and gate.device.type != "cpu" else 4
+    _silu_mul[(rows, triton.cdiv(d, block))](g, u, out, d, g.stride(0), u.stride(0), BLOCK=block, num_warps=warps)
+    return out
+
+
+def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = False) -> Tensor:
+    """Rotary position embedding of x [..., S, H, D] with cos/sin [S, R/2], R <= D even.
+
+    interleaved=False is GPT-NeoX (rotate halves), True is GPT-J (rotate pairs).
+    Features past R pass through unchanged.
+    """
+    if not isinstance(x, Tensor) or x.dim() < 3:
+        raise RuntimeError("tritonjit.rotary_embedding: x must be [..., seq, heads, head_dim]")
+    check_dtype("rotary_embedding", x, FLOAT_DTYPES)
+    check_same_device("rotary_embedding", x, cos, sin)
+    S, H, D = x.shape[-3:]
+    if cos.shape != sin.shape or cos.dim() != 2 or cos.shape[0] != S or 2 * cos.shape[1] > D:
+        raise RuntimeError(f"tritonjit.rotary_embedding: cos/sin must be [seq={S}, rotary_dim/2 <= {D // 2}], "
+                           f"got {list(cos.shape)} and {list(sin.shape)}")
+    x = x.contiguous()
+    cos, sin = cos.contiguous(), sin.contiguous()
+    out = torch.empty_like(x)
+    r2 = cos.shape[1]
+    if x.numel() == 0:
+        return out
+    tokens = x.numel() // (H * D)
+    block_h = min(next_pow2(H), 16)
+    tail = D - 2 * r2
+    _rotary[(tokens, triton.cdiv(H, block_h))](
+        x, cos, sin, out, S, H, D, r2, cos.stride(0), INTERLEAVED=bool(interleaved), BLOCK_H=block_h,
+        BLOCK_R=next_pow2(r2), BLOCK_T=next_pow2(tail) if tail else 0)
+    return out
+
+
+def cross_entropy(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Cross entropy of [N, C] logits against int64 class indices [N], in fp32 (forward)."""
+    if not isinstance(logits, Tensor) or logits.dim() != 2:
+        raise RuntimeError("tritonjit.cross_entropy: logits must be [N, C]")
+    check_dtype("cross_entropy", logits, FLOAT_DTYPES)
+    check_same_device("cross_entropy", logits, target)
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    n, c = logits.shape
+    if not isinstance(target, Tensor) or target.dtype != torch.int64 or tuple(target.shape) != (n,):
+        raise RuntimeError(f"tritonjit.cross_entropy: target must be int64 of shape [{n}]")
+    valid = target[target != ignore_index]
+    if valid.numel() and (int(valid.min()) < 0 or int(valid.max()) >= c):
+        raise IndexError(f"Target {int(valid.max()) if int(valid.max()) >= c else int(valid.min())} is out of bounds.")
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()
+    target = target.contiguous()
+    loss = torch.empty(n, dtype=torch.float32, device=logits.device)
+    if n:
+        block = min(next_pow2(c), 4096 if logits.device.type != "cpu" else 1024)
+        _ce_rows[(n,)](logits, target, loss, c, logits.stride(0), ignore_index, BLOCK_C=block)
+    if reduction == "none":
+        return loss.to(logits.dtype)
+    out = torch.empty((), dtype=logits.dtype, device=logits.device)
+    if n == 0:
+        return out.fill_(float("nan") if reduction == "mean" else 0.0)
+    _ce_reduce[(1,)](loss, target, out, n, ignore_index, MEAN=reduction == "mean", BLOCK=1024)
+    return out

@@ -1,0 +1,157 @@
+"""index_select, gather and embedding.
+
+Indices are bounds-checked on the host before the launch (aten raises for an
+out-of-range index rather than reading out of bounds; a device assert is not
+available on every backend).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INT_DTYPES, check_same_device, jit, next_pow2
+
+Tensor = torch.Tensor
+_DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
+
+
+@triton.jit
+def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr):
+    """out[o, l, :] = x[o, idx[l], :] for contiguous x (O, D, K) and out (O, L, K)."""
+    row = tl.program_id(0).to(tl.int64)
+    o = row // L
+    l = row % L
+    src = tl.load(idx + l).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = cols < K
+    v = tl.load(x + (o * D + src) * K + cols, mask=m)
+    tl.store(out + row * K + cols, v, mask=m)
+
+
+@triton.jit
+def _gather_kernel(x, idx, out, n, d1, d2, d3, xs0, xs1, xs2, xs3, is0, is1, is2, is3,
+                   DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """out[i] = x[i with i[DIM] := idx[i]] over a rank-4 (padded) index shape."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    i3 = offs % d3
+    t = offs // d3
+    i2 = t % d2
+    t = t // d2
+    i1 = t % d1
+    i0 = t // d1
+    j = tl.load(idx + i0 * is0 + i1 * is1 + i2 * is2 + i3 * is3, mask=m, other=0).to(tl.int64)
+    if DIM == 0:
+        i0 = j
+    elif DIM == 1:
+        i1 = j
+    elif DIM == 2:
+        i2 = j
+    else:
+        i3 = j
+    v = tl.load(x + i0 * xs0 + i1 * xs1 + i2 * xs2 + i3 * xs3, mask=m)
+    tl.store(out + offs, v, mask=m)
+
+
+_select_rows = jit(_select_rows_kernel)
+_gather = jit(_gather_kernel)
+
+
+def _check_index(name: str, index: Tensor, size: int) -> None:
+    if not isinstance(index, Tensor) or index.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"tritonjit.{name}: Expected dtype int32/int64 for index")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= size):
+        raise IndexError("index out of range in self")
+
+
+def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape) -> Tensor:
+    out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    L = index.numel()
+    if out.numel() == 0:
+        return out
+    block = min(next_pow2(k), 1024)
+    _select_rows[(o * L, triton.cdiv(k, block))](x, index, out, L, d, k, BLOCK=block,
+                                                 num_warps=4 if block >= 512 else 1)
+    return out
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """Rows of x along ``dim`` picked by a 1-D index."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.index_select: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in _DATA:
+        raise TypeError(f"tritonjit.index_select: unsupported dtype {x.dtype}")
+    check_same_device("index_select", x, index)
+    if index.dim() > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    nd = max(x.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+    dim %= nd
+    xs = x.reshape(1) if x.dim() == 0 else x
+    _check_index("index_select", index, xs.shape[dim])
+    xs = xs.contiguous()
+    index = index.reshape(-1).contiguous()
+    o = 1
+    for s in xs.shape[:dim]:
+        o *= s
+    k = 1
+    for s in xs.shape[dim + 1:]:
+        k *= s
+    shape = list(xs.shape)
+    shape[dim] = index.numel()
+    out = _rows(xs, o, xs.shape[dim], k, index, shape)
+    return out.reshape(()) if x.dim() == 0 else out
+
+
+def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
+    """weight[indices] for a 2-D weight; padding_idx only matters for the backward."""
+    if not isinstance(weight, Tensor) or weight.dim() != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if weight.dtype not in _DATA:
+        raise TypeError(f"tritonjit.embedding: unsupported dtype {weight.dtype}")
+    check_same_device("embedding", weight, indices)
+    _check_index("embedding", indices, weight.shape[0])
+    w = weight.contiguous()
+    flat = indices.reshape(-1).contiguous()
+    out = _rows(w, 1, w.shape[0], w.shape[1], flat, (flat.numel(), w.shape[1]))
+    return out.reshape(*indices.shape, w.shape[1])
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = x[index[i][j][k]][j][k] (for dim 0), index no larger than x off ``dim``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.gather: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in _DATA:
+        raise TypeError(f"tritonjit.gather: unsupported dtype {x.dtype}")
+    check_same_device("gather", x, index)
+    if not isinstance(index, Tensor) or index.dtype != torch.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    nd = max(x.dim(), 1)
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
+    dim %= nd
+    if max(index.dim(), 1) != nd:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    xs = x.reshape(1) if x.dim() == 0 else x
+    ix = index.reshape(1) if index.dim() == 0 else index
+    for d in range(nd):
+        if d != dim and ix.shape[d] > xs.shape[d]:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be "
+                               f"smaller than self {list(x.shape)} apart from dimension {dim}")
+    _check_index("gather", ix, xs.shape[dim])
+    out = torch.empty(index.shape, dtype=x.dtype, device=x.device)
+    n = out.numel()
+    if n == 0:
+        return out
+    if nd > 4:
+        raise NotImplementedError("tritonjit.gather supports up to 4 dimensions")
+    pad = 4 - nd
+    dims = [1] * pad + list(ix.shape)
+    xst = [0] * pad + list(xs.stride())
+    ist = [0] * pad + list(ix.stride())
+    block = 1024
+    _gather[(triton.cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist,
+                                      DIM=dim + pad, BLOCK=block)
+    return out

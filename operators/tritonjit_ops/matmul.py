@@ -1,0 +1,165 @@
+"""mm, bmm and addmm in fp16, bf16 and fp32 with fp32 accumulation.
+
+One batched kernel with grouped tile order (for L2 reuse). M/N edges wrap with
+a modulo instead of masking the loads, and the K loop is unmasked when
+BLOCK_K divides K, which keeps the inner loop identical to the dense case.
+fp32 inputs use IEEE products unless torch allows TF32, matching torch.mm.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import check_same_device, jit
+
+Tensor = torch.Tensor
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def _mm_kernel(
+    a, b, c, bias, M, N, K,
+    s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_im, s_in,
+    alpha, beta,
+    HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_F32: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1).to(tl.int64)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_n
+    first_m = (pid // group) * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % group) % size_m)
+    pid_n = (pid % group) // size_m
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ram = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
+    rbn = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    pa = a + batch * s_ab + ram[:, None] * s_am + rk[None, :] * s_ak
+    pb = b + batch * s_bb + rk[:, None] * s_bk + rbn[None, :] * s_bn
+    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            xa = tl.load(pa)
+            xb = tl.load(pb)
+        else:
+            kk = k * BLOCK_K + rk
+            xa = tl.load(pa, mask=(kk < K)[None, :], other=0.0)
+            xb = tl.load(pb, mask=(kk < K)[:, None], other=0.0)
+        if DOT_F32:  # Triton's interpreter multiplies bf16 tiles wrongly; fp32 is exact for them
+            xa = xa.to(tl.float32)
+            xb = xb.to(tl.float32)
+        acc = tl.dot(xa, xb, acc, input_precision=PRECISION)
+        pa += BLOCK_K * s_ak
+        pb += BLOCK_K * s_bk
+    if SCALE:
+        acc = acc * alpha
+    mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if HAS_BIAS:
+        bv = tl.load(bias + rm[:, None] * s_im + rn[None, :] * s_in, mask=mask, other=0.0).to(tl.float32)
+        acc = acc + beta * bv
+    pc = c + batch * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
+    tl.store(pc, acc.to(c.dtype.element_ty), mask=mask)
+
+
+_mm = jit(_mm_kernel)
+
+
+def _config(on_gpu: bool, dtype: torch.dtype, m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); per-device autotuning can refine this."""
+    if not on_gpu:
+        return 16, 16, 16, 1, 1
+    if dtype == torch.float32:
+        return 128, 128, 32, 8, 3
+    if m >= 1024 and n >= 1024:
+        return 128, 256, 64, 8, 3
+    return 64, 64, 64, 4, 4
+
+
+def _precision(dtype: torch.dtype) -> str:
+    if dtype != torch.float32:
+        return "tf32"  # ignored for 16-bit inputs
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+def _check(name: str, a: Tensor, b: Tensor, rank: int) -> None:
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"tritonjit.{name}: expected Tensors")
+    check_same_device(name, a, b)
+    if a.dim() != rank or b.dim() != rank:
+        what = "2D" if rank == 2 else "3D"
+        raise RuntimeError(f"{'self' if a.dim() != rank else 'mat2'} must be a {what} tensor")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {a.dtype} != {b.dtype}")
+    if a.dtype not in _DTYPES:
+        raise TypeError(f"tritonjit.{name}: unsupported dtype {a.dtype}; expected float16, bfloat16 or float32")
+
+
+def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, scale: bool) -> Tensor:
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    if c.numel() == 0:
+        return c
+    if k == 0:
+        c.zero_() if bias is None else c.copy_(bias.expand_as(c) * beta)
+        return c
+    bm, bn, bk, warps, stages = _config(a.device.type != "cpu", a.dtype, m, n, k)
+    if a.device.type == "cpu":  # small tiles keep the interpreter fast; don't over-pad tiny problems
+        bm, bn, bk = (max(16, min(x, triton.next_power_of_2(d))) for x, d in ((32, m), (32, n), (32, k)))
+    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), bsz)
+    _mm[grid](a, b, c, bias if bias is not None else c, m, n, k,
+              a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
+              c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta,
+              HAS_BIAS=bias is not None, SCALE=scale, EVEN_K=k % bk == 0, PRECISION=_precision(a.dtype),
+              DOT_F32=a.device.type == "cpu" and a.dtype == torch.bfloat16,
+              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for 2-D a (M, K) and b (K, N); any strides."""
+    _check("mm", a, b, 2)
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                           f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    _launch(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), None, 1.0, 0.0, False)
+    return c
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched a @ b for (B, M, K) and (B, K, N)."""
+    _check("bmm", a, b, 3)
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    c = torch.empty((a.shape[0], a.shape[1], b.shape[2]), dtype=a.dtype, device=a.device)
+    return _launch(a, b, c, None, 1.0, 0.0, False)
+
+
+def addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * bias + alpha * (a @ b); bias broadcasts to (M, N); beta == 0 ignores bias (NaN too)."""
+    _check("addmm", a, b, 2)
+    check_same_device("addmm", bias, a)
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
+                           f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
+    m, n = a.shape[0], b.shape[1]
+    if bias.dtype != a.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {bias.dtype} and {a.dtype}")
+    try:
+        bias2 = bias.expand(m, n)
+    except RuntimeError:
+        raise RuntimeError(f"The size of tensor a ({list(bias.shape)}) must match the size of tensor b "
+                           f"([{m}, {n}]) for addmm") from None
+    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
+    use_bias = beta != 0
+    _launch(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), bias2 if use_bias else None,
+            float(alpha), float(beta), alpha != 1)
+    return c

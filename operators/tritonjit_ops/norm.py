@@ -1,0 +1,291 @@
+"""Normalization forward: layer_norm, rms_norm, group_norm, and the fused residual-add rms_norm.
+
+One row kernel serves all four: a row is a normalized slice (the trailing
+``normalized_shape`` for layer/rms norm, one (sample, group) for group norm).
+Short rows are normalized from registers after one read; long rows loop.
+Statistics are fp32 whatever the input dtype.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, check_dtype, check_same_device, jit, next_pow2
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _norm_kernel(
+    x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps, CPG, HW, G,
+    RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RES: tl.constexpr,
+    GROUP: tl.constexpr, STATS: tl.constexpr, ONE_PASS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rmask = rows < M
+    base = rows.to(tl.int64)[:, None] * N
+    if ONE_PASS:
+        cols = tl.arange(0, BLOCK_N)
+        m = rmask[:, None] & (cols < N)[None, :]
+        v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        if HAS_RES:
+            v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
+            v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        if RMS:
+            mean = tl.zeros([BLOCK_M], tl.float32)
+            var = tl.sum(v * v, 1) / N
+        else:
+            mean = tl.sum(v, 1) / N
+            d = tl.where(m, v - mean[:, None], 0.0)
+            var = tl.sum(d * d, 1) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = (v - mean[:, None]) * rstd[:, None]
+        if GROUP:
+            ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
+        else:
+            ch = cols[None, :] + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+        if HAS_W:
+            y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
+        tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
+    else:
+        src = res_out if HAS_RES else x
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = rmask[:, None] & (cols < N)[None, :]
+            v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            if HAS_RES:
+                v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
+                v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            if RMS:
+                acc += v * v
+            else:
+                acc += v
+        if RMS:
+            mean = tl.zeros([BLOCK_M], tl.float32)
+            var = tl.sum(acc, 1) / N
+        else:
+            mean = tl.sum(acc, 1) / N
+            acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            for c0 in range(0, N, BLOCK_N):
+                cols = c0 + tl.arange(0, BLOCK_N)
+                m = rmask[:, None] & (cols < N)[None, :]
+                v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                d = tl.where(m, v - mean[:, None], 0.0)
+                acc += d * d
+            var = tl.sum(acc, 1) / N
+        rstd = 1.0 / tl.sqrt(var + eps)
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = rmask[:, None] & (cols < N)[None, :]
+            v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            y = (v - mean[:, None]) * rstd[:, None]
+            if GROUP:
+                ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
+            else:
+                ch = cols[None, :] + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
+            if HAS_W:
+                y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
+            if HAS_B:
+                y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
+            tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
+    if STATS:
+        tl.store(mean_out + rows, mean, mask=rmask)
+        tl.store(rstd_out + rows, rstd, mask=rmask)
+
+
+_norm = jit(_norm_kernel)
+
+_plans: dict[tuple, tuple] = {}
+
+
+def _plan(on_gpu: bool, n: int) -> tuple:
+    key = (on_gpu, n)
+    p = _plans.get(key)
+    if p is None:
+        max_n = 16384 if on_gpu else 2048
+        one_pass = n <= max_n
+        block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
+        block_m = max(1, min((2048 if on_gpu else 1024) // block_n, 16))
+        warps = 4 if not on_gpu else (16 if block_n >= 8192 else 8 if block_n >= 2048 else 4)
+        p = _plans[key] = (one_pass, block_n, block_m, warps)
+    return p
+
+
+def _launch(x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1)) -> None:
+    if m == 0:
+        return
+    one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
+    cpg, hw, g = group
+    _norm[(triton.cdiv(m, block_m),)](
+        x, res if res is not None else x, w if w is not None else x, b if b is not None else x,
+        out, res_out if res_out is not None else out, mean if mean is not None else out,
+        rstd if rstd is not None else out, m, n, eps, cpg, hw, g,
+        RMS=rms, HAS_W=w is not None, HAS_B=b is not None, HAS_RES=res is not None,
+        GROUP=g > 1 or hw > 1, STATS=mean is not None, ONE_PASS=one_pass,
+        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+    )
+
+
+def _check_normalized(name: str, x: Tensor, normalized_shape: Sequence[int], *params: Tensor | None) -> int:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.{name}: expected a Tensor, got {type(x).__name__}")
+    check_dtype(name, x, FLOAT_DTYPES)
+    check_same_device(name, x, *params)
+    ns = tuple(normalized_shape) if not isinstance(normalized_shape, int) else (normalized_shape,)
+    if len(ns) == 0 or tuple(x.shape[x.dim() - len(ns):]) != ns or x.dim() < len(ns):
+        raise RuntimeError(
+            f"Given normalized_shape={list(ns)}, expected input with shape [*, {', '.join(map(str, ns))}], "
+            f"but got input of size{list(x.shape)}"
+        )
+    for p, what in zip(params, ("weight", "bias")):
+        if p is not None and tuple(p.shape) != ns:
+            raise RuntimeError(f"Expected {what} to be of same shape as normalized_shape, but got {what} of shape "
+                               f"{list(p.shape)} and normalized_shape = {list(ns)}")
+    n = 1
+    for s in ns:
+        n *= s
+    return n
+
+
+def _c(t: Tensor | None) -> Tensor | None:
+    return t if t is None or t.is_contiguous() else t.contiguous()
+
+
+def native_layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+                      bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
+    """layer_norm plus the fp32 mean and rstd (shape [*, 1, ..., 1]), like aten.native_layer_norm."""
+    n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
+    x = _c(x)
+    m = x.numel() // n if n else 0
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    stat_shape = list(x.shape[: x.dim() - len(tuple(normalized_shape) if not isinstance(normalized_shape, int) else (1,))])
+    stat_shape += [1] * (x.dim() - len(stat_shape))
+    mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    if n:
+        _launch(x, None, _c(weight), _c(bias), out, None, mean, rstd, m, n, float(eps), False)
+    return out, mean, rstd
+
+
+def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape."""
+    n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
+    x = _c(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if n:
+        _launch(x, None, _c(weight), _c(bias), out, None, None, None, x.numel() // n, n, float(eps), False)
+    return out
+
+
+def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to finfo(x.dtype).eps as in torch."""
+    if type(x) is Tensor and x.is_contiguous() and weight is not None and weight.is_contiguous():
+        # hot path: one plan lookup, one allocation, one launch
+        n = x.shape[-1]
+        if (normalized_shape == [n] or normalized_shape == (n,)) and weight.shape == x.shape[-1:] \
+                and x.dtype in FLOAT_DTYPES and weight.device == x.device:
+            out = torch.empty_like(x)
+            m = x.numel() // n if n else 0
+            if m:
+                one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
+                _norm[(triton.cdiv(m, block_m),)](
+                    x, x, weight, x, out, out, out, out, m, n,
+                    float(torch.finfo(x.dtype).eps) if eps is None else eps, 1, 1, 1,
+                    RMS=True, HAS_W=True, HAS_B=False, HAS_RES=False, GROUP=False, STATS=False,
+                    ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+                )
+            return out
+    n = _check_normalized("rms_norm", x, normalized_shape, weight)
+    x = _c(x)
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if n:
+        _launch(x, None, _c(weight), None, out, None, None, None, x.numel() // n, n, float(eps), True)
+    return out
+
+
+def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor | None, eps: float = 1e-6
+                       ) -> tuple[Tensor, Tensor]:
+    """h = x + residual; returns (rms_norm(h) * weight, h) in one read of each input.
+
+    Functional form of vLLM's in-place kernel; h is rounded to the residual dtype
+    before normalizing, as the unfused sequence does.
+    """
+    n = _check_normalized("fused_add_rms_norm", x, (x.shape[-1],) if x.dim() else (), weight)
+    if not isinstance(residual, Tensor) or residual.shape != x.shape:
+        raise RuntimeError(f"tritonjit.fused_add_rms_norm: residual must have the shape of x {list(x.shape)}, "
+                           f"got {list(residual.shape) if isinstance(residual, Tensor) else type(residual).__name__}")
+    check_same_device("fused_add_rms_norm", x, residual)
+    if residual.dtype != x.dtype:
+        raise TypeError(f"tritonjit.fused_add_rms_norm: residual dtype {residual.dtype} != x dtype {x.dtype}")
+    x, residual = _c(x), _c(residual)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if n:
+        _launch(x, residual, _c(weight), None, out, h, None, None, x.numel() // n, n, float(eps), True)
+    return out, h
+
+
+def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int,
+                      group: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """group_norm plus fp32 mean and rstd of shape (N, group), like aten.native_group_norm."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.group_norm: expected a Tensor, got {type(x).__name__}")
+    check_dtype("group_norm", x, FLOAT_DTYPES)
+    check_same_device("group_norm", x, weight, bias)
+    if group <= 0 or C % group != 0:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(x.shape)} and num_groups={group}")
+    for p, what in ((weight, "weight"), (bias, "bias")):
+        if p is not None and (p.dim() != 1 or p.numel() != C):
+            raise RuntimeError(f"Expected {what} to be a vector of size equal to the number of channels in input, "
+                               f"but got {what} of shape {list(p.shape)} and input of shape {list(x.shape)}")
+    x = _c(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    mean = torch.empty((N, group), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((N, group), dtype=torch.float32, device=x.device)
+    cpg = C // group
+    if N * group and cpg * HxW:
+        _launch(x, None, _c(weight), _c(bias), out, None, mean, rstd, N * group, cpg * HxW, float(eps), False,
+                group=(cpg, HxW, group))
+    return out, mean, rstd
+
+
+def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """Normalize each (sample, group of C/num_groups channels) slice, then a per-channel affine."""
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{x.dim() if isinstance(x, Tensor) else type(x).__name__}")
+    n, c = x.shape[0], x.shape[1]
+    hw = x.numel() // (n * c) if n * c else 1
+    return native_group_norm(x, weight, bias, n, c, hw, num_groups, eps)[0]
+
+
+def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
+                             eps: float | None = None) -> tuple[Tensor, Tensor]:
+    """rms_norm plus the fp32 rstd of shape [*, 1, ..., 1], like aten._fused_rms_norm."""
+    n = _check_normalized("rms_norm", x, normalized_shape, weight)
+    x = _c(x)
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    stat_shape = list(x.shape[: x.dim() - nd]) + [1] * nd
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    rstd = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    if n:
+        _launch(x, None, _c(weight), None, out, None, mean, rstd, x.numel() // n, n, float(eps), True)
+    return out, rstd

@@ -1,0 +1,430 @@
+"""Elementwise operators: binary (with broadcasting, scalars, type promotion), unary, where.
+
+Two launch shapes: a flat kernel for the common case (same-shape contiguous
+operands, 5-6 arguments, the cheapest launch), and a rank-4 strided kernel for
+broadcasting and non-contiguous operands after dims are coalesced.
+"""
+from __future__ import annotations
+
+from numbers import Number
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, check_out, check_same_device, coalesce, jit
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------- kernels
+@triton.jit
+def _tanh(x):
+    # exp-based so it also runs in the interpreter; |x| keeps exp from overflowing.
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _binary_op(a, b, alpha, OP: tl.constexpr):
+    if OP == "add":
+        r = a + b * alpha
+    elif OP == "sub":
+        r = a - b * alpha
+    elif OP == "mul":
+        r = a * b
+    elif OP == "div":
+        r = a / b
+    elif OP == "maximum":
+        if a.dtype.is_floating():
+            r = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+        else:
+            r = tl.maximum(a, b)
+    elif OP == "minimum":
+        if a.dtype.is_floating():
+            r = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+        else:
+            r = tl.minimum(a, b)
+    else:  # "pow", floating point only
+        # |a|^b through exp2/log2, then the sign and the special cases aten has.
+        mag = tl.exp2(b * tl.log2(tl.abs(a)))
+        b_int = b == tl.floor(b)
+        b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
+        r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
+        r = tl.where(b == 0, 1.0, r)
+        r = tl.where(a == 1.0, 1.0, r)
+    return r
+
+
+@triton.jit
+def _unary_op(x, OP: tl.constexpr):
+    if OP == "neg":
+        r = -x
+    elif OP == "abs":
+        r = tl.abs(x)
+    elif OP == "relu":
+        r = tl.where(x > 0, x, 0).to(x.dtype)
+        r = tl.where(x != x, x, r)
+    elif OP == "exp":
+        r = tl.exp(x)
+    elif OP == "log":
+        r = tl.log(x)
+    elif OP == "sqrt":
+        r = tl.sqrt(x)
+    elif OP == "rsqrt":
+        r = 1.0 / tl.sqrt(x)
+    elif OP == "sigmoid":
+        r = 1.0 / (1.0 + tl.exp(-x))
+    elif OP == "tanh":
+        r = _tanh(x)
+    elif OP == "silu":
+        r = x / (1.0 + tl.exp(-x))
+    elif OP == "gelu":
+        r = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    else:  # "gelu_tanh"
+        r = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return r
+
+
+@triton.jit
+def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constexpr,
+                        X_SCALAR: tl.constexpr = False, Y_SCALAR: tl.constexpr = False,
+                        UPCAST: tl.constexpr = False):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
+    if X_SCALAR:
+        a = (x + tl.zeros([BLOCK], CT)).to(CT)
+    else:
+        a = tl.load(x + offs, mask=mask).to(CT)
+    if Y_SCALAR:
+        b = (y + tl.zeros([BLOCK], CT)).to(CT)
+    else:
+        b = tl.load(y + offs, mask=mask).to(CT)
+    r = _binary_op(a, b, alpha, OP)
+    tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _unary_flat_kernel(x, out, n, OP: tl.constexpr, BLOCK: tl.constexpr, UPCAST: tl.constexpr = False):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
+    a = tl.load(x + offs, mask=mask).to(CT)
+    tl.store(out + offs, _unary_op(a, OP).to(out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _nd_offset(i0, i1, i2, i3, s0, s1, s2, s3):
+    return i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3
+
+
+@triton.jit
+def _pointwise_nd_kernel(
+    x, y, z, out, n, alpha,
+    d1, d2, d3,
+    xs0, xs1, xs2, xs3,
+    ys0, ys1, ys2, ys3,
+    zs0, zs1, zs2, zs3,
+    OP: tl.constexpr, NIN: tl.constexpr, BLOCK: tl.constexpr,
+    X_SCALAR: tl.constexpr, Y_SCALAR: tl.constexpr, Z_SCALAR: tl.constexpr,
+    UPCAST: tl.constexpr, IDX64: tl.constexpr,
+):
+    """Rank-4 strided elementwise kernel; the output is contiguous, operands are not."""
+    pid = tl.program_id(0)
+    if IDX64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i3 = offs % d3
+    t = offs // d3
+    i2 = t % d2
+    t = t // d2
+    i1 = t % d1
+    i0 = t // d1
+    CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
+    if X_SCALAR:
+        a = x + tl.zeros([BLOCK], CT)
+    else:
+        a = tl.load(x + _nd_offset(i0, i1, i2, i3, xs0, xs1, xs2, xs3), mask=mask)
+    if NIN >= 2:
+        if Y_SCALAR:
+            b = y + tl.zeros([BLOCK], CT)
+        else:
+            b = tl.load(y + _nd_offset(i0, i1, i2, i3, ys0, ys1, ys2, ys3), mask=mask)
+    if NIN == 1:
+        r = _unary_op(a.to(CT), OP)
+    elif NIN == 2:
+        r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
+    else:  # where(x=cond, y, z)
+        if Z_SCALAR:
+            c = z + tl.zeros([BLOCK], CT)
+        else:
+            c = tl.load(z + _nd_offset(i0, i1, i2, i3, zs0, zs1, zs2, zs3), mask=mask)
+        r = tl.where(a != 0, b.to(CT), c.to(CT))
+    tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
+
+
+_binary_flat = jit(_binary_flat_kernel)
+_unary_flat = jit(_unary_flat_kernel)
+_pointwise_nd = jit(_pointwise_nd_kernel)
+
+_BLOCK = 1024
+_INT32_MAX = 2**31 - 1
+
+
+# ----------------------------------------------------------------- host side
+_ARITH_DTYPES = FLOAT_DTYPES + INT_DTYPES
+_ALLOWED = {
+    "add": _ARITH_DTYPES, "sub": _ARITH_DTYPES, "mul": _ARITH_DTYPES, "div": FLOAT_DTYPES,
+    "maximum": _ARITH_DTYPES, "minimum": _ARITH_DTYPES, "pow": FLOAT_DTYPES,
+}
+_FLOAT_UNARY = {"exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh"}
+
+
+def _unsupported(op: str, dtype: torch.dtype) -> TypeError:
+    return TypeError(f"tritonjit.{op}: unsupported dtype {dtype}")
+
+
+def _broadcast_shape(a: tuple, b: tuple) -> list[int]:
+    """torch.broadcast_shapes with aten's own error message."""
+    n = max(len(a), len(b))
+    out = []
+    for i in range(n):
+        da = a[i - n + len(a)] if i - n + len(a) >= 0 else 1
+        db = b[i - n + len(b)] if i - n + len(b) >= 0 else 1
+        if da != db and da != 1 and db != 1:
+            raise RuntimeError(
+                f"The size of tensor a ({da}) must match the size of tensor b ({db}) "
+                f"at non-singleton dimension {i}"
+            )
+        out.append(db if da == 1 else da)
+    return out
+
+
+def _bstrides(t, shape: list[int]) -> list[int]:
+    """Strides of ``t`` broadcast to ``shape`` (0 on broadcast dims); scalars are all-zero."""
+    if not isinstance(t, Tensor):
+        return [0] * len(shape)
+    pad = len(shape) - t.dim()
+    st = [0] * pad
+    for i, (sz, s) in enumerate(zip(t.shape, t.stride())):
+        st.append(0 if sz == 1 and shape[pad + i] != 1 else s)
+    return st
+
+
+def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool) -> Tensor:
+    """Launch the flat or the strided kernel for ``operands`` (tensors or Python scalars)."""
+    n = out.numel()
+    if n == 0:
+        return out
+    target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    shape = list(target.shape)
+    flat = n <= _INT32_MAX and all(
+        not isinstance(t, Tensor) or (t.is_contiguous() and list(t.shape) == shape) for t in operands
+    )
+    if flat and nin == 2:
+        x, y = operands
+        _binary_flat[(triton.cdiv(n, _BLOCK),)](
+            x, y, target, n, alpha, OP=op, BLOCK=_BLOCK,
+            X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor), UPCAST=upcast,
+        )
+    elif flat and nin == 1:
+        _unary_flat[(triton.cdiv(n, _BLOCK),)](operands[0], target, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
+    else:
+        dims, strides = coalesce(shape, [_bstrides(t, shape) for t in operands])
+        if len(dims) > 4:
+            # Beyond rank 4 after coalescing: materialize the broadcast views once.
+            ops = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
+            dims, strides = coalesce(shape, [_bstrides(t, shape) for t in ops])
+            operands = ops
+        pad = 4 - len(dims)
+        dims = [1] * pad + dims
+        strides = [[0] * pad + s for s in strides]
+        while len(operands) < 3:
+            operands = list(operands) + [0]
+            strides.append([0, 0, 0, 0])
+        x, y, z = operands
+        _pointwise_nd[(triton.cdiv(n, _BLOCK),)](
+            x, y, z, target, n, alpha, dims[1], dims[2], dims[3], *strides[0], *strides[1], *strides[2],
+            OP=op, NIN=nin, BLOCK=_BLOCK,
+            X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor),
+            Z_SCALAR=not isinstance(z, Tensor), UPCAST=upcast, IDX64=n > _INT32_MAX,
+        )
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+def _as_operand(op: str, v):
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, bool) or not isinstance(v, Number) or isinstance(v, complex):
+        raise TypeError(f"tritonjit.{op}: expected a Tensor or a real scalar, got {type(v).__name__}")
+    return v
+
+
+def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
+    x = _as_operand(op, x)
+    y = _as_operand(op, y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        raise TypeError(f"tritonjit.{op}: at least one argument must be a Tensor")
+    # A 0-dim CPU tensor next to an accelerator tensor is a scalar, as in aten.
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.device != y.device:
+        if x.dim() == 0 and x.device.type == "cpu":
+            x = x.item()
+        elif y.dim() == 0 and y.device.type == "cpu":
+            y = y.item()
+        else:
+            check_same_device(op, x, y)
+    rdtype = torch.result_type(x, y)
+    if rdtype == torch.bool and op in ("add", "mul", "maximum", "minimum") and out is None:
+        # logical or/and on bytes: nonzero <=> True, as aten's bool arithmetic
+        u8 = [v.to(torch.uint8) if isinstance(v, Tensor) else int(v) for v in (x, y)]
+        return _binary(op, u8[0], u8[1], alpha, None).to(torch.bool)
+    if op == "div" and not rdtype.is_floating_point:
+        rdtype = torch.get_default_dtype()
+    if rdtype not in _ALLOWED[op]:
+        raise _unsupported(op, rdtype)
+    if alpha != 1:
+        if op not in ("add", "sub"):
+            raise TypeError(f"tritonjit.{op}: alpha is not supported")
+        if not rdtype.is_floating_point and not isinstance(alpha, int):
+            raise RuntimeError(f"For integral input tensors, argument alpha must not be a floating point number.")
+    xs = x.shape if isinstance(x, Tensor) else ()
+    ys = y.shape if isinstance(y, Tensor) else ()
+    shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
+    dev = x.device if isinstance(x, Tensor) else y.device
+    if out is None:
+        out = torch.empty(shape, dtype=rdtype, device=dev)
+    else:
+        check_out(op, out, shape, rdtype, dev)
+    return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
+
+
+def _make_binary(op: str, doc: str):
+    def fn(x, y, *, out: Tensor | None = None) -> Tensor:
+        # Fast path: same shape, dtype and device, contiguous, no out=.
+        if (out is None and type(x) is Tensor and type(y) is Tensor and x.dtype == y.dtype
+                and x.shape == y.shape and x.device == y.device and x.is_contiguous() and y.is_contiguous()):
+            dt = x.dtype
+            if dt in _FAST_UPCAST:
+                n = x.numel()
+                o = torch.empty_like(x)
+                if n:
+                    _binary_flat[(triton.cdiv(n, _BLOCK),)](x, y, o, n, 1, OP=op, BLOCK=_BLOCK,
+                                                           UPCAST=_FAST_UPCAST[dt])
+                return o
+        return _binary(op, x, y, 1, out)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+_FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
+
+
+def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
+    """x + alpha * y with broadcasting and aten's type promotion."""
+    if (alpha == 1 and out is None and type(x) is Tensor and type(y) is Tensor and x.dtype == y.dtype
+            and x.shape == y.shape and x.device == y.device and x.is_contiguous() and y.is_contiguous()):
+        dt = x.dtype
+        if dt in _FAST_UPCAST:
+            n = x.numel()
+            o = torch.empty_like(x)
+            if n:
+                _binary_flat[(triton.cdiv(n, _BLOCK),)](x, y, o, n, 1, OP="add", BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
+            return o
+    return _binary("add", x, y, alpha, out)
+
+
+def sub(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
+    """x - alpha * y with broadcasting and aten's type promotion."""
+    return _binary("sub", x, y, alpha, out)
+
+
+mul = _make_binary("mul", "x * y with broadcasting and aten's type promotion.")
+div = _make_binary("div", "True division x / y; integer inputs give the default float dtype.")
+maximum = _make_binary("maximum", "Elementwise max; NaN propagates as in torch.maximum.")
+minimum = _make_binary("minimum", "Elementwise min; NaN propagates as in torch.minimum.")
+pow = _make_binary("pow", "x ** y for floating point results (tensor or scalar base/exponent).")
+
+
+def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.{op}: expected a Tensor, got {type(x).__name__}")
+    dt = x.dtype
+    kop = "gelu_tanh" if op == "gelu_tanh" else op
+    if op in _FLOAT_UNARY:
+        if dt in INT_DTYPES:
+            dt = torch.get_default_dtype()
+        elif dt not in FLOAT_DTYPES:
+            raise _unsupported(op, dt)
+    elif dt not in FLOAT_DTYPES + INT_DTYPES or (op == "neg" and dt == torch.uint8):
+        raise _unsupported(op, dt)
+    if op == "abs" and dt == torch.uint8:
+        kop = "relu"  # identity on unsigned values
+    if out is None:
+        if type(x) is Tensor and x.is_contiguous() and dt == x.dtype and dt in _FAST_UPCAST:
+            o = torch.empty_like(x)
+            n = x.numel()
+            if n:
+                _unary_flat[(triton.cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
+            return o
+        out = torch.empty(x.shape, dtype=dt, device=x.device)
+    else:
+        check_out(op, out, x.shape, dt, x.device)
+    return _launch_elementwise(kop, 1, [x], out, 1, dt in LOW_PRECISION)
+
+
+def _make_unary(op: str, doc: str):
+    def fn(x: Tensor, *, out: Tensor | None = None) -> Tensor:
+        return _unary(op, x, out)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+neg = _make_unary("neg", "-x.")
+abs = _make_unary("abs", "|x|.")
+exp = _make_unary("exp", "e**x, computed in fp32 for half inputs.")
+log = _make_unary("log", "Natural log, computed in fp32 for half inputs.")
+sqrt = _make_unary("sqrt", "Square root.")
+rsqrt = _make_unary("rsqrt", "1 / sqrt(x).")
+sigmoid = _make_unary("sigmoid", "1 / (1 + e**-x).")
+tanh = _make_unary("tanh", "Hyperbolic tangent (exp-based, so it runs on every backend).")
+relu = _make_unary("relu", "max(x, 0); NaN stays NaN.")
+silu = _make_unary("silu", "x * sigmoid(x).")
+
+
+def gelu(x: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> Tensor:
+    """GELU with aten's two approximations: 'none' (erf) and 'tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    return _unary("gelu" if approximate == "none" else "gelu_tanh", x, out)
+
+
+def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
+    """condition ? x : y with three-way broadcasting; x and y may be scalars."""
+    if not isinstance(condition, Tensor) or condition.dtype != torch.bool:
+        raise TypeError("tritonjit.where: condition must be a bool Tensor")
+    x = _as_operand("where", x)
+    y = _as_operand("where", y)
+    check_same_device("where", condition, x, y)
+    rdtype = torch.result_type(x, y)
+    if rdtype not in FLOAT_DTYPES + INT_DTYPES:
+        raise _unsupported("where", rdtype)
+    shape = list(condition.shape)
+    for t in (x, y):
+        if isinstance(t, Tensor):
+            shape = _broadcast_shape(tuple(shape), tuple(t.shape))
+    if out is None:
+        out = torch.empty(shape, dtype=rdtype, device=condition.device)
+    else:
+        check_out("where", out, shape, rdtype, condition.device)
+    return _launch_elementwise("where", 3, [condition, x, y], out, 1, rdtype in LOW_PRECISION)

@@ -1,0 +1,311 @@
+"""Reductions: sum, mean, amax, amin, argmax, argmin over all dims or any list of dims.
+
+Every problem is mapped onto one kernel over a contiguous (O, R, K) view: O and K
+are the kept dims before and after the reduced block R. A tile is [BLOCK_K kept
+positions, BLOCK_R reduced elements]; stride-1 specialization tells the compiler
+which axis is contiguous, so the same kernel serves the last-dim case (K := rows)
+and the middle-dim case (K contiguous). Large full reductions are split over R
+in a first launch and finished by a second one.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INT_DTYPES, check_out, check_same_device, jit, next_pow2, normalize_dims
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _reduce_kernel(
+    x, out, idx_in, idx_out, K, R, CHUNK, sO, sK, sR, divisor,
+    OP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
+    HAS_IDX_IN: tl.constexpr, FINAL: tl.constexpr,
+):
+    """OP in sum/mean/amax/amin/argmax/argmin. Writes out[(o*nsplit + z)*K + k]."""
+    o = tl.program_id(0).to(tl.int64)
+    kb = tl.program_id(1)
+    z = tl.program_id(2)
+    nz = tl.num_programs(2)
+    ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
+    kmask = ks < K
+    base = x + o * sO
+    r_lo = z * CHUNK
+    r_end = r_lo + CHUNK
+    xt: tl.constexpr = x.dtype.element_ty
+    if OP == "sum" or OP == "mean":
+        if xt.is_floating():
+            AT: tl.constexpr = tl.float64 if xt == tl.float64 else tl.float32
+        else:
+            AT: tl.constexpr = tl.int64
+        acc = tl.zeros([BLOCK_K, BLOCK_R], AT)
+    else:
+        if xt.is_floating():
+            IDENT: tl.constexpr = float("-inf") if (OP == "amax" or OP == "argmax") else float("inf")
+        else:
+            IDENT: tl.constexpr = xt.get_int_min_value() if (OP == "amax" or OP == "argmax") else xt.get_int_max_value()
+        # 16-bit floats are compared in fp32 (exact); this also avoids bf16 constants.
+        MT: tl.constexpr = tl.float32 if (xt == tl.float16 or xt == tl.bfloat16) else xt
+        acc = tl.full([BLOCK_K, BLOCK_R], IDENT, MT)
+        nan = tl.zeros([BLOCK_K, BLOCK_R], tl.int1)
+        if OP == "argmax" or OP == "argmin":
+            acc_i = tl.full([BLOCK_K, BLOCK_R], -1, tl.int64)
+    for r0 in range(r_lo, r_end, BLOCK_R):
+        rs = r0 + tl.arange(0, BLOCK_R)
+        m = kmask[:, None] & ((rs < R) & (rs < r_end))[None, :]
+        offs = ks[:, None].to(tl.int64) * sK + rs[None, :].to(tl.int64) * sR
+        if OP == "sum" or OP == "mean":
+            v = tl.load(base + offs, mask=m, other=0)
+            acc += v.to(AT)
+        else:
+            v = tl.where(m, tl.load(base + offs, mask=m).to(MT), IDENT)
+            if OP == "amax":
+                acc = tl.maximum(acc, v)
+                nan = nan | (v != v)
+            elif OP == "amin":
+                acc = tl.minimum(acc, v)
+                nan = nan | (v != v)
+            else:
+                if HAS_IDX_IN:
+                    vi = tl.load(idx_in + o * sO + offs, mask=m, other=-1)
+                else:
+                    vi = tl.zeros([BLOCK_K, BLOCK_R], tl.int64) + rs[None, :]
+                if OP == "argmax":
+                    better = v > acc
+                else:
+                    better = v < acc
+                take = m & (better | (acc_i < 0) | ((v != v) & (acc == acc)))
+                acc = tl.where(take, v, acc)
+                acc_i = tl.where(take, vi, acc_i)
+    oidx = (o * nz + z) * K + ks
+    if OP == "sum" or OP == "mean":
+        r = tl.sum(acc, 1)
+        if FINAL and OP == "mean":
+            r = r / divisor
+        tl.store(out + oidx, r.to(out.dtype.element_ty), mask=kmask)
+    elif OP == "amax" or OP == "amin":
+        if OP == "amax":
+            r = tl.max(acc, 1)
+        else:
+            r = tl.min(acc, 1)
+        has_nan = tl.max(nan.to(tl.int32), 1) > 0
+        if xt.is_floating():
+            r = tl.where(has_nan, float("nan"), r)
+        tl.store(out + oidx, r.to(out.dtype.element_ty), mask=kmask)
+    else:
+        valid = acc_i >= 0
+        isn = (acc != acc) & valid
+        any_nan = tl.max(isn.to(tl.int32), 1) > 0
+        if OP == "argmax":
+            best = tl.max(tl.where(valid, acc, IDENT), 1)
+        else:
+            best = tl.min(tl.where(valid, acc, IDENT), 1)
+        cand = tl.where(any_nan[:, None], isn, valid & (acc == best[:, None]))
+        i = tl.min(tl.where(cand, acc_i, 9223372036854775807), 1)
+        i = tl.where(i == 9223372036854775807, -1, i)
+        if not FINAL:
+            v_out = tl.where(any_nan, float("nan"), best) if xt.is_floating() else best
+            tl.store(out + oidx, v_out.to(out.dtype.element_ty), mask=kmask)
+        tl.store(idx_out + oidx, i, mask=kmask)
+
+
+_reduce = jit(_reduce_kernel)
+
+_SPLIT_MIN_R = 1 << 16  # split the reduced range across programs past this size
+
+
+def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
+    """Return (contiguous source, O, R, K) so that the reduced dims form the middle block R."""
+    nd = x.dim()
+    if nd == 0:
+        return x.reshape(1), 1, 1, 1
+    block = dims == tuple(range(dims[0], dims[0] + len(dims))) if dims else True
+    if not block:
+        kept = [d for d in range(nd) if d not in dims]
+        x = x.permute(*kept, *dims)
+        dims = tuple(range(len(kept), nd))
+    x = x.contiguous()
+    shape = x.shape
+    o = 1
+    for s in shape[: dims[0]]:
+        o *= s
+    r = 1
+    for s in shape[dims[0]: dims[-1] + 1]:
+        r *= s
+    k = 1
+    for s in shape[dims[-1] + 1:]:
+        k *= s
+    return x, o, r, k
+
+
+def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Tensor | None) -> None:
+    """Reduce contiguous x viewed as (O, R, K) into out (O*K,), in one or two launches."""
+    on_gpu = x.device.type != "cpu"
+    if k == 1:  # last-dim reduction: the O rows become the K (kept, tile-row) axis
+        o, k, sO, sK, sR = 1, o, 0, r, 1
+    else:
+        sO, sK, sR = r * k, 1, k
+    if sK == 1:  # contiguous kept axis: wide K tiles
+        block_k = min(next_pow2(k), 64 if on_gpu else 32)
+        block_r = min(next_pow2(r), max(1, (4096 if on_gpu else 512) // block_k))
+    else:  # contiguous reduced axis: wide R tiles
+        block_r = min(next_pow2(r), 4096 if on_gpu else 512)
+        block_k = min(next_pow2(k), max(1, (4096 if on_gpu else 512) // block_r))
+    nk = triton.cdiv(k, block_k)
+    split = 1
+    if r >= _SPLIT_MIN_R and o * nk < 64:
+        split = min(triton.cdiv(r, block_r * 8), 1024)
+    warps = 8 if on_gpu and block_k * block_r >= 4096 else 4
+    is_arg = op in ("argmax", "argmin")
+    divisor = float(r)
+    if split == 1:
+        _reduce[(o, nk, 1)](x, out, x, idx_out if is_arg else out, k, r, r, sO, sK, sR, divisor,
+                            OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
+                            num_warps=warps)
+        return
+    chunk = triton.cdiv(triton.cdiv(r, split), block_r) * block_r
+    split = triton.cdiv(r, chunk)
+    if op in ("sum", "mean"):
+        wdt = torch.float64 if x.dtype == torch.float64 else (torch.int64 if not x.dtype.is_floating_point else torch.float32)
+    else:
+        wdt = x.dtype
+    part = torch.empty((o, split, k), dtype=wdt, device=x.device)
+    part_i = torch.empty((o, split, k), dtype=torch.int64, device=x.device) if is_arg else part
+    _reduce[(o, nk, split)](x, part, x, part_i, k, r, chunk, sO, sK, sR, 1.0,
+                            OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=False,
+                            num_warps=warps)
+    # Second stage: (o, split, k) -> (o, k), always with the kept axis contiguous... or rows.
+    if k == 1:
+        s_o, s_k, s_r, kk, oo = 0, split, 1, o, 1
+    else:
+        s_o, s_k, s_r, kk, oo = split * k, 1, k, k, o
+    bk = min(next_pow2(kk), 32)
+    br = min(next_pow2(split), 1024)
+    _reduce[(oo, triton.cdiv(kk, bk), 1)](part, out, part_i, idx_out if is_arg else out, kk, split, split,
+                                          s_o, s_k, s_r, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
+                                          HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
+
+
+def _out_shape(x: Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
+    if keepdim:
+        return [1 if i in dims else s for i, s in enumerate(x.shape)]
+    return [s for i, s in enumerate(x.shape) if i not in dims]
+
+
+def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None, out: Tensor | None) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.{op}: expected a Tensor, got {type(x).__name__}")
+    check_same_device(op, x, out)
+    if dtype is not None and dtype != x.dtype:
+        if dtype not in FLOAT_DTYPES + INT_DTYPES:
+            raise TypeError(f"tritonjit.{op}: unsupported dtype {dtype}")
+        x = x.to(dtype)
+    if x.dtype == torch.bool and op == "sum":
+        x = x.to(torch.int64)
+    if x.dtype not in FLOAT_DTYPES + INT_DTYPES:
+        raise TypeError(f"tritonjit.{op}: unsupported dtype {x.dtype}")
+    if op == "mean" and not x.dtype.is_floating_point:
+        raise RuntimeError(
+            f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+            f"dtype. Got: {str(x.dtype).replace('torch.', '').capitalize()}"
+        )
+    if op in ("amax", "amin") and isinstance(dim, (list, tuple)) and len(dim) == 0 and x.dim() > 0:
+        dims = tuple(range(x.dim()))
+    else:
+        dims = normalize_dims(op, dim, x.dim())
+    if x.dim() == 0:
+        dims = ()
+    if op == "sum":
+        odt = x.dtype if x.dtype.is_floating_point else torch.int64
+    else:
+        odt = x.dtype
+    shape = _out_shape(x, dims, keepdim)
+    if out is None:
+        out = torch.empty(shape, dtype=odt, device=x.device)
+    else:
+        check_out(op, out, shape, odt, x.device)
+    if out.numel() == 0:
+        return out
+    r = 1
+    for d in dims:
+        r *= x.shape[d]
+    if r == 0:
+        if op in ("amax", "amin"):
+            raise IndexError(
+                f"{op}(): Expected reduction dim {dims[0]} to have non-zero size."
+            )
+        out.fill_(0 if op == "sum" else float("nan"))
+        return out
+    if x.dim() == 0:
+        out.copy_(x.reshape(shape))
+        return out
+    src, o, r, k = _plan(x, dims)
+    res = out if out.is_contiguous() else torch.empty(shape, dtype=odt, device=x.device)
+    _launch(op, src, o, r, k, res, None)
+    if res is not out:
+        out.copy_(res)
+    return out
+
+
+def sum(x: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+        dtype: torch.dtype | None = None, out: Tensor | None = None) -> Tensor:
+    """Sum with an fp32 (fp64, int64) accumulator; integer inputs give int64, as in aten."""
+    return _reduce_op("sum", x, dim, keepdim, dtype, out)
+
+
+def mean(x: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False, *,
+         dtype: torch.dtype | None = None, out: Tensor | None = None) -> Tensor:
+    """Mean with an fp32 accumulator; floating point only, as in aten."""
+    return _reduce_op("mean", x, dim, keepdim, dtype, out)
+
+
+def amax(x: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """Max over dims (all dims for an empty list, as aten); NaN propagates."""
+    return _reduce_op("amax", x, dim, keepdim, None, out)
+
+
+def amin(x: Tensor, dim: int | Sequence[int] = (), keepdim: bool = False, *, out: Tensor | None = None) -> Tensor:
+    """Min over dims (all dims for an empty list, as aten); NaN propagates."""
+    return _reduce_op("amin", x, dim, keepdim, None, out)
+
+
+def _arg(op: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.{op}: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in FLOAT_DTYPES + INT_DTYPES:
+        raise TypeError(f"tritonjit.{op}: unsupported dtype {x.dtype}")
+    if dim is None:
+        if x.numel() == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0.")
+        shape = [1] * x.dim() if keepdim else []
+        res = torch.empty(shape, dtype=torch.int64, device=x.device)
+        src = x.contiguous().reshape(1, x.numel())
+        _launch(op, src, 1, x.numel(), 1, res.reshape(1), res.reshape(1))
+        return res
+    dims = normalize_dims(op, dim, x.dim())
+    d = dims[0] if dims else None
+    shape = _out_shape(x, dims, keepdim) if x.dim() else []
+    res = torch.empty(shape, dtype=torch.int64, device=x.device)
+    if x.dim() == 0:
+        return res.zero_()
+    if x.shape[d] == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+    if res.numel() == 0:
+        return res
+    src, o, r, k = _plan(x, (d,))
+    _launch(op, src, o, r, k, res, res)
+    return res
+
+
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (NaN counts as the maximum), as int64."""
+    return _arg("argmax", x, dim, keepdim)
+
+
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first minimum (NaN counts as the minimum), as int64."""
+    return _arg("argmin", x, dim, keepdim)

@@ -1,0 +1,124 @@
+"""softmax and log_softmax over any dim.
+
+Same (O, R, K) mapping as the reductions: the softmax dim is R, tiles are
+[BLOCK_K kept positions, BLOCK_R]. Rows that fit in one tile are read once
+(the memory-bound optimum: one read, one write); longer rows use an online
+max/sum pass followed by a normalizing pass.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, check_dtype, jit, next_pow2, normalize_dims
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.constexpr,
+                    BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
+    o = tl.program_id(0).to(tl.int64)
+    ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    kmask = ks < K
+    xb = x + o * sO
+    ob = out + o * sO
+    kofs = ks[:, None].to(tl.int64) * sK
+    if ONE_PASS:
+        rs = tl.arange(0, BLOCK_R)
+        m = kmask[:, None] & (rs < R)[None, :]
+        offs = kofs + rs[None, :] * sR
+        v = tl.load(xb + offs, mask=m, other=float("-inf")).to(tl.float32)
+        mx = tl.max(v, 1)
+        e = tl.exp(v - mx[:, None])
+        s = tl.sum(e, 1)
+        if LOG:
+            y = v - mx[:, None] - tl.log(s)[:, None]
+        else:
+            y = e / s[:, None]
+        tl.store(ob + offs, y.to(out.dtype.element_ty), mask=m)
+    else:
+        mx = tl.full([BLOCK_K], float("-inf"), tl.float32)
+        s = tl.zeros([BLOCK_K], tl.float32)
+        for r0 in range(0, R, BLOCK_R):
+            rs = r0 + tl.arange(0, BLOCK_R)
+            m = kmask[:, None] & (rs < R)[None, :]
+            v = tl.load(xb + kofs + rs[None, :] * sR, mask=m, other=float("-inf")).to(tl.float32)
+            nm = tl.maximum(mx, tl.max(v, 1))
+            s = s * tl.exp(mx - nm) + tl.sum(tl.exp(v - nm[:, None]), 1)
+            mx = nm
+        for r0 in range(0, R, BLOCK_R):
+            rs = r0 + tl.arange(0, BLOCK_R)
+            m = kmask[:, None] & (rs < R)[None, :]
+            offs = kofs + rs[None, :] * sR
+            v = tl.load(xb + offs, mask=m, other=float("-inf")).to(tl.float32)
+            if LOG:
+                y = v - mx[:, None] - tl.log(s)[:, None]
+            else:
+                y = tl.exp(v - mx[:, None]) / s[:, None]
+            tl.store(ob + offs, y.to(out.dtype.element_ty), mask=m)
+
+
+_softmax = jit(_softmax_kernel)
+
+# Per (device kind, R, K==1) launch parameters, computed once: the hot path is a dict hit.
+_plans: dict[tuple, tuple] = {}
+
+
+def _plan(on_gpu: bool, r: int, rows: bool) -> tuple:
+    key = (on_gpu, r, rows)
+    p = _plans.get(key)
+    if p is None:
+        max_r = 16384 if on_gpu else 1024
+        one_pass = r <= max_r
+        block_r = next_pow2(r) if one_pass else (4096 if on_gpu else 512)
+        tile = 8192 if on_gpu else 2048
+        block_k = max(1, min(tile // block_r, 64))
+        warps = 4 if not on_gpu else (16 if block_r >= 8192 else 8 if block_r >= 2048 else 4)
+        p = _plans[key] = (one_pass, block_r, block_k, warps)
+    return p
+
+
+def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"tritonjit.{name}: expected a Tensor, got {type(x).__name__}")
+    check_dtype(name, x, FLOAT_DTYPES)
+    odt = x.dtype if dtype is None else dtype
+    if odt not in FLOAT_DTYPES:
+        raise TypeError(f"tritonjit.{name}: unsupported dtype {odt}")
+    nd = x.dim()
+    (d,) = normalize_dims(name, dim, nd) if nd else (0,)
+    if not x.is_contiguous():
+        x = x.contiguous()
+    out = torch.empty(x.shape, dtype=odt, device=x.device)
+    if x.numel() == 0:
+        return out
+    if nd == 0:
+        return out.fill_(0.0 if log else 1.0)
+    shape = x.shape
+    r = shape[d]
+    k = 1
+    for s in shape[d + 1:]:
+        k *= s
+    o = x.numel() // (r * k)
+    rows = k == 1
+    one_pass, block_r, block_k, warps = _plan(x.device.type != "cpu", r, rows)
+    if rows:  # rows become the tile's kept axis
+        o, k, sO, sK, sR = 1, o, 0, r, 1
+    else:
+        sO, sK, sR = r * k, 1, k
+        block_k = min(block_k, next_pow2(k))
+    _softmax[(o, triton.cdiv(k, block_k))](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+                                          BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
+    return out
+
+
+def softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
+    """exp(x - max) / sum, in fp32; ``dtype`` sets the output dtype (aten's semantics)."""
+    return _run(x, dim, dtype, False, "softmax")
+
+
+def log_softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
+    """x - max - log(sum(exp(x - max))), in fp32."""
+    return _run(x, dim, dtype, True, "log_softmax")

@@ -1,0 +1,234 @@
+"""The CUDA backend on a GPU: kernels against torch, graphs, streams, devices, errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tritonjit
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def cuda_backend():
+    tritonjit.set_backend("cuda")
+    yield
+    tritonjit.set_backend(None)
+
+
+@triton.jit
+def add_kernel(X, Y, Out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Out + offs, tl.load(X + offs, mask=m) + tl.load(Y + offs, mask=m), mask=m)
+
+
+@triton.jit
+def axpb_kernel(X, Out, a, b, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(Out + offs, tl.load(X + offs, mask=m) * a + b, mask=m)
+
+
+@triton.jit
+def scalars_kernel(Out, a_i32, b_i64, c_fp32, d_u1, e_u64, f_h: tl.float16, g_bf: tl.bfloat16, h_i8: tl.int8):
+    tl.store(Out + 0, a_i32.to(tl.float64))
+    tl.store(Out + 1, b_i64.to(tl.float64))
+    tl.store(Out + 2, c_fp32.to(tl.float64))
+    tl.store(Out + 3, d_u1.to(tl.float64))
+    tl.store(Out + 4, (e_u64 >> 40).to(tl.float64))
+    tl.store(Out + 5, f_h.to(tl.float64))
+    tl.store(Out + 6, g_bf.to(tl.float64))
+    tl.store(Out + 7, h_i8.to(tl.float64))
+
+
+@triton.jit
+def softmax_kernel(X, Out, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(X + row * n_cols + offs, mask=offs < n_cols, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(Out + row * n_cols + offs, e / tl.sum(e, 0), mask=offs < n_cols)
+
+
+@triton.jit
+def mm_kernel(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(A + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
+        acc += tl.dot(a, b)
+    tl.store(C + rm[:, None] * N + rn[None, :], acc)
+
+
+def _add(x, y, out=None, **kw):
+    out = torch.empty_like(x) if out is None else out
+    n = x.numel()
+    tritonjit.function(add_kernel)[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024, **kw)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 1000, 4096, 100_003])
+def test_add_matches_torch(dtype, n):
+    x = torch.randn(n, device="cuda", dtype=dtype)
+    y = torch.randn(n, device="cuda", dtype=dtype)
+    torch.testing.assert_close(_add(x, y), x + y)
+
+
+def test_unaligned_views_and_int_one_select_other_variants():
+    base = torch.randn(4097, device="cuda")
+    x, y = base[1:], torch.randn(4096, device="cuda")
+    torch.testing.assert_close(_add(x, y), x + y)
+    a, b = torch.randn(1, device="cuda"), torch.randn(1, device="cuda")
+    torch.testing.assert_close(_add(a, b), a + b)  # n == 1: an i32:1 constant
+    sigs = {v.signature for v in tritonjit.function(add_kernel).variants()}
+    assert "*fp32,*fp32:16,*fp32:16,i32:16,1024" in sigs and "*fp32:16,*fp32:16,*fp32:16,i32:1,1024" in sigs
+
+
+def test_scalars_reach_the_kernel():
+    x = torch.randn(5000, device="cuda")
+    out = torch.empty_like(x)
+    tritonjit.function(axpb_kernel)[(5,)](x, out, 2.5, -1.0, 5000, BLOCK=1024)
+    torch.testing.assert_close(out, x * 2.5 - 1.0)
+    o = torch.zeros(8, device="cuda", dtype=torch.float64)
+    tritonjit.function(scalars_kernel)[(1,)](o, -123456, 2**40 + 5, 0.75, True, 2**63 + 2**41, 1.5, -2.0, -7)
+    assert o.tolist() == [-123456.0, float(2**40 + 5), 0.75, 1.0, float((2**63 + 2**41) >> 40), 1.5, -2.0, -7.0]
+
+
+def test_softmax_matches_torch():
+    x = torch.randn(64, 1000, device="cuda")
+    out = torch.empty_like(x)
+    tritonjit.function(softmax_kernel)[(64,)](x, out, 1000, BLOCK=1024)
+    torch.testing.assert_close(out, torch.softmax(x, -1))
+
+
+def test_matmul_with_shared_memory_above_48k():
+    M = N = K = 512
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    f = tritonjit.function(mm_kernel)
+    variant = f[(M // 128, N // 128)](a, b, c, M, N, K, BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    assert variant.compiled.metadata["shared"] > 48 * 1024
+    torch.testing.assert_close(c, (a.float() @ b.float()), atol=1e-2, rtol=1e-2)
+
+
+def test_shared_memory_over_the_device_limit_is_a_clear_error():
+    a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    c = torch.empty(512, 512, device="cuda", dtype=torch.float32)
+    f = tritonjit.function(mm_kernel)
+    before = len(f.variants())
+    with pytest.raises(tritonjit.BackendError, match=r"mm_kernel.*out of resources.*shared memory"):
+        f[(2, 2)](a, a, c, 512, 512, 512, BM=256, BN=256, BK=128, num_warps=8, num_stages=4)
+    assert len(f.variants()) == before
+
+
+def test_bound_launcher_matches_torch():
+    x, y = torch.randn(3000, device="cuda"), torch.randn(3000, device="cuda")
+    out = torch.empty_like(x)
+    launch = tritonjit.function(add_kernel).bind((3,), x, y, out, 3000, BLOCK=1024)
+    for _ in range(3):
+        x.add_(1)
+        launch(x, y, out, 3000)
+        torch.testing.assert_close(out, x + y)
+
+
+def test_cuda_graph_capture_and_replay():
+    x, y = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    out = torch.empty_like(x)
+    f = tritonjit.function(add_kernel)
+    launch = f.bind((4,), x, y, out, 4096, BLOCK=1024)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _add(x, y, out)  # compile and load before capture
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        _add(x, y, out)
+        launch(out, y, out, 4096)
+    for k in range(3):
+        x.copy_(torch.full_like(x, float(k)))
+        out.zero_()
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, x + 2 * y)
+
+
+def test_capture_that_would_need_a_compile_raises_clearly():
+    x = torch.randn(1024, device="cuda", dtype=torch.float64)
+    out = torch.empty_like(x)
+    f = tritonjit.function(add_kernel)
+    before = len(f.variants())
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(tritonjit.BackendError, match=r"add_kernel.*graph is being captured.*before capturing"):
+        with torch.cuda.graph(g):
+            f[(1,)](x, x, out, 1024, BLOCK=1024)
+    assert len(f.variants()) == before
+    torch.testing.assert_close(_add(x, x), 2 * x)  # fine once outside the capture
+
+
+def test_non_default_stream_is_used():
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    _add(x, y, out)
+    s = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)  # keeps s busy; a launch elsewhere would run first
+        x.fill_(3.0)
+        _add(x, y, out)
+    s.synchronize()
+    torch.testing.assert_close(out, 3.0 + y)
+    torch.cuda._sleep(50_000_000)
+    x.fill_(5.0)
+    _add(x, y, out, stream=torch.cuda.current_stream().cuda_stream)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, 5.0 + y)
+
+
+def test_cpu_tensor_is_refused():
+    x = torch.randn(1024, device="cuda")
+    _add(x, x)
+    with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'Y' of kernel 'add_kernel'.*CUDA tensor.*cpu"):
+        _add(x, torch.randn(1024))
+
+
+def test_grid_over_the_driver_limit():
+    x = torch.randn(1024, device="cuda")
+    f = tritonjit.function(add_kernel)
+    with pytest.raises(tritonjit.GridError, match=r"add_kernel.*exceeds the limits"):
+        f[(1, 70000)](x, x, x, 1024, BLOCK=1024)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_device_launches_on_the_tensors_device():
+    x = torch.randn(4096, device="cuda:1")
+    y = torch.randn(4096, device="cuda:1")
+    assert torch.cuda.current_device() == 0
+    torch.testing.assert_close(_add(x, y), x + y)
+    torch.testing.assert_close(_add(x, y), x + y)  # native path
+    with pytest.raises(tritonjit.ArgumentError, match="device 1 but 'X' is on device 0"):
+        _add(torch.randn(4096, device="cuda:0"), y)
+
+
+def test_native_and_python_paths_agree_on_variants():
+    from tritonjit import _native
+
+    if not _native.available():
+        pytest.skip(_native.reason)
+    f = tritonjit.function(add_kernel)
+    x = torch.randn(2048, device="cuda")
+    _add(x, x)
+    assert f._dispatcher is not None
+    key = f._dispatcher.key(x, x, x, 2048, BLOCK=1024)
+    assert key[0] == f._state.binder(x, x, x, 2048, BLOCK=1024)[0] and key[1] == 0

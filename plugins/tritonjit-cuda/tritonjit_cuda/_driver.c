@@ -1,0 +1,942 @@
+/* tritonjit_cuda._driver: the CUDA driver boundary of the tritonjit CUDA backend.
+ *
+ * Built without CUDA headers or libcuda: the few driver types and constants used
+ * are declared below, and libcuda.so.1 is opened with dlopen on first use, its
+ * symbols resolved once (like Triton's driver.c). So the extension builds on a
+ * machine with no GPU and no CUDA toolkit, and importing it never touches the GPU.
+ *
+ * What it holds:
+ *   probe()                       -> (ok, reason): can libcuda be opened, does a device exist
+ *   device_props(dev)             -> dict of the limits the plugin checks against
+ *   load_binary(name, cubin, dev) -> (module, function, ctx, n_regs, n_spills, max_threads, static_shared)
+ *   set_dynamic_shared(fn, dev, n), is_capturing(stream)
+ *   pack(type_codes, values)      -> [bytes]: the exact bytes each kernel parameter gets
+ *   Launcher(...)                 -> the fused pack + launch; callable(grid, stream, args),
+ *                                    and a ``tritonjit_launch`` capsule (tritonjit_launch.h)
+ *                                    through which the core's C dispatcher launches with no
+ *                                    Python-level call in between.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tritonjit_launch.h"
+
+/* ---- the slice of the CUDA driver API this file uses (values from cuda.h) -------- */
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+
+#define CUDA_SUCCESS 0
+#define CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK 1
+#define CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X 5
+#define CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y 6
+#define CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z 7
+#define CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK 12
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN 97
+#define CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
+#define CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
+#define CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES 3
+#define CU_FUNC_ATTRIBUTE_NUM_REGS 4
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED 14
+#define CU_FUNC_CACHE_PREFER_SHARED 1
+#define CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
+#define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+#define CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE 5
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+#define CU_CLUSTER_SCHEDULING_POLICY_SPREAD 1
+
+typedef union {
+  char pad[64];
+  int cooperative;
+  struct { unsigned int x, y, z; } clusterDim;
+  int clusterSchedulingPolicyPreference;
+  int programmaticStreamSerializationAllowed;
+} CUlaunchAttributeValue;
+
+typedef struct {
+  int id;
+  char pad[8 - sizeof(int)];
+  CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+
+typedef struct {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
+/* ---- libcuda, resolved once ------------------------------------------------------- */
+#define CU_FUNCS(X)                                                                                          \
+  X(cuInit, CUresult, (unsigned int))                                                                        \
+  X(cuGetErrorString, CUresult, (CUresult, const char **))                                                   \
+  X(cuGetErrorName, CUresult, (CUresult, const char **))                                                     \
+  X(cuDeviceGetCount, CUresult, (int *))                                                                     \
+  X(cuDeviceGet, CUresult, (CUdevice *, int))                                                                \
+  X(cuDeviceGetName, CUresult, (char *, int, CUdevice))                                                      \
+  X(cuDeviceGetAttribute, CUresult, (int *, int, CUdevice))                                                  \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                                             \
+  X(cuCtxGetCurrent, CUresult, (CUcontext *))                                                                \
+  X(cuCtxPushCurrent_v2, CUresult, (CUcontext))                                                              \
+  X(cuCtxPopCurrent_v2, CUresult, (CUcontext *))                                                             \
+  X(cuModuleLoadData, CUresult, (CUmodule *, const void *))                                                  \
+  X(cuModuleUnload, CUresult, (CUmodule))                                                                    \
+  X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                                   \
+  X(cuFuncGetAttribute, CUresult, (int *, int, CUfunction))                                                  \
+  X(cuFuncSetAttribute, CUresult, (CUfunction, int, int))                                                    \
+  X(cuFuncSetCacheConfig, CUresult, (CUfunction, int))                                                       \
+  X(cuLaunchKernel, CUresult,                                                                                \
+    (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **,    \
+     void **))                                                                                               \
+  X(cuLaunchKernelEx, CUresult, (const CUlaunchConfig *, CUfunction, void **, void **))                      \
+  X(cuStreamIsCapturing, CUresult, (CUstream, int *))
+
+#define DECLARE(name, ret, args) static ret(*p_##name) args = NULL;
+CU_FUNCS(DECLARE)
+#undef DECLARE
+
+static void *libcuda = NULL;
+static char libcuda_error[512] = "";
+
+/* 0 when every symbol is there; else -1 with a Python RuntimeError set. */
+static int ensure_libcuda(void) {
+  if (libcuda != NULL) return 0;
+  if (libcuda_error[0]) {
+    PyErr_SetString(PyExc_RuntimeError, libcuda_error);
+    return -1;
+  }
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    const char *why = dlerror();
+    snprintf(libcuda_error, sizeof libcuda_error, "libcuda.so.1 (the NVIDIA driver) was not found: %s",
+             why ? why : "dlopen failed");
+    PyErr_SetString(PyExc_RuntimeError, libcuda_error);
+    return -1;
+  }
+#define RESOLVE(name, ret, args)                                                                             \
+  p_##name = (ret(*) args)dlsym(h, #name);                                                                   \
+  if (p_##name == NULL) {                                                                                    \
+    snprintf(libcuda_error, sizeof libcuda_error, "libcuda.so.1 lacks %s (driver too old?)", #name);        \
+    dlclose(h);                                                                                              \
+    PyErr_SetString(PyExc_RuntimeError, libcuda_error);                                                      \
+    return -1;                                                                                               \
+  }
+  CU_FUNCS(RESOLVE)
+#undef RESOLVE
+  CUresult r = p_cuInit(0);
+  if (r != CUDA_SUCCESS) {
+    const char *name = NULL;
+    p_cuGetErrorName(r, &name);
+    snprintf(libcuda_error, sizeof libcuda_error, "cuInit failed: %s (no usable NVIDIA GPU?)",
+             name ? name : "unknown error");
+    dlclose(h);
+    PyErr_SetString(PyExc_RuntimeError, libcuda_error);
+    return -1;
+  }
+  libcuda = h;
+  return 0;
+}
+
+static PyObject *GridError = NULL;      /* tritonjit.GridError */
+static PyObject *ArgumentError = NULL;  /* tritonjit.ArgumentError */
+static PyObject *raw_stream_fn = NULL;  /* torch._C._cuda_getCurrentRawStream */
+
+/* Set a RuntimeError naming the driver call, its error and the kernel. */
+static int cu_fail(CUresult r, const char *call, PyObject *kernel) {
+  const char *name = NULL, *text = NULL;
+  if (p_cuGetErrorName) p_cuGetErrorName(r, &name);
+  if (p_cuGetErrorString) p_cuGetErrorString(r, &text);
+  if (kernel)
+    PyErr_Format(PyExc_RuntimeError, "CUDA driver error in %s for kernel '%U': %s (%s)", call, kernel,
+                 name ? name : "?", text ? text : "");
+  else
+    PyErr_Format(PyExc_RuntimeError, "CUDA driver error in %s: %s (%s)", call, name ? name : "?",
+                 text ? text : "");
+  return -1;
+}
+#define CU_CHECK(call, kernel)                                                                               \
+  do {                                                                                                       \
+    CUresult _r = (call);                                                                                    \
+    if (_r != CUDA_SUCCESS) {                                                                                \
+      cu_fail(_r, #call, kernel);                                                                            \
+      goto fail;                                                                                             \
+    }                                                                                                        \
+  } while (0)
+
+/* ---- primary contexts, one per device, retained once -------------------------------- */
+#define MAX_DEVICES 64
+static CUcontext primary_ctx[MAX_DEVICES];
+
+static CUcontext device_ctx(int dev) {
+  if (ensure_libcuda() < 0) return NULL;
+  if (dev < 0 || dev >= MAX_DEVICES) {
+    PyErr_Format(PyExc_ValueError, "device index %d out of range", dev);
+    return NULL;
+  }
+  if (primary_ctx[dev] == NULL) {
+    CUdevice d;
+    CUcontext c;
+    CU_CHECK(p_cuDeviceGet(&d, dev), NULL);
+    CU_CHECK(p_cuDevicePrimaryCtxRetain(&c, d), NULL);
+    primary_ctx[dev] = c;
+  }
+  return primary_ctx[dev];
+fail:
+  return NULL;
+}
+
+/* Make ``ctx`` current if it is not; *pushed says whether to pop afterwards. */
+static inline int ctx_enter(CUcontext ctx, int *pushed) {
+  CUcontext cur = NULL;
+  *pushed = 0;
+  p_cuCtxGetCurrent(&cur);
+  if (cur != ctx) {
+    CUresult r = p_cuCtxPushCurrent_v2(ctx);
+    if (r != CUDA_SUCCESS) return cu_fail(r, "cuCtxPushCurrent", NULL);
+    *pushed = 1;
+  }
+  return 0;
+}
+static inline void ctx_exit(int pushed) {
+  if (pushed) {
+    CUcontext c;
+    p_cuCtxPopCurrent_v2(&c);
+  }
+}
+
+/* ---- module functions ----------------------------------------------------------------- */
+static PyObject *py_probe(PyObject *self, PyObject *unused) {
+  if (ensure_libcuda() < 0) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *msg = value ? PyObject_Str(value) : PyUnicode_FromString("libcuda unavailable");
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (!msg) return NULL;
+    return Py_BuildValue("(ON)", Py_False, msg);
+  }
+  int n = 0;
+  CUresult r = p_cuDeviceGetCount(&n);
+  if (r != CUDA_SUCCESS || n == 0)
+    return Py_BuildValue("(Os)", Py_False, "libcuda.so.1 loaded, but it reports no CUDA device");
+  return Py_BuildValue("(ON)", Py_True, PyUnicode_FromFormat("libcuda.so.1 loaded, %d CUDA device(s)", n));
+}
+
+static PyObject *py_device_props(PyObject *self, PyObject *arg) {
+  int dev = PyLong_AsLong(arg);
+  if (dev == -1 && PyErr_Occurred()) return NULL;
+  if (ensure_libcuda() < 0) return NULL;
+  CUdevice d;
+  char name[256] = {0};
+  int v[9];
+  static const int attrs[9] = {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                               CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                               CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                               CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                               CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK,
+                               CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                               CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X,
+                               CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y,
+                               CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
+  CU_CHECK(p_cuDeviceGet(&d, dev), NULL);
+  CU_CHECK(p_cuDeviceGetName(name, 255, d), NULL);
+  for (int i = 0; i < 9; i++) CU_CHECK(p_cuDeviceGetAttribute(&v[i], attrs[i], d), NULL);
+  return Py_BuildValue("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "name", name, "major", v[0], "minor", v[1],
+                       "max_shared_optin", v[2], "max_threads_per_block", v[3], "max_registers_per_block", v[4],
+                       "multiprocessor_count", v[5], "max_grid_x", v[6], "max_grid_y", v[7], "max_grid_z", v[8]);
+fail:
+  return NULL;
+}
+
+static PyObject *py_load_binary(PyObject *self, PyObject *args) {
+  const char *name;
+  Py_buffer data;
+  int dev;
+  if (!PyArg_ParseTuple(args, "sy*i", &name, &data, &dev)) return NULL;
+  CUcontext ctx = device_ctx(dev);
+  CUmodule mod = NULL;
+  CUfunction fn = NULL;
+  int n_regs = 0, n_spills = 0, max_threads = 0, static_shared = 0, pushed = 0;
+  if (ctx == NULL) goto fail_nopop;
+  if (ctx_enter(ctx, &pushed) < 0) goto fail_nopop;
+  CU_CHECK(p_cuModuleLoadData(&mod, data.buf), NULL);
+  CU_CHECK(p_cuModuleGetFunction(&fn, mod, name), NULL);
+  CU_CHECK(p_cuFuncGetAttribute(&n_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn), NULL);
+  CU_CHECK(p_cuFuncGetAttribute(&n_spills, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn), NULL);
+  CU_CHECK(p_cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), NULL);
+  CU_CHECK(p_cuFuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn), NULL);
+  ctx_exit(pushed);
+  PyBuffer_Release(&data);
+  return Py_BuildValue("(KKKiiii)", (unsigned long long)(uintptr_t)mod, (unsigned long long)(uintptr_t)fn,
+                       (unsigned long long)(uintptr_t)ctx, n_regs, n_spills / 4, max_threads, static_shared);
+fail:
+  if (mod) p_cuModuleUnload(mod);
+  ctx_exit(pushed);
+fail_nopop:
+  PyBuffer_Release(&data);
+  return NULL;
+}
+
+/* Opt in to dynamic shared memory above 48 KiB (cuFuncSetAttribute). */
+static PyObject *py_set_dynamic_shared(PyObject *self, PyObject *args) {
+  unsigned long long fn;
+  int dev, bytes, pushed = 0;
+  if (!PyArg_ParseTuple(args, "Kii", &fn, &dev, &bytes)) return NULL;
+  CUcontext ctx = device_ctx(dev);
+  if (ctx == NULL || ctx_enter(ctx, &pushed) < 0) return NULL;
+  CU_CHECK(p_cuFuncSetCacheConfig((CUfunction)(uintptr_t)fn, CU_FUNC_CACHE_PREFER_SHARED), NULL);
+  CU_CHECK(p_cuFuncSetAttribute((CUfunction)(uintptr_t)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+           NULL);
+  ctx_exit(pushed);
+  Py_RETURN_NONE;
+fail:
+  ctx_exit(pushed);
+  return NULL;
+}
+
+static PyObject *py_allow_nonportable_cluster(PyObject *self, PyObject *args) {
+  unsigned long long fn;
+  int dev, pushed = 0;
+  if (!PyArg_ParseTuple(args, "Ki", &fn, &dev)) return NULL;
+  CUcontext ctx = device_ctx(dev);
+  if (ctx == NULL || ctx_enter(ctx, &pushed) < 0) return NULL;
+  CU_CHECK(p_cuFuncSetAttribute((CUfunction)(uintptr_t)fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+           NULL);
+  ctx_exit(pushed);
+  Py_RETURN_NONE;
+fail:
+  ctx_exit(pushed);
+  return NULL;
+}
+
+static PyObject *py_is_capturing(PyObject *self, PyObject *arg) {
+  unsigned long long s = PyLong_AsUnsignedLongLong(arg);
+  if (s == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+  if (ensure_libcuda() < 0) return NULL;
+  int status = 0;
+  CU_CHECK(p_cuStreamIsCapturing((CUstream)(uintptr_t)s, &status), NULL);
+  return PyBool_FromLong(status != 0);
+fail:
+  return NULL;
+}
+
+/* ---- argument packing: Python values -> the bytes the kernel parameters hold ------------ */
+enum ty {
+  TY_PTR = 0, TY_I1, TY_I8, TY_I16, TY_I32, TY_I64, TY_U1, TY_U8, TY_U16, TY_U32, TY_U64,
+  TY_FP16, TY_BF16, TY_FP32, TY_FP64, TY_COUNT
+};
+static const int ty_size[TY_COUNT] = {8, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+static const char *ty_name[TY_COUNT] = {"pointer", "i1", "i8", "i16", "i32", "i64", "u1", "u8",
+                                        "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"};
+
+static PyObject *data_ptr_str = NULL;
+
+/* The digest the core's dispatcher would make of one Python value. */
+static int digest(PyObject *o, tj_arg *a) {
+  a->obj = o;
+  a->v.u = 0;
+  if (o == Py_None) {
+    a->kind = TJ_ARG_NONE;
+  } else if (PyBool_Check(o)) {
+    a->kind = TJ_ARG_BOOL;
+    a->v.i = (o == Py_True);
+  } else if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        a->kind = TJ_ARG_OTHER;
+        return 0;
+      }
+      a->kind = TJ_ARG_UINT;
+      a->v.u = u;
+    } else if (overflow < 0) {
+      a->kind = TJ_ARG_OTHER;
+    } else {
+      a->kind = TJ_ARG_INT;
+      a->v.i = v;
+    }
+  } else if (PyFloat_CheckExact(o)) {
+    a->kind = TJ_ARG_FLOAT;
+    a->v.d = PyFloat_AS_DOUBLE(o);
+  } else {
+    PyObject *p = PyObject_VectorcallMethod(data_ptr_str, &o, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (p == NULL) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+      PyErr_Clear();
+      a->kind = TJ_ARG_OTHER;
+      return 0;
+    }
+    a->v.u = PyLong_AsUnsignedLongLong(p);
+    Py_DECREF(p);
+    if (a->v.u == (uint64_t)-1 && PyErr_Occurred()) return -1;
+    a->kind = TJ_ARG_PTR;
+  }
+  return 0;
+}
+
+static int pack_error(PyObject *kernel, int index, const char *fmt, const char *tyname, PyObject *o) {
+  PyErr_Format(PyExc_TypeError, "kernel '%S', runtime argument %d (%s): ", kernel ? kernel : Py_None, index,
+               tyname);
+  PyObject *t, *v, *tb;
+  PyErr_Fetch(&t, &v, &tb);
+  PyObject *rest = PyUnicode_FromFormat(fmt, Py_TYPE(o)->tp_name, o);
+  if (rest && v) {
+    PyObject *all = PyUnicode_Concat(v, rest);
+    Py_XDECREF(v);
+    v = all;
+  }
+  Py_XDECREF(rest);
+  PyErr_Restore(t, v, tb);
+  return -1;
+}
+
+/* Pack one argument of type ``ty`` into ``dst`` (8 bytes, zeroed by the caller). */
+static int pack_one(int ty, const tj_arg *a, void *dst, PyObject *kernel, int index) {
+  PyObject *o = a->obj;
+  if (ty == TY_PTR) {
+    uint64_t p;
+    switch (a->kind) {
+      case TJ_ARG_PTR: case TJ_ARG_INT: case TJ_ARG_UINT: p = a->v.u; break;
+      case TJ_ARG_NONE: p = 0; break;
+      default:
+        return pack_error(kernel, index, "expected a tensor (or an int address), got %s %R", ty_name[ty], o);
+    }
+    memcpy(dst, &p, 8);
+    return 0;
+  }
+  if (ty >= TY_FP16) {
+    double d;
+    switch (a->kind) {
+      case TJ_ARG_FLOAT: d = a->v.d; break;
+      case TJ_ARG_INT: case TJ_ARG_BOOL: d = (double)a->v.i; break;
+      case TJ_ARG_UINT: d = (double)a->v.u; break;
+      default:
+        d = o ? PyFloat_AsDouble(o) : -1.0;
+        if (d == -1.0 && (o == NULL || PyErr_Occurred())) {
+          PyErr_Clear();
+          return pack_error(kernel, index, "expected a float, got %s %R", ty_name[ty], o);
+        }
+    }
+    if (ty == TY_FP32) {
+      float f = (float)d;
+      memcpy(dst, &f, 4);
+    } else if (ty == TY_FP64) {
+      memcpy(dst, &d, 8);
+    } else if (ty == TY_BF16) { /* as Triton's launcher: the high half of the fp32 */
+      float f = (float)d;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      uint16_t h = (uint16_t)(u >> 16);
+      memcpy(dst, &h, 2);
+    } else {
+#if PY_VERSION_HEX >= 0x030B0000
+      if (PyFloat_Pack2(d, (char *)dst, 1) < 0) return -1;
+#else
+      if (_PyFloat_Pack2(d, (unsigned char *)dst, 1) < 0) return -1;
+#endif
+    }
+    return 0;
+  }
+  /* integers */
+  int64_t i = 0;
+  uint64_t u = 0;
+  int is_unsigned_big = 0;
+  switch (a->kind) {
+    case TJ_ARG_INT: case TJ_ARG_BOOL: i = a->v.i; break;
+    case TJ_ARG_UINT: u = a->v.u; is_unsigned_big = 1; break;
+    case TJ_ARG_OTHER: {
+      PyObject *n = o ? PyNumber_Index(o) : NULL;
+      if (n == NULL) {
+        PyErr_Clear();
+        return pack_error(kernel, index, "expected an int, got %s %R", ty_name[ty], o);
+      }
+      tj_arg b;
+      digest(n, &b);
+      int r = (b.kind == TJ_ARG_INT || b.kind == TJ_ARG_UINT) ? pack_one(ty, &b, dst, kernel, index)
+                                                              : pack_error(kernel, index, "%s %R is out of range for this type",
+                                                                           ty_name[ty], o);
+      Py_DECREF(n);
+      return r;
+    }
+    default:
+      return pack_error(kernel, index, "expected an int, got %s %R", ty_name[ty], o);
+  }
+  static const int64_t lo[TY_COUNT] = {0, 0, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN, 0, 0, 0, 0, 0};
+  static const int64_t hi[TY_COUNT] = {0, 1, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX, 1, UINT8_MAX, UINT16_MAX,
+                                       UINT32_MAX, INT64_MAX};
+  if (is_unsigned_big) {
+    if (ty != TY_U64) return pack_error(kernel, index, "%s %R is out of range for this type", ty_name[ty], o);
+    memcpy(dst, &u, 8);
+    return 0;
+  }
+  if (ty == TY_I1 || ty == TY_U1) i = (i != 0);
+  if (i < lo[ty] || i > hi[ty]) return pack_error(kernel, index, "%s %R is out of range for this type", ty_name[ty], o);
+  switch (ty_size[ty]) {
+    case 1: { int8_t x = (int8_t)i; memcpy(dst, &x, 1); break; }
+    case 2: { int16_t x = (int16_t)i; memcpy(dst, &x, 2); break; }
+    case 4: { int32_t x = (int32_t)i; memcpy(dst, &x, 4); break; }
+    default: memcpy(dst, &i, 8);
+  }
+  return 0;
+}
+
+static int parse_types(PyObject *codes, unsigned char *out, Py_ssize_t max, Py_ssize_t *n) {
+  Py_buffer b;
+  if (PyObject_GetBuffer(codes, &b, PyBUF_SIMPLE) < 0) return -1;
+  if (b.len > max) {
+    PyBuffer_Release(&b);
+    PyErr_Format(PyExc_ValueError, "at most %zd kernel arguments are supported", max);
+    return -1;
+  }
+  for (Py_ssize_t k = 0; k < b.len; k++) {
+    unsigned char c = ((unsigned char *)b.buf)[k];
+    if (c >= TY_COUNT) {
+      PyBuffer_Release(&b);
+      PyErr_Format(PyExc_ValueError, "unknown argument type code %d", c);
+      return -1;
+    }
+    out[k] = c;
+  }
+  *n = b.len;
+  PyBuffer_Release(&b);
+  return 0;
+}
+
+#define MAX_ARGS 256
+
+/* pack(type_codes: bytes, values: sequence) -> list of bytes, one per argument. */
+static PyObject *py_pack(PyObject *self, PyObject *args) {
+  PyObject *codes, *values;
+  if (!PyArg_ParseTuple(args, "OO", &codes, &values)) return NULL;
+  unsigned char ty[MAX_ARGS];
+  Py_ssize_t n;
+  if (parse_types(codes, ty, MAX_ARGS, &n) < 0) return NULL;
+  PyObject *seq = PySequence_Fast(values, "values must be a sequence");
+  if (!seq) return NULL;
+  if (PySequence_Fast_GET_SIZE(seq) != n) {
+    Py_DECREF(seq);
+    return PyErr_Format(PyExc_ValueError, "%zd type codes but %zd values", n, PySequence_Fast_GET_SIZE(seq));
+  }
+  PyObject *out = PyList_New(n);
+  for (Py_ssize_t k = 0; out && k < n; k++) {
+    tj_arg a;
+    uint64_t slot = 0;
+    if (digest(PySequence_Fast_GET_ITEM(seq, k), &a) < 0 || pack_one(ty[k], &a, &slot, NULL, (int)k) < 0) {
+      Py_CLEAR(out);
+      break;
+    }
+    PyList_SET_ITEM(out, k, PyBytes_FromStringAndSize((const char *)&slot, ty_size[ty[k]]));
+  }
+  Py_DECREF(seq);
+  return out;
+}
+
+/* ---- the launcher ------------------------------------------------------------------------- */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  CUfunction fn;
+  CUcontext ctx;
+  int device;
+  unsigned int block_x, shared, num_ctas, max_grid[3];
+  int coop, pdl, nonportable;
+  Py_ssize_t n_rt;        /* runtime (device) arguments, scratch excluded */
+  int n_scratch;          /* trailing scratch pointers the kernel declares (0, 1 or 2) */
+  uint64_t scratch_size[2], scratch_align[2];
+  unsigned char ty[MAX_ARGS];
+  int param_index[MAX_ARGS]; /* kernel parameter index of each runtime argument */
+  PyObject *name;            /* kernel name, for messages */
+  PyObject *scratch_alloc;   /* callable(nbytes, align, stream, device) -> int address */
+  PyObject *scratch_free;    /* callable(address) */
+  PyObject *capsule;
+  PyObject *device_obj;
+  tj_launch tj;
+} Launcher;
+
+static int grid_fail(Launcher *L, const unsigned int g[3]) {
+  PyErr_Format(GridError ? GridError : PyExc_ValueError,
+               "grid (%u, %u, %u) exceeds the limits of CUDA device %d: x <= %u%s, y <= %u, z <= %u", g[0], g[1],
+               g[2], L->device, L->max_grid[0] / L->num_ctas, L->num_ctas > 1 ? " (per CTA of the cluster)" : "",
+               L->max_grid[1], L->max_grid[2]);
+  if (GridError) { /* GridError(kernel, message) formats its own prefix */
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyObject *e = PyObject_CallFunction(GridError, "OO", L->name, v);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    if (e) {
+      PyErr_SetObject(GridError, e);
+      Py_DECREF(e);
+    }
+  }
+  return -1;
+}
+
+/* Launch with the kernel parameters already packed into ``params`` (n_rt entries). */
+static int launch_packed(Launcher *L, const unsigned int g[3], uint64_t stream, void **params) {
+  if (g[0] == 0 || g[1] == 0 || g[2] == 0) return 0; /* nothing to run */
+  if ((uint64_t)g[0] * L->num_ctas > L->max_grid[0] || g[1] > L->max_grid[1] || g[2] > L->max_grid[2])
+    return grid_fail(L, g);
+  uint64_t scratch[2] = {0, 0};
+  int owned[2] = {0, 0};
+  for (int k = 0; k < L->n_scratch; k++) {
+    params[L->n_rt + k] = &scratch[k];
+    if (L->scratch_size[k] == 0) continue;
+    uint64_t nbytes = (uint64_t)g[0] * g[1] * g[2] * L->num_ctas * L->scratch_size[k];
+    PyObject *p = PyObject_CallFunction(L->scratch_alloc, "KKKi", (unsigned long long)nbytes,
+                                        (unsigned long long)L->scratch_align[k], (unsigned long long)stream,
+                                        L->device);
+    if (p == NULL) goto fail;
+    scratch[k] = PyLong_AsUnsignedLongLong(p);
+    Py_DECREF(p);
+    if (PyErr_Occurred()) goto fail;
+    owned[k] = 1;
+  }
+  CUresult r;
+  int pushed = 0;
+  if (ctx_enter(L->ctx, &pushed) < 0) goto fail;
+  if (L->num_ctas == 1 && !L->coop && !L->pdl) {
+    Py_BEGIN_ALLOW_THREADS;
+    r = p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream, params,
+                         NULL);
+    Py_END_ALLOW_THREADS;
+  } else {
+    CUlaunchAttribute attr[4];
+    memset(attr, 0, sizeof attr);
+    unsigned int na = 0;
+    if (L->pdl) {
+      attr[na].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attr[na++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (L->coop) {
+      attr[na].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attr[na++].value.cooperative = 1;
+    }
+    if (L->num_ctas != 1) {
+      attr[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr[na].value.clusterDim.x = L->num_ctas;
+      attr[na].value.clusterDim.y = 1;
+      attr[na++].value.clusterDim.z = 1;
+      attr[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+      attr[na++].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
+    }
+    CUlaunchConfig cfg = {g[0] * L->num_ctas, g[1], g[2], L->block_x, 1, 1, L->shared,
+                          (CUstream)(uintptr_t)stream, attr, na};
+    Py_BEGIN_ALLOW_THREADS;
+    r = p_cuLaunchKernelEx(&cfg, L->fn, params, NULL);
+    Py_END_ALLOW_THREADS;
+  }
+  ctx_exit(pushed);
+  if (r != CUDA_SUCCESS) {
+    cu_fail(r, L->num_ctas == 1 && !L->coop && !L->pdl ? "cuLaunchKernel" : "cuLaunchKernelEx", L->name);
+    goto fail;
+  }
+  for (int k = 0; k < 2; k++)
+    if (owned[k]) {
+      PyObject *x = PyObject_CallFunction(L->scratch_free, "K", (unsigned long long)scratch[k]);
+      if (x == NULL) return -1;
+      Py_DECREF(x);
+    }
+  return 0;
+fail:
+  for (int k = 0; k < 2; k++)
+    if (owned[k]) {
+      PyObject *t, *v, *tb;
+      PyErr_Fetch(&t, &v, &tb);
+      PyObject *x = PyObject_CallFunction(L->scratch_free, "K", (unsigned long long)scratch[k]);
+      Py_XDECREF(x);
+      PyErr_Restore(t, v, tb);
+    }
+  return -1;
+}
+
+/* The core's C dispatcher calls this through the capsule: args are per kernel parameter. */
+static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
+                           Py_ssize_t nargs) {
+  Launcher *L = (Launcher *)self;
+  uint64_t store[MAX_ARGS + 2];
+  void *params[MAX_ARGS + 2];
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    int pi = L->param_index[k];
+    if (pi >= nargs) {
+      PyErr_Format(PyExc_SystemError, "kernel '%U': launcher expects parameter %d, got %zd", L->name, pi, nargs);
+      return -1;
+    }
+    store[k] = 0;
+    params[k] = &store[k];
+    if (pack_one(L->ty[k], &args[pi], &store[k], L->name, (int)k) < 0) return -1;
+  }
+  return launch_packed(L, grid, stream, params);
+}
+
+static int tj_current_stream(void *self, int device, uint64_t *out) {
+  Launcher *L = (Launcher *)self;
+  PyObject *dev = device == L->device ? (Py_INCREF(L->device_obj), L->device_obj) : PyLong_FromLong(device);
+  if (dev == NULL) return -1;
+  PyObject *s = PyObject_Vectorcall(raw_stream_fn, &dev, 1, NULL);
+  Py_DECREF(dev);
+  if (s == NULL) return -1;
+  *out = PyLong_AsUnsignedLongLong(s);
+  Py_DECREF(s);
+  return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int parse_grid(PyObject *g, unsigned int out[3]) {
+  if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 3) {
+    PyErr_SetString(PyExc_TypeError, "grid must be a 3-tuple of ints");
+    return -1;
+  }
+  for (int k = 0; k < 3; k++) {
+    unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(g, k));
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    if (v > 0xFFFFFFFFul) {
+      PyErr_Format(PyExc_OverflowError, "grid dimension %lu is too large", v);
+      return -1;
+    }
+    out[k] = (unsigned int)v;
+  }
+  return 0;
+}
+
+/* launcher(grid, stream, args): the Python-level fused pack + launch. */
+static PyObject *Launcher_vectorcall(PyObject *self, PyObject *const *a, size_t nargsf, PyObject *kw) {
+  Launcher *L = (Launcher *)self;
+  Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  if (n != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args) takes 3 positional arguments");
+  unsigned int g[3];
+  if (parse_grid(a[0], g) < 0) return NULL;
+  uint64_t stream = PyLong_AsUnsignedLongLong(a[1]);
+  if (stream == (uint64_t)-1 && PyErr_Occurred()) return NULL;
+  PyObject *seq = PySequence_Fast(a[2], "args must be a sequence");
+  if (!seq) return NULL;
+  if (PySequence_Fast_GET_SIZE(seq) != L->n_rt) {
+    PyErr_Format(PyExc_TypeError, "kernel '%U' takes %zd runtime arguments, got %zd", L->name, L->n_rt,
+                 PySequence_Fast_GET_SIZE(seq));
+    Py_DECREF(seq);
+    return NULL;
+  }
+  uint64_t store[MAX_ARGS + 2];
+  void *params[MAX_ARGS + 2];
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    tj_arg arg;
+    store[k] = 0;
+    params[k] = &store[k];
+    if (digest(PySequence_Fast_GET_ITEM(seq, k), &arg) < 0 ||
+        pack_one(L->ty[k], &arg, &store[k], L->name, (int)k) < 0) {
+      Py_DECREF(seq);
+      return NULL;
+    }
+  }
+  int r = launch_packed(L, g, stream, params);
+  Py_DECREF(seq);
+  if (r < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* launcher.launch_packed(grid, stream, packed: list of bytes from pack()) */
+static PyObject *Launcher_launch_packed(PyObject *self, PyObject *args) {
+  Launcher *L = (Launcher *)self;
+  PyObject *grid, *packed;
+  unsigned long long stream;
+  if (!PyArg_ParseTuple(args, "OKO!", &grid, &stream, &PyList_Type, &packed)) return NULL;
+  unsigned int g[3];
+  if (parse_grid(grid, g) < 0) return NULL;
+  if (PyList_GET_SIZE(packed) != L->n_rt)
+    return PyErr_Format(PyExc_TypeError, "kernel '%U': %zd packed arguments, expected %zd", L->name,
+                        PyList_GET_SIZE(packed), L->n_rt);
+  uint64_t store[MAX_ARGS + 2];
+  void *params[MAX_ARGS + 2];
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    PyObject *b = PyList_GET_ITEM(packed, k);
+    if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != ty_size[L->ty[k]])
+      return PyErr_Format(PyExc_TypeError, "packed argument %zd must be %d bytes", k, ty_size[L->ty[k]]);
+    store[k] = 0;
+    memcpy(&store[k], PyBytes_AS_STRING(b), ty_size[L->ty[k]]);
+    params[k] = &store[k];
+  }
+  if (launch_packed(L, g, stream, params) < 0) return NULL;
+  Py_RETURN_NONE;
+}
+
+static void capsule_destructor(PyObject *cap) {
+  Launcher *L = (Launcher *)PyCapsule_GetContext(cap);
+  Py_XDECREF(L);
+}
+
+static PyObject *Launcher_get_capsule(PyObject *self, void *closure) {
+  Launcher *L = (Launcher *)self;
+  if (L->capsule == NULL) {
+    /* The capsule holds a reference to the launcher; the launcher does not hold the
+       capsule strongly after handing it out, so there is no cycle. */
+    PyObject *cap = PyCapsule_New(&L->tj, TJ_LAUNCH_CAPSULE, capsule_destructor);
+    if (!cap) return NULL;
+    Py_INCREF(self);
+    PyCapsule_SetContext(cap, self);
+    return cap;
+  }
+  Py_INCREF(L->capsule);
+  return L->capsule;
+}
+
+static PyObject *Launcher_get_info(PyObject *self, void *closure) {
+  Launcher *L = (Launcher *)self;
+  PyObject *types = PyBytes_FromStringAndSize((const char *)L->ty, L->n_rt);
+  return Py_BuildValue("{s:O,s:i,s:I,s:I,s:I,s:i,s:i,s:N,s:i}", "name", L->name, "device", L->device, "block_x",
+                       L->block_x, "shared", L->shared, "num_ctas", L->num_ctas, "cooperative", L->coop, "pdl",
+                       L->pdl, "types", types, "n_scratch", L->n_scratch);
+}
+
+static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
+  Launcher *L = (Launcher *)self;
+  static char *kwlist[] = {"name", "function", "context", "device", "num_warps", "shared", "num_ctas",
+                           "cooperative", "pdl", "types", "param_index", "n_scratch", "scratch",
+                           "max_grid", "scratch_alloc", "scratch_free", NULL};
+  unsigned long long fn, ctx;
+  int device, num_warps, shared, num_ctas, coop, pdl, n_scratch;
+  PyObject *name, *types, *pindex, *scratch, *max_grid, *salloc, *sfree;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "UKKiiiippOOiOOOO", kwlist, &name, &fn, &ctx, &device, &num_warps,
+                                   &shared, &num_ctas, &coop, &pdl, &types, &pindex, &n_scratch, &scratch,
+                                   &max_grid, &salloc, &sfree))
+    return -1;
+  if (ensure_libcuda() < 0) return -1;
+  if (parse_types(types, L->ty, MAX_ARGS, &L->n_rt) < 0) return -1;
+  PyObject *pi = PySequence_Fast(pindex, "param_index must be a sequence");
+  if (!pi) return -1;
+  if (PySequence_Fast_GET_SIZE(pi) != L->n_rt) {
+    Py_DECREF(pi);
+    PyErr_SetString(PyExc_ValueError, "param_index and types differ in length");
+    return -1;
+  }
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) L->param_index[k] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(pi, k));
+  Py_DECREF(pi);
+  if (n_scratch < 0 || n_scratch > 2) {
+    PyErr_SetString(PyExc_ValueError, "n_scratch must be 0, 1 or 2");
+    return -1;
+  }
+  if (!PyArg_ParseTuple(scratch, "KKKK", &L->scratch_size[0], &L->scratch_align[0], &L->scratch_size[1],
+                        &L->scratch_align[1]))
+    return -1;
+  if (!PyArg_ParseTuple(max_grid, "III", &L->max_grid[0], &L->max_grid[1], &L->max_grid[2])) return -1;
+  if (PyErr_Occurred()) return -1;
+  L->fn = (CUfunction)(uintptr_t)fn;
+  L->ctx = (CUcontext)(uintptr_t)ctx;
+  L->device = device;
+  L->block_x = 32u * (unsigned)num_warps;
+  L->shared = (unsigned)shared;
+  L->num_ctas = num_ctas < 1 ? 1 : (unsigned)num_ctas;
+  L->coop = coop;
+  L->pdl = pdl;
+  L->n_scratch = n_scratch;
+  Py_INCREF(name);
+  Py_XSETREF(L->name, name);
+  Py_INCREF(salloc);
+  Py_XSETREF(L->scratch_alloc, salloc);
+  Py_INCREF(sfree);
+  Py_XSETREF(L->scratch_free, sfree);
+  Py_XSETREF(L->device_obj, PyLong_FromLong(device));
+  L->tj.abi = TJ_LAUNCH_ABI;
+  L->tj.flags = 0;
+  L->tj.self = L;
+  L->tj.launch = tj_launch_entry;
+  L->tj.current_stream = raw_stream_fn ? tj_current_stream : NULL;
+  L->vectorcall = Launcher_vectorcall;
+  return 0;
+}
+
+static void Launcher_dealloc(PyObject *self) {
+  Launcher *L = (Launcher *)self;
+  Py_XDECREF(L->name);
+  Py_XDECREF(L->scratch_alloc);
+  Py_XDECREF(L->scratch_free);
+  Py_XDECREF(L->capsule);
+  Py_XDECREF(L->device_obj);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef Launcher_methods[] = {
+    {"launch_packed", Launcher_launch_packed, METH_VARARGS, "launch_packed(grid, stream, packed)"},
+    {NULL}};
+static PyGetSetDef Launcher_getset[] = {
+    {"tritonjit_launch", Launcher_get_capsule, NULL, "capsule of the native launch entry (tritonjit_launch.h)"},
+    {"info", Launcher_get_info, NULL, "launch configuration, for tests and debugging"},
+    {NULL}};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit_cuda._driver.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = PyType_GenericNew,
+    .tp_init = Launcher_init,
+    .tp_dealloc = Launcher_dealloc,
+    .tp_methods = Launcher_methods,
+    .tp_getset = Launcher_getset,
+    .tp_doc = "Fused pack + launch of one variant on one device.",
+};
+
+/* set_hooks(GridError, ArgumentError, raw_stream_fn or None) */
+static PyObject *py_set_hooks(PyObject *self, PyObject *args) {
+  PyObject *ge, *ae, *rs;
+  if (!PyArg_ParseTuple(args, "OOO", &ge, &ae, &rs)) return NULL;
+  Py_INCREF(ge);
+  Py_XSETREF(GridError, ge);
+  Py_INCREF(ae);
+  Py_XSETREF(ArgumentError, ae);
+  if (rs == Py_None) {
+    Py_CLEAR(raw_stream_fn);
+  } else {
+    Py_INCREF(rs);
+    Py_XSETREF(raw_stream_fn, rs);
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"probe", py_probe, METH_NOARGS, "probe() -> (ok, reason)"},
+    {"device_props", py_device_props, METH_O, "device_props(device) -> dict"},
+    {"load_binary", py_load_binary, METH_VARARGS, "load_binary(name, cubin, device) -> handles and attributes"},
+    {"set_dynamic_shared", py_set_dynamic_shared, METH_VARARGS, "set_dynamic_shared(function, device, bytes)"},
+    {"allow_nonportable_cluster", py_allow_nonportable_cluster, METH_VARARGS, "(function, device)"},
+    {"is_capturing", py_is_capturing, METH_O, "is_capturing(stream) -> bool"},
+    {"pack", py_pack, METH_VARARGS, "pack(type_codes, values) -> [bytes]"},
+    {"set_hooks", py_set_hooks, METH_VARARGS, "set_hooks(GridError, ArgumentError, raw_stream_fn)"},
+    {NULL}};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_driver", NULL, -1, module_methods};
+
+PyMODINIT_FUNC PyInit__driver(void) {
+  data_ptr_str = PyUnicode_InternFromString("data_ptr");
+  if (!data_ptr_str || PyType_Ready(&LauncherType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&moduledef);
+  if (!m) return NULL;
+  Py_INCREF(&LauncherType);
+  PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType);
+  PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS);
+  PyObject *names = PyTuple_New(TY_COUNT);
+  for (int k = 0; k < TY_COUNT; k++) PyTuple_SET_ITEM(names, k, PyUnicode_FromString(k ? ty_name[k] : "*"));
+  PyModule_AddObject(m, "TYPE_NAMES", names);
+  PyObject *sizes = PyTuple_New(TY_COUNT);
+  for (int k = 0; k < TY_COUNT; k++) PyTuple_SET_ITEM(sizes, k, PyLong_FromLong(ty_size[k]));
+  PyModule_AddObject(m, "TYPE_SIZES", sizes);
+  return m;
+}

@@ -1,0 +1,83 @@
+"""What is Enflame's own, checked against the SIMULATED TopsRT: argument widths,
+blockDim = num_warps, grid limits, streams from torch_gcu, the compiler requirement."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+import tritonjit
+from tritonjit._function import (
+    make_variant,  # the core's load -> prepare -> launcher path
+)
+from tritonjit.pluginkit import stand_in_variant
+from tritonjit.testing import fresh_backend
+
+
+@triton.jit
+def flag_kernel(x, flag, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if flag:
+        tl.store(x + offs, 1.0, mask=offs < n)
+
+
+SIG = "*fp32:16,u1,i32,64"
+
+
+def _variant(gcu, tops_sim, num_warps=4):
+    fn = tritonjit.function(flag_kernel)
+    compiled = stand_in_variant("flag_kernel", SIG, gcu.compile_target(None, "gcu400"), tops_sim.elf, num_warps=num_warps)
+    tops_sim.expect_params("flag_kernel", [8, 4, 4])  # what triton_gcu's launcher passes: void*, uint32_t, int32_t
+    return make_variant(fresh_backend(gcu), compiled, fn.parse_signature(SIG), 0)
+
+
+def test_bool_travels_as_uint32_and_block_is_num_warps(gcu, tops_sim):
+    x = torch.zeros(64)
+    _variant(gcu, tops_sim, num_warps=8).launcher((2, 3, 1), 0x51, (x, True, 64))
+    (rec,) = tops_sim.launches()
+    assert rec.params == (struct.pack("<Q", x.data_ptr()), struct.pack("<I", 1), struct.pack("<i", 64))
+    assert rec.block == (8, 1, 1) and rec.grid == (2, 3, 1) and rec.stream == 0x51
+
+
+@pytest.mark.parametrize("grid,axis", [((65536, 1, 1), "x"), ((1, 256, 1), "y"), ((1, 1, 256), "z")])
+def test_grid_limits_of_triton_gcu(gcu, tops_sim, grid, axis):
+    v = _variant(gcu, tops_sim)
+    with pytest.raises(tritonjit.GridError, match=f"grid.{axis}"):
+        v.launcher(grid, 0, (torch.zeros(4), False, 4))
+    v.launcher((65535, 255, 255), 0, (torch.zeros(4), False, 4))
+    assert len(tops_sim.launches()) == 1
+
+
+def test_stream_and_device_from_torch_gcu(gcu):
+    class FakeTorchGcu:  # what torch_gcu's torch.gcu offers
+        def current_device(self):
+            return 1
+
+        def current_stream(self, device):
+            return type("S", (), {"gcu_stream": 0x9000 + device})()
+
+    gcu._torch = FakeTorchGcu()
+    assert gcu.current_stream(1) == 0x9001 and gcu.current_device() == 1
+
+
+def test_without_torch_gcu_the_default_stream(gcu):
+    assert gcu.current_stream(0) == 0
+
+
+def test_cross_compile_without_triton_gcu_is_a_clear_error():
+    f = tritonjit.function(flag_kernel)
+    with pytest.raises(tritonjit.CompilationError) as info:
+        f.compile(SIG, target="gcu:gcu300")
+    text = str(info.value)
+    assert "flag_kernel" in text and "triton_gcu" in text and "topscc" in text and triton.__version__ in text
+    with pytest.raises(ValueError, match="not a GCU architecture"):
+        f.compile(SIG, target="gcu:sm90")
+
+
+def test_facts():
+    backend = tritonjit.get_backend("gcu")
+    assert backend.dist == "tritonjit-gcu" and backend.dispatch_key == "PrivateUse1"
+    assert backend.info.device_type == "gcu" and backend.info.binary_ext == "fatbin"

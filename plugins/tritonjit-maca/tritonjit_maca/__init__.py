@@ -1,0 +1,7 @@
+"""tritonjit backend plugin: MetaX MACA (libmcruntime)."""
+
+from ._backend import MacaBackend
+
+plugin = MacaBackend()
+
+__all__ = ["MacaBackend", "plugin"]

@@ -1,0 +1,299 @@
+"""The native dispatcher (tritonjit/_native) against the Python reference path.
+
+Runs on CPU: a *recording* backend (a test plugin whose C launch entry records what
+it was given instead of launching; it simulates no vendor) lets the whole native
+path run: bind, key, memo, lookup in the Python path's cache, C launch entry.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tritonjit
+from tritonjit import BackendInfo, CompiledVariant, SpecializationRules, hookimpl
+from tritonjit import _native
+
+pytestmark = pytest.mark.skipif(not _native.available(), reason=f"native dispatcher: {_native.reason}")
+
+
+class FakeTensor:
+    """A device tensor stand-in: what the binder reads (data_ptr, dtype, get_device)."""
+
+    def __init__(self, ptr: int, dtype: Any = torch.float32, device: int = 0) -> None:
+        self.ptr, self.dtype, self.device_index = ptr, dtype, device
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def get_device(self) -> int:
+        return self.device_index
+
+
+class RecordingBackend:
+    """A test backend whose launcher records launches (see module docstring)."""
+
+    def __init__(self, name: str = "recording", rules: SpecializationRules | None = None) -> None:
+        self.name, self.rules, self.loads = name, rules or SpecializationRules(), 0
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1")
+
+    @hookimpl
+    def availability(self) -> tuple[bool, str]:
+        return True, "test backend"
+
+    @hookimpl
+    def device_count(self) -> int:
+        return 2
+
+    @hookimpl
+    def current_device(self) -> int:
+        return 0
+
+    @hookimpl
+    def device_of(self, tensor: Any) -> int:
+        d = tensor.get_device()
+        if d < 0:
+            raise ValueError("expected a recdev tensor, got a CPU tensor")
+        return d
+
+    @hookimpl
+    def current_stream(self, device: int) -> int:
+        return 1000 + device
+
+    @hookimpl
+    def device_guard(self, device: int) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    @hookimpl
+    def compile_target(self, device: Any, arch: Any) -> Any:
+        return ("recdev", device)
+
+    @hookimpl
+    def specialization_rules(self) -> SpecializationRules:
+        return self.rules
+
+    @hookimpl
+    def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
+        return CompiledVariant(name=src.fn.fn.__name__, signature="", target=target, binary=None,
+                               metadata=dict(options), hash="")
+
+    @hookimpl
+    def load(self, kernel: CompiledVariant, device: int) -> Any:
+        self.loads += 1
+        return None
+
+    @hookimpl
+    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
+        return _native.dispatch.Recorder()
+
+    @hookimpl
+    def pack_args(self, state: Any, args: Any) -> Any:
+        return args
+
+    @hookimpl
+    def launch(self, state: Any, grid: Any, stream: int, packed: Any) -> None:
+        state(grid, stream, packed)
+
+    @hookimpl
+    def make_launcher(self, state: Any) -> Any:
+        return state
+
+
+@triton.jit
+def add_kernel(X, Y, Out, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(Out + offs, tl.load(X + offs) + tl.load(Y + offs), mask=offs < n)
+
+
+@triton.jit(do_not_specialize=["b"], do_not_specialize_on_alignment=["c"])
+def mixed_kernel(P, a, b, c, s: tl.float32, q: tl.int64, K: tl.constexpr, M: tl.constexpr = 4, d=7):
+    pass
+
+
+@pytest.fixture
+def recording():
+    backend = RecordingBackend()
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("recording")
+    yield backend
+    tritonjit.set_backend(None)
+    tritonjit.unregister_backend("recording")
+
+
+def _fresh(kernel: Any) -> tritonjit.KernelFunction:
+    return tritonjit.KernelFunction(kernel)
+
+
+def _python_key(f: tritonjit.KernelFunction, *args: Any, **kwargs: Any) -> Any:
+    kwargs.pop("stream", None)
+    return f._state.binder(*args, **kwargs)[0]
+
+
+def test_launch_goes_through_the_native_entry(recording):
+    f = _fresh(add_kernel)
+    x, y, o = FakeTensor(1 << 20), FakeTensor(1 << 21), FakeTensor((1 << 22) + 4)
+    f[(3,)](x, y, o, 1000, BLOCK=256)  # miss: compiled by the Python path
+    assert f._dispatcher is not None
+    f[(3, 2)](x, y, o, 1000, BLOCK=256)
+    (variant,) = f.variants()
+    calls = variant.launcher.calls
+    assert calls[0][0] == "python" and calls[1][0] == "native"
+    kind, grid, stream, args = calls[1]
+    assert grid == (3, 2, 1) and stream == 1000
+    assert args[0] == (1, 1 << 20) and args[2] == (1, (1 << 22) + 4)  # TJ_ARG_PTR, address
+    assert args[3] == (2, 1000) and args[4][0] == 6  # TJ_ARG_INT; BLOCK a constexpr
+    assert variant.signature == "*fp32:16,*fp32:16,*fp32,i32,256"
+
+
+def test_stream_options_and_grid_callable(recording):
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(1,)](x, x, x, 16, BLOCK=64, num_warps=2)
+    f[lambda meta: (meta["n"] // meta["BLOCK"],)](x, x, x, 640, BLOCK=64, num_warps=2, stream=77)
+    (variant,) = f.variants()
+    kind, grid, stream, _ = variant.launcher.calls[-1]
+    assert (kind, grid, stream) == ("native", (10, 1, 1), 77)
+    f[(1,)](x, x, x, 16, BLOCK=64, num_warps=4)  # another option value: another variant
+    assert len(f.variants()) == 2
+
+
+def test_bound_launcher(recording):
+    f = _fresh(add_kernel)
+    x, y = FakeTensor(1 << 12), FakeTensor(1 << 13)
+    launch = f.bind((4,), x, y, y, 100, BLOCK=128)
+    assert launch.params == ("X", "Y", "Out", "n")
+    launch(x, y, y, 100)
+    launch(y, x, x, 200)
+    unaligned = FakeTensor((1 << 12) + 8)
+    launch(unaligned, x, x, 200)  # another variant: the bound launcher re-dispatches
+    sigs = sorted(v.signature for v in f.variants())
+    assert sigs == ["*fp32,*fp32:16,*fp32:16,i32,128", "*fp32:16,*fp32:16,*fp32:16,i32,128"]
+    with pytest.raises(TypeError, match="runtime arguments"):
+        launch(x, y)
+
+
+def test_errors_come_from_the_reference_path(recording):
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(1,)](x, x, x, 16, BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match="parameter 'Y'.*CPU tensor"):
+        f[(1,)](x, FakeTensor(4096, device=-1), x, 16, BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match="parameter 'Out'.*device 1 but 'X' is on device 0"):
+        f[(1,)](x, x, FakeTensor(4096, device=1), 16, BLOCK=64)
+    with pytest.raises(tritonjit.GridError):
+        f[(0,)](x, x, x, 16, BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match="fits no Triton integer"):
+        f[(1,)](x, x, x, 2**70, BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match="missing"):
+        f[(1,)](x, x, x, BLOCK=64)
+    assert len(f.variants()) == 1  # caches intact
+
+
+def test_second_device_uses_its_own_cache(recording):
+    f = _fresh(add_kernel)
+    a0, a1 = FakeTensor(4096, device=0), FakeTensor(4096, device=1)
+    f[(1,)](a0, a0, a0, 16, BLOCK=64)
+    f[(1,)](a1, a1, a1, 16, BLOCK=64)
+    f[(1,)](a1, a1, a1, 16, BLOCK=64)
+    assert sorted(v.device for v in f.variants()) == [0, 1]
+    v1 = next(v for v in f.variants() if v.device == 1)
+    assert v1.launcher.calls[-1][0] == "native" and v1.launcher.calls[-1][2] == 1001  # device 1's stream
+
+
+_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64, torch.uint8,
+           torch.bool, torch.float64]
+
+
+def _random_runtime_value(rng: random.Random) -> Any:
+    r = rng.random()
+    if r < 0.35:
+        return rng.choice([0, 1, -1, 16, 32, 17, 2**31 - 1, 2**31, 2**31 - 16, -2**31, -2**31 - 1, 2**32, 2**63 - 1,
+                           2**63, 2**63 + 16, 2**64 - 1, 2**64, -2**63, -2**63 - 1, rng.randrange(-2**40, 2**40)])
+    if r < 0.45:
+        return rng.choice([0.0, 1.0, -2.5, float("inf")])
+    if r < 0.5:
+        return rng.choice([True, False])
+    if r < 0.55:
+        return None
+    return FakeTensor(rng.randrange(0, 1 << 40) * rng.choice([1, 2, 4, 16, 32]), rng.choice(_DTYPES))
+
+
+def _random_constexpr(rng: random.Random) -> Any:
+    return rng.choice([1, 16, 1024, 1.0, True, False, None, "abc", tl.float16, tl.constexpr(8), 2.5, 0])
+
+
+@pytest.mark.parametrize("rules", [SpecializationRules(), SpecializationRules(equal_to_1=False),
+                                   SpecializationRules(divisibility=8), SpecializationRules(align_pointers=False)])
+def test_native_key_agrees_with_python_binder(rules):
+    """Many random argument lists: the native key is the Python binder's key, exactly."""
+    backend = RecordingBackend(name="recording_rules", rules=rules)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("recording_rules")
+    try:
+        rng = random.Random(1234)
+        checked = 0
+        for kernel in (add_kernel, mixed_kernel):
+            f = _fresh(kernel)
+            f._make_state()
+            d = f._dispatcher
+            assert d is not None
+            names = [p.name for p in f.params]
+            for _ in range(1500):
+                args, kwargs = [], {}
+                for p in f.params:
+                    if p.has_default and rng.random() < 0.5:
+                        continue
+                    v = _random_constexpr(rng) if p.is_constexpr else _random_runtime_value(rng)
+                    if rng.random() < 0.3 or kwargs or (p.has_default and len(args) < p.index):
+                        kwargs[p.name] = v
+                    else:
+                        args.append(v)
+                if rng.random() < 0.2:
+                    kwargs["num_warps"] = rng.choice([2, 4])
+                try:
+                    want = _python_key(f, *args, **kwargs)
+                except Exception:
+                    want = None  # the Python binder rejects it: native must not accept it
+                got = d.key(*args, **kwargs)
+                if want is None:
+                    assert got is None, (names, args, kwargs, got)
+                    continue
+                if got is None:  # fell back: allowed only for arguments the native path leaves to Python
+                    continue
+                assert got[0] == want and got[1] == 0, (args, kwargs, got, want)
+                assert [type(a) for a in got[0]] == [type(b) for b in want]
+                checked += 1
+        assert checked > 1500
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend("recording_rules")
+
+
+def test_native_path_takes_ordinary_calls(recording):
+    """The native key does not fall back on ordinary arguments (else it is not a fast path)."""
+    f = _fresh(mixed_kernel)
+    f._make_state()
+    x = FakeTensor(1 << 20, torch.float16)
+    for args in [(x, 5, 1, 32, 0.5, 3), (x, 2**40, 2**63 + 1, -7, 1, 2**35), (None, 1, 1, 1, 2.0, 1)]:
+        assert f._dispatcher.key(*args, K=8, M=2) is not None, args
+
+
+def test_no_native_env_selects_the_python_path():
+    code = ("import tritonjit, tritonjit._native as n; f = tritonjit.KernelFunction.__mro__;"
+            "print(n.available(), n.reason, f[1].__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "TRITONJIT_NO_NATIVE": "1"}).stdout
+    assert out.split()[0] == "False" and "TRITONJIT_NO_NATIVE" in out and out.split()[-1] == "object"

@@ -1,0 +1,163 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tritonjit_ops as T
+from _util import FLOATS, close
+
+MM_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=1e-2, atol=1e-2),
+          torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mnk", [(37, 29, 45), (16, 16, 16), (1, 5, 3)])
+def test_mm(dtype, mnk):
+    m, n, k = mnk
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    close(T.mm(a, b), torch.mm(a, b), **MM_TOL[dtype])
+    close(T.mm(b.t(), a.t()), torch.mm(b.t(), a.t()), **MM_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_bmm_addmm(dtype):
+    a, b = torch.randn(3, 10, 20).to(dtype), torch.randn(3, 20, 7).to(dtype)
+    close(T.bmm(a, b), torch.bmm(a, b), **MM_TOL[dtype])
+    close(T.bmm(a, b.transpose(1, 2).contiguous().transpose(1, 2)), torch.bmm(a, b), **MM_TOL[dtype])
+    x, w = torch.randn(9, 20).to(dtype), torch.randn(20, 7).to(dtype)
+    for bias in (torch.randn(7).to(dtype), torch.randn(9, 7).to(dtype), torch.randn(9, 1).to(dtype)):
+        close(T.addmm(bias, x, w), torch.addmm(bias, x, w), **MM_TOL[dtype])
+        close(T.addmm(bias, x, w, beta=0.5, alpha=2.0), torch.addmm(bias, x, w, beta=0.5, alpha=2.0),
+              **MM_TOL[dtype])
+    nan_bias = torch.full((7,), float("nan")).to(dtype)
+    close(T.addmm(nan_bias, x, w, beta=0), torch.addmm(nan_bias, x, w, beta=0), **MM_TOL[dtype])
+
+
+def test_mm_empty():
+    close(T.mm(torch.randn(0, 3), torch.randn(3, 4)), torch.mm(torch.randn(0, 3), torch.randn(3, 4)))
+    close(T.mm(torch.randn(2, 0), torch.randn(0, 4)), torch.zeros(2, 4))
+
+
+def test_mm_bad_input():
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        T.mm(torch.randn(2, 3), torch.randn(4, 5))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        T.mm(torch.randn(2, 3), torch.randn(3, 2).half())
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        T.mm(torch.ones(2, 3, dtype=torch.int32), torch.ones(3, 2, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="2D"):
+        T.mm(torch.randn(2, 3, 4), torch.randn(4, 2))
+    with pytest.raises(RuntimeError, match="batch2"):
+        T.bmm(torch.randn(2, 3, 4), torch.randn(3, 4, 2))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_select(dtype):
+    x = (torch.randn(5, 6, 7) * 10).to(dtype)
+    idx = torch.tensor([4, 0, 2, 2])
+    for d in range(3):
+        close(T.index_select(x, d, idx), torch.index_select(x, d, idx))
+    close(T.index_select(x.transpose(0, 2), 1, idx.int()), torch.index_select(x.transpose(0, 2), 1, idx.int()))
+    close(T.index_select(x, 1, idx[:0]), torch.index_select(x, 1, idx[:0]))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gather(dtype):
+    x = torch.randn(5, 6, 7).to(dtype)
+    for d, shape in ((0, (5, 3, 7)), (1, (2, 8, 3)), (2, (2, 6, 3))):
+        idx = torch.randint(0, x.shape[d], shape)
+        close(T.gather(x, d, idx), torch.gather(x, d, idx))
+    idx = torch.randint(0, 6, (7, 5)).t()
+    close(T.gather(x[:, :, 0].t().t(), 1, idx), torch.gather(x[:, :, 0], 1, idx))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_embedding(dtype):
+    w = torch.randn(10, 8).to(dtype)
+    ids = torch.randint(0, 10, (3, 4))
+    close(T.embedding(w, ids), F.embedding(ids, w))
+
+
+def test_indexing_bad_input():
+    x = torch.randn(4, 5)
+    with pytest.raises(IndexError, match="index out of range"):
+        T.index_select(x, 0, torch.tensor([4]))
+    with pytest.raises(IndexError, match="index out of range"):
+        T.embedding(x, torch.tensor([-1]))
+    with pytest.raises(RuntimeError, match="int64"):
+        T.gather(x, 0, torch.zeros(2, 2, dtype=torch.int32))
+    with pytest.raises(RuntimeError, match="Size does not match"):
+        T.gather(x, 0, torch.zeros(2, 6, dtype=torch.int64))
+    with pytest.raises(IndexError, match="vector"):
+        T.index_select(x, 0, torch.zeros(2, 2, dtype=torch.int64))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_silu_and_mul(dtype):
+    g, u = torch.randn(4, 3, 20).to(dtype), torch.randn(4, 3, 20).to(dtype)
+    close(T.silu_and_mul(g, u), F.silu(g) * u)
+    close(T.silu_and_mul(torch.cat([g, u], -1)), F.silu(g) * u)
+    with pytest.raises(RuntimeError, match="even"):
+        T.silu_and_mul(torch.randn(3, 5))
+    with pytest.raises(RuntimeError, match="same shape"):
+        T.silu_and_mul(g, u[:, :2])
+
+
+def _rope_ref(x, cos, sin, interleaved):
+    r2 = cos.shape[1]
+    c, s = cos[:, None, :].float(), sin[:, None, :].float()
+    xf = x.float()
+    rot, rest = xf[..., : 2 * r2], xf[..., 2 * r2:]
+    if interleaved:
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+        o = torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], -1).flatten(-2)
+    else:
+        x1, x2 = rot[..., :r2], rot[..., r2:]
+        o = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+    return torch.cat([o, rest], -1).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("rot", [8, 4])
+def test_rotary(dtype, interleaved, rot):
+    x = torch.randn(2, 5, 3, 8).to(dtype)
+    ang = torch.randn(5, rot // 2)
+    close(T.rotary_embedding(x, ang.cos(), ang.sin(), interleaved),
+          _rope_ref(x, ang.cos(), ang.sin(), interleaved))
+    with pytest.raises(RuntimeError, match="cos/sin"):
+        T.rotary_embedding(x, ang.cos()[:4], ang.sin()[:4])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy(dtype, reduction):
+    lg = torch.randn(6, 11).to(dtype)
+    tg = torch.randint(0, 11, (6,))
+    tg[2] = -100
+    ref = F.cross_entropy(lg.float(), tg, reduction=reduction).to(dtype)
+    close(T.cross_entropy(lg, tg, reduction=reduction), ref)
+    tg[2] = tg[4] = 3
+    close(T.cross_entropy(lg, tg, ignore_index=3, reduction=reduction),
+          F.cross_entropy(lg.float(), tg, ignore_index=3, reduction=reduction).to(dtype))
+
+
+def test_cross_entropy_wide_and_bad():
+    lg, tg = torch.randn(3, 2500), torch.randint(0, 2500, (3,))
+    close(T.cross_entropy(lg, tg), F.cross_entropy(lg, tg))
+    with pytest.raises(IndexError, match="out of bounds"):
+        T.cross_entropy(lg, torch.tensor([0, 1, 2500]))
+    with pytest.raises(ValueError, match="reduction"):
+        T.cross_entropy(lg, tg, reduction="avg")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gpu_matmul_fused(dtype):
+    a = torch.randn(1000, 770, device="cuda", dtype=dtype)
+    b = torch.randn(770, 513, device="cuda", dtype=dtype)
+    tol = dict(rtol=2e-2, atol=5e-2) if dtype != torch.float32 else dict(rtol=1e-3, atol=1e-3)
+    close(T.mm(a, b), torch.mm(a, b), **tol)
+    g = torch.randn(256, 2 * 4096, device="cuda", dtype=dtype)
+    close(T.silu_and_mul(g), F.silu(g[:, :4096]) * g[:, 4096:])
+    lg, tg = torch.randn(64, 32000, device="cuda", dtype=dtype), torch.randint(0, 32000, (64,), device="cuda")
+    close(T.cross_entropy(lg, tg), F.cross_entropy(lg.float(), tg).to(dtype))

@@ -1,0 +1,205 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tritonjit_ops as T
+from _util import FLOATS, close, strided
+
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", BINARY + ["pow"])
+def test_binary_same_shape(op, dtype):
+    x = torch.randn(3, 37).to(dtype)
+    y = torch.randn(3, 37).to(dtype)
+    if op == "pow":
+        x = x.abs() + 0.5
+    close(getattr(T, op)(x, y), getattr(torch, op)(x, y))
+
+
+@pytest.mark.parametrize("op", BINARY)
+@pytest.mark.parametrize("shapes", [((4, 1, 5), (3, 1)), ((5,), (2, 3, 5)), ((2, 1, 3, 1, 2), (1, 4, 1, 5, 1))])
+def test_binary_broadcast(op, shapes):
+    x, y = torch.randn(shapes[0]), torch.randn(shapes[1])
+    close(getattr(T, op)(x, y), getattr(torch, op)(x, y))
+
+
+@pytest.mark.parametrize("op", BINARY)
+def test_binary_strided(op):
+    x = torch.randn(6, 5).t()
+    y = strided(torch.randn(5, 6))
+    close(getattr(T, op)(x, y), getattr(torch, op)(x, y))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+@pytest.mark.parametrize("scalar", [2, -1.5, 0.5])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_scalar(op, scalar, dtype):
+    x = torch.rand(4, 9).to(dtype) + 0.1
+    close(getattr(T, op)(x, scalar), getattr(torch, op)(x, scalar))
+    if op != "pow":
+        close(getattr(T, op)(scalar, x), getattr(torch, op)(scalar, x))
+
+
+def test_pow_special_values():
+    x = torch.tensor([-2.0, -2.0, 0.0, 0.0, 1.0, -1.0, 3.0, -0.5])
+    y = torch.tensor([3.0, 2.0, 0.0, -1.0, float("nan"), 0.5, -2.0, 2.0])
+    close(T.pow(x, y), torch.pow(x, y))
+    close(T.pow(2.0, y), torch.pow(2.0, y))
+
+
+@pytest.mark.parametrize("alpha", [2, 0.5])
+def test_alpha(alpha):
+    x, y = torch.randn(7), torch.randn(3, 7)
+    close(T.add(x, y, alpha=alpha), torch.add(x, y, alpha=alpha))
+    close(T.sub(x, y, alpha=alpha), torch.sub(x, y, alpha=alpha))
+
+
+@pytest.mark.parametrize("a,b", [(torch.float16, torch.float32), (torch.bfloat16, torch.float16),
+                                 (torch.int32, torch.float16), (torch.int64, torch.int32)])
+def test_type_promotion(a, b):
+    x = (torch.randn(10) * 5).to(a)
+    y = (torch.randn(10) * 5).to(b)
+    for op in ("add", "mul", "maximum"):
+        close(getattr(T, op)(x, y), getattr(torch, op)(x, y))
+    close(T.div(x, y.abs() + 1 if b.is_floating_point else y.abs() + 1), torch.div(x, y.abs() + 1))
+
+
+def test_integer_ops():
+    x = torch.randint(-50, 50, (5, 6))
+    y = torch.randint(-50, 50, (6,))
+    for op in ("add", "sub", "mul", "maximum", "minimum"):
+        close(getattr(T, op)(x, y), getattr(torch, op)(x, y))
+    close(T.add(x, 3, alpha=2), torch.add(x, 3, alpha=2))
+    close(T.div(x, 7), torch.div(x, 7))
+    close(T.neg(x), torch.neg(x))
+    close(T.abs(x), torch.abs(x))
+
+
+def test_bool_arithmetic():
+    a, b = torch.rand(9) > 0.5, torch.rand(9) > 0.5
+    for op in ("add", "mul", "maximum", "minimum"):
+        close(getattr(T, op)(a, b), getattr(torch, op)(a, b))
+
+
+def test_zero_dim_and_empty():
+    x = torch.randn(3, 4)
+    s = torch.tensor(2.5)
+    close(T.mul(x, s), torch.mul(x, s))
+    close(T.add(s, s), torch.add(s, s))
+    e = torch.randn(0, 4)
+    close(T.add(e, x[:1]), torch.add(e, x[:1]))
+    close(T.exp(e), torch.exp(e))
+
+
+def test_nan_propagation():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    y = torch.tensor([float("nan"), 2.0, 1.0])
+    close(T.maximum(x, y), torch.maximum(x, y))
+    close(T.minimum(x, y), torch.minimum(x, y))
+    close(T.relu(x), torch.relu(x))
+
+
+UNARY = {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": torch.relu, "silu": F.silu,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary(op, dtype):
+    x = torch.randn(5, 41).to(dtype) * 3
+    if op in ("log", "sqrt", "rsqrt"):
+        x = x.abs() + 0.01
+    close(getattr(T, op)(x), UNARY[op](x))
+    close(getattr(T, op)(x.t()), UNARY[op](x.t()))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gelu(approximate, dtype):
+    x = (torch.randn(3, 50) * 4).to(dtype)
+    close(T.gelu(x, approximate), F.gelu(x, approximate=approximate))
+
+
+def test_unary_int_to_float():
+    x = torch.arange(1, 8)
+    close(T.exp(x), torch.exp(x))
+    close(T.sqrt(x), torch.sqrt(x))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_where(dtype):
+    c = torch.randn(4, 1, 6) > 0
+    x = torch.randn(5, 6).to(dtype)
+    y = torch.randn(4, 5, 1).to(dtype)
+    close(T.where(c, x, y), torch.where(c, x, y))
+    close(T.where(c, x, 0.5), torch.where(c, x, 0.5))
+    close(T.where(c, -1.0, x.t().t()), torch.where(c, -1.0, x))
+
+
+def test_high_rank_broadcast_falls_back_to_materialized_views():
+    x = torch.randn(2, 1, 3, 1, 2, 1)
+    y = torch.randn(1, 2, 1, 3, 1, 2)
+    close(T.add(x, y), x + y)
+
+
+def test_out_argument():
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    out = torch.empty(3, 4)
+    assert T.add(x, y, out=out) is out
+    close(out, x + y)
+    out_nc = torch.empty(4, 3).t()
+    T.mul(x, y, out=out_nc)
+    close(out_nc, x * y)
+
+
+# ------------------------------------------------------------------ bad input
+def test_bad_broadcast():
+    with pytest.raises(RuntimeError, match=r"The size of tensor a \(3\) must match the size of tensor b \(4\) "
+                                           r"at non-singleton dimension 1"):
+        T.add(torch.randn(2, 3), torch.randn(2, 4))
+
+
+def test_bad_dtype():
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        T.add(torch.ones(3, dtype=torch.complex64), torch.ones(3, dtype=torch.complex64))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        T.exp(torch.ones(3, dtype=torch.bool))
+    with pytest.raises(TypeError):
+        T.add(torch.ones(3), "a")
+
+
+def test_bad_out():
+    x = torch.randn(3, 4)
+    with pytest.raises(RuntimeError, match="shape"):
+        T.add(x, x, out=torch.empty(4, 3))
+    with pytest.raises(RuntimeError, match="dtype"):
+        T.add(x, x, out=torch.empty(3, 4, dtype=torch.float16))
+
+
+def test_bad_device():
+    x = torch.randn(3)
+    y = torch.randn(3, device="meta")
+    with pytest.raises(RuntimeError, match="same device"):
+        T.mul(x[None].expand(2, 3), y)
+
+
+def test_bad_gelu_approximate():
+    with pytest.raises(RuntimeError, match="approximate"):
+        T.gelu(torch.randn(3), "fast")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gpu_pointwise(dtype):
+    x = torch.randn(1 << 20, device="cuda", dtype=dtype)
+    y = torch.randn(1024, 1 << 10, device="cuda", dtype=dtype)
+    for op in BINARY:
+        close(getattr(T, op)(x.view(1024, -1), y), getattr(torch, op)(x.view(1024, -1), y))
+        close(getattr(T, op)(x.view(1024, -1).t(), y[0]), getattr(torch, op)(x.view(1024, -1).t(), y[0]))
+    for op, ref in UNARY.items():
+        v = x.abs() + 0.01 if op in ("log", "sqrt", "rsqrt") else x
+        close(getattr(T, op)(v), ref(v))

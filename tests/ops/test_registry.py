@@ -1,0 +1,149 @@
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import tritonjit_ops as T
+import sys
+
+from tritonjit_ops import matmul, norm, pointwise
+
+softmax = sys.modules["tritonjit_ops.softmax"]  # the package attribute is the function
+from _util import close
+
+
+def test_torch_ops_entries():
+    x, y = torch.randn(3, 4), torch.randn(4)
+    close(torch.ops.tritonjit.add(x, y, alpha=2), torch.add(x, y, alpha=2))
+    close(torch.ops.tritonjit.add.Scalar(x, 1.5), x + 1.5)
+    close(torch.ops.tritonjit.sum(x, [1], True), x.sum(1, keepdim=True))
+    close(torch.ops.tritonjit.rms_norm(x, [4], None, 1e-6), F.rms_norm(x, [4], None, 1e-6))
+    out, h = torch.ops.tritonjit.fused_add_rms_norm(x, x, torch.ones(4), 1e-6)
+    close(h, 2 * x)
+    close(torch.ops.tritonjit.gelu(x, approximate="tanh"), F.gelu(x, approximate="tanh"))
+
+
+def test_fake_impls_trace_with_compile():
+    def f(x, w, r):
+        h = torch.ops.tritonjit.mm(x, w)
+        h = torch.ops.tritonjit.silu_and_mul(h)
+        out, res = torch.ops.tritonjit.fused_add_rms_norm(h, r, None, 1e-6)
+        return torch.ops.tritonjit.softmax(out, -1), torch.ops.tritonjit.sum(res, [0])
+
+    x, w, r = torch.randn(4, 8), torch.randn(8, 12), torch.randn(4, 6)
+    compiled = torch.compile(f, fullgraph=True, backend="eager")
+    for got, ref in zip(compiled(x, w, r), f(x, w, r)):
+        close(got, ref)
+
+
+def test_fake_shapes_match_real():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    x = torch.randn(2, 3, 8)
+    with FakeTensorMode() as mode:
+        fx = mode.from_tensor(x)
+        assert torch.ops.tritonjit.amax(fx, [1]).shape == (2, 8)
+        assert torch.ops.tritonjit.argmax(fx, 2, True).dtype == torch.int64
+        assert torch.ops.tritonjit.cross_entropy(fx[0], torch.zeros(3, dtype=torch.int64)).shape == ()
+        assert torch.ops.tritonjit.rotary_embedding(fx[None], torch.ones(3, 4), torch.ones(3, 4)).shape == (1, 2, 3, 8)
+
+
+def test_enable_context_and_global_switch():
+    x, y = torch.randn(5), torch.randn(5)
+    assert T.enabled_ops() == []
+    with T.enable():
+        assert "add.Tensor" in T.enabled_ops() and "mm" in T.enabled_ops()
+        close(x + y, torch.add(x, y))
+    assert T.enabled_ops() == []
+    T.enable(include=["mm", "addmm"])
+    try:
+        assert T.enabled_ops() == ["addmm", "mm"]
+    finally:
+        T.disable()
+    assert T.enabled_ops() == []
+    with pytest.raises(ValueError, match="no tritonjit implementation"):
+        T.enable(include=["not_an_op"])
+    assert T.enabled_ops() == []
+
+
+class _Counter:
+    """Wraps a tritonjit launcher and counts launches."""
+
+    def __init__(self, inner):
+        self.inner, self.n = inner, 0
+
+    def __getitem__(self, grid):
+        self.n += 1
+        return self.inner[grid]
+
+
+class Block(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.RMSNorm(d, eps=1e-6)
+        self.up = nn.Linear(d, 4 * d)
+        self.down = nn.Linear(4 * d, d)
+        self.gn = nn.GroupNorm(2, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+        h = (att @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.proj(h)
+        x = x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+        return self.gn(x.transpose(1, 2)).transpose(1, 2)
+
+
+class Model(nn.Module):
+    def __init__(self, vocab=50, d=16, blocks=2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.Sequential(*[Block(d) for _ in range(blocks)])
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        return F.log_softmax(self.head(self.blocks(self.emb(ids))), -1)
+
+
+def _model_check(device, monkeypatch):
+    torch.manual_seed(0)
+    model = Model().to(device).eval()
+    ids = torch.randint(0, 50, (2, 7), device=device)
+    counters = {}
+    for mod, name in ((matmul, "_mm"), (norm, "_norm"), (softmax, "_softmax"), (pointwise, "_binary_flat")):
+        counters[name] = _Counter(getattr(mod, name))
+        monkeypatch.setattr(mod, name, counters[name])
+    with torch.no_grad():
+        ref = model(ids)
+        with T.enable():
+            got = model(ids)
+    for name, c in counters.items():
+        assert c.n > 0, f"{name} never launched under enable()"
+    close(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_model_under_enable_matches_eager(monkeypatch):
+    _model_check("cpu", monkeypatch)
+
+
+def test_autograd_still_works_under_enable():
+    x = torch.randn(3, 4, requires_grad=True)
+    w = torch.randn(4, 5, requires_grad=True)
+    with T.enable():
+        (torch.softmax(x @ w, -1) * 2).sum().backward()
+    gx, gw = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    (torch.softmax(x @ w, -1) * 2).sum().backward()
+    close(gx, x.grad)
+    close(gw, w.grad)
+
+
+@pytest.mark.gpu
+def test_model_under_enable_matches_eager_gpu(monkeypatch):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    _model_check("cuda", monkeypatch)

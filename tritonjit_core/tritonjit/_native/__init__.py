@@ -1,0 +1,103 @@
+"""The optional native launch path: ``f[grid](...)`` bound, keyed and launched in C.
+
+``_dispatch`` (C, built at install time when a compiler is present) holds the hot
+path; this module only decides whether it is used and translates a kernel's static
+signature and its backend's SpecializationRules into the dispatcher's tables. The
+pure-Python path in ``_function.py`` stays the reference: every call the C code does
+not handle with certainty (cache miss, unusual argument, any error) goes there.
+
+``TRITONJIT_NO_NATIVE=1`` turns the native path off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from .._signature import NULLOPT, Param
+from .._specialize import _constexpr_key, triton_dtype_name
+
+dispatch: Any = None
+reason = "available"
+if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
+    reason = "disabled by TRITONJIT_NO_NATIVE"
+else:
+    try:
+        from . import _dispatch as dispatch
+    except ImportError as exc:  # built without a C compiler, or a broken build
+        reason = f"not built ({exc})"
+
+#: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher
+KernelBase: type = dispatch.KernelBase if dispatch is not None else object
+
+_NO_DEFAULT = object()
+
+
+def available() -> bool:
+    return dispatch is not None
+
+
+def make_dispatcher(fn: Any, state: Any) -> Any:
+    """A native dispatcher for ``fn`` on ``state.backend``, or None where the Python
+    path must run every call (native path off, heuristics/autotune wrappers, a
+    backend without devices, too many parameters)."""
+    if dispatch is None or fn._heuristics is not None or fn._autotune_configs is not None:
+        return None
+    backend = state.backend
+    if backend.make_launcher is None or len(fn.params) > dispatch.MAXP:
+        return None
+    device_mode = backend.info.device_type not in ("", "cpu")
+    if not device_mode:
+        return None
+    rules = backend.specialization_rules()
+    div = int(rules.divisibility)
+    params = tuple(_param_entry(p, rules) for p in fn.params)
+    tokens = tuple(sys.intern(t) for t in (
+        "i32", f"i32:{div}", "i64", f"i64:{div}", "u64", f"u64:{div}", "i32:1", "fp32", "u1", NULLOPT))
+
+    def annotate(index: int, token: str, _params: list[Param] = fn.params) -> str:
+        ann = _params[index].annotation_type
+        _, _, hint = token.partition(":")
+        return sys.intern(f"{ann}:{hint}" if hint and hint != "1" else ann)
+
+    from .._registry import registry
+
+    return dispatch.Dispatcher(
+        fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
+        backend.current_device, backend.current_stream, registry, backend, device_mode, _NO_DEFAULT,
+    )
+
+
+def _pointer_tokens(dtype: Any, const: bool) -> tuple[str, str] | None:
+    """(aligned, unaligned) pointer tokens of a dtype, as _specialize._PointerTokens."""
+    name = triton_dtype_name(dtype)
+    if name is None:
+        return None
+    prefix = "*k" if const else "*"
+    return sys.intern(f"{prefix}{name}:16"), sys.intern(f"{prefix}{name}")
+
+
+def _param_entry(p: Param, rules: Any) -> tuple[str, int, Any, Any]:
+    """(name, flags, default, forced token) of one parameter, as _specialize._make_spec."""
+    d = dispatch
+    default = p.default if p.has_default else _NO_DEFAULT
+    if p.is_constexpr:
+        return p.name, d.F_CONSTEXPR, default, None
+    specialize = not p.do_not_specialize
+    flags = 0
+    if specialize and rules.align_pointers and not p.do_not_specialize_on_alignment:
+        flags |= d.F_ALIGN
+    if specialize and rules.equal_to_1:
+        flags |= d.F_EQ1
+    if p.is_const:
+        flags |= d.F_CONST_PTR
+    ann = p.annotation_type
+    forced = None
+    if ann:
+        if ann == "u1" or ann.startswith("fp") or ann.startswith("bf") or not specialize:
+            flags |= d.F_ANN_FIXED
+            forced = sys.intern(ann)
+        else:
+            flags |= d.F_ANN_REMAP
+    return p.name, flags, default, forced

@@ -1,0 +1,1163 @@
+/* tritonjit._native._dispatch: the launch hot path of tritonjit in C (optional).
+ *
+ * ``f[grid](*args, **kwargs)`` with this module built is: KernelBase.__getitem__
+ * (C) -> GridLaunch.__call__ (C): bind the arguments to the kernel's parameters,
+ * compute the same variant key the Python binder (_specialize.py) computes, find
+ * the variant (a small memo of recent keys, then the very dict the Python path
+ * fills), and call the backend's C launch entry (tritonjit_launch.h) with the
+ * arguments already digested. No Python-level call happens on that path.
+ *
+ * Anything unusual goes to the Python reference path, KernelFunction._run, with
+ * the original arguments: a cache miss (compile), a heuristics/autotune kernel, an
+ * argument type the fast path does not know, any error. So errors, messages and
+ * cache contents are the reference path's by construction, and this file only has
+ * to agree with the Python binder on keys, which tests check on random inputs.
+ *
+ * Backend-neutral: nothing here knows a vendor; devices come from the tensors'
+ * get_device() (for backends whose tensors carry a device index).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "tritonjit_launch.h"
+
+#define MAXP 64   /* kernels with more parameters take the Python path */
+#define MAXOPT 8  /* launch options (num_warps=...) handled natively */
+#define MEMO_N 4  /* recent (device, key) -> variant entries */
+
+enum {
+  F_CONSTEXPR = 1, F_ALIGN = 2, F_EQ1 = 4, F_CONST_PTR = 8, F_ANN_FIXED = 16, F_ANN_REMAP = 32,
+};
+enum { T_I32, T_I32D, T_I64, T_I64D, T_U64, T_U64D, T_I32_1, T_FP32, T_U1, T_NULLOPT, T_COUNT };
+
+static PyObject *s_data_ptr, *s_dtype, *s_get_device, *s_stream, *s_current, *s_native, *s_py_getitem;
+
+typedef struct {
+  PyObject *name;   /* interned parameter name */
+  PyObject *dflt;   /* default, or NULL */
+  PyObject *ann;    /* forced token (F_ANN_FIXED) */
+  PyObject *remap;  /* token -> annotated token (F_ANN_REMAP) */
+  int flags;
+  PyObject *last_dtype, *last_tok16, *last_tok; /* one-entry dtype cache */
+} ParamSpec;
+
+typedef struct {
+  PyObject *key;     /* the key tuple, exactly the Python binder's */
+  PyObject *variant; /* the Variant it maps to */
+  PyObject *capsule; /* keeps ``tj`` alive */
+  const tj_launch *tj;
+  int device;
+  Py_ssize_t nopt;
+} Memo;
+
+typedef struct GridLaunch GridLaunch;
+
+typedef struct {
+  PyObject_HEAD
+  Py_ssize_t P;
+  ParamSpec ps[MAXP];
+  long div;
+  int device_mode;
+  PyObject *tok[T_COUNT];
+  PyObject *ptr_tables[2]; /* dtype -> (aligned token, token), per pointer const-ness */
+  PyObject *ptr_token_fn, *ck_fn, *annotate_fn;
+  PyObject *caches;        /* device -> {key -> Variant}: the Python path's own dicts */
+  PyObject *run;           /* KernelFunction._run (bound): the reference path */
+  PyObject *current_device_fn, *current_stream_fn;
+  PyObject *registry, *backend;
+  Memo memo[MEMO_N];
+  int memo_next;
+  GridLaunch *cached_gl;
+} Dispatcher;
+
+struct GridLaunch {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Dispatcher *d;
+  PyObject *grid;
+};
+
+static PyTypeObject DispatcherType, GridLaunchType, BoundLaunchType, KernelBaseType;
+
+/* ---- helpers ------------------------------------------------------------------------ */
+static inline int backend_is_current(Dispatcher *d) {
+  PyObject *cur = PyObject_GetAttr(d->registry, s_current);
+  if (cur == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  int ok = cur == d->backend;
+  Py_DECREF(cur);
+  return ok;
+}
+
+/* Equality as a tuple comparison would decide it (identity, then ==); errors -> 0. */
+static inline int same(PyObject *a, PyObject *b) {
+  if (a == b) return 1;
+  if (Py_TYPE(a) != Py_TYPE(b)) {
+    /* key parts are str tokens, exact ints, None or (type, value) tuples: parts of
+       different types never compare equal, except through user-defined __eq__ */
+    if (PyLong_CheckExact(a) || PyUnicode_CheckExact(a) || a == Py_None || b == Py_None) return 0;
+  }
+  int r = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (r < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  return r;
+}
+
+/* ---- tokens (must agree with _specialize.py) -------------------------------------------- */
+static PyObject *int_token(Dispatcher *d, ParamSpec *ps, PyObject *v, tj_arg *a) {
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+  int align = ps->flags & F_ALIGN;
+  if (overflow == 0) {
+    if (x == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return NULL;
+    }
+    a->kind = TJ_ARG_INT;
+    a->v.i = x;
+    if (x >= INT32_MIN && x <= INT32_MAX) {
+      if (x == 1 && (ps->flags & F_EQ1)) return d->tok[T_I32_1];
+      return (align && x % d->div == 0) ? d->tok[T_I32D] : d->tok[T_I32];
+    }
+    return (align && x % d->div == 0) ? d->tok[T_I64D] : d->tok[T_I64];
+  }
+  if (overflow > 0) {
+    unsigned long long u = PyLong_AsUnsignedLongLong(v);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return NULL; /* above 2**64-1: the Python path raises */
+    }
+    a->kind = TJ_ARG_UINT;
+    a->v.u = u;
+    return (align && u % (unsigned long long)d->div == 0) ? d->tok[T_U64D] : d->tok[T_U64];
+  }
+  return NULL; /* below -2**63 */
+}
+
+/* Pointer tokens of a dtype for this parameter, or NULL (fallback). Borrowed. */
+static int ptr_tokens(Dispatcher *d, ParamSpec *ps, PyObject *dtype, PyObject **t16, PyObject **t) {
+  if (dtype == ps->last_dtype) {
+    *t16 = ps->last_tok16;
+    *t = ps->last_tok;
+    return 0;
+  }
+  PyObject *table = d->ptr_tables[(ps->flags & F_CONST_PTR) ? 1 : 0];
+  PyObject *pair = PyDict_GetItemWithError(table, dtype);
+  if (pair == NULL) {
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return -1;
+    }
+    pair = PyObject_CallFunctionObjArgs(d->ptr_token_fn, dtype, (ps->flags & F_CONST_PTR) ? Py_True : Py_False, NULL);
+    if (pair == NULL) {
+      PyErr_Clear();
+      return -1;
+    }
+    int r = PyDict_SetItem(table, dtype, pair);
+    Py_DECREF(pair); /* the table holds it */
+    if (r < 0) {
+      PyErr_Clear();
+      return -1;
+    }
+  }
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return -1; /* unsupported dtype */
+  Py_INCREF(dtype);
+  Py_XSETREF(ps->last_dtype, dtype);
+  Py_INCREF(PyTuple_GET_ITEM(pair, 0));
+  Py_XSETREF(ps->last_tok16, PyTuple_GET_ITEM(pair, 0));
+  Py_INCREF(PyTuple_GET_ITEM(pair, 1));
+  Py_XSETREF(ps->last_tok, PyTuple_GET_ITEM(pair, 1));
+  *t16 = ps->last_tok16;
+  *t = ps->last_tok;
+  return 0;
+}
+
+/* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
+static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
+  ParamSpec *ps = &d->ps[i];
+  PyObject *tok;
+  a->obj = v;
+  a->v.u = 0;
+  if (PyLong_CheckExact(v)) {
+    tok = int_token(d, ps, v, a);
+    if (tok == NULL) return NULL;
+  } else if (PyFloat_CheckExact(v)) {
+    a->kind = TJ_ARG_FLOAT;
+    a->v.d = PyFloat_AS_DOUBLE(v);
+    tok = d->tok[T_FP32];
+  } else if (PyBool_Check(v)) {
+    a->kind = TJ_ARG_BOOL;
+    a->v.i = v == Py_True;
+    tok = d->tok[T_U1];
+  } else if (v == Py_None) {
+    a->kind = TJ_ARG_NONE;
+    tok = d->tok[T_NULLOPT];
+  } else {
+    PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (p == NULL) {
+      PyErr_Clear();
+      return NULL;
+    }
+    uint64_t ptr = PyLong_AsUnsignedLongLong(p);
+    Py_DECREF(p);
+    if (ptr == (uint64_t)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return NULL;
+    }
+    a->kind = TJ_ARG_PTR;
+    a->v.u = ptr;
+    if (d->device_mode) {
+      PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+      if (g == NULL) {
+        PyErr_Clear();
+        return NULL;
+      }
+      long dev = PyLong_AsLong(g);
+      Py_DECREF(g);
+      if (dev < 0) { /* a CPU tensor (or an error): the Python path says which */
+        PyErr_Clear();
+        return NULL;
+      }
+      if (*device < 0)
+        *device = (int)dev;
+      else if (*device != dev)
+        return NULL; /* tensors on two devices */
+    }
+    if (ps->flags & F_ANN_FIXED) return ps->ann;
+    PyObject *dtype = PyObject_GetAttr(v, s_dtype);
+    if (dtype == NULL) {
+      PyErr_Clear();
+      return NULL;
+    }
+    PyObject *t16, *t;
+    int r = ptr_tokens(d, ps, dtype, &t16, &t);
+    Py_DECREF(dtype);
+    if (r < 0) return NULL;
+    tok = ((ps->flags & F_ALIGN) && ptr % (uint64_t)d->div == 0) ? t16 : t;
+  }
+  if (ps->flags & F_ANN_FIXED) return v == Py_None ? d->tok[T_NULLOPT] : ps->ann;
+  if ((ps->flags & F_ANN_REMAP) && tok != d->tok[T_NULLOPT]) {
+    PyObject *m = PyDict_GetItemWithError(ps->remap, tok);
+    if (m == NULL) {
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+      }
+      PyObject *idx = PyLong_FromSsize_t(i);
+      m = idx ? PyObject_CallFunctionObjArgs(d->annotate_fn, idx, tok, NULL) : NULL;
+      Py_XDECREF(idx);
+      if (m == NULL || PyDict_SetItem(ps->remap, tok, m) < 0) {
+        Py_XDECREF(m);
+        PyErr_Clear();
+        return NULL;
+      }
+      Py_DECREF(m); /* held by remap */
+    }
+    tok = m;
+  }
+  return tok;
+}
+
+/* ---- one call -------------------------------------------------------------------------- */
+typedef struct {
+  PyObject *vals[MAXP];
+  PyObject *opt_names[MAXOPT], *opt_vals[MAXOPT];
+  Py_ssize_t nopt;
+  PyObject *stream; /* borrowed; NULL or None: the backend's current stream */
+} Call;
+
+typedef struct {
+  PyObject *kel[MAXP];
+  unsigned char own[MAXP];
+  tj_arg args[MAXP];
+  int device;
+} Keyed;
+
+static void keyed_release(Dispatcher *d, Keyed *k, Py_ssize_t upto) {
+  for (Py_ssize_t i = 0; i < upto; i++)
+    if (k->own[i]) Py_DECREF(k->kel[i]);
+}
+
+/* Bind positional + keyword arguments to parameters. 0 ok, 1 fallback. */
+static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Call *c) {
+  Py_ssize_t P = d->P;
+  if (nargs > P) return 1;
+  memset(c->vals, 0, sizeof(PyObject *) * P);
+  memcpy(c->vals, args, sizeof(PyObject *) * nargs);
+  c->nopt = 0;
+  c->stream = NULL;
+  if (kwnames) {
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+      PyObject *name = PyTuple_GET_ITEM(kwnames, k), *val = args[nargs + k];
+      if (name == s_stream || PyUnicode_Compare(name, s_stream) == 0) {
+        c->stream = val;
+        continue;
+      }
+      Py_ssize_t j = -1;
+      for (Py_ssize_t q = 0; q < P; q++)
+        if (d->ps[q].name == name) {
+          j = q;
+          break;
+        }
+      if (j < 0)
+        for (Py_ssize_t q = 0; q < P; q++)
+          if (PyUnicode_Compare(d->ps[q].name, name) == 0) {
+            j = q;
+            break;
+          }
+      if (j >= 0) {
+        if (c->vals[j] != NULL) return 1;
+        c->vals[j] = val;
+      } else {
+        if (c->nopt == MAXOPT) return 1;
+        c->opt_names[c->nopt] = name;
+        c->opt_vals[c->nopt++] = val;
+      }
+    }
+  }
+  for (Py_ssize_t i = 0; i < P; i++)
+    if (c->vals[i] == NULL) {
+      if (d->ps[i].dflt == NULL) return 1;
+      c->vals[i] = d->ps[i].dflt;
+    }
+  return 0;
+}
+
+/* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). */
+static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
+  k->device = -1;
+  for (Py_ssize_t i = 0; i < d->P; i++) {
+    PyObject *v = c->vals[i];
+    k->own[i] = 0;
+    if (d->ps[i].flags & F_CONSTEXPR) {
+      k->args[i].kind = TJ_ARG_CONST;
+      k->args[i].obj = v;
+      if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || v == Py_None) {
+        k->kel[i] = v;
+      } else {
+        PyObject *key = PyObject_CallOneArg(d->ck_fn, v);
+        if (key == NULL) {
+          PyErr_Clear();
+          keyed_release(d, k, i);
+          return 1;
+        }
+        k->kel[i] = key;
+        k->own[i] = 1;
+      }
+      continue;
+    }
+    PyObject *tok = token_of(d, i, v, &k->args[i], &k->device);
+    if (tok == NULL) {
+      keyed_release(d, k, i);
+      return 1;
+    }
+    k->kel[i] = tok;
+  }
+  if (d->device_mode && k->device < 0) { /* no tensor argument: the current device */
+    PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
+    long dev = r ? PyLong_AsLong(r) : -1;
+    Py_XDECREF(r);
+    if (dev < 0) {
+      PyErr_Clear();
+      keyed_release(d, k, d->P);
+      return 1;
+    }
+    k->device = (int)dev;
+  }
+  if (!d->device_mode) k->device = 0;
+  return 0;
+}
+
+/* The key tuple exactly as the Python binder builds it. */
+static PyObject *build_key(Dispatcher *d, Call *c, Keyed *k) {
+  Py_ssize_t P = d->P;
+  PyObject *key = PyTuple_New(P + (c->nopt ? 1 : 0));
+  if (!key) return NULL;
+  for (Py_ssize_t i = 0; i < P; i++) {
+    Py_INCREF(k->kel[i]);
+    PyTuple_SET_ITEM(key, i, k->kel[i]);
+  }
+  if (c->nopt) {
+    PyObject *opts = PyTuple_New(c->nopt);
+    if (!opts) {
+      Py_DECREF(key);
+      return NULL;
+    }
+    for (Py_ssize_t j = 0; j < c->nopt; j++) {
+      PyObject *pair = PyTuple_Pack(2, c->opt_names[j], c->opt_vals[j]);
+      if (!pair) {
+        Py_DECREF(opts);
+        Py_DECREF(key);
+        return NULL;
+      }
+      PyTuple_SET_ITEM(opts, j, pair);
+    }
+    PyTuple_SET_ITEM(key, P, opts);
+  }
+  return key;
+}
+
+static Memo *memo_find(Dispatcher *d, Call *c, Keyed *k) {
+  for (int n = 0; n < MEMO_N; n++) {
+    Memo *m = &d->memo[(d->memo_next - 1 - n + MEMO_N) % MEMO_N];
+    if (m->key == NULL || m->device != k->device || m->nopt != c->nopt) continue;
+    PyObject **items = &PyTuple_GET_ITEM(m->key, 0);
+    Py_ssize_t i;
+    for (i = 0; i < d->P; i++)
+      if (!same(k->kel[i], items[i])) break;
+    if (i < d->P) continue;
+    if (c->nopt) {
+      PyObject *opts = items[d->P];
+      Py_ssize_t j;
+      for (j = 0; j < c->nopt; j++) {
+        PyObject *pair = PyTuple_GET_ITEM(opts, j);
+        if (!same(c->opt_names[j], PyTuple_GET_ITEM(pair, 0)) || !same(c->opt_vals[j], PyTuple_GET_ITEM(pair, 1)))
+          break;
+      }
+      if (j < c->nopt) continue;
+    }
+    return m;
+  }
+  return NULL;
+}
+
+static void memo_clear(Memo *m) {
+  Py_CLEAR(m->key);
+  Py_CLEAR(m->variant);
+  Py_CLEAR(m->capsule);
+  m->tj = NULL;
+}
+
+/* Look the key up in the Python path's dict; on a hit with a native launcher,
+   remember it. NULL: fallback. */
+static Memo *lookup(Dispatcher *d, Call *c, Keyed *k) {
+  PyObject *key = build_key(d, c, k);
+  if (!key) {
+    PyErr_Clear();
+    return NULL;
+  }
+  PyObject *dev = PyLong_FromLong(k->device);
+  PyObject *cache = dev ? PyDict_GetItemWithError(d->caches, dev) : NULL;
+  Py_XDECREF(dev);
+  PyObject *variant = cache ? PyDict_GetItemWithError(cache, key) : NULL; /* unhashable -> error */
+  PyObject *cap = variant ? PyObject_GetAttr(variant, s_native) : NULL;
+  if (cap == NULL || !PyCapsule_IsValid(cap, TJ_LAUNCH_CAPSULE)) {
+    PyErr_Clear();
+    Py_XDECREF(cap);
+    Py_DECREF(key);
+    return NULL;
+  }
+  const tj_launch *tj = (const tj_launch *)PyCapsule_GetPointer(cap, TJ_LAUNCH_CAPSULE);
+  if (tj == NULL || tj->abi != TJ_LAUNCH_ABI) {
+    PyErr_Clear();
+    Py_DECREF(cap);
+    Py_DECREF(key);
+    return NULL;
+  }
+  Memo *m = &d->memo[d->memo_next];
+  d->memo_next = (d->memo_next + 1) % MEMO_N;
+  memo_clear(m);
+  m->key = key;
+  Py_INCREF(variant);
+  m->variant = variant;
+  m->capsule = cap;
+  m->tj = tj;
+  m->device = k->device;
+  m->nopt = c->nopt;
+  return m;
+}
+
+/* Grid -> 3 dims; 0 ok, 1 fallback (the Python path raises or handles it). */
+static int parse_grid(Dispatcher *d, PyObject *grid, Call *c, unsigned int g[3]) {
+  PyObject *owned = NULL;
+  if (!PyTuple_CheckExact(grid)) {
+    if (!PyCallable_Check(grid)) return 1;
+    PyObject *meta = PyDict_New();
+    if (!meta) goto fail;
+    for (Py_ssize_t i = 0; i < d->P; i++)
+      if (PyDict_SetItem(meta, d->ps[i].name, c->vals[i]) < 0) {
+        Py_DECREF(meta);
+        goto fail;
+      }
+    for (Py_ssize_t j = 0; j < c->nopt; j++)
+      if (PyDict_SetItem(meta, c->opt_names[j], c->opt_vals[j]) < 0) {
+        Py_DECREF(meta);
+        goto fail;
+      }
+    owned = PyObject_CallOneArg(grid, meta);
+    Py_DECREF(meta);
+    if (!owned) goto fail;
+    if (PyLong_CheckExact(owned)) {
+      PyObject *t = PyTuple_Pack(1, owned);
+      Py_DECREF(owned);
+      owned = t;
+      if (!owned) goto fail;
+    }
+    if (!PyTuple_CheckExact(owned)) goto fail;
+    grid = owned;
+  }
+  Py_ssize_t n = PyTuple_GET_SIZE(grid);
+  if (n < 1 || n > 3) goto fail;
+  g[1] = g[2] = 1;
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject *x = PyTuple_GET_ITEM(grid, k);
+    if (!PyLong_CheckExact(x)) goto fail;
+    long long v = PyLong_AsLongLong(x);
+    if (v < 1 || v > 0xFFFFFFFFll) goto fail;
+    g[k] = (unsigned int)v;
+  }
+  Py_XDECREF(owned);
+  return 0;
+fail:
+  PyErr_Clear();
+  Py_XDECREF(owned);
+  return 1;
+}
+
+/* Dispatch a bound call. Returns the variant (new ref), NULL with an error, or
+   NULL with *fallback = 1 and no error. */
+static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback) {
+  Keyed k;
+  unsigned int g[3];
+  *fallback = 1;
+  if (compute_key(d, c, &k)) return NULL;
+  Memo *m = memo_find(d, c, &k);
+  if (m == NULL) m = lookup(d, c, &k);
+  keyed_release(d, &k, d->P);
+  if (m == NULL) return NULL;
+  /* a grid callable or the stream getter may run Python code that reuses the memo */
+  PyObject *variant = m->variant, *cap = m->capsule;
+  const tj_launch *tj = m->tj;
+  Py_INCREF(variant);
+  Py_INCREF(cap);
+  uint64_t stream = 0;
+  if (parse_grid(d, grid, c, g)) goto out;
+  if (c->stream != NULL && c->stream != Py_None) {
+    stream = PyLong_AsUnsignedLongLong(c->stream);
+    if (stream == (uint64_t)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      goto out;
+    }
+  } else if (tj->current_stream != NULL) {
+    *fallback = 0;
+    if (tj->current_stream(tj->self, k.device, &stream) < 0) goto out;
+  } else {
+    *fallback = 0;
+    PyObject *dev = PyLong_FromLong(k.device);
+    PyObject *s = dev ? PyObject_CallOneArg(d->current_stream_fn, dev) : NULL;
+    Py_XDECREF(dev);
+    if (!s) goto out;
+    stream = PyLong_AsUnsignedLongLong(s);
+    Py_DECREF(s);
+    if (stream == (uint64_t)-1 && PyErr_Occurred()) goto out;
+  }
+  *fallback = 0;
+  if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
+  Py_DECREF(cap);
+  return variant;
+out:
+  Py_DECREF(cap);
+  Py_DECREF(variant);
+  return NULL;
+}
+
+/* The reference path: KernelFunction._run(grid, *args, **kwargs). */
+static PyObject *call_run(Dispatcher *d, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, total = 1 + nargs + nkw;
+  PyObject *small[1 + 2 * MAXP], **stack = small;
+  if (total > (Py_ssize_t)(sizeof small / sizeof *small)) {
+    stack = PyMem_Malloc(sizeof(PyObject *) * total);
+    if (!stack) return PyErr_NoMemory();
+  }
+  stack[0] = grid;
+  memcpy(stack + 1, args, sizeof(PyObject *) * (nargs + nkw));
+  PyObject *r = PyObject_Vectorcall(d->run, stack, 1 + nargs, kwnames);
+  if (stack != small) PyMem_Free(stack);
+  return r;
+}
+
+/* ---- GridLaunch: what f[grid] returns ------------------------------------------------ */
+static PyObject *GridLaunch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  GridLaunch *gl = (GridLaunch *)self;
+  Dispatcher *d = gl->d;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Call c;
+  int fallback = 1;
+  PyObject *grid = gl->grid;
+  Py_INCREF(grid); /* gl may be reused by a nested f[grid] while we run */
+  PyObject *r = NULL;
+  if (bind_call(d, args, nargs, kwnames, &c) == 0) r = dispatch(d, grid, &c, &fallback);
+  if (r == NULL && fallback) r = call_run(d, grid, args, nargs, kwnames);
+  Py_DECREF(grid);
+  return r;
+}
+
+static PyObject *gridlaunch_for(Dispatcher *d, PyObject *grid) {
+  GridLaunch *gl = d->cached_gl;
+  if (gl != NULL && Py_REFCNT(gl) == 1) { /* nobody else holds it: reuse */
+    Py_INCREF(grid);
+    Py_XSETREF(gl->grid, grid);
+    Py_INCREF(gl);
+    return (PyObject *)gl;
+  }
+  gl = PyObject_GC_New(GridLaunch, &GridLaunchType);
+  if (!gl) return NULL;
+  gl->vectorcall = GridLaunch_vectorcall;
+  Py_INCREF(d);
+  gl->d = d;
+  Py_INCREF(grid);
+  gl->grid = grid;
+  PyObject_GC_Track(gl);
+  if (d->cached_gl == NULL) {
+    Py_INCREF(gl);
+    d->cached_gl = gl;
+  }
+  return (PyObject *)gl;
+}
+
+static int GridLaunch_traverse(PyObject *self, visitproc visit, void *arg) {
+  GridLaunch *gl = (GridLaunch *)self;
+  Py_VISIT(gl->d);
+  Py_VISIT(gl->grid);
+  return 0;
+}
+static int GridLaunch_clear(PyObject *self) {
+  GridLaunch *gl = (GridLaunch *)self;
+  Py_CLEAR(gl->d);
+  Py_CLEAR(gl->grid);
+  return 0;
+}
+static void GridLaunch_dealloc(PyObject *self) {
+  PyObject_GC_UnTrack(self);
+  GridLaunch_clear(self);
+  PyObject_GC_Del(self);
+}
+
+static PyTypeObject GridLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.GridLaunch",
+    .tp_basicsize = sizeof(GridLaunch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(GridLaunch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = GridLaunch_traverse,
+    .tp_clear = GridLaunch_clear,
+    .tp_dealloc = GridLaunch_dealloc,
+    .tp_doc = "f[grid]: call it with the kernel's arguments to launch.",
+};
+
+/* ---- BoundLaunch: f.bind(grid, *args, **kwargs); call with the runtime args only ------ */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Dispatcher *d;
+  Py_ssize_t P;
+  PyObject *grid;
+  Call c;                 /* template: constexprs, options, stream (all owned) */
+  Py_ssize_t nrt;
+  int rt[MAXP];           /* indices of the runtime (non-constexpr) parameters */
+  PyObject *fb_kwnames;   /* option names (+ "stream") for the reference path */
+} BoundLaunch;
+
+static PyObject *BoundLaunch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  BoundLaunch *b = (BoundLaunch *)self;
+  Dispatcher *d = b->d;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs != b->nrt || kwnames != NULL) {
+    PyObject *names = PyList_New(0);
+    for (Py_ssize_t k = 0; names && k < b->nrt; k++) PyList_Append(names, d->ps[b->rt[k]].name);
+    PyErr_Format(PyExc_TypeError, "a bound launcher takes the kernel's runtime arguments %R positionally, got %zd%s",
+                 names, nargs, kwnames ? " and keywords" : "");
+    Py_XDECREF(names);
+    return NULL;
+  }
+  Call c = b->c;
+  for (Py_ssize_t k = 0; k < nargs; k++) c.vals[b->rt[k]] = args[k];
+  int fallback = 1;
+  PyObject *r = NULL;
+  if (backend_is_current(d)) r = dispatch(d, b->grid, &c, &fallback);
+  if (r == NULL && fallback) {
+    Py_ssize_t nkw = b->fb_kwnames ? PyTuple_GET_SIZE(b->fb_kwnames) : 0;
+    PyObject *stack[MAXP + MAXOPT + 1];
+    memcpy(stack, c.vals, sizeof(PyObject *) * d->P);
+    for (Py_ssize_t j = 0; j < c.nopt; j++) stack[d->P + j] = c.opt_vals[j];
+    if (nkw > c.nopt) stack[d->P + c.nopt] = c.stream;
+    r = call_run(d, b->grid, stack, d->P, b->fb_kwnames);
+  }
+  return r;
+}
+
+static int BoundLaunch_traverse(PyObject *self, visitproc visit, void *arg) {
+  BoundLaunch *b = (BoundLaunch *)self;
+  Py_VISIT(b->d);
+  Py_VISIT(b->grid);
+  Py_VISIT(b->fb_kwnames);
+  return 0;
+}
+static int BoundLaunch_clear(PyObject *self) {
+  BoundLaunch *b = (BoundLaunch *)self;
+  for (Py_ssize_t i = 0; i < b->P; i++) Py_CLEAR(b->c.vals[i]);
+  b->P = 0;
+  for (Py_ssize_t j = 0; j < b->c.nopt; j++) {
+    Py_CLEAR(b->c.opt_names[j]);
+    Py_CLEAR(b->c.opt_vals[j]);
+  }
+  b->c.nopt = 0;
+  Py_CLEAR(b->c.stream);
+  Py_CLEAR(b->d);
+  Py_CLEAR(b->grid);
+  Py_CLEAR(b->fb_kwnames);
+  return 0;
+}
+static void BoundLaunch_dealloc(PyObject *self) {
+  PyObject_GC_UnTrack(self);
+  BoundLaunch_clear(self);
+  PyObject_GC_Del(self);
+}
+
+static PyObject *BoundLaunch_get_params(PyObject *self, void *closure) {
+  BoundLaunch *b = (BoundLaunch *)self;
+  PyObject *t = PyTuple_New(b->nrt);
+  for (Py_ssize_t k = 0; t && k < b->nrt; k++) {
+    Py_INCREF(b->d->ps[b->rt[k]].name);
+    PyTuple_SET_ITEM(t, k, b->d->ps[b->rt[k]].name);
+  }
+  return t;
+}
+
+static PyGetSetDef BoundLaunch_getset[] = {
+    {"params", BoundLaunch_get_params, NULL, "names of the runtime arguments the call takes, in order"}, {NULL}};
+
+static PyTypeObject BoundLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.BoundLaunch",
+    .tp_basicsize = sizeof(BoundLaunch),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(BoundLaunch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = BoundLaunch_traverse,
+    .tp_clear = BoundLaunch_clear,
+    .tp_dealloc = BoundLaunch_dealloc,
+    .tp_getset = BoundLaunch_getset,
+    .tp_doc = "A launcher with grid, constexprs and options fixed: call it with the runtime arguments.",
+};
+
+/* ---- Dispatcher --------------------------------------------------------------------- */
+static int Dispatcher_traverse(PyObject *self, visitproc visit, void *arg) {
+  Dispatcher *d = (Dispatcher *)self;
+  for (Py_ssize_t i = 0; i < d->P; i++) {
+    Py_VISIT(d->ps[i].dflt);
+    Py_VISIT(d->ps[i].remap);
+  }
+  Py_VISIT(d->ptr_token_fn);
+  Py_VISIT(d->ck_fn);
+  Py_VISIT(d->annotate_fn);
+  Py_VISIT(d->caches);
+  Py_VISIT(d->run);
+  Py_VISIT(d->current_device_fn);
+  Py_VISIT(d->current_stream_fn);
+  Py_VISIT(d->registry);
+  Py_VISIT(d->backend);
+  Py_VISIT(d->cached_gl);
+  for (int n = 0; n < MEMO_N; n++) {
+    Py_VISIT(d->memo[n].key);
+    Py_VISIT(d->memo[n].variant);
+  }
+  return 0;
+}
+
+static int Dispatcher_clear(PyObject *self) {
+  Dispatcher *d = (Dispatcher *)self;
+  for (Py_ssize_t i = 0; i < d->P; i++) {
+    ParamSpec *ps = &d->ps[i];
+    Py_CLEAR(ps->name);
+    Py_CLEAR(ps->dflt);
+    Py_CLEAR(ps->ann);
+    Py_CLEAR(ps->remap);
+    Py_CLEAR(ps->last_dtype);
+    Py_CLEAR(ps->last_tok16);
+    Py_CLEAR(ps->last_tok);
+  }
+  d->P = 0;
+  for (int t = 0; t < T_COUNT; t++) Py_CLEAR(d->tok[t]);
+  Py_CLEAR(d->ptr_tables[0]);
+  Py_CLEAR(d->ptr_tables[1]);
+  Py_CLEAR(d->ptr_token_fn);
+  Py_CLEAR(d->ck_fn);
+  Py_CLEAR(d->annotate_fn);
+  Py_CLEAR(d->caches);
+  Py_CLEAR(d->run);
+  Py_CLEAR(d->current_device_fn);
+  Py_CLEAR(d->current_stream_fn);
+  Py_CLEAR(d->registry);
+  Py_CLEAR(d->backend);
+  Py_CLEAR(d->cached_gl);
+  for (int n = 0; n < MEMO_N; n++) memo_clear(&d->memo[n]);
+  return 0;
+}
+
+static void Dispatcher_dealloc(PyObject *self) {
+  PyObject_GC_UnTrack(self);
+  Dispatcher_clear(self);
+  PyObject_GC_Del(self);
+}
+
+/* Dispatcher(run, caches, params, div, tokens, ptr_token_fn, ck_fn, annotate_fn,
+              current_device_fn, current_stream_fn, registry, backend, device_mode, no_default)
+   params: tuple of (name, flags, default, forced_token) */
+static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  PyObject *run, *caches, *params, *tokens, *ptf, *ck, *ann, *cdf, *csf, *reg, *be, *nodef;
+  long div;
+  int mode;
+  if (!PyArg_ParseTuple(args, "OO!O!lO!OOOOOOOpO", &run, &PyDict_Type, &caches, &PyTuple_Type, &params, &div,
+                        &PyTuple_Type, &tokens, &ptf, &ck, &ann, &cdf, &csf, &reg, &be, &mode, &nodef))
+    return NULL;
+  Py_ssize_t P = PyTuple_GET_SIZE(params);
+  if (P > MAXP) return PyErr_Format(PyExc_ValueError, "at most %d parameters", MAXP);
+  if (PyTuple_GET_SIZE(tokens) != T_COUNT) return PyErr_Format(PyExc_ValueError, "need %d tokens", T_COUNT);
+  if (div <= 0) return PyErr_Format(PyExc_ValueError, "divisibility must be positive");
+  Dispatcher *d = PyObject_GC_New(Dispatcher, type);
+  if (!d) return NULL;
+  memset((char *)d + sizeof(PyObject), 0, sizeof(Dispatcher) - sizeof(PyObject));
+  for (Py_ssize_t i = 0; i < P; i++) {
+    PyObject *name, *dflt, *forced;
+    int flags;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "UiOO", &name, &flags, &dflt, &forced)) goto fail;
+    ParamSpec *ps = &d->ps[i];
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    ps->name = name;
+    ps->flags = flags;
+    if (dflt != nodef) {
+      Py_INCREF(dflt);
+      ps->dflt = dflt;
+    }
+    if (forced != Py_None) {
+      Py_INCREF(forced);
+      ps->ann = forced;
+    }
+    if (flags & F_ANN_REMAP) {
+      ps->remap = PyDict_New();
+      if (!ps->remap) goto fail;
+    }
+    d->P = i + 1;
+  }
+  d->P = P;
+  d->div = div;
+  d->device_mode = mode;
+  for (int t = 0; t < T_COUNT; t++) {
+    d->tok[t] = PyTuple_GET_ITEM(tokens, t);
+    Py_INCREF(d->tok[t]);
+  }
+  d->ptr_tables[0] = PyDict_New();
+  d->ptr_tables[1] = PyDict_New();
+  if (!d->ptr_tables[0] || !d->ptr_tables[1]) goto fail;
+#define KEEP(field, obj) \
+  Py_INCREF(obj);        \
+  d->field = obj;
+  KEEP(run, run) KEEP(caches, caches) KEEP(ptr_token_fn, ptf) KEEP(ck_fn, ck) KEEP(annotate_fn, ann)
+  KEEP(current_device_fn, cdf) KEEP(current_stream_fn, csf) KEEP(registry, reg) KEEP(backend, be)
+#undef KEEP
+  PyObject_GC_Track(d);
+  return (PyObject *)d;
+fail:
+  PyObject_GC_Track(d);
+  Py_DECREF(d);
+  return NULL;
+}
+
+static PyObject *Dispatcher_subscript(PyObject *self, PyObject *grid) {
+  return gridlaunch_for((Dispatcher *)self, grid);
+}
+
+/* key(*args, **kwargs) -> (key, device), or None where the call would take the
+   Python path. For tests: the same code the launch path runs. */
+static PyObject *Dispatcher_key(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  Dispatcher *d = (Dispatcher *)self;
+  Call c;
+  Keyed k;
+  if (bind_call(d, args, PyVectorcall_NARGS(nargsf), kwnames, &c) || compute_key(d, &c, &k)) Py_RETURN_NONE;
+  PyObject *key = build_key(d, &c, &k);
+  keyed_release(d, &k, d->P);
+  if (!key) return NULL;
+  return Py_BuildValue("(Ni)", key, k.device);
+}
+
+/* bind(grid, *args, **kwargs) -> BoundLaunch */
+static PyObject *Dispatcher_bind(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  Dispatcher *d = (Dispatcher *)self;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 1) return PyErr_Format(PyExc_TypeError, "bind(grid, *args, **kwargs) needs a grid");
+  Call c;
+  if (bind_call(d, args + 1, nargs - 1, kwnames, &c))
+    return PyErr_Format(PyExc_TypeError,
+                        "bind(): these arguments do not bind to the kernel's parameters (missing, duplicated or "
+                        "too many), or use more than %d launch options",
+                        MAXOPT);
+  BoundLaunch *b = PyObject_GC_New(BoundLaunch, &BoundLaunchType);
+  if (!b) return NULL;
+  memset((char *)b + sizeof(PyObject), 0, sizeof(BoundLaunch) - sizeof(PyObject));
+  b->vectorcall = BoundLaunch_vectorcall;
+  Py_INCREF(d);
+  b->d = d;
+  Py_INCREF(args[0]);
+  b->grid = args[0];
+  b->c.nopt = c.nopt;
+  b->P = d->P;
+  for (Py_ssize_t i = 0; i < d->P; i++) {
+    Py_INCREF(c.vals[i]);
+    b->c.vals[i] = c.vals[i];
+    if (!(d->ps[i].flags & F_CONSTEXPR)) b->rt[b->nrt++] = (int)i;
+  }
+  for (Py_ssize_t j = 0; j < c.nopt; j++) {
+    Py_INCREF(c.opt_names[j]);
+    Py_INCREF(c.opt_vals[j]);
+    b->c.opt_names[j] = c.opt_names[j];
+    b->c.opt_vals[j] = c.opt_vals[j];
+  }
+  int has_stream = c.stream != NULL && c.stream != Py_None;
+  if (has_stream) {
+    Py_INCREF(c.stream);
+    b->c.stream = c.stream;
+  }
+  if (c.nopt || has_stream) {
+    b->fb_kwnames = PyTuple_New(c.nopt + has_stream);
+    if (!b->fb_kwnames) goto fail;
+    for (Py_ssize_t j = 0; j < c.nopt; j++) {
+      Py_INCREF(c.opt_names[j]);
+      PyTuple_SET_ITEM(b->fb_kwnames, j, c.opt_names[j]);
+    }
+    if (has_stream) {
+      Py_INCREF(s_stream);
+      PyTuple_SET_ITEM(b->fb_kwnames, c.nopt, s_stream);
+    }
+  }
+  PyObject_GC_Track(b);
+  return (PyObject *)b;
+fail:
+  PyObject_GC_Track(b);
+  Py_DECREF(b);
+  return NULL;
+}
+
+static PyObject *Dispatcher_reset(PyObject *self, PyObject *unused) {
+  Dispatcher *d = (Dispatcher *)self;
+  for (int n = 0; n < MEMO_N; n++) memo_clear(&d->memo[n]);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef Dispatcher_methods[] = {
+    {"key", (PyCFunction)(void (*)(void))Dispatcher_key, METH_FASTCALL | METH_KEYWORDS,
+     "key(*args, **kwargs) -> (key, device) or None (the call would take the Python path)"},
+    {"bind", (PyCFunction)(void (*)(void))Dispatcher_bind, METH_FASTCALL | METH_KEYWORDS,
+     "bind(grid, *args, **kwargs) -> a launcher taking the runtime arguments"},
+    {"reset", Dispatcher_reset, METH_NOARGS, "forget the memo of recent variants"},
+    {NULL}};
+
+static PyMappingMethods Dispatcher_as_mapping = {.mp_subscript = Dispatcher_subscript};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Dispatcher",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Dispatcher_new,
+    .tp_traverse = Dispatcher_traverse,
+    .tp_clear = Dispatcher_clear,
+    .tp_dealloc = Dispatcher_dealloc,
+    .tp_methods = Dispatcher_methods,
+    .tp_as_mapping = &Dispatcher_as_mapping,
+    .tp_doc = "Binds, keys, looks up and launches the variants of one kernel on one backend.",
+};
+
+/* ---- KernelBase: the C base of KernelFunction, so f[grid] is one C call -------------- */
+typedef struct {
+  PyObject_HEAD
+  PyObject *dispatcher; /* a Dispatcher, or NULL: use the Python __getitem__ path */
+} KernelBase;
+
+static PyObject *KernelBase_subscript(PyObject *self, PyObject *grid) {
+  Dispatcher *d = (Dispatcher *)((KernelBase *)self)->dispatcher;
+  if (d != NULL && backend_is_current(d)) return gridlaunch_for(d, grid);
+  return PyObject_CallMethodOneArg(self, s_py_getitem, grid);
+}
+
+static PyObject *KernelBase_get_dispatcher(PyObject *self, void *closure) {
+  PyObject *d = ((KernelBase *)self)->dispatcher;
+  if (d == NULL) Py_RETURN_NONE;
+  Py_INCREF(d);
+  return d;
+}
+static int KernelBase_set_dispatcher(PyObject *self, PyObject *value, void *closure) {
+  if (value != NULL && value != Py_None && !PyObject_TypeCheck(value, &DispatcherType)) {
+    PyErr_SetString(PyExc_TypeError, "_dispatcher must be a Dispatcher or None");
+    return -1;
+  }
+  PyObject *v = (value == Py_None) ? NULL : value;
+  Py_XINCREF(v);
+  Py_XSETREF(((KernelBase *)self)->dispatcher, v);
+  return 0;
+}
+static int KernelBase_traverse(PyObject *self, visitproc visit, void *arg) {
+  Py_VISIT(((KernelBase *)self)->dispatcher);
+  return 0;
+}
+static int KernelBase_clear(PyObject *self) {
+  Py_CLEAR(((KernelBase *)self)->dispatcher);
+  return 0;
+}
+static void KernelBase_dealloc(PyObject *self) {
+  /* a heap subclass's subtype_dealloc drops the type reference itself */
+  PyObject_GC_UnTrack(self);
+  KernelBase_clear(self);
+  Py_TYPE(self)->tp_free(self);
+}
+
+static PyGetSetDef KernelBase_getset[] = {
+    {"_dispatcher", KernelBase_get_dispatcher, KernelBase_set_dispatcher, "the native dispatcher, or None"},
+    {NULL}};
+static PyMappingMethods KernelBase_as_mapping = {.mp_subscript = KernelBase_subscript};
+
+static PyTypeObject KernelBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.KernelBase",
+    .tp_basicsize = sizeof(KernelBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = KernelBase_traverse,
+    .tp_clear = KernelBase_clear,
+    .tp_dealloc = KernelBase_dealloc,
+    .tp_getset = KernelBase_getset,
+    .tp_as_mapping = &KernelBase_as_mapping,
+    .tp_doc = "C base of KernelFunction: f[grid] goes straight to the native dispatcher.",
+};
+
+/* ---- Recorder: a launch entry that records instead of launching ------------------------
+ * For tests on machines without an accelerator: a test backend's make_launcher returns
+ * one, so the whole native path (bind, key, memo, lookup, C launch entry) runs and what
+ * reached the "device" can be inspected. Not a driver: it is named for what it does. */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject *calls;
+  tj_launch tj;
+} Recorder;
+
+static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args, Py_ssize_t nargs) {
+  Recorder *r = (Recorder *)self;
+  PyObject *digest = PyList_New(nargs);
+  if (!digest) return -1;
+  for (Py_ssize_t i = 0; i < nargs; i++) {
+    const tj_arg *a = &args[i];
+    PyObject *v;
+    switch (a->kind) {
+      case TJ_ARG_PTR: case TJ_ARG_UINT: v = Py_BuildValue("(iK)", a->kind, (unsigned long long)a->v.u); break;
+      case TJ_ARG_INT: case TJ_ARG_BOOL: v = Py_BuildValue("(iL)", a->kind, (long long)a->v.i); break;
+      case TJ_ARG_FLOAT: v = Py_BuildValue("(id)", a->kind, a->v.d); break;
+      default: v = Py_BuildValue("(iO)", a->kind, a->obj ? a->obj : Py_None);
+    }
+    if (!v) {
+      Py_DECREF(digest);
+      return -1;
+    }
+    PyList_SET_ITEM(digest, i, v);
+  }
+  PyObject *rec = Py_BuildValue("(s(III)KN)", "native", grid[0], grid[1], grid[2], (unsigned long long)stream, digest);
+  if (!rec) return -1;
+  int rc = PyList_Append(r->calls, rec);
+  Py_DECREF(rec);
+  return rc;
+}
+
+static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
+  if (PyVectorcall_NARGS(nargsf) != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args)");
+  PyObject *rec = Py_BuildValue("(sOOO)", "python", args[0], args[1], args[2]);
+  if (!rec || PyList_Append(((Recorder *)self)->calls, rec) < 0) {
+    Py_XDECREF(rec);
+    return NULL;
+  }
+  Py_DECREF(rec);
+  Py_RETURN_NONE;
+}
+
+static void rec_capsule_destructor(PyObject *cap) { Py_XDECREF((PyObject *)PyCapsule_GetContext(cap)); }
+
+static PyObject *Recorder_capsule(PyObject *self, void *closure) {
+  PyObject *cap = PyCapsule_New(&((Recorder *)self)->tj, TJ_LAUNCH_CAPSULE, rec_capsule_destructor);
+  if (!cap) return NULL;
+  Py_INCREF(self);
+  PyCapsule_SetContext(cap, self);
+  return cap;
+}
+
+static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  Recorder *r = (Recorder *)type->tp_alloc(type, 0);
+  if (!r) return NULL;
+  r->vectorcall = Recorder_vectorcall;
+  r->calls = PyList_New(0);
+  r->tj.abi = TJ_LAUNCH_ABI;
+  r->tj.self = r;
+  r->tj.launch = rec_launch;
+  r->tj.current_stream = NULL;
+  return (PyObject *)r;
+}
+static void Recorder_dealloc(PyObject *self) {
+  Py_XDECREF(((Recorder *)self)->calls);
+  Py_TYPE(self)->tp_free(self);
+}
+static PyMemberDef Recorder_members[] = {{"calls", T_OBJECT, offsetof(Recorder, calls), READONLY, "recorded launches"},
+                                         {NULL}};
+static PyGetSetDef Recorder_getset[] = {{"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"}, {NULL}};
+static PyTypeObject RecorderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Recorder",
+    .tp_basicsize = sizeof(Recorder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Recorder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = Recorder_new,
+    .tp_dealloc = Recorder_dealloc,
+    .tp_members = Recorder_members,
+    .tp_getset = Recorder_getset,
+    .tp_doc = "Records launches (tests of the native path without an accelerator).",
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_dispatch", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__dispatch(void) {
+#define INTERN(var, text) \
+  if (!(var = PyUnicode_InternFromString(text))) return NULL;
+  INTERN(s_data_ptr, "data_ptr") INTERN(s_dtype, "dtype") INTERN(s_get_device, "get_device")
+  INTERN(s_stream, "stream") INTERN(s_current, "_current") INTERN(s_native, "native")
+  INTERN(s_py_getitem, "_py_getitem")
+#undef INTERN
+  if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&GridLaunchType) < 0 || PyType_Ready(&BoundLaunchType) < 0 ||
+      PyType_Ready(&KernelBaseType) < 0 || PyType_Ready(&RecorderType) < 0)
+    return NULL;
+  PyObject *m = PyModule_Create(&moduledef);
+  if (!m) return NULL;
+  PyModule_AddObject(m, "Dispatcher", (PyObject *)&DispatcherType);
+  Py_INCREF(&DispatcherType);
+  PyModule_AddObject(m, "GridLaunch", (PyObject *)&GridLaunchType);
+  Py_INCREF(&GridLaunchType);
+  PyModule_AddObject(m, "BoundLaunch", (PyObject *)&BoundLaunchType);
+  Py_INCREF(&BoundLaunchType);
+  PyModule_AddObject(m, "KernelBase", (PyObject *)&KernelBaseType);
+  Py_INCREF(&KernelBaseType);
+  PyModule_AddObject(m, "Recorder", (PyObject *)&RecorderType);
+  Py_INCREF(&RecorderType);
+  PyModule_AddIntConstant(m, "MAXP", MAXP);
+  PyModule_AddIntConstant(m, "ABI", TJ_LAUNCH_ABI);
+  PyModule_AddIntConstant(m, "F_CONSTEXPR", F_CONSTEXPR);
+  PyModule_AddIntConstant(m, "F_ALIGN", F_ALIGN);
+  PyModule_AddIntConstant(m, "F_EQ1", F_EQ1);
+  PyModule_AddIntConstant(m, "F_CONST_PTR", F_CONST_PTR);
+  PyModule_AddIntConstant(m, "F_ANN_FIXED", F_ANN_FIXED);
+  PyModule_AddIntConstant(m, "F_ANN_REMAP", F_ANN_REMAP);
+  return m;
+}

@@ -1,1 +1,0 @@
-"""Backends shipped inside the core (only the interpreter: every accelerator is a plugin)."""

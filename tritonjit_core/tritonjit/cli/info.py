@@ -1,0 +1,91 @@
+"""``tritonjit info``: versions, backends with availability, devices, cache directory."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+from importlib import metadata
+from typing import Any
+
+from ._output import emit_json, table
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("info", help="versions, backends (and why unavailable), devices, cache dir")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def collect() -> dict[str, Any]:
+    import tritonjit
+    from tritonjit._registry import registry
+
+    registry.discover()
+    backends = []
+    for b in tritonjit.backends():
+        ok, why = b.is_available()
+        entry: dict[str, Any] = {
+            "name": b.name, "available": ok, "reason": why, "priority": b.info.priority,
+            "distribution": b.dist, "version": _version(b.dist) if b.dist else None,
+            "triton_backend": b.info.triton_backend, "binary": b.info.binary_ext,
+            "warp_size": b.info.warp_size, "dispatch_key": b.info.dispatch_key, "devices": [],
+        }
+        if ok:
+            try:
+                n = b.device_count()
+                for d in range(n):
+                    tgt = b.compile_target(d, None)
+                    entry["devices"].append({"index": d, "target": f"{getattr(tgt, 'backend', tgt)}:{getattr(tgt, 'arch', '')}"})
+            except Exception as exc:  # a plugin must not break info
+                entry["device_error"] = f"{type(exc).__name__}: {exc}"
+        backends.append(entry)
+    try:
+        current = tritonjit.current_backend().name
+    except Exception as exc:
+        current = f"none ({exc})"
+    return {
+        "tritonjit": tritonjit.__version__,
+        "python": platform.python_version(),
+        "triton": _version("triton"),
+        "torch": _version("torch"),
+        "active_backend": current,
+        "backends": backends,
+        "broken_plugins": [{"name": b.name, "distribution": b.dist, "reason": b.reason} for b in registry.broken],
+        "cache_dir": cache_dir(),
+    }
+
+
+def cache_dir() -> str:
+    """Triton's cache directory, where the artifacts live (TRITON_CACHE_DIR honoured)."""
+    try:
+        from triton import knobs
+
+        return str(knobs.cache.dir)
+    except Exception:
+        return os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+
+
+def run(args: argparse.Namespace) -> int:
+    info = collect()
+    if args.json:
+        emit_json(info)
+        return 0
+    print(f"tritonjit {info['tritonjit']}  (python {info['python']}, triton {info['triton']}, torch {info['torch']})")
+    print(f"active backend: {info['active_backend']}")
+    print(f"cache dir: {info['cache_dir']}\n")
+    rows = []
+    for b in info["backends"]:
+        devs = ", ".join(d["target"] for d in b["devices"]) or "-"
+        rows.append([b["name"], "yes" if b["available"] else "no", b["priority"], b["distribution"] or "-", devs, b["reason"]])
+    print(table(rows, ["backend", "available", "priority", "package", "devices", "details"]))
+    for b in info["broken_plugins"]:
+        print(f"\nbroken plugin '{b['name']}' ({b['distribution']}): {b['reason']}")
+    return 0

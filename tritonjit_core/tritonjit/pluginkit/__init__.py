@@ -1,0 +1,67 @@
+"""Shared mechanics for backend plugin authors.
+
+A CUDA-like vendor plugin is a :class:`DriverBackend` subclass with its facts
+(``info``, ``driver_spec``) and its compile target; everything else is here once:
+
+- :class:`DriverSpec` / :class:`CudaLikeDriver`: a ctypes binding of a CUDA-like
+  driver API, parameterized by symbol prefix, flavor and library names, with
+  :class:`DriverError` naming the symbol, the kernel and the vendor's error string.
+- :func:`find_library`: locating the runtime library and saying what was looked for.
+- :class:`ArgLayout` / :class:`PackedArgs`: argument packing by Triton type with
+  natural alignment, plus the ``void**`` kernel-params array.
+- :func:`build_simulated_driver` / :class:`SimulatedDriver` / :func:`make_stub_elf` /
+  :func:`stand_in_variant`: the SIMULATED driver for tests on machines without the
+  hardware.
+
+Plugins whose driver is not CUDA-like (NPU, MLU, GCU) still use the argument layout,
+library search, error type and the simulated-driver tooling.
+"""
+
+from ._args import (
+    SCALAR_CODES,
+    ArgLayout,
+    ArgSlot,
+    PackedArgs,
+    param_names,
+    runtime_types,
+    scratch_params,
+)
+from ._backend import DriverBackend, LaunchState, LoadedKernel
+from ._compile import arch_override, require_triton_backend, triton_backend_for
+from ._driver import CudaLikeDriver, DriverError, DriverSpec
+from ._library import LibrarySearch, find_library
+from ._simdriver import (
+    CompilerMissing,
+    LaunchRecord,
+    SimulatedDriver,
+    build_simulated_driver,
+    make_stub_elf,
+    stand_in_variant,
+)
+
+__all__ = [
+    "SCALAR_CODES",
+    "ArgLayout",
+    "ArgSlot",
+    "CompilerMissing",
+    "CudaLikeDriver",
+    "DriverBackend",
+    "DriverError",
+    "DriverSpec",
+    "LaunchRecord",
+    "LaunchState",
+    "LibrarySearch",
+    "LoadedKernel",
+    "PackedArgs",
+    "SimulatedDriver",
+    "arch_override",
+    "build_simulated_driver",
+    "find_library",
+    "make_stub_elf",
+    "param_names",
+    "require_triton_backend",
+    "runtime_types",
+    "scratch_params",
+    "stand_in_variant",
+    "triton_backend_for",
+]

@@ -1,0 +1,231 @@
+"""Argument layout and packing by Triton type: the device ABI of CUDA-like drivers.
+
+A compiled variant's runtime parameters (its signature string without the
+constants) plus the trailing scratch pointers Triton appends are laid out in one
+little-endian buffer, each at its natural alignment, exactly as a kernel's
+argument segment is (the AMD compiler's ``.args`` metadata gives the same offsets).
+``kernel_params`` is the ``void**`` array of pointers into that buffer that
+``cuLaunchKernel``-style calls take.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import ArgumentError
+from .._signature import SCALAR_TYPES, _split
+
+# Triton scalar type -> (struct code, size); alignment is the size (natural).
+SCALAR_CODES: dict[str, tuple[str, int]] = {
+    "i1": ("b", 1), "i8": ("b", 1), "i16": ("h", 2), "i32": ("i", 4), "i64": ("q", 8),
+    "u1": ("B", 1), "u8": ("B", 1), "u16": ("H", 2), "u32": ("I", 4), "u64": ("Q", 8),
+    "fp16": ("e", 2), "bf16": ("H", 2), "fp32": ("f", 4), "fp64": ("d", 8),
+}
+POINTER_SIZE = 8
+
+
+@dataclass(frozen=True)
+class ArgSlot:
+    """One kernel parameter in the argument buffer."""
+
+    name: str  # parameter name, or "global_scratch"/"profile_scratch", or "arg<i>"
+    type: str  # Triton type: "*fp32", "i32", "fp16", ...
+    offset: int
+    size: int
+    code: str  # struct code
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.type.startswith("*")
+
+
+def runtime_types(signature: str) -> list[str]:
+    """Runtime parameter types of a libtriton_jit signature string, in order.
+
+    Constants (constexpr values, ``i32:1``, ``nullopt``) are not kernel parameters;
+    a token is a runtime type exactly when it is a Triton type with an optional
+    ``:16`` hint (string constexprs are quoted, so they never look like types).
+    """
+    out = []
+    for tok in _split(signature):
+        tok = tok.strip()
+        ty, _, hint = tok.partition(":")
+        if hint == "1" or hint not in ("", "16"):
+            continue
+        base = ty.removeprefix("*")
+        if ty.startswith("*") and base.startswith("k") and base[1:] in SCALAR_TYPES:
+            ty, base = "*" + base[1:], base[1:]
+        if base in SCALAR_TYPES:
+            out.append(ty)
+    return out
+
+
+def scratch_params(metadata: dict[str, Any]) -> list[str]:
+    """Trailing pointer parameters Triton's code generator appended to the kernel.
+
+    Read from the metadata the compiler wrote: a Triton that reports a profile
+    scratch also passes a global scratch pointer before it (3.5 and newer, both
+    NVIDIA and AMD); one that reports only a global scratch passes just that.
+    Vendor forks on older Triton report neither and take none.
+    """
+    if "profile_scratch_size" in metadata:
+        return ["global_scratch", "profile_scratch"]
+    if "global_scratch_size" in metadata:
+        return ["global_scratch"]
+    return []
+
+
+def param_names(kernel: Any) -> list[str] | None:
+    """Names of the runtime parameters when the compiler's own source object is at hand."""
+    src = getattr(getattr(kernel, "artifact", None), "src", None)
+    sig = getattr(src, "signature", None)
+    if not isinstance(sig, dict):
+        return None
+    return [name for name, ty in sig.items() if ty != "constexpr"]
+
+
+class ArgLayout:
+    """The packed layout of one variant's parameters, computed once in ``prepare``."""
+
+    def __init__(self, kernel: str, types: Sequence[str], names: Sequence[str] | None = None,
+                 trailing: Sequence[str] = ()) -> None:
+        self.kernel = kernel
+        names = list(names) if names is not None and len(names) == len(types) else [f"arg{i}" for i in range(len(types))]
+        slots: list[ArgSlot] = []
+        offset = 0
+        for name, ty in [*zip(names, types), *((t, "*i8") for t in trailing)]:
+            if ty.startswith("*"):
+                code, size = "Q", POINTER_SIZE
+            else:
+                try:
+                    code, size = SCALAR_CODES[ty]
+                except KeyError:
+                    raise ArgumentError(kernel, f"type '{ty}' has no device ABI here", name) from None
+            offset = _align(offset, size)
+            slots.append(ArgSlot(name, ty, offset, size, code))
+            offset += size
+        self.slots: tuple[ArgSlot, ...] = tuple(slots)
+        self.num_user = len(types)
+        max_align = max((s.size for s in slots), default=1)
+        self.size = _align(offset, max_align)
+        fmt, pos = "<", 0
+        for s in slots:
+            if s.offset > pos:
+                fmt += f"{s.offset - pos}x"
+            fmt += s.code
+            pos = s.offset + s.size
+        if self.size > pos:
+            fmt += f"{self.size - pos}x"
+        self.struct = struct.Struct(fmt)
+        self._convert: list[Callable[[Any], Any]] = [_converter(s.type) for s in slots[: self.num_user]]
+        self._trailing_zeros = (0,) * (len(slots) - self.num_user)
+
+    @classmethod
+    def for_variant(cls, kernel: Any) -> ArgLayout:
+        """Layout of a :class:`tritonjit.CompiledVariant` (signature + metadata)."""
+        types = runtime_types(kernel.signature)
+        return cls(kernel.name, types, param_names(kernel), scratch_params(kernel.metadata))
+
+    @property
+    def sizes(self) -> list[int]:
+        return [s.size for s in self.slots]
+
+    @property
+    def offsets(self) -> list[int]:
+        return [s.offset for s in self.slots]
+
+    def values(self, args: Sequence[Any], scratch: Sequence[int] | None = None) -> tuple:
+        """Python arguments -> the numbers that go into the buffer."""
+        if len(args) != self.num_user:
+            raise ArgumentError(self.kernel, f"expected {self.num_user} runtime arguments "
+                                f"({', '.join(s.name for s in self.slots[: self.num_user])}), got {len(args)}")
+        try:
+            vals = tuple(c(a) for c, a in zip(self._convert, args))
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            for s, c, a in zip(self.slots, self._convert, args):
+                try:
+                    c(a)
+                except Exception:  # noqa: BLE001 - find which argument failed
+                    raise ArgumentError(self.kernel, f"cannot pass {type(a).__name__} {a!r} as {s.type}: {exc}",
+                                        s.name) from None
+            raise
+        return vals + (tuple(scratch) if scratch is not None else self._trailing_zeros)
+
+    def pack_into(self, buffer: Any, args: Sequence[Any], scratch: Sequence[int] | None = None) -> None:
+        vals = self.values(args, scratch)
+        try:
+            self.struct.pack_into(buffer, 0, *vals)
+        except (struct.error, OverflowError) as exc:
+            for s, v in zip(self.slots, vals):
+                try:
+                    struct.pack("<" + s.code, v)
+                except (struct.error, OverflowError):
+                    raise ArgumentError(self.kernel, f"value {v!r} does not fit {s.type}", s.name) from None
+            raise ArgumentError(self.kernel, str(exc)) from None
+
+    def pack(self, args: Sequence[Any], scratch: Sequence[int] | None = None) -> bytes:
+        """The argument buffer as bytes (what the device would read)."""
+        buf = bytearray(self.size)
+        self.pack_into(buf, args, scratch)
+        return bytes(buf)
+
+    def describe(self) -> str:
+        return ", ".join(f"{s.name}:{s.type}@{s.offset}" for s in self.slots)
+
+
+class PackedArgs:
+    """An argument buffer plus its ``void**`` kernel-params array (owns both)."""
+
+    __slots__ = ("buffer", "params", "size")
+
+    def __init__(self, layout: ArgLayout) -> None:
+        self.size = layout.size
+        self.buffer = ctypes.create_string_buffer(max(layout.size, 1))
+        base = ctypes.addressof(self.buffer)
+        n = len(layout.slots)
+        self.params = (ctypes.c_void_p * max(n, 1))(*[base + s.offset for s in layout.slots])
+
+    @property
+    def params_ptr(self) -> int:
+        return ctypes.addressof(self.params)
+
+    def bytes(self) -> bytes:
+        return self.buffer.raw[: self.size]
+
+
+def _align(offset: int, alignment: int) -> int:
+    return (offset + alignment - 1) // alignment * alignment
+
+
+def _pointer_value(a: Any) -> int:
+    if a is None:
+        return 0
+    data_ptr = getattr(a, "data_ptr", None)
+    if data_ptr is not None:
+        return data_ptr()
+    if isinstance(a, int):
+        return a
+    raise TypeError("expected a tensor (an object with data_ptr()) or an int address")
+
+
+def _bf16_bits(x: Any) -> int:
+    f = float(x)
+    if math.isnan(f):
+        return 0x7FC0
+    bits = struct.unpack("<I", struct.pack("<f", f))[0]
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
+
+
+def _converter(ty: str) -> Callable[[Any], Any]:
+    if ty.startswith("*"):
+        return _pointer_value
+    if ty == "bf16":
+        return _bf16_bits
+    if ty.startswith("fp"):
+        return float
+    return int

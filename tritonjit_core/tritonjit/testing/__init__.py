@@ -1,0 +1,44 @@
+"""``tritonjit.testing``: the conformance suite every backend plugin runs against itself.
+
+    from tritonjit.testing import BackendConformance, ConformanceTarget
+
+    class TestMyBackendConformance(BackendConformance):
+        @pytest.fixture
+        def conformance(self):
+            return ConformanceTarget(plugin=MyBackend(), name="mine", variant=..., verify=...)
+
+It checks discovery, ``backend_info``, availability (and staying inert when the
+runtime is absent), compile targets with no device, the load -> prepare ->
+pack_args -> launch round trip through the core's module cache, concurrent
+launches, and the error paths (argument count and type, corrupt binary, shared
+memory over the limit, a failing driver call). :func:`simulated_target` wires a
+:class:`tritonjit.pluginkit.SimulatedDriver` in for backends without hardware here.
+Requires pytest (and torch for the default host-tensor arguments).
+"""
+
+from ._install import installed_as_current
+from ._kernels import BLOCK, CONFORMANCE_SIGNATURE, conformance_axpy
+from ._suite import BackendConformance, fresh_backend
+from ._target import (
+    ConformanceTarget,
+    HostBackedTensor,
+    LaunchCheck,
+    default_args,
+    expected_params,
+    simulated_target,
+)
+
+__all__ = [
+    "BLOCK",
+    "CONFORMANCE_SIGNATURE",
+    "BackendConformance",
+    "ConformanceTarget",
+    "HostBackedTensor",
+    "LaunchCheck",
+    "conformance_axpy",
+    "default_args",
+    "expected_params",
+    "fresh_backend",
+    "installed_as_current",
+    "simulated_target",
+]
