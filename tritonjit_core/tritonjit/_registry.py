@@ -162,7 +162,8 @@ class Registry:
         for backend in self.backends():
             if backend.available:
                 return backend
-        raise BackendError("no backend is available (is tritonjit-core installed so the interpreter registers?)")
+        reasons = "; ".join(f"{b.name}: {b.is_available()[1]}" for b in self.backends()) or "no plugin is installed"
+        raise BackendError(f"no backend is available ({reasons})")
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
