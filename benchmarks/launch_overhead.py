@@ -4,7 +4,10 @@ For kernels with 4, 8 and 16 runtime arguments: a C loop of ``cuLaunchKernel`` o
 Triton's cubin (the floor, built here at run time), tritonjit's ``f[grid](...)`` and
 bound launcher, Triton's ``kernel[grid](...)`` and ``CompiledKernel.run``, and
 ``torch.add(x, y, out=o)``. Each: N calls back to back, one synchronize, best of
-R repetitions, microseconds per call, and as a multiple of the floor.
+R repetitions, microseconds per call, and as a multiple of the floor. Every path
+launches on a non-blocking stream, as the floor does (torch's current stream is set
+to one). Rows starting "diag:" split tritonjit's cost: the native key alone (no
+launch) and the plugin's C launcher called directly with the runtime arguments.
 
     python benchmarks/launch_overhead.py [--calls N] [--reps R] [--json FILE]
 """
@@ -110,9 +113,10 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
         8: (args8, (*ptrs[:4], out, n, 3, 5), "pppppiii"),
         16: (args16, (*ptrs[:7], out, n, 2, 3, 4, 5, 6, 7, 8), "pppppppp" + "iiiiiiii"),
     }
-    stream = torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()  # non-blocking, like the floor's stream
     results: dict[str, dict[str, float | None]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, torch.cuda.stream(side):
+        stream = side.cuda_stream
         exe = build_floor(tmp)
         for nargs, (kernel, args, spec) in cases.items():
             row: dict[str, float | None] = {}
@@ -129,6 +133,15 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
             row["triton kernel[grid]"] = per_call(lambda: kernel[grid](*args, BLOCK=1024), calls, reps)
             row["triton CompiledKernel.run"] = per_call(
                 lambda: run(1, 1, 1, stream, fn_handle, meta, None, None, None, *full), calls, reps)
+            if f._dispatcher is not None:
+                key = f._dispatcher.key
+                row["diag: native key only"] = per_call(lambda: key(*args, BLOCK=1024), calls, reps)
+                stats = f._dispatcher.stats()
+                print(f"{nargs} args: dispatcher calls {stats}", file=sys.stderr)
+                row["diag: python fallbacks"] = float(stats["python"])
+            (variant,) = f.variants()
+            launcher, rt, g3 = variant.launcher, variant.runtime_args((*args, 1024)), (1, 1, 1)
+            row["diag: C launcher call"] = per_call(lambda: launcher(g3, stream, rt), calls, reps)
             if nargs == 4:
                 x, y = ptrs[0], ptrs[1]
                 row["torch.add(out=)"] = per_call(lambda: torch.add(x, y, out=out), calls, reps)
@@ -146,8 +159,8 @@ def table(results: dict[str, dict[str, float | None]]) -> str:
         cells = []
         for k in keys:
             v, floor = results[k].get(p), results[k].get("floor")
-            cells.append("-" if v is None else f"{v:.2f}")
-            cells.append("-" if v is None or not floor else f"{v / floor:.2f}")
+            cells.append("-" if v is None else f"{v:.2f}" if not p.endswith("fallbacks") else f"{v:.0f}")
+            cells.append("-" if v is None or not floor or p.endswith("fallbacks") else f"{v / floor:.2f}")
         name = "C cuLaunchKernel loop (floor)" if p == "floor" else p
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -156,6 +156,7 @@ def test_launch_goes_through_the_native_entry(recording):
     assert args[0] == (1, 1 << 20) and args[2] == (1, (1 << 22) + 4)  # TJ_ARG_PTR, address
     assert args[3] == (2, 1000) and args[4][0] == 6  # TJ_ARG_INT; BLOCK a constexpr
     assert variant.signature == "*fp32:16,*fp32:16,*fp32,i32,256"
+    assert f._dispatcher.stats() == {"native": 1, "python": 0}  # the first call built it
 
 
 def test_stream_options_and_grid_callable(recording):

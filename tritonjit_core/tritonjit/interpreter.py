@@ -65,23 +65,27 @@ def _callees_interpreted() -> Iterator[None]:
     here kernels were decorated normally, so JITFunction.__call__ is routed to an
     InterpretedFunction for the duration of the launch.
     """
-    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
     from triton.runtime.jit import JITFunction
 
     original = JITFunction.__call__
-    cache: dict[int, InterpretedFunction] = {}
+    cache: dict[int, Any] = {}
+    scopes: list[Any] = []  # language patches made for callees, undone after the launch
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        interp = cache.get(id(self))
-        if interp is None:
-            interp = cache[id(self)] = InterpretedFunction(self.fn)
-        return interp(*args, **kwargs)
+        fn = cache.get(id(self))
+        if fn is None:
+            scopes.append(_patch_lang(self.fn))
+            fn = cache[id(self)] = InterpretedFunction(self.fn).rewrite()
+        return fn(*args, **kwargs)
 
     JITFunction.__call__ = call
     try:
         yield
     finally:
         JITFunction.__call__ = original
+        for scope in reversed(scopes):
+            scope.restore()
 
 
 class InterpreterBackend:

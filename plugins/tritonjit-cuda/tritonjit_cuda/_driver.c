@@ -377,7 +377,7 @@ static int digest(PyObject *o, tj_arg *a) {
     a->kind = TJ_ARG_FLOAT;
     a->v.d = PyFloat_AS_DOUBLE(o);
   } else {
-    PyObject *p = PyObject_VectorcallMethod(data_ptr_str, &o, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *p = PyObject_VectorcallMethod(data_ptr_str, &o, 1, NULL);
     if (p == NULL) {
       if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
       PyErr_Clear();
@@ -572,22 +572,21 @@ typedef struct {
 } Launcher;
 
 static int grid_fail(Launcher *L, const unsigned int g[3]) {
-  PyErr_Format(GridError ? GridError : PyExc_ValueError,
-               "grid (%u, %u, %u) exceeds the limits of CUDA device %d: x <= %u%s, y <= %u, z <= %u", g[0], g[1],
-               g[2], L->device, L->max_grid[0] / L->num_ctas, L->num_ctas > 1 ? " (per CTA of the cluster)" : "",
-               L->max_grid[1], L->max_grid[2]);
-  if (GridError) { /* GridError(kernel, message) formats its own prefix */
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    PyObject *e = PyObject_CallFunction(GridError, "OO", L->name, v);
-    Py_XDECREF(t);
-    Py_XDECREF(v);
-    Py_XDECREF(tb);
+  PyObject *msg = PyUnicode_FromFormat(
+      "grid (%u, %u, %u) exceeds the limits of CUDA device %d: x <= %u%s, y <= %u, z <= %u", g[0], g[1], g[2],
+      L->device, L->max_grid[0] / L->num_ctas, L->num_ctas > 1 ? " (per CTA of the cluster)" : "", L->max_grid[1],
+      L->max_grid[2]);
+  if (msg == NULL) return -1;
+  if (GridError == NULL) {
+    PyErr_SetObject(PyExc_ValueError, msg);
+  } else { /* GridError(kernel, message) adds the kernel's name */
+    PyObject *e = PyObject_CallFunctionObjArgs(GridError, L->name, msg, NULL);
     if (e) {
-      PyErr_SetObject(GridError, e);
+      PyErr_SetObject((PyObject *)Py_TYPE(e), e);
       Py_DECREF(e);
     }
   }
+  Py_DECREF(msg);
   return -1;
 }
 

@@ -72,6 +72,7 @@ typedef struct {
   Memo memo[MEMO_N];
   int memo_next;
   GridLaunch *cached_gl;
+  unsigned long long n_native, n_python; /* calls served natively / by the Python path */
 } Dispatcher;
 
 struct GridLaunch {
@@ -201,7 +202,7 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
     a->kind = TJ_ARG_NONE;
     tok = d->tok[T_NULLOPT];
   } else {
-    PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1, NULL);
     if (p == NULL) {
       PyErr_Clear();
       return NULL;
@@ -215,7 +216,7 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
     a->kind = TJ_ARG_PTR;
     a->v.u = ptr;
     if (d->device_mode) {
-      PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+      PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
       if (g == NULL) {
         PyErr_Clear();
         return NULL;
@@ -562,6 +563,7 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   }
   *fallback = 0;
   if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
+  d->n_native++;
   Py_DECREF(cap);
   return variant;
 out:
@@ -579,6 +581,7 @@ static PyObject *call_run(Dispatcher *d, PyObject *grid, PyObject *const *args, 
     stack = PyMem_Malloc(sizeof(PyObject *) * total);
     if (!stack) return PyErr_NoMemory();
   }
+  d->n_python++;
   stack[0] = grid;
   memcpy(stack + 1, args, sizeof(PyObject *) * (nargs + nkw));
   PyObject *r = PyObject_Vectorcall(d->run, stack, 1 + nargs, kwnames);
@@ -954,7 +957,13 @@ static PyObject *Dispatcher_reset(PyObject *self, PyObject *unused) {
   Py_RETURN_NONE;
 }
 
+static PyObject *Dispatcher_stats(PyObject *self, PyObject *unused) {
+  Dispatcher *d = (Dispatcher *)self;
+  return Py_BuildValue("{s:K,s:K}", "native", d->n_native, "python", d->n_python);
+}
+
 static PyMethodDef Dispatcher_methods[] = {
+    {"stats", Dispatcher_stats, METH_NOARGS, "{'native': calls served in C, 'python': calls sent to _run}"},
     {"key", (PyCFunction)(void (*)(void))Dispatcher_key, METH_FASTCALL | METH_KEYWORDS,
      "key(*args, **kwargs) -> (key, device) or None (the call would take the Python path)"},
     {"bind", (PyCFunction)(void (*)(void))Dispatcher_bind, METH_FASTCALL | METH_KEYWORDS,
