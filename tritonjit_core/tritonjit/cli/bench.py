@@ -1,0 +1,60 @@
+"""``tritonjit bench NAME [ARGS...]``: run one of the repository's benchmarks.
+
+The benchmarks live in the source repository's ``benchmarks/`` folder (they compare
+against torch, Triton and a C floor, and need the plugins and operators installed);
+this finds that folder (``--dir``, ``$TRITONJIT_BENCHMARKS``, ./benchmarks, or beside
+an editable install) and calls the script's ``main(argv)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCHMARKS = {
+    "launch": ("launch_overhead.py", "per-call launch cost against the C cuLaunchKernel floor (GPU)"),
+    "ops": ("ops.py", "operators against torch eager and the copy bandwidth"),
+    "warmstart": ("warmstart.py", "first launch of a cached variant in a fresh process, tritonjit vs Triton"),
+    "warmup": ("warmup_parallel.py", "parallel warm-up compile: j workers against one"),
+}
+
+
+def add_parser(sub: Any) -> None:
+    lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
+    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup)",
+                       description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
+    p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON to FILE")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed on to the benchmark")
+    p.set_defaults(func=run)
+
+
+def find_dir(explicit: str | None) -> Path:
+    candidates = [explicit, os.environ.get("TRITONJIT_BENCHMARKS"), "benchmarks",
+                  str(Path(__file__).resolve().parents[3] / "benchmarks")]
+    for c in candidates:
+        if c and (Path(c) / "ops.py").exists():
+            return Path(c)
+    raise FileNotFoundError("the benchmarks folder was not found: run from a source checkout, "
+                            "or pass --dir / set TRITONJIT_BENCHMARKS")
+
+
+def run(args: argparse.Namespace) -> int:
+    folder = find_dir(args.dir)
+    script = folder / BENCHMARKS[args.name][0]
+    if not script.exists():
+        raise FileNotFoundError(f"benchmark script {script} is missing")
+    argv = list(args.args)
+    if args.json:
+        argv += ["--json", args.json]
+    sys.path.insert(0, str(folder))
+    ns = runpy.run_path(str(script), run_name="tritonjit_bench")
+    main = ns.get("main")
+    if main is None:
+        raise RuntimeError(f"{script} has no main(argv)")
+    return int(main(argv) or 0)
