@@ -126,16 +126,23 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
             bound = f.bind(grid, *args, BLOCK=1024)
             run = ck.run
             fn_handle, meta = ck.function, ck.packed_metadata
-            full = (*args, 1024)
             row["floor"] = run_floor(exe, ck, spec + "ss", tmp, calls, reps) if exe else None
-            row["tritonjit f[grid]"] = per_call(lambda: f[grid](*args, BLOCK=1024), calls, reps)
-            row["tritonjit bound"] = per_call(lambda: bound(*args), calls, reps)
-            row["triton kernel[grid]"] = per_call(lambda: kernel[grid](*args, BLOCK=1024), calls, reps)
+            # the calls are written out (no *args), as user code writes them
+            ns = {f"a{i}": a for i, a in enumerate(args)}
+            ns.update(f=f, grid=grid, bound=bound, kernel=kernel, run=run, stream=stream, fh=fn_handle, meta=meta)
+            names = ", ".join(f"a{i}" for i in range(len(args)))
+
+            def call(src: str) -> Callable[[], Any]:
+                return eval(f"lambda: {src}", ns)  # noqa: S307 - our own source text
+
+            row["tritonjit f[grid]"] = per_call(call(f"f[grid]({names}, BLOCK=1024)"), calls, reps)
+            row["tritonjit bound"] = per_call(call(f"bound({names})"), calls, reps)
+            row["triton kernel[grid]"] = per_call(call(f"kernel[grid]({names}, BLOCK=1024)"), calls, reps)
             row["triton CompiledKernel.run"] = per_call(
-                lambda: run(1, 1, 1, stream, fn_handle, meta, None, None, None, *full), calls, reps)
+                call(f"run(1, 1, 1, stream, fh, meta, None, None, None, {names}, 1024)"), calls, reps)
             if f._dispatcher is not None:
-                key = f._dispatcher.key
-                row["diag: native key only"] = per_call(lambda: key(*args, BLOCK=1024), calls, reps)
+                ns["key"] = f._dispatcher.key
+                row["diag: native key only"] = per_call(call(f"key({names}, BLOCK=1024)"), calls, reps)
                 stats = f._dispatcher.stats()
                 print(f"{nargs} args: dispatcher calls {stats}", file=sys.stderr)
                 row["diag: python fallbacks"] = float(stats["python"])

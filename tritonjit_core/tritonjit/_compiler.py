@@ -14,6 +14,7 @@ import logging
 import os
 from typing import Any, Sequence
 
+from . import _disk_cache
 from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, format_source_location
 from ._signature import Param, Slot, render
@@ -62,21 +63,66 @@ def parse_target(text: str, registry_get: Any = None) -> tuple[str, Any]:
     raise ValueError(f"unknown target backend '{name}' in '{text}' (Triton's: cuda, hip; or an installed plugin)")
 
 
+@functools.lru_cache(maxsize=None)
+def _constexpr_slots_have_attrs() -> bool:
+    """Does this Triton give constant slots an empty attribute list?
+
+    Triton >= 3.7 does (``attrs[(i,)] = []`` for every constexpr), 3.6 does not; the
+    attributes enter ``ASTSource.hash``, so matching them keeps our artifacts the ones
+    Triton's own launcher builds and finds in the cache. Probed on Triton's own code.
+    """
+    from types import SimpleNamespace
+
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import JITFunction
+
+    try:
+        probe = SimpleNamespace(params=[SimpleNamespace(name="a")])
+        shim = SimpleNamespace(parse_options=lambda kw: SimpleNamespace(), parse_attr=BaseBackend.parse_attr)
+        attrs = JITFunction._pack_args(probe, shim, {}, {"a": 3}, [("constexpr", 3)], {})[3]
+        return bool(attrs)
+    except Exception:  # a Triton whose _pack_args changed shape: decide by version
+        import triton
+
+        major, minor = (int(x) for x in triton.__version__.split(".")[:2])
+        return (major, minor) >= (3, 7)
+
+
+def _triton_attr_is_empty_string(p: Param, s: Slot) -> bool:
+    """Triton's specializer returns '' (-> an empty attribute list) for an int or pointer
+    argument that was specialized but got no hint; None for floats, bools and
+    unspecialized arguments (which get no attribute entry)."""
+    if p.do_not_specialize or s.type is None:
+        return False
+    ann = p.annotation_type
+    if ann and (ann == "u1" or ann[:2] in ("fp", "bf")):
+        return False
+    return s.type.startswith("*") or (s.type[0] in "iu" and s.type != "u1")
+
+
 def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) -> Any:
-    """Triton's ``ASTSource`` for one variant."""
+    """Triton's ``ASTSource`` for one variant, with the attributes Triton itself would
+    give it (so ``src.hash()`` and the cache entry are Triton's own)."""
     from triton.compiler import ASTSource
 
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
+    constant_attrs = _constexpr_slots_have_attrs()
     for p, s in zip(params, slots):
         if s.is_constant:
             signature[p.name] = "constexpr"
             constexprs[(p.index,)] = s.value
+            if constant_attrs:
+                attrs[(p.index,)] = []
+            elif isinstance(s.value, str):  # Triton <= 3.6 parses a str constexpr as an attribute
+                attrs[(p.index,)] = [["tt.divisibility", 16]] if "D" in s.value else []
         else:
             signature[p.name] = s.type
             if s.hint == 16:
                 attrs[(p.index,)] = [["tt.divisibility", 16]]
+            elif _triton_attr_is_empty_string(p, s):
+                attrs[(p.index,)] = []
     return ASTSource(jit_fn, signature, constexprs, attrs)
 
 
@@ -92,6 +138,30 @@ def compile_variant(
     """Compile one variant; errors carry Triton's message and the kernel's location."""
     signature = render(slots)
     src = build_source(jit_fn, params, slots)
+    # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)
+    key = None
+    if backend is None or backend.info.binary_ext:
+        backend_name = backend.name if backend is not None else str(getattr(target, "backend", target))
+        key = _disk_cache.indexed(src, backend_name, target, options, signature)
+    if key is None:
+        return _compile(jit_fn, src, target, options, kernel, signature, backend)
+    hit = _disk_cache.index.load(key, kernel)
+    if hit is not None:
+        return hit
+    with _disk_cache.index.lock(key):  # one compile per variant across processes
+        hit = _disk_cache.index.load(key, kernel)
+        if hit is not None:
+            return hit
+        out = _compile(jit_fn, src, target, options, kernel, signature, backend)
+        try:
+            _disk_cache.index.store(key, out, backend_name, target, options)
+        except OSError as exc:  # a read-only or full disk costs the next warm start, nothing else
+            log.warning("tritonjit: could not write the index entry of kernel '%s': %s", kernel, exc)
+        return out
+
+
+def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel: str, signature: str,
+             backend: Backend | None) -> CompiledVariant:
     compile_hook = backend.compile if backend is not None and backend.compile is not None else None
     try:
         if compile_hook is not None:

@@ -29,6 +29,7 @@ _DTYPE_NAMES = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
     "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "u1",
+    "int1": "u1", "uint1": "u1",  # torch's 1-bit dtypes: Triton (3.6-3.9) maps both to u1
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
     "float8_e4m3fnuz": "fp8e4b8", "float8_e5m2fnuz": "fp8e5b16",
 }

@@ -393,18 +393,11 @@ static int digest(PyObject *o, tj_arg *a) {
 }
 
 static int pack_error(PyObject *kernel, int index, const char *fmt, const char *tyname, PyObject *o) {
-  PyErr_Format(PyExc_TypeError, "kernel '%S', runtime argument %d (%s): ", kernel ? kernel : Py_None, index,
-               tyname);
-  PyObject *t, *v, *tb;
-  PyErr_Fetch(&t, &v, &tb);
   PyObject *rest = PyUnicode_FromFormat(fmt, Py_TYPE(o)->tp_name, o);
-  if (rest && v) {
-    PyObject *all = PyUnicode_Concat(v, rest);
-    Py_XDECREF(v);
-    v = all;
-  }
-  Py_XDECREF(rest);
-  PyErr_Restore(t, v, tb);
+  if (rest == NULL) return -1;
+  PyErr_Format(PyExc_TypeError, "kernel '%S', runtime argument %d (%s): %U", kernel ? kernel : Py_None, index,
+               tyname, rest);
+  Py_DECREF(rest);
   return -1;
 }
 

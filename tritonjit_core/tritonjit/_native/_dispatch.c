@@ -43,6 +43,13 @@ typedef struct {
   PyObject *remap;  /* token -> annotated token (F_ANN_REMAP) */
   int flags;
   PyObject *last_dtype, *last_tok16, *last_tok; /* one-entry dtype cache */
+  /* one-entry device cache: the address of the last tensor object (no reference is
+     held) and its data pointer. Under unified addressing a live allocation belongs to
+     one device, so the same object with the same data pointer is on the same device;
+     get_device() is called again whenever either differs. */
+  uintptr_t last_obj;
+  uint64_t last_ptr;
+  int last_dev;
 } ParamSpec;
 
 typedef struct {
@@ -216,16 +223,24 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
     a->kind = TJ_ARG_PTR;
     a->v.u = ptr;
     if (d->device_mode) {
-      PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
-      if (g == NULL) {
-        PyErr_Clear();
-        return NULL;
-      }
-      long dev = PyLong_AsLong(g);
-      Py_DECREF(g);
-      if (dev < 0) { /* a CPU tensor (or an error): the Python path says which */
-        PyErr_Clear();
-        return NULL;
+      long dev;
+      if ((uintptr_t)v == ps->last_obj && ptr == ps->last_ptr && ptr != 0) {
+        dev = ps->last_dev;
+      } else {
+        PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
+        if (g == NULL) {
+          PyErr_Clear();
+          return NULL;
+        }
+        dev = PyLong_AsLong(g);
+        Py_DECREF(g);
+        if (dev < 0) { /* a CPU tensor (or an error): the Python path says which */
+          PyErr_Clear();
+          return NULL;
+        }
+        ps->last_obj = (uintptr_t)v;
+        ps->last_ptr = ptr;
+        ps->last_dev = (int)dev;
       }
       if (*device < 0)
         *device = (int)dev;

@@ -1,0 +1,447 @@
+"""The tritonjit index: a cheap key -> an artifact already in Triton's cache.
+
+Triton's own cache lookup first hashes Triton's sources and its backend
+(``triton_key()``, about 0.5 s in a fresh process) before it can even look for an
+artifact. The index skips that: its key is computed from what is at hand in a few
+microseconds (the kernel's source hash, which covers its callees and the constexpr
+globals it reads, the Triton version and build, backend, target, options, signature
+and Triton's cache-invalidating environment variables), and it points at the
+artifact directory that ``triton.compile`` wrote. A hit rebuilds the
+:class:`CompiledVariant` straight from the metadata JSON and the binary, without
+``triton.compile`` and without ``triton_key``.
+
+Safety: entries and artifacts are written atomically (temp file + ``os.replace``);
+each entry carries a checksum of itself and sha256 hashes of the artifact's files,
+so a truncated or corrupt entry or artifact is detected, reported once as a
+:class:`CacheCorruptionWarning` and rebuilt; compiles of one variant by several
+processes are serialized by a file lock so they leave one artifact.
+
+Layout, under ``$TRITONJIT_CACHE_DIR`` (default: ``<Triton cache dir>/tritonjit``)::
+
+    index/<k[:2]>/<key>.json     one entry per variant
+    locks/<key[:16]>.lock        compile locks
+    autotune/<name>-<h>.json     best autotune configs (see _autotune.py)
+
+``TRITONJIT_DISK_CACHE=0`` turns the index off (Triton's cache still works).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+import uuid
+import warnings
+from typing import Any, Iterator
+
+from ._backend import CompiledVariant
+
+log = logging.getLogger("tritonjit")
+
+#: bump when the entry layout or the key recipe changes: old entries are then ignored
+FORMAT = 1
+
+
+class CacheCorruptionWarning(UserWarning):
+    """An index entry or a cached artifact failed its hash check and is rebuilt."""
+
+
+# ---- where things live ------------------------------------------------------------------------
+def triton_cache_dir() -> str:
+    """Triton's persistent cache directory (``TRITON_CACHE_DIR`` honoured)."""
+    try:
+        from triton import knobs
+
+        d = knobs.cache.dir
+        if d:
+            return str(d)
+    except Exception:  # a Triton without knobs
+        pass
+    return os.environ.get("TRITON_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".triton", "cache")
+
+
+def cache_root() -> str:
+    """tritonjit's own cache directory: the index, the locks and the autotune store."""
+    return os.environ.get("TRITONJIT_CACHE_DIR") or os.path.join(triton_cache_dir(), "tritonjit")
+
+
+def enabled() -> bool:
+    return os.environ.get("TRITONJIT_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+# ---- the key ----------------------------------------------------------------------------------
+_fingerprint: str | None = None
+
+
+def triton_fingerprint() -> str:
+    """The installed Triton, cheaply: its version string plus size and mtime of its
+    compiled library (a rebuilt Triton of the same version changes them). Replaces
+    ``triton_key()``, which hashes every Triton source file."""
+    global _fingerprint
+    if _fingerprint is None:
+        triton = sys.modules.get("triton")
+        version = getattr(triton, "__version__", None)
+        if version is None:
+            from importlib.metadata import version as dist_version
+
+            version = dist_version("triton")
+        build = ""
+        try:
+            lib_dir = os.path.join(os.path.dirname(triton.__file__), "_C")  # type: ignore[union-attr]
+            for entry in sorted(os.listdir(lib_dir)):
+                if entry.startswith("libtriton"):
+                    st = os.stat(os.path.join(lib_dir, entry))
+                    build = f"{st.st_size}:{st.st_mtime_ns}"
+                    break
+        except Exception:  # no library found: the version alone
+            pass
+        _fingerprint = f"{version}+{build}" if build else str(version)
+    return _fingerprint
+
+
+def target_str(target: Any) -> str:
+    """``cuda:90``-style name of a target (GPUTarget or anything with backend/arch)."""
+    backend = getattr(target, "backend", None)
+    if backend is None:
+        return str(target)
+    return f"{backend}:{getattr(target, 'arch', '')}"
+
+
+def _target_key(target: Any) -> list[Any]:
+    if hasattr(target, "backend"):
+        return [target.backend, str(target.arch), getattr(target, "warp_size", None)]
+    return [str(target)]
+
+
+def _env_vars() -> list[tuple[str, str]]:
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+
+        return sorted(get_cache_invalidating_env_vars().items())
+    except Exception:
+        return []
+
+
+def variant_key(src: Any, backend: str, target: Any, options: dict[str, Any], signature: str) -> str:
+    """The index key of one variant.
+
+    ``src.hash()`` (Triton's ASTSource) covers the kernel's ``cache_key`` -- its
+    source, the cache keys of every @triton.jit function it calls, the constexpr
+    globals it reads -- plus the argument types, constants and alignment hints.
+    """
+    parts = {
+        "format": FORMAT,
+        "source": src.hash() if hasattr(src, "hash") else repr(src),
+        "triton": triton_fingerprint(),
+        "backend": backend,
+        "target": _target_key(target),
+        "options": sorted((k, repr(v)) for k, v in options.items()),
+        "signature": signature,
+        "env": _env_vars(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+# ---- small file helpers -----------------------------------------------------------------------
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    """An exclusive inter-process lock (flock; released by the OS if the holder dies).
+    Where flock does not exist, a no-op: Triton's own writes stay atomic anyway."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _checksum(entry: dict[str, Any]) -> str:
+    body = {k: v for k, v in entry.items() if k != "checksum"}
+    return sha256_bytes(json.dumps(body, sort_keys=True).encode())
+
+
+class _LazyAsm(dict):
+    """``CompiledVariant.asm`` of an index hit: the binary now, other IRs read on demand."""
+
+    def __init__(self, directory: str, stem: str, initial: dict[str, Any]) -> None:
+        super().__init__(initial)
+        self._directory = directory
+        self._stem = stem
+
+    def __missing__(self, ext: str) -> Any:
+        path = os.path.join(self._directory, f"{self._stem}.{ext}")
+        try:
+            with open(path) as f:
+                value = f.read()
+        except (OSError, UnicodeDecodeError):
+            raise KeyError(ext) from None
+        self[ext] = value
+        return value
+
+
+class _Corrupt(Exception):
+    def __init__(self, what: str, detail: str) -> None:
+        self.what = what
+        self.detail = detail
+        super().__init__(f"{what}: {detail}")
+
+
+# ---- the index --------------------------------------------------------------------------------
+class Index:
+    """Entries ``key -> artifact`` under :func:`cache_root`. Stateless apart from the
+    set of corruptions already reported, so environment changes take effect at once."""
+
+    def __init__(self) -> None:
+        self._reported: set[str] = set()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    # paths
+    def root(self) -> str:
+        return cache_root()
+
+    def entry_path(self, key: str) -> str:
+        return os.path.join(cache_root(), "index", key[:2], f"{key}.json")
+
+    def lock_path(self, key: str) -> str:
+        return os.path.join(cache_root(), "locks", f"{key[:16]}.lock")
+
+    def lock(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """The lock that serializes compiles of one variant across processes."""
+        return file_lock(self.lock_path(key))
+
+    # reading
+    def read_entry(self, key: str) -> dict[str, Any] | None:
+        """The verified entry of ``key``; None when absent. Raises _Corrupt."""
+        try:
+            with open(self.entry_path(key), "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            entry = json.loads(raw)
+        except ValueError as exc:
+            raise _Corrupt("index entry", f"not valid JSON ({exc}); {len(raw)} bytes") from None
+        if not isinstance(entry, dict) or entry.get("checksum") != _checksum(entry):
+            raise _Corrupt("index entry", "checksum mismatch")
+        if entry.get("format") != FORMAT or entry.get("key") != key:
+            return None
+        return entry
+
+    def artifact_dir(self, entry: dict[str, Any]) -> str:
+        art = entry["artifact"]
+        return art if os.path.isabs(art) else os.path.join(triton_cache_dir(), art)
+
+    def load(self, key: str, kernel: str = "") -> CompiledVariant | None:
+        """The compiled variant of ``key`` rebuilt from disk, or None (absent, stale or
+        corrupt: a corrupt entry or artifact is removed and reported once)."""
+        if not enabled():
+            return None
+        entry: dict[str, Any] | None = None
+        try:
+            entry = self.read_entry(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            compiled = self._rebuild(entry)
+        except _Corrupt as exc:
+            self._report(key, kernel, entry, exc)
+            self.misses += 1
+            return None
+        except FileNotFoundError:  # Triton's cache was cleared under us: a plain miss
+            self._remove_entry(key)
+            self.misses += 1
+            return None
+        if compiled is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return compiled
+
+    def _rebuild(self, entry: dict[str, Any]) -> CompiledVariant | None:
+        directory = self.artifact_dir(entry)
+        stem, ext = entry["stem"], entry["binary_ext"]
+        files = entry["files"]
+        md_name, bin_name = f"{stem}.json", f"{stem}.{ext}"
+        with open(os.path.join(directory, md_name), "rb") as f:
+            md_raw = f.read()
+        with open(os.path.join(directory, bin_name), "rb") as f:
+            binary = f.read()
+        if sha256_bytes(md_raw) != files.get(md_name):
+            raise _Corrupt("cached artifact", f"{md_name} does not match its recorded sha256 ({len(md_raw)} bytes)")
+        if sha256_bytes(binary) != files.get(bin_name):
+            raise _Corrupt("cached artifact", f"{bin_name} does not match its recorded sha256 ({len(binary)} bytes)")
+        metadata = json.loads(md_raw)
+        tgt = metadata.get("target")
+        if isinstance(tgt, dict):
+            from triton.backends.compiler import GPUTarget
+
+            metadata["target"] = GPUTarget(tgt["backend"], tgt["arch"], tgt["warp_size"])
+        version = metadata.get("triton_version")
+        if version is not None and not triton_fingerprint().startswith(f"{version}+") \
+                and triton_fingerprint() != version:
+            return None  # written by another Triton: never reuse
+        return CompiledVariant(
+            name=metadata.get("name", stem), signature=entry["signature"], target=metadata.get("target"),
+            binary=binary, metadata=metadata, asm=_LazyAsm(directory, stem, {ext: binary}),
+            hash=metadata.get("hash", ""), cache_dir=directory, artifact=None, binary_ext=ext,
+        )
+
+    def _report(self, key: str, kernel: str, entry: dict[str, Any] | None, exc: _Corrupt) -> None:
+        """Warn once per variant, then drop the entry (and a corrupt artifact, so that
+        Triton's own cache does not hand it back): the caller recompiles."""
+        with self._lock:
+            first = key not in self._reported
+            self._reported.add(key)
+        name = kernel or (entry or {}).get("kernel", "?")
+        sig = (entry or {}).get("signature", "?")
+        if first:
+            warnings.warn(f"tritonjit: the {exc.what} of kernel '{name}' (variant '{sig}') is corrupt: {exc.detail}; "
+                          f"it is removed and the variant recompiled", CacheCorruptionWarning, stacklevel=4)
+        self._remove_entry(key)
+        if exc.what == "cached artifact" and entry is not None:
+            remove_tree(self.artifact_dir(entry))
+
+    def _remove_entry(self, key: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.entry_path(key))
+
+    # writing
+    def store(self, key: str, compiled: CompiledVariant, backend: str, target: Any,
+              options: dict[str, Any]) -> dict[str, Any] | None:
+        """Record ``compiled`` (an artifact in Triton's cache) under ``key``; None when
+        it has no artifact on disk (interpreter, a plugin's own compiler)."""
+        if not enabled() or not compiled.cache_dir or not compiled.binary_ext:
+            return None
+        directory = compiled.cache_dir
+        stem = _artifact_stem(compiled)
+        files: dict[str, str] = {}
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if not os.path.isfile(path) or ".tmp." in name or name == "lock" or name.startswith("tmp."):
+                continue
+            with open(path, "rb") as f:
+                files[name] = sha256_bytes(f.read())
+        if f"{stem}.json" not in files or f"{stem}.{compiled.binary_ext}" not in files:
+            return None
+        root = triton_cache_dir()
+        rel = os.path.relpath(directory, root)
+        artifact = directory if rel.startswith("..") else rel
+        entry: dict[str, Any] = {
+            "format": FORMAT, "key": key, "kernel": compiled.name, "signature": compiled.signature,
+            "backend": backend, "target": target_str(target), "options": {k: _jsonable(v) for k, v in options.items()},
+            "triton": triton_fingerprint(), "artifact": artifact, "stem": stem, "binary_ext": compiled.binary_ext,
+            "hash": compiled.hash, "files": files, "created": time.time(),
+        }
+        entry["checksum"] = _checksum(entry)
+        atomic_write(self.entry_path(key), json.dumps(entry, sort_keys=True).encode())
+        return entry
+
+    def write_entry(self, entry: dict[str, Any]) -> None:
+        """Install an entry as is (bundle import); its checksum is recomputed."""
+        entry = dict(entry)
+        entry["checksum"] = _checksum(entry)
+        atomic_write(self.entry_path(entry["key"]), json.dumps(entry, sort_keys=True).encode())
+
+    # listing
+    def keys(self) -> list[str]:
+        base = os.path.join(cache_root(), "index")
+        out = []
+        if not os.path.isdir(base):
+            return out
+        for sub in sorted(os.listdir(base)):
+            d = os.path.join(base, sub)
+            if os.path.isdir(d):
+                out += [n[:-5] for n in sorted(os.listdir(d)) if n.endswith(".json") and ".tmp." not in n]
+        return out
+
+    def entries(self) -> Iterator[tuple[str, dict[str, Any] | None, str | None]]:
+        """(key, entry or None, problem or None) for every entry on disk."""
+        for key in self.keys():
+            try:
+                entry = self.read_entry(key)
+                yield key, entry, None if entry is not None else "stale format"
+            except _Corrupt as exc:
+                yield key, None, str(exc)
+
+    def verify(self, entry: dict[str, Any]) -> str | None:
+        """None when every file of the entry's artifact matches its hash, else why not."""
+        directory = self.artifact_dir(entry)
+        for name, digest in entry["files"].items():
+            try:
+                with open(os.path.join(directory, name), "rb") as f:
+                    if sha256_bytes(f.read()) != digest:
+                        return f"{name} does not match its sha256"
+            except OSError:
+                return f"{name} is missing"
+        return None
+
+
+def _artifact_stem(compiled: CompiledVariant) -> str:
+    art = compiled.artifact
+    group = getattr(art, "metadata_group", None) or {}
+    for name in group:
+        if name.endswith(".json") and not name.startswith("__grp__"):
+            return name[:-5]
+    return compiled.name[:150]
+
+
+def _jsonable(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+
+
+def remove_tree(path: str) -> None:
+    """Remove a directory so that no reader sees it half removed: rename, then delete."""
+    if not os.path.isdir(path):
+        return
+    trash = f"{path}.trash.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        os.rename(path, trash)
+    except OSError:
+        trash = path
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+index = Index()
+
+
+# ---- the compile bridge's entry point ---------------------------------------------------------
+def indexed(src: Any, backend: str, target: Any, options: dict[str, Any], signature: str) -> str | None:
+    """The index key to use for this compile, or None when the index is off."""
+    if not enabled():
+        return None
+    return variant_key(src, backend, target, options, signature)
