@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, check_dtype, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 
@@ -128,7 +128,7 @@ def silu_and_mul(gate: Tensor, up: Tensor | None = None) -> Tensor:
         return out
     block = min(next_pow2(d), 4096 if gate.device.type != "cpu" else 1024)
     warps = 8 if block >= 2048 and gate.device.type != "cpu" else 4
-    _silu_mul[(rows, triton.cdiv(d, block))](g, u, out, d, g.stride(0), u.stride(0), BLOCK=block, num_warps=warps)
+    _silu_mul[(rows, cdiv(d, block))](g, u, out, d, g.stride(0), u.stride(0), BLOCK=block, num_warps=warps)
     return out
 
 
@@ -155,7 +155,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
     tokens = x.numel() // (H * D)
     block_h = min(next_pow2(H), 16)
     tail = D - 2 * r2
-    _rotary[(tokens, triton.cdiv(H, block_h))](
+    _rotary[(tokens, cdiv(H, block_h))](
         x, cos, sin, out, S, H, D, r2, cos.stride(0), INTERLEAVED=bool(interleaved), BLOCK_H=block_h,
         BLOCK_R=next_pow2(r2), BLOCK_T=next_pow2(tail) if tail else 0)
     return out

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
@@ -71,7 +71,7 @@ def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape) -> Tensor
     if out.numel() == 0:
         return out
     block = min(next_pow2(k), 1024)
-    _select_rows[(o * L, triton.cdiv(k, block))](x, index, out, L, d, k, BLOCK=block,
+    _select_rows[(o * L, cdiv(k, block))](x, index, out, L, d, k, BLOCK=block,
                                                  num_warps=4 if block >= 512 else 1)
     return out
 
@@ -152,6 +152,6 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     xst = [0] * pad + list(xs.stride())
     ist = [0] * pad + list(ix.stride())
     block = 1024
-    _gather[(triton.cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist,
+    _gather[(cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist,
                                       DIM=dim + pad, BLOCK=block)
     return out

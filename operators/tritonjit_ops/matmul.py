@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_same_device, jit
+from ._common import cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -110,9 +110,9 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
         return c
     bm, bn, bk, warps, stages = _config(a.device.type != "cpu", a.dtype, m, n, k)
     if a.device.type == "cpu":  # small tiles keep the interpreter fast; don't over-pad tiny problems
-        bm, bn, bk = (max(16, min(x, triton.next_power_of_2(d))) for x, d in ((32, m), (32, n), (32, k)))
+        bm, bn, bk = (max(16, min(x, next_pow2(d))) for x, d in ((32, m), (32, n), (32, k)))
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn), bsz)
+    grid = (cdiv(m, bm) * cdiv(n, bn), bsz)
     _mm[grid](a, b, c, bias if bias is not None else c, m, n, k,
               a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
               c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta,

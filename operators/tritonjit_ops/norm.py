@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, check_dtype, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 
@@ -125,7 +125,7 @@ def _launch(x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1,
         return
     one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
     cpg, hw, g = group
-    _norm[(triton.cdiv(m, block_m),)](
+    _norm[(cdiv(m, block_m),)](
         x, res if res is not None else x, w if w is not None else x, b if b is not None else x,
         out, res_out if res_out is not None else out, mean if mean is not None else out,
         rstd if rstd is not None else out, m, n, eps, cpg, hw, g,
@@ -199,7 +199,7 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
             m = x.numel() // n if n else 0
             if m:
                 one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
-                _norm[(triton.cdiv(m, block_m),)](
+                _norm[(cdiv(m, block_m),)](
                     x, x, weight, x, out, out, out, out, m, n,
                     float(torch.finfo(x.dtype).eps) if eps is None else eps, 1, 1, 1,
                     RMS=True, HAS_W=True, HAS_B=False, HAS_RES=False, GROUP=False, STATS=False,

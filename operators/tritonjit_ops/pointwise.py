@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, check_out, check_same_device, coalesce, jit
+from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit
 
 Tensor = torch.Tensor
 
@@ -228,12 +228,12 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
     )
     if flat and nin == 2:
         x, y = operands
-        _binary_flat[(triton.cdiv(n, _BLOCK),)](
+        _binary_flat[(cdiv(n, _BLOCK),)](
             x, y, target, n, alpha, OP=op, BLOCK=_BLOCK,
             X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor), UPCAST=upcast,
         )
     elif flat and nin == 1:
-        _unary_flat[(triton.cdiv(n, _BLOCK),)](operands[0], target, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
+        _unary_flat[(cdiv(n, _BLOCK),)](operands[0], target, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
     else:
         dims, strides = coalesce(shape, [_bstrides(t, shape) for t in operands])
         if len(dims) > 4:
@@ -248,7 +248,7 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
             operands = list(operands) + [0]
             strides.append([0, 0, 0, 0])
         x, y, z = operands
-        _pointwise_nd[(triton.cdiv(n, _BLOCK),)](
+        _pointwise_nd[(cdiv(n, _BLOCK),)](
             x, y, z, target, n, alpha, dims[1], dims[2], dims[3], *strides[0], *strides[1], *strides[2],
             OP=op, NIN=nin, BLOCK=_BLOCK,
             X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor),
@@ -293,7 +293,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         if op not in ("add", "sub"):
             raise TypeError(f"tritonjit.{op}: alpha is not supported")
         if not rdtype.is_floating_point and not isinstance(alpha, int):
-            raise RuntimeError(f"For integral input tensors, argument alpha must not be a floating point number.")
+            raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     xs = x.shape if isinstance(x, Tensor) else ()
     ys = y.shape if isinstance(y, Tensor) else ()
     shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
@@ -315,7 +315,7 @@ def _make_binary(op: str, doc: str):
                 n = x.numel()
                 o = torch.empty_like(x)
                 if n:
-                    _binary_flat[(triton.cdiv(n, _BLOCK),)](x, y, o, n, 1, OP=op, BLOCK=_BLOCK,
+                    _binary_flat[(cdiv(n, _BLOCK),)](x, y, o, n, 1, OP=op, BLOCK=_BLOCK,
                                                            UPCAST=_FAST_UPCAST[dt])
                 return o
         return _binary(op, x, y, 1, out)
@@ -337,7 +337,7 @@ def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
             n = x.numel()
             o = torch.empty_like(x)
             if n:
-                _binary_flat[(triton.cdiv(n, _BLOCK),)](x, y, o, n, 1, OP="add", BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
+                _binary_flat[(cdiv(n, _BLOCK),)](x, y, o, n, 1, OP="add", BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
             return o
     return _binary("add", x, y, alpha, out)
 
@@ -373,7 +373,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
             o = torch.empty_like(x)
             n = x.numel()
             if n:
-                _unary_flat[(triton.cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
+                _unary_flat[(cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
             return o
         out = torch.empty(x.shape, dtype=dt, device=x.device)
     else:

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, check_out, check_same_device, jit, next_pow2, normalize_dims
+from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, jit, next_pow2, normalize_dims
 
 Tensor = torch.Tensor
 
@@ -155,10 +155,10 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
     else:  # contiguous reduced axis: wide R tiles
         block_r = min(next_pow2(r), 4096 if on_gpu else 512)
         block_k = min(next_pow2(k), max(1, (4096 if on_gpu else 512) // block_r))
-    nk = triton.cdiv(k, block_k)
+    nk = cdiv(k, block_k)
     split = 1
     if r >= _SPLIT_MIN_R and o * nk < 64:
-        split = min(triton.cdiv(r, block_r * 8), 1024)
+        split = min(cdiv(r, block_r * 8), 1024)
     warps = 8 if on_gpu and block_k * block_r >= 4096 else 4
     is_arg = op in ("argmax", "argmin")
     divisor = float(r)
@@ -167,8 +167,8 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
                             OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
                             num_warps=warps)
         return
-    chunk = triton.cdiv(triton.cdiv(r, split), block_r) * block_r
-    split = triton.cdiv(r, chunk)
+    chunk = cdiv(cdiv(r, split), block_r) * block_r
+    split = cdiv(r, chunk)
     if op in ("sum", "mean"):
         wdt = torch.float64 if x.dtype == torch.float64 else (torch.int64 if not x.dtype.is_floating_point else torch.float32)
     else:
@@ -185,7 +185,7 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
         s_o, s_k, s_r, kk, oo = split * k, 1, k, k, o
     bk = min(next_pow2(kk), 32)
     br = min(next_pow2(split), 1024)
-    _reduce[(oo, triton.cdiv(kk, bk), 1)](part, out, part_i, idx_out if is_arg else out, kk, split, split,
+    _reduce[(oo, cdiv(kk, bk), 1)](part, out, part_i, idx_out if is_arg else out, kk, split, split,
                                           s_o, s_k, s_r, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
                                           HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
 

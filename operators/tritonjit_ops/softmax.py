@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, check_dtype, jit, next_pow2, normalize_dims
+from ._common import FLOAT_DTYPES, cdiv, check_dtype, jit, next_pow2, normalize_dims
 
 Tensor = torch.Tensor
 
@@ -109,7 +109,7 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
     else:
         sO, sK, sR = r * k, 1, k
         block_k = min(block_k, next_pow2(k))
-    _softmax[(o, triton.cdiv(k, block_k))](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+    _softmax[(o, cdiv(k, block_k))](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
                                           BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
     return out
 

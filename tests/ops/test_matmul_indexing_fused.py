@@ -155,8 +155,11 @@ def test_cross_entropy_wide_and_bad():
 def test_gpu_matmul_fused(dtype):
     a = torch.randn(1000, 770, device="cuda", dtype=dtype)
     b = torch.randn(770, 513, device="cuda", dtype=dtype)
-    tol = dict(rtol=2e-2, atol=5e-2) if dtype != torch.float32 else dict(rtol=1e-3, atol=1e-3)
-    close(T.mm(a, b), torch.mm(a, b), **tol)
+    # K=770 sums reach |28|, where one bf16 ulp is 0.125 and one fp16 ulp 0.016:
+    # allow two output ulps against an fp32 reference of the same inputs
+    tol = {torch.bfloat16: dict(rtol=2e-2, atol=0.25), torch.float16: dict(rtol=2e-2, atol=0.04),
+           torch.float32: dict(rtol=1e-3, atol=1e-3)}[dtype]
+    close(T.mm(a, b), torch.mm(a.float(), b.float()).to(dtype), **tol)
     g = torch.randn(256, 2 * 4096, device="cuda", dtype=dtype)
     close(T.silu_and_mul(g), F.silu(g[:, :4096]) * g[:, 4096:])
     lg, tg = torch.randn(64, 32000, device="cuda", dtype=dtype), torch.randint(0, 32000, (64,), device="cuda")
