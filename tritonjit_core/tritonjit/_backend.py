@@ -127,6 +127,12 @@ class Backend:
             self._avail = (bool(ok), str(reason))
         return self._avail
 
+    def refresh_availability(self) -> None:
+        """Forget the remembered availability: the next ``is_available()`` asks the
+        plugin again (after its driver library changed, e.g. a test's simulated one)."""
+        with self._lock:
+            self._avail = None
+
     @property
     def available(self) -> bool:
         return self.is_available()[0]

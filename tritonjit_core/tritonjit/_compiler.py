@@ -172,13 +172,27 @@ def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel
             out = triton.compile(src, target=target, options=dict(options))
     except Exception as exc:
         where = format_source_location(getattr(jit_fn, "fn", jit_fn))
-        cause = f"{type(exc).__name__}: {exc}\n(kernel defined at {where})"
+        line = _error_line(jit_fn, exc)
+        at = f"error at {line}, " if line else ""
+        cause = f"{type(exc).__name__}: {exc}\n({at}kernel defined at {where})"
         raise CompilationError(kernel, signature, target, RuntimeError(cause)) from exc
     if isinstance(out, CompiledVariant):
         if not out.signature:
             out.signature = signature
         return out
     return from_triton(out, signature)
+
+
+def _error_line(jit_fn: Any, exc: BaseException) -> str | None:
+    """``file:line`` of a Triton CompilationError inside the kernel itself (Triton
+    reports lines relative to the ``def``; a callee's errors keep Triton's text)."""
+    node, src = getattr(exc, "node", None), getattr(exc, "src", None)
+    lineno = getattr(node, "lineno", None)
+    raw, first = getattr(jit_fn, "raw_src", None), getattr(jit_fn, "starting_line_number", None)
+    if lineno is None or src is None or raw is None or first is None or src != getattr(jit_fn, "src", None):
+        return None
+    def_offset = next((i for i, text in enumerate(raw) if text.lstrip().startswith("def ")), 0)
+    return f"{jit_fn.fn.__code__.co_filename}:{first + def_offset + lineno - 1}"
 
 
 def from_triton(ck: Any, signature: str) -> CompiledVariant:

@@ -38,7 +38,8 @@ import threading
 import time
 import uuid
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ._backend import CompiledVariant
 
@@ -80,9 +81,10 @@ _fingerprint: str | None = None
 
 
 def triton_fingerprint() -> str:
-    """The installed Triton, cheaply: its version string plus size and mtime of its
-    compiled library (a rebuilt Triton of the same version changes them). Replaces
-    ``triton_key()``, which hashes every Triton source file."""
+    """The installed Triton, cheaply: its version string plus the identity of its
+    compiled library -- the sha256 the wheel's RECORD lists for it (the same on every
+    machine with that wheel, so bundles travel), else its size and mtime (a source
+    build). Replaces ``triton_key()``, which hashes every Triton source file."""
     global _fingerprint
     if _fingerprint is None:
         triton = sys.modules.get("triton")
@@ -93,16 +95,32 @@ def triton_fingerprint() -> str:
             version = dist_version("triton")
         build = ""
         try:
-            lib_dir = os.path.join(os.path.dirname(triton.__file__), "_C")  # type: ignore[union-attr]
-            for entry in sorted(os.listdir(lib_dir)):
-                if entry.startswith("libtriton"):
-                    st = os.stat(os.path.join(lib_dir, entry))
-                    build = f"{st.st_size}:{st.st_mtime_ns}"
-                    break
-        except Exception:  # no library found: the version alone
+            pkg = os.path.dirname(triton.__file__)  # type: ignore[union-attr]
+            build = _record_hash(pkg, str(version)) or _stat_id(os.path.join(pkg, "_C"))
+        except Exception:  # nothing found: the version alone
             pass
         _fingerprint = f"{version}+{build}" if build else str(version)
     return _fingerprint
+
+
+def _record_hash(pkg: str, version: str) -> str:
+    record = os.path.join(os.path.dirname(pkg), f"triton-{version}.dist-info", "RECORD")
+    try:
+        with open(record, encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("triton/_C/libtriton.") and ",sha256=" in line:
+                    return line.split(",")[1]
+    except OSError:
+        pass
+    return ""
+
+
+def _stat_id(lib_dir: str) -> str:
+    for entry in sorted(os.listdir(lib_dir)):
+        if entry.startswith("libtriton"):
+            st = os.stat(os.path.join(lib_dir, entry))
+            return f"{st.st_size}:{st.st_mtime_ns}"
+    return ""
 
 
 def target_str(target: Any) -> str:

@@ -18,7 +18,7 @@ import threading
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from . import _native
+from . import _autotune, _native
 from ._backend import Backend, CompiledVariant
 from ._compiler import compile_variant, known_options, parse_target
 from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
@@ -112,7 +112,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         if state is None or state.backend is not registry._current:
             state = self._make_state()
         if self._heuristics is not None or self._autotune_configs is not None:
-            kwargs = self._meta_kwargs(args, kwargs)
+            kwargs = self._meta_kwargs(args, kwargs, grid)
         stream = kwargs.pop("stream", None)
         try:
             _, bound, options = state.binder(*args, **kwargs)
@@ -136,7 +136,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         if state is None or state.backend is not registry._current:
             state = self._make_state()
         if self._heuristics is not None or self._autotune_configs is not None:
-            kwargs = self._meta_kwargs(args, kwargs)
+            kwargs = self._meta_kwargs(args, kwargs, grid, stream)
         try:
             key, bound, options = state.binder(*args, **kwargs)
         except SpecializationFailure as exc:
@@ -210,6 +210,11 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             bad = next(p.name for p, k in zip(self.params, key) if not _hashable(k))
             raise ArgumentError(self.name, "constexpr value is not hashable; pass an int, float, bool, "
                                 "str, None or a tl.dtype", bad) from None
+        for p, k in zip(self.params, key):  # a tensor is hashable but no compile-time constant
+            if p.is_constexpr and getattr(_unwrap_key(k), "data_ptr", None) is not None:
+                raise ArgumentError(self.name, f"is a tl.constexpr and needs a compile-time constant (int, "
+                                    f"float, bool, str, None or a tl.dtype), got a {type(_unwrap_key(k)).__name__}",
+                                    p.name)
         with self._lock:
             cache = state.caches.setdefault(device, {})
             variant = cache.get(key)
@@ -272,20 +277,10 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             raise GridError(self.name, f"grid has {len(grid)} dimensions; at most 3 are allowed: {grid}")
         raise GridError(self.name, f"grid {grid} has a zero or negative dimension; every dimension must be >= 1")
 
-    def _meta_kwargs(self, args: tuple, kwargs: dict) -> dict:
-        """Apply @triton.heuristics and (outside issue-4 tuning) the first autotune config."""
-        kwargs = dict(kwargs)
-        if self._autotune_configs:
-            cfg = self._autotune_configs[0]
-            for k, v in cfg.all_kwargs().items():
-                kwargs.setdefault(k, v)
-        if self._heuristics:
-            meta = dict(zip(self._param_names, args))
-            meta.update(kwargs)
-            for name, fn in self._heuristics:
-                if name not in kwargs:
-                    kwargs[name] = meta[name] = fn(meta)
-        return kwargs
+    def _meta_kwargs(self, args: tuple, kwargs: dict, grid: Any = None, stream: Any = None) -> dict:
+        """@triton.heuristics evaluated and the @triton.autotune config chosen (tuned on
+        the device when there is a grid to launch; see _autotune.py)."""
+        return _autotune.meta_kwargs(self, args, kwargs, grid, stream)
 
     # ---- introspection and ahead-of-time compile ----------------------------------------------
     def signature(self, *args: Any, **kwargs: Any) -> str:
@@ -402,11 +397,20 @@ class ModuleCache:
 module_cache = ModuleCache()
 
 _recorder: Callable[[KernelFunction, CompiledVariant, dict], None] | None = None
+if os.environ.get("TRITONJIT_RECORD"):  # TRITONJIT_RECORD=FILE: append each variant to a manifest
+    from ._manifest import recorder_from_env
+
+    _recorder = recorder_from_env()
 
 
 def _record(fn: KernelFunction, compiled: CompiledVariant, options: dict) -> None:
     if _recorder is not None:
         _recorder(fn, compiled, options)
+
+
+def _unwrap_key(k: Any) -> Any:
+    """A constexpr's value from its key token ((type, value) for non-ints)."""
+    return k[1] if type(k) is tuple and len(k) == 2 and isinstance(k[0], type) else k
 
 
 def _hashable(x: Any) -> bool:
@@ -439,7 +443,7 @@ def _unwrap(kernel: Any) -> tuple[Any, list | None, list | None]:
 
 # ---- tritonjit.function ----------------------------------------------------------------------
 _instances: dict[Any, KernelFunction] = {}
-_instances_lock = threading.Lock()
+_instances_lock = threading.RLock()  # function(path, name) re-enters through function(jit)
 
 
 def function(kernel: Any, name: str | None = None) -> KernelFunction:

@@ -14,7 +14,7 @@ from tritonjit._function import (
     make_variant,  # the core's load -> prepare -> launcher path
 )
 from tritonjit.pluginkit import stand_in_variant
-from tritonjit.testing import fresh_backend
+from tritonjit.testing import assert_installed_backend, assert_vendor_compiler_missing, fresh_backend
 
 
 @triton.jit
@@ -40,6 +40,19 @@ def test_bool_travels_as_uint32_and_block_is_num_warps(gcu, tops_sim):
     (rec,) = tops_sim.launches()
     assert rec.params == (struct.pack("<Q", x.data_ptr()), struct.pack("<I", 1), struct.pack("<i", 64))
     assert rec.block == (8, 1, 1) and rec.grid == (2, 3, 1) and rec.stream == 0x51
+
+
+def test_bf16_scalar_is_truncated_like_triton_gcu(gcu, tops_sim):
+    # 0x3F80C000 is 1.00586 in fp32: truncation keeps 0x3F80, round-to-nearest-even would give 0x3F81
+    value = struct.unpack("<f", struct.pack("<I", 0x3F80C000))[0]
+    compiled = stand_in_variant("flag_kernel", "*fp32:16,bf16,i1,64", gcu.compile_target(None, "gcu300"),
+                                tops_sim.elf)
+    tops_sim.expect_params("flag_kernel", [8, 2, 4])
+    state = gcu.prepare(compiled, gcu.load(compiled, 0), 0)
+    x = torch.zeros(4)
+    gcu.launch(state, (1, 1, 1), 0, gcu.pack_args(state, (x, value, True)))
+    (rec,) = tops_sim.launches()
+    assert rec.params == (struct.pack("<Q", x.data_ptr()), struct.pack("<H", 0x3F80), struct.pack("<i", 1))
 
 
 @pytest.mark.parametrize("grid,axis", [((65536, 1, 1), "x"), ((1, 256, 1), "y"), ((1, 1, 256), "z")])
@@ -68,16 +81,11 @@ def test_without_torch_gcu_the_default_stream(gcu):
 
 
 def test_cross_compile_without_triton_gcu_is_a_clear_error():
-    f = tritonjit.function(flag_kernel)
-    with pytest.raises(tritonjit.CompilationError) as info:
-        f.compile(SIG, target="gcu:gcu300")
-    text = str(info.value)
-    assert "flag_kernel" in text and "triton_gcu" in text and "topscc" in text and triton.__version__ in text
+    assert_vendor_compiler_missing(flag_kernel, SIG, "gcu:gcu300", "triton_gcu", "topscc")
     with pytest.raises(ValueError, match="not a GCU architecture"):
-        f.compile(SIG, target="gcu:sm90")
+        tritonjit.function(flag_kernel).compile(SIG, target="gcu:sm90")
 
 
 def test_facts():
-    backend = tritonjit.get_backend("gcu")
-    assert backend.dist == "tritonjit-gcu" and backend.dispatch_key == "PrivateUse1"
-    assert backend.info.device_type == "gcu" and backend.info.binary_ext == "fatbin"
+    assert_installed_backend("gcu", "tritonjit-gcu", dispatch_key="PrivateUse1", device_type="gcu",
+                             binary_ext="fatbin")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tritonjit.pluginkit import compile_with_vendor_triton
+
 TARGET_BACKEND = "gcu"
 BINARY_EXT = "fatbin"
 COMPILER = ("Enflame's triton_gcu (Enflame's Triton backend for GCU, shipped with TopsPlatform); "
@@ -28,26 +30,7 @@ def make_target(arch: str) -> Any:
     return GPUTarget(TARGET_BACKEND, arch, 1)
 
 
-def vendor_compiler(target: Any) -> str | None:
-    from triton.backends import backends
-
-    for name, backend in backends.items():
-        try:
-            if backend.compiler.supports_target(target):
-                return name
-        except Exception:  # noqa: BLE001, S112
-            continue
-    return None
-
-
 def compile_for_gcu(src: Any, target: Any, options: dict) -> Any:
-    import triton
-    from triton.backends import backends
-
-    if vendor_compiler(target) is None:
-        raise RuntimeError(
-            f"no installed Triton compiler backend supports target {target}: the gcu backend's kernels "
-            f"(.{BINARY_EXT}) are compiled by {COMPILER}. The installed triton {triton.__version__} has "
-            f"compiler backends: {', '.join(sorted(backends)) or 'none'}."
-        )
-    return triton.compile(src, target=target, options=options)
+    """Compile with triton_gcu, or pluginkit's error naming what to install."""
+    return compile_with_vendor_triton(src, target, options, needed=COMPILER, backend_name="gcu",
+                                      binary_ext=BINARY_EXT)

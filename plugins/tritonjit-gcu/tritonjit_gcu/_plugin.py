@@ -8,7 +8,8 @@ libtriton_jit's ``gcu_backend.h``):
 
 - blockDim.x is ``num_warps`` itself (warp size 1), blockDim.y = z = 1;
 - scalar ``i1``/``u1`` arguments travel as 4-byte ``int32_t``/``uint32_t``, fp16 and
-  bf16 scalars as their 2-byte storage;
+  bf16 scalars as their 2-byte storage, bf16 truncated from fp32 (``u32 >> 16``, as
+  triton_gcu's launcher makes it) rather than rounded;
 - grid limits x <= 65535, y <= 255, z <= 255 (triton_gcu's launcher raises past them);
 - devices and streams from torch_gcu (``torch.gcu.current_stream(d).gcu_stream``),
   else device 0 and the default stream 0.
@@ -23,20 +24,16 @@ from typing import Any
 
 from tritonjit import BackendInfo, CompiledVariant, GridError, hookimpl
 from tritonjit.pluginkit import (
-    ArgLayout,
     DriverBackend,
     DriverSpec,
     LaunchState,
     PackedArgs,
-    param_names,
-    runtime_types,
 )
 
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_gcu, make_target
 
 ENV_DRIVER = "TRITONJIT_GCU_DRIVER_LIB"
 GRID_LIMITS = (65535, 255, 255)
-_ABI_TYPES = {"i1": "i32", "u1": "u32"}  # triton_gcu's ty_to_cpp widens booleans
 
 
 class GcuBackend(DriverBackend):
@@ -53,6 +50,8 @@ class GcuBackend(DriverBackend):
     )
     torch_module = "gcu"
     stream_attr = "gcu_stream"
+    abi_types = {"i1": "i32", "u1": "u32"}  # triton_gcu's ty_to_cpp widens booleans
+    bf16 = "truncate"
 
     def _find_torch_module(self) -> Any:
         try:
@@ -84,8 +83,6 @@ class GcuBackend(DriverBackend):
     def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> LaunchState:
         state = super().prepare(kernel, handle, device)
         state.block_x = kernel.num_warps
-        types = [_ABI_TYPES.get(t, t) for t in runtime_types(kernel.signature)]
-        state.layout = ArgLayout(kernel.name, types, param_names(kernel))
         return state
 
     @hookimpl

@@ -12,7 +12,6 @@ GPU to the cuda plugin.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
@@ -47,6 +46,11 @@ class IxBackend(DriverBackend):
         func_attr_max_dynamic_shared=CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
     )
     torch_module = "cuda"
+    arch_example = "a CoreX compute capability like 70 or 71"
+    # upstream Triton's NVIDIA backend would accept GPUTarget("cuda", ...) and emit
+    # NVIDIA PTX/cubin: wrong for CoreX. Only Iluvatar's Triton may compile here.
+    vendor_triton = "Iluvatar's Triton (FlagTree iluvatar backend, triton.backends.iluvatar)"
+    vendor_triton_backend = "iluvatar"
 
     def is_vendor_torch(self, torch: Any) -> bool:
         return getattr(torch, "corex", False) is True
@@ -63,21 +67,3 @@ class IxBackend(DriverBackend):
                                f"and it is not under a corex directory); set {self.driver_spec.env_var} to CoreX's "
                                "libcuda.so.1")
         return ok, reason
-
-    def target(self, arch: str) -> Any:
-        from triton.backends.compiler import GPUTarget
-
-        if not str(arch).isdigit():
-            raise ValueError(f"ix architecture is a CoreX compute capability like 70 or 71, got '{arch}'")
-        return GPUTarget("cuda", int(arch), WARP_SIZE)
-
-    @hookimpl
-    def compile(self, src: Any, target: Any, options: dict) -> Any:
-        # upstream Triton's NVIDIA backend would accept GPUTarget("cuda", ...) and emit
-        # NVIDIA PTX/cubin: wrong for CoreX. Only Iluvatar's Triton may compile here.
-        if importlib.util.find_spec("triton.backends.iluvatar") is None:
-            raise RuntimeError("the ix backend needs Iluvatar's Triton (FlagTree iluvatar backend, "
-                               "triton.backends.iluvatar); the installed Triton would build NVIDIA code")
-        import triton
-
-        return triton.compile(src, target=target, options=options)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonjit import BackendInfo, hookimpl
-from tritonjit.pluginkit import DriverBackend, DriverSpec, require_triton_backend
+from tritonjit import BackendInfo
+from tritonjit.pluginkit import DriverBackend, DriverSpec
 
 WARP_SIZE = 64
 MAX_SHARED_PER_BLOCK = 64 * 1024  # C500, per FlagTree's metax driver; the enum to query it is not public
@@ -32,20 +32,8 @@ class MacaBackend(DriverBackend):
         attr_max_shared=None, static_shared=MAX_SHARED_PER_BLOCK, default_max_shared=MAX_SHARED_PER_BLOCK,
     )
     torch_module = "cuda"
+    arch_example = "a capability number like 80"
+    vendor_triton = "MetaX's Triton (FlagTree metax backend)"
 
     def is_vendor_torch(self, torch: Any) -> bool:
         return getattr(torch.version, "hip", None) is None and self.availability()[0]
-
-    def target(self, arch: str) -> Any:
-        from triton.backends.compiler import GPUTarget
-
-        if not str(arch).isdigit():
-            raise ValueError(f"maca architecture is a capability number like 80, got '{arch}'")
-        return GPUTarget("maca", int(arch), WARP_SIZE)
-
-    @hookimpl
-    def compile(self, src: Any, target: Any, options: dict) -> Any:
-        require_triton_backend(target, "MetaX's Triton (FlagTree metax backend)", "maca")
-        import triton
-
-        return triton.compile(src, target=target, options=options)

@@ -15,7 +15,7 @@ from mlu_simdriver import fatbin
 from tritonjit._function import (
     make_variant,  # the core's load -> prepare -> launcher path
 )
-from tritonjit.testing import fresh_backend
+from tritonjit.testing import assert_installed_backend, assert_vendor_compiler_missing, fresh_backend
 from tritonjit_mlu import MluBackend
 
 
@@ -136,17 +136,12 @@ def test_stream_from_torch_mlu(mlu):
 
 
 def test_cross_compile_without_flagtree_is_a_clear_error():
-    f = tritonjit.function(mlu_kernel)
-    with pytest.raises(tritonjit.CompilationError) as info:
-        f.compile(SIG, target="mlu:592")
-    text = str(info.value)
-    assert "mlu_kernel" in text and "FlagTree" in text and "cnas" in text and triton.__version__ in text
+    assert_vendor_compiler_missing(mlu_kernel, SIG, "mlu:592", "FlagTree", "cnas")
     with pytest.raises(ValueError, match="ISA version"):
-        f.compile(SIG, target="mlu:sm90")
+        tritonjit.function(mlu_kernel).compile(SIG, target="mlu:sm90")
 
 
 def test_facts():
-    backend = tritonjit.get_backend("mlu")
-    assert backend.dist == "tritonjit-mlu" and backend.dispatch_key == "PrivateUse1"
-    assert backend.info.device_type == "mlu" and backend.info.binary_ext == "cnbin"
+    backend = assert_installed_backend("mlu", "tritonjit-mlu", dispatch_key="PrivateUse1", device_type="mlu",
+                                       binary_ext="cnbin")
     assert backend.compile_target(None, "mtp_592").arch == 592

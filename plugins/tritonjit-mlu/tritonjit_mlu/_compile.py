@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tritonjit.pluginkit import compile_with_vendor_triton
+
 TARGET_BACKEND = "mlu"
 BINARY_EXT = "cnbin"
 COMPILER = ("FlagTree built for Cambricon (its 'mlu' compiler backend); it needs the Neuware toolkit's "
@@ -28,19 +30,6 @@ def make_target(arch: str) -> Any:
 
 
 def compile_for_mlu(src: Any, target: Any, options: dict) -> Any:
-    import triton
-    from triton.backends import backends
-
-    def supports(backend: Any) -> bool:
-        try:
-            return bool(backend.compiler.supports_target(target))
-        except Exception:  # noqa: BLE001 (a broken third-party backend must not hide the answer)
-            return False
-
-    if any(supports(b) for b in backends.values()):
-        return triton.compile(src, target=target, options=options)
-    raise RuntimeError(
-        f"no installed Triton compiler backend supports target {target}: the mlu backend's kernels "
-        f"(.{BINARY_EXT}) are compiled by {COMPILER}. The installed triton {triton.__version__} has "
-        f"compiler backends: {', '.join(sorted(backends)) or 'none'}."
-    )
+    """Compile with FlagTree's mlu backend, or pluginkit's error naming what to install."""
+    return compile_with_vendor_triton(src, target, options, needed=COMPILER, backend_name="mlu",
+                                      binary_ext=BINARY_EXT)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonjit import BackendError, BackendInfo, CompiledVariant, GridError, hookimpl
-from tritonjit.pluginkit import ArgLayout, PackedArgs, param_names, runtime_types
+from tritonjit.pluginkit import ArgLayout, PackedArgs
 
 from . import _driver as d
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_mlu, make_target
@@ -150,9 +150,8 @@ class MluBackend:
     def prepare(self, kernel: CompiledVariant, handle: MluKernel, device: int) -> MluLaunchState:
         drv = self.driver()
         a = drv.attribute
-        types = [_ABI_TYPES.get(t, t) for t in runtime_types(kernel.signature)]
         return MluLaunchState(
-            name=kernel.name, kernel=handle.kernel, layout=ArgLayout(kernel.name, types, param_names(kernel)),
+            name=kernel.name, kernel=handle.kernel, layout=ArgLayout.for_variant(kernel, abi_types=_ABI_TYPES),
             num_warps=kernel.num_warps, promote_shared=bool(kernel.metadata.get("promote_shared", False)),
             max_grid=(a(d.ATTR_MAX_BLOCK_TASK_DIM_X, device), a(d.ATTR_MAX_BLOCK_TASK_DIM_Y, device),
                       a(d.ATTR_MAX_BLOCK_TASK_DIM_Z, device)),

@@ -10,10 +10,8 @@ PrivateUse1); its current stream's raw handle is ``.musa_stream``.
 
 from __future__ import annotations
 
-from typing import Any
-
-from tritonjit import BackendInfo, hookimpl
-from tritonjit.pluginkit import DriverBackend, DriverSpec, require_triton_backend
+from tritonjit import BackendInfo
+from tritonjit.pluginkit import DriverBackend, DriverSpec
 
 # assumed to follow CUDA's numbering, as MUSA's driver API does elsewhere
 MU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
@@ -41,18 +39,8 @@ class MusaBackend(DriverBackend):
     torch_module = "musa"
     torch_extension = "torch_musa"
     stream_attr = "musa_stream"
+    arch_example = "an MP capability like 22 or 31"
+    vendor_triton = "Moore Threads' Triton (FlagTree mthreads backend)"
 
-    def target(self, arch: str) -> Any:
-        from triton.backends.compiler import GPUTarget
-
-        if not str(arch).isdigit():
-            raise ValueError(f"musa architecture is an MP capability like 22 or 31, got '{arch}'")
-        cap = int(arch)
-        return GPUTarget("musa", cap, warp_size_of(cap))
-
-    @hookimpl
-    def compile(self, src: Any, target: Any, options: dict) -> Any:
-        require_triton_backend(target, "Moore Threads' Triton (FlagTree mthreads backend)", "musa")
-        import triton
-
-        return triton.compile(src, target=target, options=options)
+    def warp_size_of(self, capability: int) -> int:
+        return warp_size_of(capability)

@@ -24,7 +24,7 @@ KERNEL_NAMES = ("add_kernel", "scale_kernel", "mixed_kernel")
 
 def _refresh(backend: tritonjit.Backend) -> None:
     tritonjit_npu.reset_driver()
-    backend._avail = None  # availability is remembered per process; the driver changed
+    backend.refresh_availability()  # availability is remembered per process; the driver changed
 
 
 @pytest.fixture(scope="session")

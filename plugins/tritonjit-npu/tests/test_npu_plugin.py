@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 import tritonjit
 import tritonjit_npu
+from tritonjit.testing import assert_installed_backend, assert_vendor_compiler_missing
 
 
 @triton.jit
@@ -16,10 +17,8 @@ def copy_kernel(src, dst, n, BLOCK: tl.constexpr):
 
 
 def test_discovered_through_the_entry_point():
-    backend = tritonjit.get_backend("npu")
-    assert backend.dist == "tritonjit-npu"
-    assert backend.info.dispatch_key == "PrivateUse1" and backend.info.device_type == "npu"
-    assert backend.info.binary_ext == "npubin" and backend.info.triton_backend == "npu"
+    backend = assert_installed_backend("npu", "tritonjit-npu", dispatch_key="PrivateUse1", device_type="npu",
+                                       binary_ext="npubin", triton_backend="npu")
     assert backend.specialization_rules() == tritonjit.SpecializationRules(equal_to_1=False)
 
 
@@ -62,12 +61,8 @@ def test_no_device_is_unavailable(npu_sim):
 
 
 def test_cross_compile_without_triton_ascend_is_a_clear_error():
-    f = tritonjit.function(copy_kernel)
-    with pytest.raises(tritonjit.CompilationError) as info:
-        f.compile("*fp32:16,*fp32:16,i32,1024", target="npu:Ascend910B3")
-    text = str(info.value)
-    assert "copy_kernel" in text and "Triton-Ascend" in text and "npu" in text
-    assert "bishengir-compile" in text and triton.__version__ in text
+    assert_vendor_compiler_missing(copy_kernel, "*fp32:16,*fp32:16,i32,1024", "npu:Ascend910B3",
+                                   "Triton-Ascend", "npu", "bishengir-compile")
 
 
 def test_target_names_an_ascend_soc():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tritonjit.pluginkit import compile_with_vendor_triton
+
 TARGET_BACKEND = "npu"
 BINARY_EXT = "npubin"
 COMPILER = ("Triton-Ascend (Huawei's Triton fork: pip install triton-ascend), or FlagTree built for Ascend; "
@@ -27,29 +29,7 @@ def make_target(arch: str) -> Any:
     return GPUTarget(TARGET_BACKEND, arch, 0)  # Triton-Ascend's own target has warp size 0
 
 
-def vendor_compiler(target: Any) -> str | None:
-    """Name of an installed Triton compiler backend that supports ``target``, if any."""
-    from triton.backends import backends
-
-    for name, backend in backends.items():
-        try:
-            if backend.compiler.supports_target(target):
-                return name
-        except Exception:  # noqa: BLE001, S112 (a broken third-party backend must not hide the answer)
-            continue
-    return None
-
-
 def compile_for_npu(src: Any, target: Any, options: dict) -> Any:
-    """Compile with the vendor's Triton, or explain what is missing."""
-    import triton
-    from triton.backends import backends
-
-    if vendor_compiler(target) is None:
-        raise RuntimeError(
-            f"no installed Triton compiler backend supports target {target}: "
-            f"the npu backend's kernels (.{BINARY_EXT}) are compiled by {COMPILER}. "
-            f"The installed triton {triton.__version__} has compiler backends: "
-            f"{', '.join(sorted(backends)) or 'none'}."
-        )
-    return triton.compile(src, target=target, options=options)
+    """Compile with the vendor's Triton, or pluginkit's error naming what to install."""
+    return compile_with_vendor_triton(src, target, options, needed=COMPILER, backend_name="npu",
+                                      binary_ext=BINARY_EXT)

@@ -11,14 +11,11 @@ instead (the tests point it at their simulated driver).
 from __future__ import annotations
 
 import ctypes
-import functools
-import os
 import threading
 from ctypes import POINTER, c_char_p, c_int32, c_uint16, c_uint32, c_uint64, c_void_p
 
 from tritonjit import BackendError
-
-from ._library import LibraryNotFound, bind, candidates, open_first
+from tritonjit.pluginkit import LibraryNotFound, LibrarySet, find_libraries, sdk_lib_dirs
 
 ENV_DRIVER = "TRITONJIT_NPU_DRIVER_LIB"
 LIBRARIES = ("libascendcl.so", "libruntime.so")
@@ -50,11 +47,11 @@ class NpuDriverError(BackendError):
 class AscendDriver:
     """The bound runtime functions, resolved once; ``where`` says what was loaded."""
 
-    def __init__(self, libs: list[ctypes.CDLL], where: str) -> None:
-        self.simulated = any(hasattr(lib, "tritonjit_simulated_driver") for lib in libs)
-        self.where = f"SIMULATED driver {where} (no hardware)" if self.simulated else where
+    def __init__(self, libs: LibrarySet) -> None:
+        self.simulated = libs.simulated
+        self.where = libs.reason()
         self._libs = libs  # keep the libraries open
-        b = functools.partial(bind, libs)
+        b = libs.bind
         self.rtGetDeviceCount = b("rtGetDeviceCount", c_int32, [POINTER(c_int32)])
         self.rtSetDevice = b("rtSetDevice", c_int32, [c_int32])
         self.aclrtGetDevice = b("aclrtGetDevice", c_int32, [POINTER(c_int32)])
@@ -117,14 +114,11 @@ def load_driver() -> AscendDriver:
     if _driver is None:
         with _lock:
             if _driver is None:
-                override = os.environ.get(ENV_DRIVER)
-                if override:
-                    libs = [open_first([override], f"{ENV_DRIVER}={override}")]
-                    where = override
-                else:
-                    libs = [open_first(candidates([name], _ENV_DIRS, _DEFAULT_DIRS), name) for name in LIBRARIES]
-                    where = ", ".join(lib._name for lib in libs)
-                _driver = AscendDriver(libs, where)
+                # RTLD_GLOBAL: libruntime.so resolves symbols of libascendcl.so
+                libs = find_libraries([(name,) for name in LIBRARIES], ENV_DRIVER,
+                                      sdk_lib_dirs(_ENV_DIRS, _DEFAULT_DIRS, subdirs=("lib64", "lib")),
+                                      mode=ctypes.RTLD_GLOBAL).require()
+                _driver = AscendDriver(libs)
     return _driver
 
 

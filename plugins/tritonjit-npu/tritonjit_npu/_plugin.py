@@ -24,7 +24,7 @@ from tritonjit import (
 
 from . import _launch
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_npu, make_target
-from ._driver import ENV_DRIVER, LibraryNotFound, load_driver
+from ._driver import LibraryNotFound, load_driver
 
 DEVICE_TYPE = "npu"
 
@@ -57,7 +57,7 @@ class NpuBackend:
         try:
             driver = load_driver()
         except (LibraryNotFound, OSError) as exc:
-            return False, f"{exc}; set {ENV_DRIVER}=/path/to/lib to point at it"
+            return False, f"Ascend runtime not found: {exc}"
         try:
             n = driver.device_count()
         except Exception as exc:  # noqa: BLE001

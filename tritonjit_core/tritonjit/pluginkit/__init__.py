@@ -6,9 +6,13 @@ A CUDA-like vendor plugin is a :class:`DriverBackend` subclass with its facts
 - :class:`DriverSpec` / :class:`CudaLikeDriver`: a ctypes binding of a CUDA-like
   driver API, parameterized by symbol prefix, flavor and library names, with
   :class:`DriverError` naming the symbol, the kernel and the vendor's error string.
-- :func:`find_library`: locating the runtime library and saying what was looked for.
+- :func:`compile_with_vendor_triton` / :class:`VendorCompilerMissing`: compiling with
+  the vendor's Triton, or one clear error naming what to install.
+- :func:`find_library` / :func:`find_libraries`: locating the runtime library (or the
+  several a runtime is split over) and saying what was looked for.
 - :class:`ArgLayout` / :class:`PackedArgs`: argument packing by Triton type with
-  natural alignment, plus the ``void**`` kernel-params array.
+  natural alignment (per-vendor type remaps, bf16 rounding or truncation), plus the
+  ``void**`` kernel-params array.
 - :func:`build_simulated_driver` / :class:`SimulatedDriver` / :func:`make_stub_elf` /
   :func:`stand_in_variant`: the SIMULATED driver for tests on machines without the
   hardware.
@@ -27,9 +31,15 @@ from ._args import (
     scratch_params,
 )
 from ._backend import DriverBackend, LaunchState, LoadedKernel
-from ._compile import arch_override, require_triton_backend, triton_backend_for
+from ._compile import (
+    VendorCompilerMissing,
+    arch_override,
+    compile_with_vendor_triton,
+    require_triton_backend,
+    triton_backend_for,
+)
 from ._driver import CudaLikeDriver, DriverError, DriverSpec
-from ._library import LibrarySearch, find_library
+from ._library import LibraryNotFound, LibrarySearch, LibrarySet, find_libraries, find_library, sdk_lib_dirs
 from ._simdriver import (
     CompilerMissing,
     LaunchRecord,
@@ -50,18 +60,24 @@ __all__ = [
     "DriverSpec",
     "LaunchRecord",
     "LaunchState",
+    "LibraryNotFound",
     "LibrarySearch",
+    "LibrarySet",
     "LoadedKernel",
     "PackedArgs",
     "SimulatedDriver",
+    "VendorCompilerMissing",
     "arch_override",
     "build_simulated_driver",
+    "compile_with_vendor_triton",
+    "find_libraries",
     "find_library",
     "make_stub_elf",
     "param_names",
     "require_triton_backend",
     "runtime_types",
     "scratch_params",
+    "sdk_lib_dirs",
     "stand_in_variant",
     "triton_backend_for",
 ]

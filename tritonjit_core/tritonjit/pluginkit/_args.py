@@ -6,6 +6,12 @@ little-endian buffer, each at its natural alignment, exactly as a kernel's
 argument segment is (the AMD compiler's ``.args`` metadata gives the same offsets).
 ``kernel_params`` is the ``void**`` array of pointers into that buffer that
 ``cuLaunchKernel``-style calls take.
+
+Vendors whose launchers pass some types differently say so once: ``abi_types`` maps
+a Triton type to the one it travels as (Enflame and Cambricon widen ``i1`` to a
+4-byte int; Cambricon passes fp16/bf16 scalars as fp32), and ``bf16`` chooses how an
+fp32 value becomes bf16 bits (round to nearest even, as torch does, or truncate, as
+Enflame's triton_gcu launcher does).
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import ArgumentError
 from .._signature import SCALAR_TYPES, _split
@@ -27,6 +33,7 @@ SCALAR_CODES: dict[str, tuple[str, int]] = {
     "fp16": ("e", 2), "bf16": ("H", 2), "fp32": ("f", 4), "fp64": ("d", 8),
 }
 POINTER_SIZE = 8
+Bf16Rounding = Literal["nearest_even", "truncate"]
 
 
 @dataclass(frozen=True)
@@ -90,12 +97,20 @@ def param_names(kernel: Any) -> list[str] | None:
 
 
 class ArgLayout:
-    """The packed layout of one variant's parameters, computed once in ``prepare``."""
+    """The packed layout of one variant's parameters, computed once in ``prepare``.
+
+    ``types`` are the Triton types of the runtime parameters; ``abi_types`` remaps
+    some of them to the type the vendor's launcher passes them as (size and encoding).
+    """
 
     def __init__(self, kernel: str, types: Sequence[str], names: Sequence[str] | None = None,
-                 trailing: Sequence[str] = ()) -> None:
+                 trailing: Sequence[str] = (), *, abi_types: Mapping[str, str] | None = None,
+                 bf16: Bf16Rounding = "nearest_even") -> None:
         self.kernel = kernel
-        names = list(names) if names is not None and len(names) == len(types) else [f"arg{i}" for i in range(len(types))]
+        if abi_types:
+            types = [abi_types.get(t, t) for t in types]
+        if names is None or len(names) != len(types):
+            names = [f"arg{i}" for i in range(len(types))]
         slots: list[ArgSlot] = []
         offset = 0
         for name, ty in [*zip(names, types), *((t, "*i8") for t in trailing)]:
@@ -122,14 +137,18 @@ class ArgLayout:
         if self.size > pos:
             fmt += f"{self.size - pos}x"
         self.struct = struct.Struct(fmt)
-        self._convert: list[Callable[[Any], Any]] = [_converter(s.type) for s in slots[: self.num_user]]
+        if bf16 not in ("nearest_even", "truncate"):
+            raise ValueError(f"bf16 rounding must be 'nearest_even' or 'truncate', got {bf16!r}")
+        self._convert: list[Callable[[Any], Any]] = [_converter(s.type, bf16) for s in slots[: self.num_user]]
         self._trailing_zeros = (0,) * (len(slots) - self.num_user)
 
     @classmethod
-    def for_variant(cls, kernel: Any) -> ArgLayout:
+    def for_variant(cls, kernel: Any, *, abi_types: Mapping[str, str] | None = None,
+                    bf16: Bf16Rounding = "nearest_even") -> ArgLayout:
         """Layout of a :class:`tritonjit.CompiledVariant` (signature + metadata)."""
         types = runtime_types(kernel.signature)
-        return cls(kernel.name, types, param_names(kernel), scratch_params(kernel.metadata))
+        return cls(kernel.name, types, param_names(kernel), scratch_params(kernel.metadata), abi_types=abi_types,
+                   bf16=bf16)
 
     @property
     def sizes(self) -> list[int]:
@@ -221,11 +240,18 @@ def _bf16_bits(x: Any) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF  # round to nearest even
 
 
-def _converter(ty: str) -> Callable[[Any], Any]:
+def _bf16_bits_truncated(x: Any) -> int:
+    f = float(x)
+    if math.isnan(f):
+        return 0x7FC0
+    return struct.unpack("<I", struct.pack("<f", f))[0] >> 16  # the fp32's high half
+
+
+def _converter(ty: str, bf16: Bf16Rounding = "nearest_even") -> Callable[[Any], Any]:
     if ty.startswith("*"):
         return _pointer_value
     if ty == "bf16":
-        return _bf16_bits
+        return _bf16_bits_truncated if bf16 == "truncate" else _bf16_bits
     if ty.startswith("fp"):
         return float
     return int

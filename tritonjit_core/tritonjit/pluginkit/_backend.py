@@ -4,7 +4,10 @@
 over a :class:`CudaLikeDriver`. A vendor plugin subclasses it, sets ``info`` and
 ``driver_spec``, and overrides only what is truly its own: the compile target, a
 compile hook where its Triton is not upstream's, how its torch extension exposes
-devices and streams. The core's ModuleCache keeps what ``load`` returns, so nothing
+devices and streams. Facts with a default here: the argument ABI (``abi_types``,
+``bf16``), architectures as capability numbers (``target``), and a ``compile`` hook
+that says which vendor Triton to install when it is missing (``vendor_triton``).
+The core's ModuleCache keeps what ``load`` returns, so nothing
 here caches modules.
 """
 
@@ -13,15 +16,15 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._backend import BackendInfo, CompiledVariant
 from .._errors import BackendError
 from .._hookspecs import hookimpl
-from ._args import ArgLayout, PackedArgs
-from ._compile import arch_override
+from ._args import ArgLayout, Bf16Rounding, PackedArgs
+from ._compile import arch_override, compile_with_vendor_triton
 from ._driver import CudaLikeDriver, DriverSpec
 from ._library import LibrarySearch
 
@@ -61,6 +64,17 @@ class DriverBackend:
     torch_extension: str | None = None
     #: attribute of the vendor's torch stream object holding the raw handle
     stream_attr: str = "cuda_stream"
+    #: Triton type -> the type the vendor's launcher passes it as ({"i1": "i32"})
+    abi_types: Mapping[str, str] = {}
+    #: how bf16 scalars are made from Python floats (the vendor launcher's way)
+    bf16: Bf16Rounding = "nearest_even"
+    #: the Triton to install for this vendor ("Moore Threads' Triton (FlagTree mthreads backend)");
+    #: None: the installed Triton compiles for the target as it is
+    vendor_triton: str | None = None
+    #: insist on the Triton backend of this name (where another would accept the target)
+    vendor_triton_backend: str | None = None
+    #: what an architecture looks like, for the error on a bad one
+    arch_example: str = "a capability number like 80"
 
     def __init__(self, library: str | None = None) -> None:
         """``library``: an explicit driver library path (tests pass the simulated one)."""
@@ -158,7 +172,7 @@ class DriverBackend:
         return int(getattr(mod.current_stream(device), self.stream_attr))
 
     @hookimpl
-    def device_guard(self, device: int) -> contextlib.Abstractcontextlib.AbstractContextManager[None]:
+    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
         mod = self.torch_device_module()
         return mod.device(device) if mod is not None else contextlib.nullcontext()
 
@@ -170,8 +184,29 @@ class DriverBackend:
         return self.target(arch)
 
     def target(self, arch: str) -> Any:
-        """Triton ``GPUTarget`` for a named architecture (each vendor defines it)."""
-        raise NotImplementedError
+        """Triton ``GPUTarget`` for a named architecture: by default a capability
+        number, ``GPUTarget(info.triton_backend, capability, warp_size_of(capability))``."""
+        from triton.backends.compiler import GPUTarget
+
+        if not str(arch).isdigit():
+            raise ValueError(f"{self.info.name} architecture is {self.arch_example}, got '{arch}'")
+        capability = int(arch)
+        return GPUTarget(self.info.triton_backend, capability, self.warp_size_of(capability))
+
+    def warp_size_of(self, capability: int) -> int:
+        """Warp size of an architecture (override where it differs by generation)."""
+        return self.info.warp_size
+
+    @hookimpl
+    def compile(self, src: Any, target: Any, options: dict) -> Any:
+        """The vendor's Triton compiles; without it, an error saying what to install."""
+        if self.vendor_triton is None:
+            import triton
+
+            return triton.compile(src, target=target, options=options)
+        return compile_with_vendor_triton(src, target, options, needed=self.vendor_triton,
+                                          backend_name=self.info.name, binary_ext=self.info.binary_ext,
+                                          only=self.vendor_triton_backend)
 
     def device_arch(self, device: int) -> str:
         """Architecture of a device of this machine (from the vendor's torch)."""
@@ -230,7 +265,7 @@ class DriverBackend:
                                f"(use fewer stages or a smaller block)")
         if shared > self.driver_spec.static_shared:
             drv.opt_in_shared(handle.function, shared, name)
-        layout = ArgLayout.for_variant(kernel)
+        layout = ArgLayout.for_variant(kernel, abi_types=self.abi_types, bf16=self.bf16)
         return LaunchState(name, handle.function, layout, block_x, shared, device, drv)
 
     @hookimpl

@@ -12,13 +12,12 @@ that names the symbol, the kernel and the vendor's own error string.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._errors import BackendError
-from ._library import LibrarySearch, find_library
+from ._library import LibrarySearch, find_library, sdk_lib_dirs
 
 _u = ctypes.c_uint
 _vp = ctypes.c_void_p
@@ -70,8 +69,7 @@ class DriverSpec:
         return self.symbol("DeviceGetCount" if self.flavor == "driver" else "GetDeviceCount")
 
     def search_dirs(self) -> list[str]:
-        roots = [os.environ.get(var) for var in self.sdk_env] + list(self.sdk_dirs)
-        return [os.path.join(r, sub) for r in roots if r for sub in ("lib", "lib64")]
+        return sdk_lib_dirs(self.sdk_env, self.sdk_dirs)
 
     def find(self, explicit: str | None = None) -> LibrarySearch:
         return find_library(self.libraries, self.env_var, self.search_dirs(), explicit)

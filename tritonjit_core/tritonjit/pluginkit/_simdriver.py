@@ -69,7 +69,8 @@ def make_stub_elf(kernel_names: Sequence[str], out_dir: str | os.PathLike[str] |
         c_path, so_path = os.path.join(tmp, "stub.c"), os.path.join(tmp, "stub.so")
         with open(c_path, "w") as f:
             f.write(body)
-        proc = subprocess.run([_cc(), "-shared", "-fPIC", "-o", so_path, c_path], check=False, capture_output=True, text=True)
+        proc = subprocess.run([_cc(), "-shared", "-fPIC", "-o", so_path, c_path], check=False, capture_output=True,
+                              text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"building the stand-in ELF failed:\n{proc.stderr}")
         with open(so_path, "rb") as f:

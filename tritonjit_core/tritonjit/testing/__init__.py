@@ -13,9 +13,14 @@ pack_args -> launch round trip through the core's module cache, concurrent
 launches, and the error paths (argument count and type, corrupt binary, shared
 memory over the limit, a failing driver call). :func:`simulated_target` wires a
 :class:`tritonjit.pluginkit.SimulatedDriver` in for backends without hardware here.
-Requires pytest (and torch for the default host-tensor arguments).
+:class:`CudaLikeSimulatedSuite` is the whole suite of a CUDA-like driver plugin
+tested with a stand-in binary on the simulated driver: subclass it with the vendor's
+facts. :func:`assert_vendor_compiler_missing` and :func:`assert_installed_backend` are
+the checks every out-of-tree plugin's tests make. Requires pytest (and torch for the default host-tensor arguments).
 """
 
+from ._checks import assert_installed_backend, assert_vendor_compiler_missing
+from ._cudalike import CudaLikeSimulatedSuite
 from ._install import installed_as_current
 from ._kernels import BLOCK, CONFORMANCE_SIGNATURE, conformance_axpy
 from ._suite import BackendConformance, fresh_backend
@@ -33,8 +38,11 @@ __all__ = [
     "CONFORMANCE_SIGNATURE",
     "BackendConformance",
     "ConformanceTarget",
+    "CudaLikeSimulatedSuite",
     "HostBackedTensor",
     "LaunchCheck",
+    "assert_installed_backend",
+    "assert_vendor_compiler_missing",
     "conformance_axpy",
     "default_args",
     "expected_params",

@@ -218,7 +218,8 @@ class BackendConformance:
         if not t.corrupt_binary_fails:
             pytest.skip("backend loads no binary")
         compiled = self._compiled(t)
-        bad = dataclasses.replace(compiled, binary=b"\x00garbage, not a device binary" * 4, hash="corrupt-" + compiled.hash)
+        bad = dataclasses.replace(compiled, binary=b"\x00garbage, not a device binary" * 4,
+                                  hash="corrupt-" + compiled.hash)
         before = len(module_cache)
         with pytest.raises(TritonJITError, match="conformance_axpy"):
             module_cache.load(backend, bad, t.device)

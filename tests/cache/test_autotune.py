@@ -1,0 +1,187 @@
+"""@triton.autotune / @triton.heuristics through tritonjit.function.
+
+On the interpreter: tuning skipped, first config, heuristics, callable grid gets the
+config's meta-parameters. The tuning logic itself runs with tuning forced on for the
+interpreter and a fake timer (no timed test): the fastest config wins, pruning,
+reset_to_zero / restore_value effects, memory and disk persistence, TRITONJIT_AUTOTUNE=0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import tritonjit
+from tritonjit import _autotune
+
+torch = pytest.importorskip("torch")
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+CONFIGS = [triton.Config({"BLOCK": 32}, num_warps=1), triton.Config({"BLOCK": 64}, num_warps=2),
+           triton.Config({"BLOCK": 128}, num_warps=4)]
+
+
+def make_kernels():
+    """Fresh kernel objects per test (tritonjit keeps one runtime object per kernel)."""
+
+    @triton.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["acc"], restore_value=["io"])
+    @triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
+    @triton.jit
+    def accumulate(x, acc, io, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        v = tl.load(x + offs, mask=m)
+        tl.atomic_add(acc + offs, v, mask=m)  # accumulates: tuning runs must not leak into it
+        tl.store(io + offs, tl.load(io + offs, mask=m) + 1.0, mask=m)  # in place: restored after tuning runs
+        if EVEN:
+            tl.store(x + offs, v, mask=m)
+
+    return accumulate
+
+
+@pytest.fixture
+def interp(caches):
+    tritonjit.set_backend("interpreter")
+    yield
+    tritonjit.set_backend(None)
+
+
+def _grid_recorder(seen):
+    def grid(meta):
+        seen.append(dict(meta))
+        return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+    return grid
+
+
+def _args(n=256):
+    return torch.randn(n), torch.zeros(n), torch.zeros(n)
+
+
+def test_interpreter_uses_first_config_heuristics_and_grid_meta(interp):
+    f = tritonjit.function(make_kernels())
+    x, acc, io = _args(256)
+    seen = []
+    with _autotune.use_timer(lambda call, cfg: pytest.fail("the interpreter must not tune")):
+        f[_grid_recorder(seen)](x, acc, io, 256)
+    assert len(seen) == 1 and seen[0]["BLOCK"] == 32 and seen[0]["num_warps"] == 1 and seen[0]["EVEN"] is True
+    torch.testing.assert_close(acc, x)
+    torch.testing.assert_close(io, torch.ones(256))
+    assert f.signature(x, acc, io, 100).endswith(",32,False")  # heuristics on n=100
+    assert not os.path.isdir(os.path.join(_autotune.cache_root(), "autotune"))
+
+
+@pytest.fixture
+def tuning(interp, monkeypatch):
+    """Tuning forced on for the interpreter, timed by a fake clock: BLOCK=64 is fastest."""
+    monkeypatch.setattr(_autotune, "tunes_on", lambda backend: True)
+    timed = []
+
+    def fake_timer(call, cfg):
+        call()
+        call()  # a timer runs the kernel repeatedly: hooks must keep the effects from piling up
+        timed.append(cfg.kwargs["BLOCK"])
+        return {32: 3.0, 64: 1.0, 128: 2.0}[cfg.kwargs["BLOCK"]]
+
+    with _autotune.use_timer(fake_timer):
+        yield timed
+
+
+def test_tuning_picks_fastest_and_hooks_reset_and_restore(tuning):
+    f = tritonjit.function(make_kernels())
+    x, acc, io = _args(256)
+    seen = []
+    f[_grid_recorder(seen)](x, acc, io, 256)
+    assert tuning == [32, 64, 128]
+    assert seen[-1]["BLOCK"] == 64 and seen[-1]["num_warps"] == 2  # the real launch uses the best config
+    torch.testing.assert_close(acc, x)  # reset_to_zero: 6 tuning launches left no trace
+    torch.testing.assert_close(io, torch.ones(256))  # restore_value: incremented once, by the real launch
+    f[_grid_recorder(seen)](x, acc, io, 256)
+    assert tuning == [32, 64, 128], "the same key must not be tuned again"
+    x2, acc2, io2 = _args(512)
+    f[_grid_recorder(seen)](x2, acc2, io2, 512)  # a new key value: tuned again
+    assert tuning == [32, 64, 128] * 2
+
+
+def test_best_config_persists_on_disk_for_the_next_process(tuning):
+    kernel = make_kernels()
+    x, acc, io = _args(256)
+    tritonjit.function(kernel)[lambda m: (triton.cdiv(m["n"], m["BLOCK"]),)](x, acc, io, 256)
+    (store,) = [n for n in os.listdir(os.path.join(_autotune.cache_root(), "autotune")) if n.endswith(".json")]
+    with open(os.path.join(_autotune.cache_root(), "autotune", store)) as fh:
+        data = json.load(fh)
+    (rec,) = data["entries"].values()
+    assert rec["config"]["BLOCK"] == 64 and rec["index"] == 1 and data["device"].startswith("interpreter")
+    # a new process: a fresh Tuner for an identical kernel reads the choice instead of tuning
+    _autotune._tuners.clear()
+    seen = []
+    tritonjit.function(make_kernels())[_grid_recorder(seen)](x, acc, io, 256)
+    assert tuning == [32, 64, 128] and seen[-1]["BLOCK"] == 64
+
+
+def test_autotune_off_uses_stored_else_first(tuning, monkeypatch):
+    monkeypatch.setenv("TRITONJIT_AUTOTUNE", "0")
+    seen = []
+    x, acc, io = _args(256)
+    tritonjit.function(make_kernels())[_grid_recorder(seen)](x, acc, io, 256)
+    assert tuning == [] and seen[-1]["BLOCK"] == 32  # nothing stored: first config
+    monkeypatch.delenv("TRITONJIT_AUTOTUNE")
+    _autotune._tuners.clear()
+    tritonjit.function(make_kernels())[_grid_recorder(seen)](x, acc, io, 256)  # tunes and stores
+    monkeypatch.setenv("TRITONJIT_AUTOTUNE", "0")
+    _autotune._tuners.clear()
+    tritonjit.function(make_kernels())[_grid_recorder(seen)](x, acc, io, 256)
+    assert tuning == [32, 64, 128] and seen[-1]["BLOCK"] == 64  # stored config, no tuning
+
+
+def test_pruning_early_prune_and_perf_model():
+    pruned_seen = []
+
+    def early(configs, nargs, **kw):
+        pruned_seen.append(sorted(nargs))
+        return [c for c in configs if c.kwargs["BLOCK"] != 32]
+
+    def perf_model(**kw):
+        return {64: 5.0, 128: 1.0, 32: 0.0}[kw["BLOCK"]]
+
+    at = triton.autotune(configs=CONFIGS, key=["n"],
+                         prune_configs_by={"early_config_prune": early, "perf_model": perf_model, "top_k": 1})(
+        make_kernels().fn.fn)
+    kept = _autotune.prune(at, {"x": 1, "n": 8}, {})
+    assert [c.kwargs["BLOCK"] for c in kept] == [128] and pruned_seen == [["n", "x"]]
+    empty = triton.autotune(configs=CONFIGS, key=["n"], prune_configs_by={"early_config_prune": lambda c, a, **k: []})(
+        make_kernels().fn.fn)
+    with pytest.raises(ValueError, match="at least one"):
+        _autotune.prune(empty, {}, {})
+
+
+def test_select_failures_count_as_infinite_and_conflicts_are_errors():
+    from tritonjit import CompilationError
+
+    at = make_kernels()
+    nargs = {"x": 0, "acc": torch.zeros(4), "io": torch.zeros(4), "n": 4}
+
+    def launch(current):
+        if current["BLOCK"] == 64:
+            raise CompilationError("accumulate", "sig", "cuda:90", RuntimeError("out of shared memory"))
+
+    best, timings = _autotune.select(at, at.configs, nargs, {}, launch,
+                                     lambda call, cfg: (call(), {32: 2.0, 64: 0.1, 128: 1.0}[cfg.kwargs["BLOCK"]])[1])
+    assert best.kwargs["BLOCK"] == 128 and timings[1] == float("inf")
+    with pytest.raises(ValueError, match="conflicting meta-parameters BLOCK"):
+        _autotune.select(at, at.configs, nargs, {"BLOCK": 32}, launch, lambda call, cfg: 1.0)
+
+
+def test_tuning_key_is_key_values_plus_dtypes():
+    at = make_kernels()
+    x = torch.zeros(4, dtype=torch.float16)
+    key = _autotune.tuning_key(at, (x, torch.zeros(4), torch.zeros(4), 4), {})
+    assert key == (4, "torch.float16", "torch.float32", "torch.float32")
+
+
+def test_passing_a_tuned_parameter_is_a_clear_error(tuning):
+    f = tritonjit.function(make_kernels())
+    x, acc, io = _args(64)
+    with pytest.raises(tritonjit.ArgumentError, match="accumulate.*BLOCK"):
+        f[(1,)](x, acc, io, 64, BLOCK=64)

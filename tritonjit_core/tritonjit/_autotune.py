@@ -1,0 +1,448 @@
+"""``@triton.autotune`` and ``@triton.heuristics`` through ``tritonjit.function``.
+
+The wrappers are read, not run: their layers (outermost first) become a
+:class:`Tuner` that turns a call's arguments into the full keyword set of the
+variant to launch. Semantics are Triton's own (3.6 ``Autotuner.run`` /
+``Heuristics.run``): the tuning key is the values of the ``key`` arguments plus the
+dtypes of the tensor arguments; ``prune_configs_by`` (``early_config_prune``, then
+``perf_model`` + ``top_k``) narrows the configs; ``reset_to_zero`` / ``restore_value``
+(and user ``pre_hook`` / ``post_hook``) run around every benchmarked launch; a
+config that fails to compile or is out of resources times as infinity.
+
+What tritonjit adds: the best config per key is kept in memory and on disk, keyed by
+device name, Triton version and the kernel's source hash (which covers its callees),
+so the next process does not tune again; configs are timed on the backend's device
+(``triton.testing.do_bench`` on CUDA, wall clock + the device's synchronize
+elsewhere); ``TRITONJIT_AUTOTUNE=0`` never tunes (stored config, else the first); on
+the interpreter tuning is skipped and the first config used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ._disk_cache import atomic_write, cache_root, file_lock, target_str, triton_fingerprint
+from ._errors import ArgumentError, BackendError, CompilationError
+
+log = logging.getLogger("tritonjit")
+
+#: ``timer(call, config) -> milliseconds``; ``call()`` runs one launch with its hooks
+Timer = Callable[[Callable[[], None], Any], float]
+
+_local = threading.local()  # .resolved: launches made by the tuner carry full kwargs
+_timer_override: Timer | None = None
+
+
+# ---- policy --------------------------------------------------------------------------------------
+def tuning_enabled() -> bool:
+    return os.environ.get("TRITONJIT_AUTOTUNE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def tunes_on(backend: Any) -> bool:
+    """Whether configs are benchmarked on this backend (not on the interpreter: its
+    timings say nothing about any device)."""
+    return backend.name != "interpreter" and backend.info.triton_backend != "interpreter"
+
+
+@contextlib.contextmanager
+def use_timer(timer: Timer | None) -> Iterator[None]:
+    """Time configs with ``timer`` in this block (tests inject a fake clock)."""
+    global _timer_override
+    previous, _timer_override = _timer_override, timer
+    try:
+        yield
+    finally:
+        _timer_override = previous
+
+
+# ---- the layers ------------------------------------------------------------------------------------
+def layers_of(kernel: Any) -> list[tuple[str, Any]]:
+    """("autotune", Autotuner) / ("heuristics", Heuristics) wrappers, outermost first."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.jit import JITFunction
+
+    out: list[tuple[str, Any]] = []
+    obj = kernel
+    while not isinstance(obj, JITFunction):
+        if isinstance(obj, Heuristics):
+            out.append(("heuristics", obj))
+        elif isinstance(obj, Autotuner):
+            out.append(("autotune", obj))
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            break
+    return out
+
+
+def tuning_key(at: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
+    """Triton's key: values of the ``key`` arguments, then dtypes of tensor arguments."""
+    all_args = {**dict(zip(at.arg_names, args, strict=False)), **kwargs}
+    named = {k: v for k, v in all_args.items() if k in at.arg_names}
+    key: list[Any] = [named[k] for k in at.keys if k in named]
+    for v in named.values():
+        if hasattr(v, "dtype"):
+            key.append(str(v.dtype))
+    return tuple(key)
+
+
+def prune(at: Any, nargs: dict[str, Any], kwargs: dict[str, Any]) -> list[Any]:
+    """``prune_configs_by``: early_config_prune, then the perf model's top_k."""
+    configs = list(at.configs)
+    if at.early_config_prune:
+        configs = list(at.early_config_prune(configs, nargs, **kwargs))
+        if not configs:
+            raise ValueError("early_config_prune returned no config; it must return at least one")
+    if at.perf_model:
+        top_k = at.configs_top_k
+        if isinstance(top_k, float) and top_k <= 1.0:
+            top_k = max(1, int(len(at.configs) * top_k))
+        elif not isinstance(top_k, int):
+            raise TypeError("prune_configs_by['top_k'] must be a float <= 1.0 or an int")
+        if len(configs) > top_k:
+            est = {id(c): at.perf_model(**nargs, **kwargs, **c.all_kwargs()) for c in configs}
+            configs = sorted(configs, key=lambda c: est[id(c)])[:top_k]
+    return configs
+
+
+def select(at: Any, configs: Sequence[Any], nargs: dict[str, Any], kwargs: dict[str, Any],
+           launch: Callable[[dict[str, Any]], None], timer: Timer) -> tuple[Any, dict[int, float]]:
+    """Benchmark ``configs`` and return (fastest, {config index: ms}).
+
+    Each timed ``call()`` runs the config's pre_hook, the autotuner's pre_hook
+    (``reset_to_zero``; snapshot for ``restore_value``), the launch, and the post_hook
+    (restore). Afterwards the ``reset_to_zero`` tensors are zeroed once more, so the real
+    launch that follows starts from zero, as in Triton.
+    """
+    timings: dict[int, float] = {}
+    for i, cfg in enumerate(configs):
+        conflicts = kwargs.keys() & cfg.kwargs.keys()
+        if conflicts:
+            raise ValueError(f"conflicting meta-parameters {', '.join(sorted(conflicts))}: given as arguments and "
+                             "tuned by @triton.autotune; do not pass tuned parameters")
+        current = dict(kwargs, **cfg.all_kwargs())
+        full = {**nargs, **current}
+
+        def call(cfg: Any = cfg, current: dict = current, full: dict = full) -> None:
+            if cfg.pre_hook:
+                cfg.pre_hook(full)
+            at.pre_hook(full)
+            try:
+                launch(current)
+            except Exception as exc:
+                try:
+                    at.post_hook(full, exception=exc)
+                finally:
+                    raise
+            at.post_hook(full, exception=None)
+
+        try:
+            ms = float(timer(call, cfg))
+        except (CompilationError, BackendError) as exc:  # does not compile / out of resources
+            log.info("tritonjit autotune: config %s failed: %s", cfg, exc)
+            ms = math.inf
+        except Exception as exc:
+            if type(exc).__name__ in ("OutOfResources", "CompileTimeAssertionFailure", "PTXASError"):
+                ms = math.inf
+            else:
+                raise
+        timings[i] = ms
+    best_i = min(timings, key=lambda i: timings[i])
+    if math.isinf(timings[best_i]):
+        raise BackendError(f"every autotune config failed to compile or run ({len(configs)} tried)")
+    best = configs[best_i]
+    at.pre_hook({**nargs, **kwargs, **best.all_kwargs()}, reset_only=True)
+    return best, timings
+
+
+# ---- timing ------------------------------------------------------------------------------------------
+def device_timer(backend: Any, at: Any) -> Timer:
+    """The timer of a backend: the autotuner's own ``do_bench`` if it has one,
+    ``triton.testing.do_bench`` (CUDA events on torch's current stream, which is the
+    CUDA backend's) on CUDA, else wall clock around the device's synchronize."""
+    user = getattr(at, "_do_bench", None)
+    if user is not None:
+        return lambda call, cfg: _first(user(call, quantiles=(0.5, 0.2, 0.8)))
+    if backend.info.device_type == "cuda":
+        def cuda_timer(call: Callable[[], None], cfg: Any) -> float:
+            import triton.testing
+
+            return _first(triton.testing.do_bench(call, quantiles=(0.5, 0.2, 0.8)))
+
+        return cuda_timer
+    sync = _synchronize_of(backend)
+    return lambda call, cfg: wall_clock_bench(call, sync)
+
+
+def _first(x: Any) -> float:
+    return float(x[0]) if isinstance(x, (list, tuple)) else float(x)
+
+
+def _synchronize_of(backend: Any) -> Callable[[], None]:
+    kind = backend.info.device_type
+    if kind and kind != "cpu":
+        try:
+            import torch
+
+            mod = getattr(torch, kind, None)
+            if mod is not None and hasattr(mod, "synchronize"):
+                return mod.synchronize
+        except Exception:
+            pass
+    return lambda: None
+
+
+def wall_clock_bench(call: Callable[[], None], sync: Callable[[], None], warmup_ms: float = 25.0,
+                     rep_ms: float = 100.0) -> float:
+    """Median milliseconds of ``call`` (do_bench's shape, timed on the host)."""
+    call()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        call()
+    sync()
+    est = max((time.perf_counter() - t0) / 3 * 1e3, 1e-3)
+    for _ in range(max(1, int(warmup_ms / est))):
+        call()
+    sync()
+    times = []
+    for _ in range(max(3, min(1000, int(rep_ms / est)))):
+        t = time.perf_counter()
+        call()
+        sync()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+# ---- the on-disk store ----------------------------------------------------------------------------------
+class ConfigStore:
+    """Best configs of one autotuned kernel on one device, in one JSON file under
+    ``<cache root>/autotune``. The file name hashes the device name, Triton's version,
+    the kernel's source hash (callees included), the config list and the key names:
+    a change to any of them starts a fresh file, never a stale choice."""
+
+    def __init__(self, kernel: str, jit_fn: Any, at: Any, device_name: str) -> None:
+        self.kernel = kernel
+        self.device_name = device_name
+        ident = json.dumps({
+            "device": device_name, "triton": triton_fingerprint(), "source": jit_fn.cache_key,
+            "configs": [_config_json(c) for c in at.configs], "key": list(at.keys),
+        }, sort_keys=True, default=repr)
+        self.digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
+        self.configs = list(at.configs)
+
+    @property
+    def path(self) -> str:
+        return os.path.join(cache_root(), "autotune", f"{self.kernel[:80]}-{self.digest}.json")
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+            return data if isinstance(data, dict) and isinstance(data.get("entries"), dict) else {"entries": {}}
+        except FileNotFoundError:
+            return {"entries": {}}
+        except (OSError, ValueError) as exc:
+            log.warning("tritonjit: ignoring the unreadable autotune store %s (%s)", self.path, exc)
+            return {"entries": {}}
+
+    def get(self, key: tuple) -> Any | None:
+        rec = self._read()["entries"].get(repr(key))
+        if not isinstance(rec, dict):
+            return None
+        i = rec.get("index")
+        if isinstance(i, int) and 0 <= i < len(self.configs) and _config_json(self.configs[i]) == rec.get("config"):
+            return self.configs[i]
+        return None
+
+    def put(self, key: tuple, index: int, timings: dict[int, float]) -> None:
+        try:
+            with file_lock(self.path + ".lock"):
+                data = self._read()
+                data.update(kernel=self.kernel, device=self.device_name, triton=triton_fingerprint())
+                data["entries"][repr(key)] = {
+                    "index": index, "config": _config_json(self.configs[index]),
+                    "timings_ms": {str(i): (None if math.isinf(t) else t) for i, t in timings.items()},
+                    "tuned_at": time.time(),
+                }
+                atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+        except OSError as exc:  # a read-only cache costs a re-tune next time, nothing else
+            log.warning("tritonjit: could not store the autotune result of '%s': %s", self.kernel, exc)
+
+
+def _config_json(cfg: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(cfg.all_kwargs(), sort_keys=True, default=repr))
+
+
+# ---- the tuner of one KernelFunction ------------------------------------------------------------------------
+class Tuner:
+    """Resolves a call's keyword arguments through the kernel's wrapper layers."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.layers = layers_of(fn.wrapped)
+        self.chosen: dict[tuple, Any] = {}  # (autotuner id, backend, device, key) -> Config
+        self.timings: dict[tuple, dict[int, float]] = {}
+        self._stores: dict[tuple, ConfigStore] = {}
+        self._lock = threading.RLock()
+        self.tuned = 0  # how many keys were benchmarked by this process
+
+    def resolve(self, args: tuple, kwargs: dict[str, Any], grid: Any = None, stream: Any = None,
+                launching: bool = True) -> dict[str, Any]:
+        return self._apply(0, args, dict(kwargs), grid, stream, launching)
+
+    def _apply(self, i: int, args: tuple, kwargs: dict[str, Any], grid: Any, stream: Any,
+               launching: bool) -> dict[str, Any]:
+        if i == len(self.layers):
+            return kwargs
+        kind, obj = self.layers[i]
+        if kind == "heuristics":
+            for name, heur in obj.values.items():  # later heuristics see earlier ones, as in Triton
+                kwargs[name] = heur({**dict(zip(obj.arg_names, args, strict=False)), **kwargs})
+            return self._apply(i + 1, args, kwargs, grid, stream, launching)
+        conflicts = kwargs.keys() & {k for c in obj.configs for k in c.kwargs}
+        if conflicts:
+            raise ArgumentError(self.fn.name, f"conflicting meta-parameters {', '.join(sorted(conflicts))}: "
+                                "given as arguments and tuned by @triton.autotune; do not pass tuned parameters")
+        cfg = self._config(i, obj, args, kwargs, grid, stream, launching)
+        kwargs.update(cfg.all_kwargs())
+        if launching and cfg.pre_hook is not None:
+            cfg.pre_hook({**dict(zip(obj.arg_names, args, strict=False)), **kwargs})
+        return self._apply(i + 1, args, kwargs, grid, stream, launching)
+
+    def _config(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], grid: Any, stream: Any,
+                launching: bool) -> Any:
+        if len(at.configs) == 1:
+            return at.configs[0]
+        state = self.fn._state
+        backend = state.backend
+        key = tuning_key(at, args, kwargs)
+        device = self._device(state, args)
+        mkey = (id(at), backend.name, device, key)
+        cfg = self.chosen.get(mkey)
+        if cfg is not None:
+            return cfg
+        if not tunes_on(backend):
+            return at.configs[0]  # interpreter: first config, never stored
+        with self._lock:
+            cfg = self.chosen.get(mkey)
+            if cfg is not None:
+                return cfg
+            store = self._store(at, backend, device)
+            cfg = store.get(key)
+            if cfg is None and (not tuning_enabled() or grid is None or not launching):
+                if grid is None or not launching:
+                    return at.configs[0]  # f.signature(): no launch to time; do not remember
+                cfg = at.configs[0]
+            if cfg is None:
+                cfg = self._tune(i, at, args, kwargs, key, mkey, store, backend, grid, stream)
+            self.chosen[mkey] = cfg
+            return cfg
+
+    def _tune(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], key: tuple, mkey: tuple,
+              store: ConfigStore, backend: Any, grid: Any, stream: Any) -> Any:
+        nargs = dict(zip(at.arg_names, args, strict=False))
+        configs = prune(at, nargs, kwargs)
+
+        def launch(current: dict[str, Any]) -> None:
+            full = self._apply(i + 1, args, dict(current), grid, stream, False)
+            with resolved():
+                self.fn._run(grid, *args, stream=stream, **full)
+
+        timer = _timer_override or device_timer(backend, at)
+        t0 = time.perf_counter()
+        best, timings = select(at, configs, nargs, kwargs, launch, timer)
+        index = next(j for j, c in enumerate(at.configs) if c is best)
+        all_timings = {next(j for j, c in enumerate(at.configs) if c is configs[k]): t for k, t in timings.items()}
+        self.timings[mkey] = all_timings
+        self.tuned += 1
+        log.info("tritonjit autotune: %s key=%s best=%s (%d configs in %.2fs)", self.fn.name, key, best,
+                 len(configs), time.perf_counter() - t0)
+        store.put(key, index, all_timings)
+        return best
+
+    def _device(self, state: Any, args: tuple) -> int:
+        for a in args:
+            if hasattr(a, "data_ptr") and hasattr(a, "device"):
+                try:
+                    return state.device_of(a)
+                except Exception:
+                    break
+        return state.current_device()
+
+    def _store(self, at: Any, backend: Any, device: int) -> ConfigStore:
+        skey = (id(at), backend.name, device)
+        store = self._stores.get(skey)
+        if store is None:
+            store = self._stores[skey] = ConfigStore(self.fn.name, self.fn.jit_fn, at, device_name(backend, device))
+        return store
+
+
+@contextlib.contextmanager
+def resolved() -> Iterator[None]:
+    """Launches in this block already carry the full keyword set: do not resolve again."""
+    previous = getattr(_local, "resolved", False)
+    _local.resolved = True
+    try:
+        yield
+    finally:
+        _local.resolved = previous
+
+
+def device_name(backend: Any, device: int) -> str:
+    """A name for the device configs were tuned on: torch's device name where the
+    backend has a torch device module, and always the compile target."""
+    parts = [backend.name]
+    try:
+        parts.append(target_str(backend.compile_target(device, None)))
+    except Exception:
+        pass
+    kind = backend.info.device_type
+    if kind and kind != "cpu":
+        try:
+            import torch
+
+            mod = getattr(torch, kind, None)
+            if mod is not None and hasattr(mod, "get_device_name"):
+                parts.append(str(mod.get_device_name(device)))
+        except Exception:
+            pass
+    return "/".join(parts)
+
+
+_tuners: dict[int, tuple[Any, Tuner]] = {}
+_tuners_lock = threading.Lock()
+
+
+def tuner_of(fn: Any) -> Tuner:
+    entry = _tuners.get(id(fn))
+    if entry is None or entry[0] is not fn:
+        with _tuners_lock:
+            entry = _tuners.get(id(fn))
+            if entry is None or entry[0] is not fn:
+                entry = _tuners[id(fn)] = (fn, Tuner(fn))
+    return entry[1]
+
+
+def meta_kwargs(fn: Any, args: tuple, kwargs: dict[str, Any], grid: Any = None, stream: Any = None) -> dict[str, Any]:
+    """KernelFunction._meta_kwargs: the keyword set of the variant a call launches.
+
+    Without a grid (``f.signature``) nothing is tuned or hooked: the remembered or
+    stored config, else the first."""
+    if getattr(_local, "resolved", False):
+        return kwargs
+    kw = dict(kwargs)
+    s = kw.pop("stream", None)
+    out = tuner_of(fn).resolve(args, kw, grid, stream if stream is not None else s, launching=grid is not None)
+    if s is not None:
+        out["stream"] = s
+    return out
