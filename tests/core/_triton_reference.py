@@ -53,7 +53,7 @@ def tokens(jit_fn: Any, spec: list) -> list[tuple[str, Any]]:
     -> no hint.
     """
     out: list[tuple[str, Any]] = []
-    for kp, (ty, attr) in zip(jit_fn.params, spec):
+    for kp, (ty, attr) in zip(jit_fn.params, spec, strict=False):
         if kp.is_constexpr:
             out.append(("const", attr))
         elif ty == "constexpr":
@@ -81,8 +81,9 @@ def compile_like_triton(jit_fn: Any, args: tuple, kwargs: dict, target: GPUTarge
         parsed, signature, constexprs, attrs = pack(jit_fn, backend, opts, bound, spec, opts)
     else:  # pragma: no cover - a Triton without _pack_args: the same steps by hand
         names = [p.name for p in jit_fn.params]
-        signature = {n: s[0] for n, s in zip(names, spec)}
-        constexprs = {(i,): v for i, (v, s) in enumerate(zip(bound.values(), spec)) if s[0] == "constexpr"}
+        signature = {n: s[0] for n, s in zip(names, spec, strict=False)}
+        pairs = enumerate(zip(bound.values(), spec, strict=False))
+        constexprs = {(i,): v for i, (v, s) in pairs if s[0] == "constexpr"}
         attrs = {(i,): backend.parse_attr(s[1]) for i, s in enumerate(spec)
                  if isinstance(s[1], str) or (TRITON_VERSION >= (3, 7) and s[0] == "constexpr")}
         parsed = backend.parse_options(opts)

@@ -149,7 +149,8 @@ def test_unknown_backend_lists_the_known_ones():
 def test_unknown_backend_from_environment(monkeypatch):
     reg = Registry()
     monkeypatch.setenv("TRITONJIT_BACKEND", "no-such-backend")
-    monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [_ep("interpreter", "tritonjit.interpreter:plugin")])
+    only = [_ep("interpreter", "tritonjit.interpreter:plugin")]
+    monkeypatch.setattr("tritonjit._registry._entry_points", lambda: only)
     with pytest.raises(tritonjit.BackendError, match="unknown backend 'no-such-backend'.*interpreter"):
         reg.current()
 

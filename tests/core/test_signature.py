@@ -6,9 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import triton.language as tl  # noqa: E402
-
 import _spec_kernels as K  # noqa: E402
+import triton.language as tl  # noqa: E402
 import tritonjit  # noqa: E402
 from tritonjit._signature import Slot, parse, render  # noqa: E402
 

@@ -16,13 +16,12 @@ import pytest
 torch = pytest.importorskip("torch")
 hypothesis = pytest.importorskip("hypothesis")
 
-import triton.language as tl  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 import _spec_kernels as K  # noqa: E402
 import _triton_reference as ref  # noqa: E402
+import triton.language as tl  # noqa: E402
 import tritonjit  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from tritonjit._signature import _split, render_value  # noqa: E402
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -43,7 +42,7 @@ def _all_torch_dtypes() -> list:
     return sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _base(dtype: torch.dtype) -> torch.Tensor | None:
     if dtype.is_complex or str(dtype).startswith(("torch.q", "torch.bits")):
         return torch.empty(64, dtype=dtype) if dtype.is_complex else None  # no plain views of quantized
@@ -112,7 +111,7 @@ def check(jit_fn, args: tuple, kwargs: dict) -> str | None:
     got = _split(sig)
     assert len(got) == len(expected), (sig, expected)
     slots = f.parse_signature(sig)
-    for kp, token, (kind, value), slot in zip(jit_fn.params, got, expected, slots):
+    for kp, token, (kind, value), slot in zip(jit_fn.params, got, expected, slots, strict=False):
         if kind == "type":
             assert token == value, f"parameter {kp.name}: tritonjit {token!r}, Triton {value!r} (signature {sig})"
         else:
@@ -124,7 +123,7 @@ def check(jit_fn, args: tuple, kwargs: dict) -> str | None:
 def _call(draw_split, params, values):
     """First k arguments positionally, the rest by keyword."""
     k = draw_split
-    return tuple(values[:k]), {p: v for p, v in zip(params[k:], values[k:])}
+    return tuple(values[:k]), {p: v for p, v in zip(params[k:], values[k:], strict=False)}
 
 
 # ---- properties ------------------------------------------------------------------------------

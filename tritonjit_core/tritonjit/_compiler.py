@@ -63,7 +63,7 @@ def parse_target(text: str, registry_get: Any = None) -> tuple[str, Any]:
     raise ValueError(f"unknown target backend '{name}' in '{text}' (Triton's: cuda, hip; or an installed plugin)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _constexpr_slots_have_attrs() -> bool:
     """Does this Triton give constant slots an empty attribute list?
 

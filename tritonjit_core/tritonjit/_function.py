@@ -210,7 +210,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             bad = next(p.name for p, k in zip(self.params, key) if not _hashable(k))
             raise ArgumentError(self.name, "constexpr value is not hashable; pass an int, float, bool, "
                                 "str, None or a tl.dtype", bad) from None
-        for p, k in zip(self.params, key):  # a tensor is hashable but no compile-time constant
+        for p, k in zip(self.params, key, strict=False):  # a tensor is hashable but no compile-time constant
             if p.is_constexpr and getattr(_unwrap_key(k), "data_ptr", None) is not None:
                 raise ArgumentError(self.name, f"is a tl.constexpr and needs a compile-time constant (int, "
                                     f"float, bool, str, None or a tl.dtype), got a {type(_unwrap_key(k)).__name__}",
