@@ -2,34 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-AXPY = """
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def helper(v):
-    return v * {factor}
-
-
-@triton.jit
-def axpy(x, y, out, n, alpha, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    v = tl.load(x + offs, mask=m) * alpha + tl.load(y + offs, mask=m)
-    tl.store(out + offs, {body}, mask=m)
-"""
-
-SIG = "*fp32:16,*fp32:16,*fp32:16,i32,fp32,128"
-TARGET = "cuda:90"
+from cache_support import AXPY, SIG, TARGET, artifact_dirs, env_for_subprocess  # noqa: F401
 
 
 @pytest.fixture
@@ -78,13 +57,3 @@ def compile_counter(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(triton, "compile", counting)
     return calls
-
-
-def artifact_dirs(root: Path) -> list[Path]:
-    return [p for p in root.iterdir() if p.is_dir() and p.name != "tritonjit"] if root.exists() else []
-
-
-def env_for_subprocess(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra)
-    return env

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 import tritonjit
+from cache_support import SIG, TARGET, artifact_dirs
 from tritonjit._bundle import BundleError, export_bundle, import_bundle
 from tritonjit._disk_cache import index
 from tritonjit.cli import main as cli_main
-
-from conftest import SIG, TARGET, artifact_dirs
 
 
 @pytest.fixture

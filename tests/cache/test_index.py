@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 import tritonjit
+from cache_support import SIG, TARGET, artifact_dirs
 from tritonjit import _disk_cache
 from tritonjit._disk_cache import CacheCorruptionWarning, index
-
-from conftest import SIG, TARGET, artifact_dirs
 
 
 def _entries() -> list[dict]:

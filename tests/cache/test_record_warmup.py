@@ -9,13 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from cache_support import SIG, TARGET
 from tritonjit import _function, _manifest
 from tritonjit._disk_cache import index
 from tritonjit._manifest import ManifestEntry
 from tritonjit._warmup import warmup
 from tritonjit.cli import main as cli_main
-
-from conftest import SIG, TARGET
 
 torch = pytest.importorskip("torch")
 
