@@ -180,7 +180,11 @@ class CudaBackend:
         if binary is None:
             raise BackendError(f"kernel '{kernel.name}' (variant '{kernel.signature}') has no cubin to load")
         name = kernel.metadata.get("name", kernel.name)
-        return LoadedModule(*drv.load_binary(name, bytes(binary), device))
+        try:
+            return LoadedModule(*drv.load_binary(name, bytes(binary), device))
+        except RuntimeError as exc:  # the driver refused the image (corrupt, truncated, wrong arch)
+            raise BackendError(f"kernel '{kernel.name}' (variant '{kernel.signature}'): loading its cubin on CUDA "
+                               f"device {device} failed: {exc}") from exc
 
     @hookimpl
     def prepare(self, kernel: CompiledVariant, handle: LoadedModule, device: int) -> LaunchState:
