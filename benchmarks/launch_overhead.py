@@ -100,7 +100,6 @@ def run_floor(exe: str, ck: Any, spec: str, tmp: str, calls: int, reps: int) -> 
 
 def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
     import torch
-
     import tritonjit
 
     tritonjit.set_backend("cuda")

@@ -84,7 +84,7 @@ def large_cases(dev: str) -> list[dict]:
     rows.append(dict(case="copy 2^27 fp32 (ceiling)", unit="GB/s", torch=copy, tritonjit=copy))
     rows.append(dict(case="add 2^27 fp32", unit="GB/s", torch=gbps(lambda: torch.add(a, b), 3 * n * 4),
                      tritonjit=gbps(lambda: T.add(a, b), 3 * n * 4)))
-    del a, b
+    a = b = None  # free the memory before the next case (the closures ran already)
     m, k = 32768, 4096
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.ones(k, device=dev, dtype=torch.bfloat16)
@@ -103,7 +103,7 @@ def large_cases(dev: str) -> list[dict]:
     for r in rows:
         r["ratio"] = r["tritonjit"] / r["torch"]
         r["of_copy"] = r["tritonjit"] / copy
-    del x, g, u
+    x = g = u = None  # likewise
     s = 8192
     A = torch.randn(s, s, device=dev, dtype=torch.bfloat16)
     B = torch.randn(s, s, device=dev, dtype=torch.bfloat16)

@@ -16,10 +16,8 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-
 import tritonjit
-from tritonjit import BackendInfo, CompiledVariant, SpecializationRules, hookimpl
-from tritonjit import _native
+from tritonjit import BackendInfo, CompiledVariant, SpecializationRules, _native, hookimpl
 
 pytestmark = pytest.mark.skipif(not _native.available(), reason=f"native dispatcher: {_native.reason}")
 

@@ -8,7 +8,8 @@ Backends are plugins found through the ``tritonjit.backends`` entry points; the
 Triton interpreter ships built in. docs/plugin-guide.md explains how to write one.
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 from ._api import (
     backends,

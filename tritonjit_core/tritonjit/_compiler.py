@@ -25,7 +25,7 @@ log = logging.getLogger("tritonjit")
 _TRITON_WARP = {"cuda": 32, "hip": 64}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def known_options() -> frozenset[str]:
     """Names of the compile options Triton's backends accept (num_warps, ...)."""
     names = {"num_warps", "num_stages", "num_ctas", "maxnreg", "debug", "enable_fp_fusion",

@@ -26,7 +26,7 @@ class BackendSpec:
 
     # ---- identity and availability -------------------------------------------------
     @hookspec
-    def backend_info(self) -> "BackendInfo":  # noqa: F821 (defined in _backend)
+    def backend_info(self) -> BackendInfo:  # noqa: F821 (defined in _backend)
         """Static facts: name, priority, Triton target family, warp size, dispatch key,
         binary kind. Called once at discovery."""
 
@@ -64,7 +64,7 @@ class BackendSpec:
         named architecture (``arch`` like "90" or "gfx942"), with no device needed."""
 
     @hookspec
-    def specialization_rules(self) -> "SpecializationRules":  # noqa: F821
+    def specialization_rules(self) -> SpecializationRules:  # noqa: F821
         """*Optional.* Changes to Triton's specialization rules (the NPU disables the
         equal-to-1 rule, for example)."""
 
@@ -76,12 +76,12 @@ class BackendSpec:
 
     # ---- the kernel lifecycle: load -> prepare -> pack_args -> launch -------------------
     @hookspec
-    def load(self, kernel: "CompiledVariant", device: int) -> Any:  # noqa: F821
+    def load(self, kernel: CompiledVariant, device: int) -> Any:  # noqa: F821
         """Binary -> module and function handles on ``device``. Called once per device
         and variant; the core's module cache keeps the result."""
 
     @hookspec
-    def prepare(self, kernel: "CompiledVariant", handle: Any, device: int) -> Any:  # noqa: F821
+    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:  # noqa: F821
         """Per-kernel launch state: shared-memory opt-in, scratch requirements,
         argument layout. Returned object is passed to ``pack_args`` and ``launch``."""
 

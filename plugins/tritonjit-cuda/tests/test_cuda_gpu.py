@@ -6,7 +6,6 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-
 import tritonjit
 
 pytestmark = pytest.mark.gpu

@@ -9,7 +9,6 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-
 import tritonjit
 from tritonjit_cuda import _types
 from tritonjit_cuda._backend import _driver

@@ -46,7 +46,7 @@ _SCALARS = {
 }
 _DEFAULT = (NpuArgType.I64, "q")  # libtriton_jit: "Unknown type ..., defaulting to i64"
 _SCALAR_NAMES = frozenset(
-    ["i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16", "fp8e4b15"]
+    "i1 i8 i16 i32 i64 u1 u8 u16 u32 u64 fp16 bf16 fp32 fp64 fp8e4nv fp8e5 fp8e4b8 fp8e5b16 fp8e4b15".split()
 )
 
 

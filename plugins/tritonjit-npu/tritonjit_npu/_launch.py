@@ -207,7 +207,7 @@ def launch(state: NpuLaunchState, grid: tuple[int, int, int], stream: int, value
     for ptr in scratch:  # freed once the kernel is done, in stream order
         if drv.aclrtLaunchCallback(drv.free_callback, ptr, ACL_CALLBACK_BLOCK, stream):
             warnings.warn(f"kernel '{state.kernel}': aclrtLaunchCallback failed; "
-                          f"a {state.workspace_size}-byte-per-block workspace may leak", RuntimeWarning)
+                          f"a {state.workspace_size}-byte-per-block workspace may leak", RuntimeWarning, stacklevel=2)
 
 
 def _bad_value(state: NpuLaunchState, values: list[Any]) -> ArgumentError:
