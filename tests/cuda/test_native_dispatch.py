@@ -296,3 +296,29 @@ def test_no_native_env_selects_the_python_path():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, "TRITONJIT_NO_NATIVE": "1"}).stdout
     assert out.split()[0] == "False" and "TRITONJIT_NO_NATIVE" in out and out.split()[-1] == "object"
+
+
+def test_dtype_fast_path_follows_changes_to_the_tensor_type(recording):
+    """The dispatcher reads ``.dtype`` through the type's C getter while the type is
+    unchanged; redefining ``dtype`` on the type must be seen on the next call."""
+
+    class DevTensor(torch.Tensor):
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+        def get_device(self) -> int:
+            return 0
+
+    f = _fresh(add_kernel)
+    f._make_state()
+    x = torch.empty(64).as_subclass(DevTensor)
+    key = f._dispatcher.key(x, x, x, 16, BLOCK=64)
+    assert key is not None and key[0][0] == "*fp32:16" and key[0] == _python_key(f, x, x, x, 16, BLOCK=64)
+    DevTensor.dtype = property(lambda self: torch.float16)
+    try:
+        key = f._dispatcher.key(x, x, x, 16, BLOCK=64)
+        assert key[0][0] == "*fp16:16" and key[0] == _python_key(f, x, x, x, 16, BLOCK=64)
+    finally:
+        del DevTensor.dtype
+    assert f._dispatcher.key(x, x, x, 16, BLOCK=64)[0][0] == "*fp32:16"
+    y = torch.empty(64, dtype=torch.int8).as_subclass(DevTensor)  # same type, other dtype
+    assert f._dispatcher.key(y, x, x, 16, BLOCK=64)[0][0] == "*i8:16"

@@ -673,9 +673,21 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
       PyErr_Format(PyExc_SystemError, "kernel '%U': launcher expects parameter %d, got %zd", L->name, pi, nargs);
       return -1;
     }
-    store[k] = 0;
+    const tj_arg *a = &args[pi];
     params[k] = &store[k];
-    if (pack_one(L->ty[k], &args[pi], &store[k], L->name, (int)k) < 0) return -1;
+    /* the common cases inline: a tensor for a pointer, an int for an i32/i64 */
+    if (L->ty[k] == TY_PTR && a->kind == TJ_ARG_PTR) {
+      store[k] = a->v.u;
+    } else if (L->ty[k] == TY_I32 && a->kind == TJ_ARG_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
+      int32_t x = (int32_t)a->v.i;
+      store[k] = 0;
+      memcpy(&store[k], &x, 4);
+    } else if (L->ty[k] == TY_I64 && a->kind == TJ_ARG_INT) {
+      memcpy(&store[k], &a->v.i, 8);
+    } else {
+      store[k] = 0;
+      if (pack_one(L->ty[k], a, &store[k], L->name, (int)k) < 0) return -1;
+    }
   }
   return launch_packed(L, grid, stream, params);
 }

@@ -78,6 +78,12 @@ typedef struct {
   PyObject *registry, *backend;
   Memo memo[MEMO_N];
   int memo_next;
+  /* ``.dtype`` of the last tensor type seen, read through its getset descriptor's C
+     getter (valid while the type's version tag is unchanged; see dtype_of) */
+  PyTypeObject *dt_type;
+  unsigned int dt_tag;
+  getter dt_get;
+  void *dt_closure;
   GridLaunch *cached_gl;
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
 } Dispatcher;
@@ -188,6 +194,31 @@ static int ptr_tokens(Dispatcher *d, ParamSpec *ps, PyObject *dtype, PyObject **
   return 0;
 }
 
+/* ``v.dtype`` (new reference), or NULL with an error set.
+ *
+ * For a type whose ``dtype`` is a C getset descriptor (torch.Tensor's is) the getter
+ * is called directly, skipping the generic attribute lookup. Exactly what
+ * PyObject_GetAttr would do: a getset is a data descriptor, so it wins over the
+ * instance dict, and the type's version tag (never reused, cleared whenever the type
+ * or a base changes) proves the lookup still finds this descriptor. */
+static PyObject *dtype_of(Dispatcher *d, PyObject *v) {
+  PyTypeObject *tp = Py_TYPE(v);
+  if (tp == d->dt_type && tp->tp_version_tag == d->dt_tag && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+    return d->dt_get(v, d->dt_closure);
+  d->dt_type = NULL;
+  if (tp->tp_getattro == PyObject_GenericGetAttr) {
+    PyObject *descr = _PyType_Lookup(tp, s_dtype); /* borrowed; assigns a version tag */
+    if (descr != NULL && Py_IS_TYPE(descr, &PyGetSetDescr_Type) && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) &&
+        PyType_IsSubtype(tp, PyDescr_TYPE(descr)) && ((PyGetSetDescrObject *)descr)->d_getset->get != NULL) {
+      d->dt_type = tp;
+      d->dt_tag = tp->tp_version_tag;
+      d->dt_get = ((PyGetSetDescrObject *)descr)->d_getset->get;
+      d->dt_closure = ((PyGetSetDescrObject *)descr)->d_getset->closure;
+    }
+  }
+  return PyObject_GetAttr(v, s_dtype);
+}
+
 /* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
 static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
   ParamSpec *ps = &d->ps[i];
@@ -248,7 +279,7 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
         return NULL; /* tensors on two devices */
     }
     if (ps->flags & F_ANN_FIXED) return ps->ann;
-    PyObject *dtype = PyObject_GetAttr(v, s_dtype);
+    PyObject *dtype = dtype_of(d, v);
     if (dtype == NULL) {
       PyErr_Clear();
       return NULL;
@@ -1070,11 +1101,15 @@ typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   PyObject *calls;
+  int keep;                /* record each launch in ``calls`` (else only count) */
+  unsigned long long count;
   tj_launch tj;
 } Recorder;
 
 static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args, Py_ssize_t nargs) {
   Recorder *r = (Recorder *)self;
+  r->count++;
+  if (!r->keep) return 0;
   PyObject *digest = PyList_New(nargs);
   if (!digest) return -1;
   for (Py_ssize_t i = 0; i < nargs; i++) {
@@ -1121,8 +1156,12 @@ static PyObject *Recorder_capsule(PyObject *self, void *closure) {
 }
 
 static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+  static char *kwlist[] = {"keep", NULL};
+  int keep = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$p", kwlist, &keep)) return NULL;
   Recorder *r = (Recorder *)type->tp_alloc(type, 0);
   if (!r) return NULL;
+  r->keep = keep;
   r->vectorcall = Recorder_vectorcall;
   r->calls = PyList_New(0);
   r->tj.abi = TJ_LAUNCH_ABI;
@@ -1136,6 +1175,8 @@ static void Recorder_dealloc(PyObject *self) {
   Py_TYPE(self)->tp_free(self);
 }
 static PyMemberDef Recorder_members[] = {{"calls", T_OBJECT, offsetof(Recorder, calls), READONLY, "recorded launches"},
+                                         {"count", T_ULONGLONG, offsetof(Recorder, count), READONLY,
+                                          "launches through the C entry (Recorder(keep=False) only counts them)"},
                                          {NULL}};
 static PyGetSetDef Recorder_getset[] = {{"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"}, {NULL}};
 static PyTypeObject RecorderType = {
