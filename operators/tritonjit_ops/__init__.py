@@ -9,8 +9,27 @@ from .fused import cross_entropy, rotary_embedding, silu_and_mul
 from .indexing import embedding, gather, index_select
 from .matmul import addmm, bmm, mm
 from .norm import fused_add_rms_norm, group_norm, layer_norm, rms_norm
-from .pointwise import (abs, add, div, exp, gelu, log, maximum, minimum, mul, neg, pow, relu, rsqrt, sigmoid, silu,
-                        sqrt, sub, tanh, where)
+from .pointwise import (
+                        abs,
+                        add,
+                        div,
+                        exp,
+                        gelu,
+                        log,
+                        maximum,
+                        minimum,
+                        mul,
+                        neg,
+                        pow,
+                        relu,
+                        rsqrt,
+                        sigmoid,
+                        silu,
+                        sqrt,
+                        sub,
+                        tanh,
+                        where,
+)
 from .reduction import amax, amin, argmax, argmin, mean, sum
 from .softmax import log_softmax, softmax
 

@@ -1,7 +1,10 @@
 """torch.library registration: the ``tritonjit::`` operators, and ``enable()`` for aten.
 
 Registration uses ``torch.library.Library`` with ``define`` + ``impl`` (about 1.6 us
-of dispatcher cost) rather than ``@torch.library.custom_op`` (about 7 us). Fake
+of dispatcher cost) rather than ``@torch.library.custom_op`` (about 7 us). Where the
+Python signature accepts what the dispatcher passes (positional arguments; keyword-only
+ones, as keywords, only when not at their default) the operator function itself is
+the impl, so a call enters its hot path with no wrapper frame in between. Fake
 implementations run the eager reference under FakeTensorMode and return a
 contiguous result, which is what the real kernels allocate, so
 ``torch.compile(fullgraph=True)`` traces models that call the ops.
@@ -42,13 +45,13 @@ def _fake(ref: Callable) -> Callable:
 # name, schema, real implementation, eager reference (for the fake)
 _OPS: list[tuple[str, str, Callable, Callable]] = [
     ("add.Tensor", "(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-     lambda x, y, alpha=1: pointwise.add(x, y, alpha=alpha), lambda x, y, alpha=1: torch.add(x, y, alpha=alpha)),
+     pointwise.add, lambda x, y, alpha=1: torch.add(x, y, alpha=alpha)),
     ("add.Scalar", "(Tensor self, Scalar other, *, Scalar alpha=1) -> Tensor",
-     lambda x, y, alpha=1: pointwise.add(x, y, alpha=alpha), lambda x, y, alpha=1: torch.add(x, y, alpha=alpha)),
+     pointwise.add, lambda x, y, alpha=1: torch.add(x, y, alpha=alpha)),
     ("sub.Tensor", "(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-     lambda x, y, alpha=1: pointwise.sub(x, y, alpha=alpha), lambda x, y, alpha=1: torch.sub(x, y, alpha=alpha)),
+     pointwise.sub, lambda x, y, alpha=1: torch.sub(x, y, alpha=alpha)),
     ("sub.Scalar", "(Tensor self, Scalar other, *, Scalar alpha=1) -> Tensor",
-     lambda x, y, alpha=1: pointwise.sub(x, y, alpha=alpha), lambda x, y, alpha=1: torch.sub(x, y, alpha=alpha)),
+     pointwise.sub, lambda x, y, alpha=1: torch.sub(x, y, alpha=alpha)),
 ]
 for _n in ("mul", "div", "maximum", "minimum"):
     _OPS.append((f"{_n}.Tensor", "(Tensor self, Tensor other) -> Tensor", getattr(pointwise, _n), getattr(torch, _n)))
@@ -63,17 +66,16 @@ for _n in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu
     _OPS.append((_n, "(Tensor self) -> Tensor", getattr(pointwise, _n), getattr(torch, _n)))
 _OPS += [
     ("silu", "(Tensor self) -> Tensor", pointwise.silu, F.silu),
-    ("gelu", "(Tensor self, *, str approximate='none') -> Tensor",
-     lambda x, approximate="none": pointwise.gelu(x, approximate),
+    ("gelu", "(Tensor self, *, str approximate='none') -> Tensor", pointwise.gelu,
      lambda x, approximate="none": F.gelu(x, approximate=approximate)),
     ("where", "(Tensor condition, Tensor self, Tensor other) -> Tensor", pointwise.where, torch.where),
     ("sum", "(Tensor self, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-     lambda x, dim=None, keepdim=False, dtype=None: reduction.sum(x, dim, keepdim, dtype=dtype),
+     reduction.sum,
      lambda x, dim=None, keepdim=False, dtype=None: (
          torch.sum(x, dim, keepdim, dtype=dtype) if dim is not None
          else torch.sum(x, tuple(range(x.dim())), keepdim, dtype=dtype) if x.dim() else torch.sum(x, dtype=dtype))),
     ("mean", "(Tensor self, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-     lambda x, dim=None, keepdim=False, dtype=None: reduction.mean(x, dim, keepdim, dtype=dtype),
+     reduction.mean,
      lambda x, dim=None, keepdim=False, dtype=None: (
          torch.mean(x, dim, keepdim, dtype=dtype) if dim is not None
          else torch.mean(x, tuple(range(x.dim())), keepdim, dtype=dtype) if x.dim() else torch.mean(x, dtype=dtype))),
@@ -162,9 +164,9 @@ def _gather(x, dim, index, *, sparse_grad=False):
 
 
 _ATEN: dict[str, Callable] = {
-    "add.Tensor": lambda x, y, *, alpha=1: pointwise.add(x, y, alpha=alpha),
+    "add.Tensor": pointwise.add,
     "add.Scalar": lambda x, y, alpha=1: pointwise.add(x, y, alpha=alpha),
-    "sub.Tensor": lambda x, y, *, alpha=1: pointwise.sub(x, y, alpha=alpha),
+    "sub.Tensor": pointwise.sub,
     "sub.Scalar": lambda x, y, alpha=1: pointwise.sub(x, y, alpha=alpha),
     "mul.Tensor": pointwise.mul, "mul.Scalar": pointwise.mul,
     "div.Tensor": pointwise.div, "div.Scalar": pointwise.div,
@@ -173,19 +175,19 @@ _ATEN: dict[str, Callable] = {
     "neg": pointwise.neg, "abs": pointwise.abs, "exp": pointwise.exp, "log": pointwise.log,
     "sqrt": pointwise.sqrt, "rsqrt": pointwise.rsqrt, "sigmoid": pointwise.sigmoid, "tanh": pointwise.tanh,
     "relu": pointwise.relu, "silu": pointwise.silu,
-    "gelu": lambda x, *, approximate="none": pointwise.gelu(x, approximate),
+    "gelu": pointwise.gelu,
     "where.self": pointwise.where,
     "sum": _sum_full,
-    "sum.dim_IntList": lambda x, dim, keepdim=False, *, dtype=None: reduction.sum(x, dim, keepdim, dtype=dtype),
+    "sum.dim_IntList": reduction.sum,
     "mean": _mean_full,
-    "mean.dim": lambda x, dim, keepdim=False, *, dtype=None: reduction.mean(x, dim, keepdim, dtype=dtype),
+    "mean.dim": reduction.mean,
     "amax": reduction.amax, "amin": reduction.amin, "argmax": reduction.argmax, "argmin": reduction.argmin,
     "_softmax": _softmax_aten(softmax.softmax), "_log_softmax": _softmax_aten(softmax.log_softmax),
     "native_layer_norm": _native_layer_norm,
     "native_group_norm": _native_group_norm,
     "_fused_rms_norm": norm.fused_rms_norm_with_rstd,
     "mm": matmul.mm, "bmm": matmul.bmm,
-    "addmm": lambda bias, a, b, *, beta=1, alpha=1: matmul.addmm(bias, a, b, beta=beta, alpha=alpha),
+    "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
 
@@ -199,7 +201,7 @@ class _State:
 class _Enabled:
     """Returned by enable(): already active; leaving a ``with`` block undoes it."""
 
-    def __enter__(self) -> "_Enabled":
+    def __enter__(self) -> _Enabled:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,13 +14,19 @@ Tensor = torch.Tensor
 
 
 @triton.jit
-def _silu_mul_kernel(g, u, out, D, s_g, s_u, BLOCK: tl.constexpr):
-    """out[r, :] = silu(g[r, :]) * u[r, :]; g/u rows may be strided (halves of one tensor)."""
+def _silu_mul_kernel(g, u, out, D, s_g, s_u, BLOCK: tl.constexpr, SPLIT: tl.constexpr = False):
+    """out[r, :] = silu(g[r, :]) * u[r, :]; g/u rows may be strided (halves of one tensor).
+
+    SPLIT: u is the second half of each row of g (u is not read), so the host passes
+    the [..., 2d] tensor itself instead of building two views."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < D
     a = tl.load(g + row * s_g + cols, mask=m).to(tl.float32)
-    b = tl.load(u + row * s_u + cols, mask=m).to(tl.float32)
+    if SPLIT:
+        b = tl.load(g + row * s_g + D + cols, mask=m).to(tl.float32)
+    else:
+        b = tl.load(u + row * s_u + cols, mask=m).to(tl.float32)
     y = a / (1.0 + tl.exp(-a)) * b
     tl.store(out + row * D + cols, y.to(out.dtype.element_ty), mask=m)
 
@@ -100,8 +106,56 @@ _ce_rows = jit(_ce_rows_kernel)
 _ce_reduce = jit(_ce_reduce_kernel)
 
 
+# Hot path: (shape, on CPU, split) -> out shape, d, grid, BLOCK, warps, built once by
+# _silu_plan; contiguous floating inputs with numel > 0 only.
+_PLANS_MAX = 4096
+_silu_plans: dict[tuple, tuple] = {}
+_silu_get = _silu_plans.get
+_FLOATS = frozenset(FLOAT_DTYPES)
+
+
+def _silu_plan(key: tuple) -> tuple | None:
+    shape, on_cpu, split = key
+    if len(shape) == 0:
+        return None
+    d = shape[-1]
+    if split:
+        if d % 2:
+            return None
+        d //= 2
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    if rows == 0 or d == 0:
+        return None
+    block = min(next_pow2(d), 1024 if on_cpu else 4096)
+    warps = 8 if block >= 2048 and not on_cpu else 4
+    if len(_silu_plans) >= _PLANS_MAX:
+        _silu_plans.clear()
+    p = _silu_plans[key] = ((*shape[:-1], d), d, 2 * d if split else d, (rows, cdiv(d, block)), block, warps)
+    return p
+
+
 def silu_and_mul(gate: Tensor, up: Tensor | None = None) -> Tensor:
     """silu(gate) * up. With ``up`` None, gate is [..., 2d] split into halves (vLLM's layout)."""
+    if gate.__class__ is Tensor and gate.dtype in _FLOATS and gate.is_contiguous():
+        if up is None:
+            key = (gate.shape, gate.is_cpu, True)
+            p = _silu_get(key) or _silu_plan(key)
+            if p is not None:
+                shape, d, row, grid, block, warps = p
+                out = gate.new_empty(shape)
+                _silu_mul[grid](gate, gate, out, d, row, row, block, True, num_warps=warps)
+                return out
+        elif (up.__class__ is Tensor and up.dtype is gate.dtype and up.is_contiguous() and up.is_same_size(gate)
+              and up.device == gate.device):
+            key = (gate.shape, gate.is_cpu, False)
+            p = _silu_get(key) or _silu_plan(key)
+            if p is not None:
+                _, d, row, grid, block, warps = p
+                out = torch.empty_like(gate)
+                _silu_mul[grid](gate, up, out, d, row, row, block, False, num_warps=warps)
+                return out
     if not isinstance(gate, Tensor):
         raise TypeError(f"tritonjit.silu_and_mul: expected a Tensor, got {type(gate).__name__}")
     check_dtype("silu_and_mul", gate, FLOAT_DTYPES)

@@ -18,11 +18,11 @@ _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
 
 @triton.jit
 def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr):
-    """out[o, l, :] = x[o, idx[l], :] for contiguous x (O, D, K) and out (O, L, K)."""
+    """out[o, j, :] = x[o, idx[j], :] for contiguous x (O, D, K) and out (O, L, K)."""
     row = tl.program_id(0).to(tl.int64)
     o = row // L
-    l = row % L
-    src = tl.load(idx + l).to(tl.int64)
+    j = row % L
+    src = tl.load(idx + j).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < K
     v = tl.load(x + (o * D + src) * K + cols, mask=m)

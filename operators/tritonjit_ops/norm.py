@@ -120,6 +120,35 @@ def _plan(on_gpu: bool, n: int) -> tuple:
     return p
 
 
+# Hot path of layer_norm / rms_norm over the last dim: (shape, on CPU) -> n, grid
+# and the tile constexprs, built once by _row_plan, so a call is one dict hit,
+# a few C attribute reads, one empty_like and the launch. Shapes with nothing to
+# launch (0-dim, numel 0) get no plan and take the checked path.
+_ROWS_MAX = 4096
+_rows: dict[tuple, tuple] = {}
+_rows_get = _rows.get
+_empty_like = torch.empty_like
+_EPS = {dt: float(torch.finfo(dt).eps) for dt in FLOAT_DTYPES}  # rms_norm's default eps; the float check
+_eps_get = _EPS.get
+
+
+def _row_plan(key: tuple) -> tuple | None:
+    shape, on_cpu = key
+    if len(shape) == 0:
+        return None
+    n = shape[-1]
+    m = 1
+    for s in shape[:-1]:
+        m *= s
+    if n == 0 or m == 0:
+        return None
+    one_pass, block_n, block_m, warps = _plan(not on_cpu, n)
+    if len(_rows) >= _ROWS_MAX:
+        _rows.clear()
+    p = _rows[key] = (n, (n,), m, (cdiv(m, block_m),), one_pass, block_m, block_n, warps)
+    return p
+
+
 def _launch(x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1)) -> None:
     if m == 0:
         return
@@ -166,7 +195,7 @@ def native_layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
     x = _c(x)
     m = x.numel() // n if n else 0
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
     stat_shape = list(x.shape[: x.dim() - len(tuple(normalized_shape) if not isinstance(normalized_shape, int) else (1,))])
     stat_shape += [1] * (x.dim() - len(stat_shape))
     mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
@@ -179,9 +208,24 @@ def native_layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor
 def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape."""
+    if (x.__class__ is Tensor and x.dtype in _EPS and x.is_contiguous()
+            and (weight is None or (weight.__class__ is Tensor and weight.is_contiguous() and weight.dim() == 1
+                                    and weight.device == x.device))
+            and (bias is None or (bias.__class__ is Tensor and bias.is_contiguous() and bias.dim() == 1
+                                  and bias.device == x.device))):
+        key = (x.shape, x.is_cpu)
+        p = _rows_get(key) or _row_plan(key)
+        if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
+                and (weight is None or weight.numel() == p[0]) and (bias is None or bias.numel() == p[0])):
+            n, _, m, grid, one_pass, block_m, block_n, warps = p
+            out = _empty_like(x)
+            _norm[grid](x, x, x if weight is None else weight, x if bias is None else bias, out, out, out, out,
+                        m, n, float(eps), 1, 1, 1, False, weight is not None, bias is not None, False, False,
+                        False, one_pass, block_m, block_n, num_warps=warps)
+            return out
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
     x = _c(x)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
     if n:
         _launch(x, None, _c(weight), _c(bias), out, None, None, None, x.numel() // n, n, float(eps), False)
     return out
@@ -190,27 +234,27 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
 def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight; eps defaults to finfo(x.dtype).eps as in torch."""
-    if type(x) is Tensor and x.is_contiguous() and weight is not None and weight.is_contiguous():
+    if x.__class__ is Tensor:
         # hot path: one plan lookup, one allocation, one launch
-        n = x.shape[-1]
-        if (normalized_shape == [n] or normalized_shape == (n,)) and weight.shape == x.shape[-1:] \
-                and x.dtype in FLOAT_DTYPES and weight.device == x.device:
-            out = torch.empty_like(x)
-            m = x.numel() // n if n else 0
-            if m:
-                one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
-                _norm[(cdiv(m, block_m),)](
-                    x, x, weight, x, out, out, out, out, m, n,
-                    float(torch.finfo(x.dtype).eps) if eps is None else eps, 1, 1, 1,
-                    RMS=True, HAS_W=True, HAS_B=False, HAS_RES=False, GROUP=False, STATS=False,
-                    ONE_PASS=one_pass, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
-                )
-            return out
+        deps = _eps_get(x.dtype)
+        if (deps is not None and x.is_contiguous()
+                and (weight is None or (weight.__class__ is Tensor and weight.is_contiguous() and weight.dim() == 1
+                                        and weight.device == x.device))):
+            key = (x.shape, x.is_cpu)
+            p = _rows_get(key) or _row_plan(key)
+            if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
+                    and (weight is None or weight.numel() == p[0])):
+                n, _, m, grid, one_pass, block_m, block_n, warps = p
+                out = _empty_like(x)
+                _norm[grid](x, x, x if weight is None else weight, x, out, out, out, out, m, n,
+                            deps if eps is None else eps, 1, 1, 1, True, weight is not None, False, False, False,
+                            False, one_pass, block_m, block_n, num_warps=warps)
+                return out
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
     x = _c(x)
     if eps is None:
         eps = torch.finfo(x.dtype).eps
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
     if n:
         _launch(x, None, _c(weight), None, out, None, None, None, x.numel() // n, n, float(eps), True)
     return out
@@ -231,8 +275,8 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor | None, eps: 
     if residual.dtype != x.dtype:
         raise TypeError(f"tritonjit.fused_add_rms_norm: residual dtype {residual.dtype} != x dtype {x.dtype}")
     x, residual = _c(x), _c(residual)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
+    h = torch.empty_like(x)
     if n:
         _launch(x, residual, _c(weight), None, out, h, None, None, x.numel() // n, n, float(eps), True)
     return out, h
@@ -253,7 +297,7 @@ def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, N: 
             raise RuntimeError(f"Expected {what} to be a vector of size equal to the number of channels in input, "
                                f"but got {what} of shape {list(p.shape)} and input of shape {list(x.shape)}")
     x = _c(x)
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
     mean = torch.empty((N, group), dtype=torch.float32, device=x.device)
     rstd = torch.empty((N, group), dtype=torch.float32, device=x.device)
     cpg = C // group
@@ -283,7 +327,7 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
         eps = torch.finfo(x.dtype).eps
     nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     stat_shape = list(x.shape[: x.dim() - nd]) + [1] * nd
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    out = torch.empty_like(x)  # x is contiguous here
     rstd = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
     mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
     if n:

@@ -172,7 +172,7 @@ _binary_flat = jit(_binary_flat_kernel)
 _unary_flat = jit(_unary_flat_kernel)
 _pointwise_nd = jit(_pointwise_nd_kernel)
 
-_BLOCK = 1024
+_BLOCK = 1024  # the hot paths below inline it: BLOCK=1024, grid (n + 1023) >> 10
 _INT32_MAX = 2**31 - 1
 
 
@@ -305,18 +305,24 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
 
 
+# Hot paths: same dtype (fp32/fp16/bf16), same size, contiguous, one device, no out=.
+# Every check below is one C attribute call; the kernel gets positional runtime
+# arguments and literal constexprs, the cheapest call for the native dispatcher.
+_FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
+_fast_upcast = _FAST_UPCAST.get
+_empty_like = torch.empty_like
+
+
 def _make_binary(op: str, doc: str):
     def fn(x, y, *, out: Tensor | None = None) -> Tensor:
-        # Fast path: same shape, dtype and device, contiguous, no out=.
-        if (out is None and type(x) is Tensor and type(y) is Tensor and x.dtype == y.dtype
-                and x.shape == y.shape and x.device == y.device and x.is_contiguous() and y.is_contiguous()):
-            dt = x.dtype
-            if dt in _FAST_UPCAST:
+        if out is None and x.__class__ is Tensor and y.__class__ is Tensor:
+            up = _fast_upcast(x.dtype)
+            if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
+                    and x.is_same_size(y) and x.device == y.device):
+                o = _empty_like(x)
                 n = x.numel()
-                o = torch.empty_like(x)
                 if n:
-                    _binary_flat[(cdiv(n, _BLOCK),)](x, y, o, n, 1, OP=op, BLOCK=_BLOCK,
-                                                           UPCAST=_FAST_UPCAST[dt])
+                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
                 return o
         return _binary(op, x, y, 1, out)
 
@@ -325,25 +331,31 @@ def _make_binary(op: str, doc: str):
     return fn
 
 
-_FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
-
-
 def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x + alpha * y with broadcasting and aten's type promotion."""
-    if (alpha == 1 and out is None and type(x) is Tensor and type(y) is Tensor and x.dtype == y.dtype
-            and x.shape == y.shape and x.device == y.device and x.is_contiguous() and y.is_contiguous()):
-        dt = x.dtype
-        if dt in _FAST_UPCAST:
+    if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
+        up = _fast_upcast(x.dtype)
+        if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
+                and x.is_same_size(y) and x.device == y.device):
+            o = _empty_like(x)
             n = x.numel()
-            o = torch.empty_like(x)
             if n:
-                _binary_flat[(cdiv(n, _BLOCK),)](x, y, o, n, 1, OP="add", BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
+                _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="add", BLOCK=1024, UPCAST=up)
             return o
     return _binary("add", x, y, alpha, out)
 
 
 def sub(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x - alpha * y with broadcasting and aten's type promotion."""
+    if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
+        up = _fast_upcast(x.dtype)
+        if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
+                and x.is_same_size(y) and x.device == y.device):
+            o = _empty_like(x)
+            n = x.numel()
+            if n:
+                _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="sub", BLOCK=1024, UPCAST=up)
+            return o
     return _binary("sub", x, y, alpha, out)
 
 
@@ -364,7 +376,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
             dt = torch.get_default_dtype()
         elif dt not in FLOAT_DTYPES:
             raise _unsupported(op, dt)
-    elif dt not in FLOAT_DTYPES + INT_DTYPES or (op == "neg" and dt == torch.uint8):
+    elif dt not in _ARITH_DTYPES or (op == "neg" and dt == torch.uint8):
         raise _unsupported(op, dt)
     if op == "abs" and dt == torch.uint8:
         kop = "relu"  # identity on unsigned values
@@ -383,6 +395,15 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
 
 def _make_unary(op: str, doc: str):
     def fn(x: Tensor, *, out: Tensor | None = None) -> Tensor:
+        # hot path: fp32/fp16/bf16 (valid for every unary op), contiguous, no out=
+        if out is None and x.__class__ is Tensor:
+            up = _fast_upcast(x.dtype)
+            if up is not None and x.is_contiguous():
+                o = _empty_like(x)
+                n = x.numel()
+                if n:
+                    _unary_flat[((n + 1023) >> 10,)](x, o, n, OP=op, BLOCK=1024, UPCAST=up)
+                return o
         return _unary(op, x, out)
 
     fn.__name__ = fn.__qualname__ = op
@@ -406,6 +427,15 @@ def gelu(x: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> 
     """GELU with aten's two approximations: 'none' (erf) and 'tanh'."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
+    if out is None and x.__class__ is Tensor:
+        up = _fast_upcast(x.dtype)
+        if up is not None and x.is_contiguous():
+            o = _empty_like(x)
+            n = x.numel()
+            if n:
+                _unary_flat[((n + 1023) >> 10,)](x, o, n, OP="gelu" if approximate == "none" else "gelu_tanh",
+                                                 BLOCK=1024, UPCAST=up)
+            return o
     return _unary("gelu" if approximate == "none" else "gelu_tanh", x, out)
 
 
@@ -417,7 +447,7 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
     y = _as_operand("where", y)
     check_same_device("where", condition, x, y)
     rdtype = torch.result_type(x, y)
-    if rdtype not in FLOAT_DTYPES + INT_DTYPES:
+    if rdtype not in _ARITH_DTYPES:
         raise _unsupported("where", rdtype)
     shape = list(condition.shape)
     for t in (x, y):

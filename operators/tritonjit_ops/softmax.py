@@ -91,7 +91,7 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
     (d,) = normalize_dims(name, dim, nd) if nd else (0,)
     if not x.is_contiguous():
         x = x.contiguous()
-    out = torch.empty(x.shape, dtype=odt, device=x.device)
+    out = torch.empty_like(x, dtype=odt)  # x is contiguous here, so is out
     if x.numel() == 0:
         return out
     if nd == 0:
@@ -114,11 +114,67 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
     return out
 
 
+# Hot path: (shape, dim, dtype, on CPU) -> the whole launch (grid, runtime scalars,
+# constexprs, warps), built once by _fast_plan; a call is one dict hit, one
+# empty_like and the launch. Only contiguous floating inputs with numel > 0 and
+# ndim >= 1 and an int dim in range get a plan; everything else takes _run (validation, errors, edge cases).
+_FAST_MAX = 4096
+_fast: dict[tuple, tuple] = {}
+_fast_get = _fast.get
+_empty_like = torch.empty_like
+
+
+def _fast_plan(key: tuple) -> tuple | None:
+    shape, dim, dtype, on_cpu = key
+    nd = len(shape)
+    if dtype not in FLOAT_DTYPES or nd == 0 or not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    r = shape[d]
+    k = 1
+    for s in shape[d + 1:]:
+        k *= s
+    if r * k == 0:
+        return None
+    o = 1
+    for s in shape[:d]:
+        o *= s
+    if o == 0:
+        return None
+    rows = k == 1
+    one_pass, block_r, block_k, warps = _plan(not on_cpu, r, rows)
+    if rows:
+        o, k, sO, sK, sR = 1, o, 0, r, 1
+    else:
+        sO, sK, sR = r * k, 1, k
+        block_k = min(block_k, next_pow2(k))
+    if len(_fast) >= _FAST_MAX:
+        _fast.clear()
+    p = _fast[key] = ((o, cdiv(k, block_k)), (k, r, sO, sK, sR), one_pass, block_k, block_r, warps)
+    return p
+
+
 def softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
     """exp(x - max) / sum, in fp32; ``dtype`` sets the output dtype (aten's semantics)."""
+    if dtype is None and dim.__class__ is int and x.__class__ is Tensor and x.is_contiguous():
+        key = (x.shape, dim, x.dtype, x.is_cpu)
+        p = _fast_get(key) or _fast_plan(key)
+        if p is not None:
+            grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
+            out = _empty_like(x)
+            _softmax[grid](x, out, k, r, sO, sK, sR, False, one_pass, block_k, block_r, num_warps=warps)
+            return out
     return _run(x, dim, dtype, False, "softmax")
 
 
 def log_softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
     """x - max - log(sum(exp(x - max))), in fp32."""
+    if dtype is None and dim.__class__ is int and x.__class__ is Tensor and x.is_contiguous():
+        key = (x.shape, dim, x.dtype, x.is_cpu)
+        p = _fast_get(key) or _fast_plan(key)
+        if p is not None:
+            grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
+            out = _empty_like(x)
+            _softmax[grid](x, out, k, r, sO, sK, sR, True, one_pass, block_k, block_r, num_warps=warps)
+            return out
     return _run(x, dim, dtype, True, "log_softmax")

@@ -1,7 +1,6 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
 import tritonjit_ops as T
 from _util import FLOATS, close, strided
 

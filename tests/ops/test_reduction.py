@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 import tritonjit_ops as T
 from _util import FLOATS, close
 

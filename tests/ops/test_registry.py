@@ -1,11 +1,10 @@
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 import tritonjit_ops as T
-import sys
-
 from tritonjit_ops import matmul, norm, pointwise
 
 softmax = sys.modules["tritonjit_ops.softmax"]  # the package attribute is the function
