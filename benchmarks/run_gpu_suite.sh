@@ -19,4 +19,4 @@ step bench_launch python3 -m tritonjit bench launch --json "$out/launch.json"
 step bench_ops python3 -m tritonjit bench ops --json "$out/ops.json"
 step bench_warmstart python3 -m tritonjit bench warmstart --json "$out/warmstart.json"
 step bench_autotune python3 -m tritonjit bench autotune --json "$out/autotune.json"
-step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8 --variants 128
+step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8,16 --variants 144

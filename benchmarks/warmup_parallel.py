@@ -1,6 +1,7 @@
 """Parallel warm-up: j worker processes against one, cross-compiling for cuda:90 (no device).
 
-A manifest of N distinct matmul variants (block sizes, warps, stages) is compiled by
+A manifest of N distinct matmul variants (dtype, block sizes, warps, stages; at most
+144) is compiled by
 ``tritonjit._warmup.warmup`` into an empty cache, once per worker count, wall clock
 including the workers' start-up. Printed: seconds per j, speedup over j=1, and the
 speedup as a fraction of j (target: >= 0.7).
@@ -42,10 +43,10 @@ def bench_mm(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
 def manifest(path: str, n: int) -> list:
     from tritonjit._manifest import ManifestEntry
 
-    shapes = itertools.product((32, 64, 128), (32, 64, 128), (32, 64), (4, 8), (2, 3))
+    shapes = itertools.product(("fp16", "bf16"), (32, 64, 128), (32, 64, 128), (32, 64), (4, 8), (2, 3))
     entries = []
-    for bm, bn, bk, warps, stages in itertools.islice(shapes, n):
-        sig = f"*fp16:16,*fp16:16,*fp16:16,i32,i32,i32,i32,i32:1,i32,i32:1,i32,i32:1,{bm},{bn},{bk}"
+    for dt, bm, bn, bk, warps, stages in itertools.islice(shapes, n):
+        sig = f"*{dt}:16,*{dt}:16,*fp16:16,i32,i32,i32,i32,i32:1,i32,i32:1,i32,i32:1,{bm},{bn},{bk}"
         entries.append(ManifestEntry(kernel="bench_mm", file=path, signature=sig,
                                      options=(("num_stages", stages), ("num_warps", warps))))
     return entries
