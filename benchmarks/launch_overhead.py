@@ -7,7 +7,8 @@ bound launcher, Triton's ``kernel[grid](...)`` and ``CompiledKernel.run``, and
 R repetitions, microseconds per call, and as a multiple of the floor. Every path
 launches on a non-blocking stream, as the floor does (torch's current stream is set
 to one). Rows starting "diag:" split tritonjit's cost: the native key alone (no
-launch) and the plugin's C launcher called directly with the runtime arguments.
+launch), the plugin's C launcher called directly with the runtime arguments, torch's
+current-stream query f[grid] makes per call, and the launcher with that query.
 
     python benchmarks/launch_overhead.py [--calls N] [--reps R] [--json FILE]
 """
@@ -148,6 +149,11 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
             (variant,) = f.variants()
             launcher, rt, g3 = variant.launcher, variant.runtime_args((*args, 1024)), (1, 1, 1)
             row["diag: C launcher call"] = per_call(lambda: launcher(g3, stream, rt), calls, reps)
+            # what f[grid] adds to the row above on every call: torch's current stream
+            raw, dev = getattr(torch._C, "_cuda_getCurrentRawStream", None), torch.cuda.current_device()
+            if raw is not None:
+                row["diag: current stream (torch)"] = per_call(lambda: raw(dev), calls, reps)
+                row["diag: C launcher + current stream"] = per_call(lambda: launcher(g3, raw(dev), rt), calls, reps)
             if nargs == 4:
                 x, y = ptrs[0], ptrs[1]
                 row["torch.add(out=)"] = per_call(lambda: torch.add(x, y, out=out), calls, reps)
