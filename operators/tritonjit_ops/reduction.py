@@ -115,16 +115,6 @@ def _reduce_kernel(
 
 _reduce = jit(_reduce_kernel)
 
-# Rows reduced over a contiguous axis on an accelerator (sum over the last dim, ...):
-# rows per program, tile width and warps are tuned per device and shape class, once
-# (tritonjit keeps the winner on disk).
-_ROW_CONFIGS = [
-    triton.Config({"BLOCK_K": bk, "BLOCK_R": br}, num_warps=w)
-    for bk, br, w in [(1, 4096, 8), (1, 4096, 16), (2, 4096, 8), (2, 2048, 8), (4, 2048, 8), (4, 4096, 16),
-                      (8, 1024, 8), (1, 2048, 4), (16, 512, 8)]
-]
-_reduce_rows_tuned = jit(triton.autotune(configs=_ROW_CONFIGS, key=["K", "R", "OP"])(_reduce_kernel))
-
 _SPLIT_MIN_R = 1 << 16  # split the reduced range across programs past this size
 
 
@@ -172,13 +162,6 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
     warps = 8 if on_gpu and block_k * block_r >= 4096 else 4
     is_arg = op in ("argmax", "argmin")
     divisor = float(r)
-    if split == 1 and on_gpu and sK != 1 and r >= 1024:
-        def grid(meta: dict) -> tuple[int, int, int]:
-            return (o, cdiv(k, meta["BLOCK_K"]), 1)
-
-        _reduce_rows_tuned[grid](x, out, x, idx_out if is_arg else out, k, r, r, sO, sK, sR, divisor,
-                                 OP=op, HAS_IDX_IN=False, FINAL=True)
-        return
     if split == 1:
         _reduce[(o, nk, 1)](x, out, x, idx_out if is_arg else out, k, r, r, sO, sK, sR, divisor,
                             OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
