@@ -4,8 +4,6 @@ One batched kernel with grouped tile order (for L2 reuse). M/N edges wrap with
 a modulo instead of masking the loads, and the K loop is unmasked when
 BLOCK_K divides K, which keeps the inner loop identical to the dense case.
 fp32 inputs use IEEE products unless torch allows TF32, matching torch.mm.
-On accelerators the tile configuration is autotuned per device (tritonjit's
-autotuner, results kept on disk); the interpreter uses small fixed tiles.
 """
 from __future__ import annotations
 
@@ -71,18 +69,16 @@ def _mm_kernel(
 
 _mm = jit(_mm_kernel)
 
-# Per-device autotuning on accelerators: tritonjit benchmarks these once per
-# (M, N, K, dtypes) on the device and keeps the winner on disk, keyed by device name,
-# Triton version and kernel source, so later processes do not tune again.
-_GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_warps=w, num_stages=st)
-    for bm, bn, bk, w, st in [
-        (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
-        (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4), (128, 128, 32, 8, 3),
-    ]
-]
-_mm_tuned = jit(triton.autotune(configs=_GPU_CONFIGS, key=["M", "N", "K", "HAS_BIAS", "SCALE"])(
-    triton.heuristics({"EVEN_K": lambda meta: meta["K"] % meta["BLOCK_K"] == 0})(_mm_kernel)))
+
+def _config(on_gpu: bool, dtype: torch.dtype, m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); per-device autotuning can refine this."""
+    if not on_gpu:
+        return 16, 16, 16, 1, 1
+    if dtype == torch.float32:
+        return 128, 128, 32, 8, 3
+    if m >= 1024 and n >= 1024:
+        return 128, 256, 64, 8, 3
+    return 64, 64, 64, 4, 4
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -112,22 +108,17 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
     if k == 0:
         c.zero_() if bias is None else c.copy_(bias.expand_as(c) * beta)
         return c
+    bm, bn, bk, warps, stages = _config(a.device.type != "cpu", a.dtype, m, n, k)
+    if a.device.type == "cpu":  # small tiles keep the interpreter fast; don't over-pad tiny problems
+        bm, bn, bk = (max(16, min(x, next_pow2(d))) for x, d in ((32, m), (32, n), (32, k)))
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    args = (a, b, c, bias if bias is not None else c, m, n, k,
-            a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
-            c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta)
-    if a.device.type != "cpu":
-        def grid(meta: dict) -> tuple[int, int]:
-            return (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]), bsz)
-
-        _mm_tuned[grid](*args, HAS_BIAS=bias is not None, SCALE=scale, PRECISION=_precision(a.dtype), DOT_F32=False)
-        return c
-    # the interpreter: small tiles keep it fast; don't over-pad tiny problems
-    bm, bn, bk = (max(16, min(x, next_pow2(d))) for x, d in ((32, m), (32, n), (32, k)))
     grid = (cdiv(m, bm) * cdiv(n, bn), bsz)
-    _mm[grid](*args, HAS_BIAS=bias is not None, SCALE=scale, EVEN_K=k % bk == 0, PRECISION=_precision(a.dtype),
-              DOT_F32=a.dtype == torch.bfloat16, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
-              num_warps=1, num_stages=1)
+    _mm[grid](a, b, c, bias if bias is not None else c, m, n, k,
+              a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
+              c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta,
+              HAS_BIAS=bias is not None, SCALE=scale, EVEN_K=k % bk == 0, PRECISION=_precision(a.dtype),
+              DOT_F32=a.device.type == "cpu" and a.dtype == torch.bfloat16,
+              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
 
 
