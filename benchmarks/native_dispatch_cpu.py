@@ -10,7 +10,7 @@ parameters, most of them tensors, with two kinds of tensor:
   native path takes them; ``data_ptr()`` and ``.dtype`` are torch's own C code, as on a
   GPU (a Tensor subclass would not do: torch looks up ``__torch_function__`` on every
   ``data_ptr()`` of a subclass);
-* ``fake``: tests/cuda's FakeTensor (Python methods), the slowest kind of argument.
+* ``fake``: tritonjit.testing.FakeTensor (Python methods), the slowest kind of argument.
 
 Prints ns per call (best of R) and, as the anchor measured in the same run, the cost
 of an empty Python call with the same arguments. For instruction counts run it under
@@ -22,7 +22,6 @@ of an empty Python call with the same arguments. For instruction counts run it u
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
 from typing import Any
@@ -31,79 +30,8 @@ import torch
 import triton
 import triton.language as tl
 import tritonjit
-from tritonjit import BackendInfo, CompiledVariant, _native, hookimpl
-
-
-class FakeTensor:
-    def __init__(self, ptr: int, dtype: Any = torch.float32) -> None:
-        self.ptr, self.dtype = ptr, dtype
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-    def get_device(self) -> int:
-        return 0
-
-
-class CountingBackend:
-    """A backend whose launcher counts launches in C (no device, nothing simulated)."""
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(name="counting", priority=-1000, device_type="recdev", dispatch_key="PrivateUse1")
-
-    @hookimpl
-    def availability(self) -> tuple[bool, str]:
-        return True, "benchmark backend"
-
-    @hookimpl
-    def device_count(self) -> int:
-        return 1
-
-    @hookimpl
-    def current_device(self) -> int:
-        return 0
-
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        return tensor.get_device()
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
-        return 1000 + device
-
-    @hookimpl
-    def device_guard(self, device: int) -> Any:
-        return contextlib.nullcontext()
-
-    @hookimpl
-    def compile_target(self, device: Any, arch: Any) -> Any:
-        return ("recdev", device)
-
-    @hookimpl
-    def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
-        return CompiledVariant(name=src.fn.fn.__name__, signature="", target=target, binary=None,
-                               metadata=dict(options), hash="")
-
-    @hookimpl
-    def load(self, kernel: CompiledVariant, device: int) -> Any:
-        return None
-
-    @hookimpl
-    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
-        return _native.dispatch.Recorder(keep=False)
-
-    @hookimpl
-    def pack_args(self, state: Any, args: Any) -> Any:
-        return args
-
-    @hookimpl
-    def launch(self, state: Any, grid: Any, stream: int, packed: Any) -> None:
-        state(grid, stream, packed)
-
-    @hookimpl
-    def make_launcher(self, state: Any) -> Any:
-        return state
+from tritonjit import _native
+from tritonjit.testing import FakeTensor, RecordingBackend
 
 
 @triton.jit
@@ -158,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if not _native.available():
         print(f"native dispatcher: {_native.reason}", file=sys.stderr)
         return 1
-    tritonjit.register_backend(CountingBackend())
+    tritonjit.register_backend(RecordingBackend("counting", keep=False, devices=1))
     tritonjit.set_backend("counting")
     print(f"kind={a.kind}: ns per call, best of {a.reps} x {a.calls}")
     print("| args | f[grid] | key only | empty py call | f[grid] - empty |")

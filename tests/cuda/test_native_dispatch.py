@@ -17,96 +17,10 @@ import torch
 import triton
 import triton.language as tl
 import tritonjit
-from tritonjit import BackendInfo, CompiledVariant, SpecializationRules, _native, hookimpl
+from tritonjit import SpecializationRules, _native
+from tritonjit.testing import FakeTensor, RecordingBackend
 
 pytestmark = pytest.mark.skipif(not _native.available(), reason=f"native dispatcher: {_native.reason}")
-
-
-class FakeTensor:
-    """A device tensor stand-in: what the binder reads (data_ptr, dtype, get_device)."""
-
-    def __init__(self, ptr: int, dtype: Any = torch.float32, device: int = 0) -> None:
-        self.ptr, self.dtype, self.device_index = ptr, dtype, device
-
-    def data_ptr(self) -> int:
-        return self.ptr
-
-    def get_device(self) -> int:
-        return self.device_index
-
-
-class RecordingBackend:
-    """A test backend whose launcher records launches (see module docstring)."""
-
-    def __init__(self, name: str = "recording", rules: SpecializationRules | None = None) -> None:
-        self.name, self.rules, self.loads = name, rules or SpecializationRules(), 0
-
-    @hookimpl
-    def backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1")
-
-    @hookimpl
-    def availability(self) -> tuple[bool, str]:
-        return True, "test backend"
-
-    @hookimpl
-    def device_count(self) -> int:
-        return 2
-
-    @hookimpl
-    def current_device(self) -> int:
-        return 0
-
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        d = tensor.get_device()
-        if d < 0:
-            raise ValueError("expected a recdev tensor, got a CPU tensor")
-        return d
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
-        return 1000 + device
-
-    @hookimpl
-    def device_guard(self, device: int) -> Any:
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    @hookimpl
-    def compile_target(self, device: Any, arch: Any) -> Any:
-        return ("recdev", device)
-
-    @hookimpl
-    def specialization_rules(self) -> SpecializationRules:
-        return self.rules
-
-    @hookimpl
-    def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
-        return CompiledVariant(name=src.fn.fn.__name__, signature="", target=target, binary=None,
-                               metadata=dict(options), hash="")
-
-    @hookimpl
-    def load(self, kernel: CompiledVariant, device: int) -> Any:
-        self.loads += 1
-        return None
-
-    @hookimpl
-    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
-        return _native.dispatch.Recorder()
-
-    @hookimpl
-    def pack_args(self, state: Any, args: Any) -> Any:
-        return args
-
-    @hookimpl
-    def launch(self, state: Any, grid: Any, stream: int, packed: Any) -> None:
-        state(grid, stream, packed)
-
-    @hookimpl
-    def make_launcher(self, state: Any) -> Any:
-        return state
 
 
 @triton.jit

@@ -16,13 +16,16 @@ memory over the limit, a failing driver call). :func:`simulated_target` wires a
 :class:`CudaLikeSimulatedSuite` is the whole suite of a CUDA-like driver plugin
 tested with a stand-in binary on the simulated driver: subclass it with the vendor's
 facts. :func:`assert_vendor_compiler_missing` and :func:`assert_installed_backend` are
-the checks every out-of-tree plugin's tests make. Requires pytest (and torch for the default host-tensor arguments).
+the checks every out-of-tree plugin's tests make. :class:`RecordingBackend` (with
+:class:`FakeTensor`) runs the core's launch path with no device at all.
+Requires pytest (and torch for the default host-tensor arguments).
 """
 
 from ._checks import assert_installed_backend, assert_vendor_compiler_missing
 from ._cudalike import CudaLikeSimulatedSuite
 from ._install import installed_as_current
 from ._kernels import BLOCK, CONFORMANCE_SIGNATURE, conformance_axpy
+from ._recording import FakeTensor, RecordingBackend
 from ._suite import BackendConformance, fresh_backend
 from ._target import (
     ConformanceTarget,
@@ -39,8 +42,10 @@ __all__ = [
     "BackendConformance",
     "ConformanceTarget",
     "CudaLikeSimulatedSuite",
+    "FakeTensor",
     "HostBackedTensor",
     "LaunchCheck",
+    "RecordingBackend",
     "assert_installed_backend",
     "assert_vendor_compiler_missing",
     "conformance_axpy",

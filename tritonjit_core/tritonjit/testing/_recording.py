@@ -1,0 +1,108 @@
+"""A recording backend for exercising the core's launch path without any device.
+
+Its launcher is the native dispatcher's ``Recorder`` (a C launch entry that records,
+or only counts, what it is given instead of launching), so the whole native path
+runs: bind, key, memo, lookup, C launch entry. It simulates no vendor. Used by the
+core's dispatcher tests and by benchmarks/native_dispatch_cpu.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from .._backend import BackendInfo, CompiledVariant, SpecializationRules
+from .._hookspecs import hookimpl
+
+
+class FakeTensor:
+    """A device tensor stand-in: what the binder reads (data_ptr, dtype, get_device)."""
+
+    def __init__(self, ptr: int, dtype: Any = None, device: int = 0) -> None:
+        if dtype is None:
+            import torch
+
+            dtype = torch.float32
+        self.ptr, self.dtype, self.device_index = ptr, dtype, device
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def get_device(self) -> int:
+        return self.device_index
+
+
+class RecordingBackend:
+    """Launches nothing; ``keep=False`` makes its Recorder count launches only."""
+
+    def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
+                 keep: bool = True, devices: int = 2) -> None:
+        self.name, self.rules, self.keep, self.devices, self.loads = (
+            name, rules or SpecializationRules(), keep, devices, 0)
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1")
+
+    @hookimpl
+    def availability(self) -> tuple[bool, str]:
+        return True, "recording backend (launches nothing)"
+
+    @hookimpl
+    def device_count(self) -> int:
+        return self.devices
+
+    @hookimpl
+    def current_device(self) -> int:
+        return 0
+
+    @hookimpl
+    def device_of(self, tensor: Any) -> int:
+        d = tensor.get_device()
+        if d < 0:
+            raise ValueError("expected a recdev tensor, got a CPU tensor")
+        return d
+
+    @hookimpl
+    def current_stream(self, device: int) -> int:
+        return 1000 + device
+
+    @hookimpl
+    def device_guard(self, device: int) -> Any:
+        return contextlib.nullcontext()
+
+    @hookimpl
+    def compile_target(self, device: Any, arch: Any) -> Any:
+        return ("recdev", device)
+
+    @hookimpl
+    def specialization_rules(self) -> SpecializationRules:
+        return self.rules
+
+    @hookimpl
+    def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
+        return CompiledVariant(name=src.fn.fn.__name__, signature="", target=target, binary=None,
+                               metadata=dict(options), hash="")
+
+    @hookimpl
+    def load(self, kernel: CompiledVariant, device: int) -> Any:
+        self.loads += 1
+        return None
+
+    @hookimpl
+    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
+        from .. import _native
+
+        return _native.dispatch.Recorder(keep=self.keep)
+
+    @hookimpl
+    def pack_args(self, state: Any, args: Any) -> Any:
+        return args
+
+    @hookimpl
+    def launch(self, state: Any, grid: Any, stream: int, packed: Any) -> None:
+        state(grid, stream, packed)
+
+    @hookimpl
+    def make_launcher(self, state: Any) -> Any:
+        return state
