@@ -7,6 +7,7 @@ import torch
 import triton
 import triton.language as tl
 import tritonjit
+from cuda_test_kernels import add_kernel, mm_kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -16,14 +17,6 @@ def cuda_backend():
     tritonjit.set_backend("cuda")
     yield
     tritonjit.set_backend(None)
-
-
-@triton.jit
-def add_kernel(X, Y, Out, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(Out + offs, tl.load(X + offs, mask=m) + tl.load(Y + offs, mask=m), mask=m)
 
 
 @triton.jit
@@ -52,20 +45,6 @@ def softmax_kernel(X, Out, n_cols, BLOCK: tl.constexpr):
     x = tl.load(X + row * n_cols + offs, mask=offs < n_cols, other=-float("inf"))
     e = tl.exp(x - tl.max(x, 0))
     tl.store(Out + row * n_cols + offs, e / tl.sum(e, 0), mask=offs < n_cols)
-
-
-@triton.jit
-def mm_kernel(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pm, pn = tl.program_id(0), tl.program_id(1)
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(A + rm[:, None] * K + (k + rk)[None, :])
-        b = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
-        acc += tl.dot(a, b)
-    tl.store(C + rm[:, None] * N + rn[None, :], acc)
 
 
 def _add(x, y, out=None, **kw):
