@@ -114,12 +114,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         if self._heuristics is not None or self._autotune_configs is not None:
             kwargs = self._meta_kwargs(args, kwargs, grid)
         stream = kwargs.pop("stream", None)
-        try:
-            _, bound, options = state.binder(*args, **kwargs)
-        except SpecializationFailure as exc:
-            raise ArgumentError(self.name, str(exc), exc.param) from None
-        except TypeError as exc:
-            raise self._binding_error(exc, args, kwargs) from None
+        _, bound, options = self._bind(state, args, kwargs)
         dispatcher = self._dispatcher
         if dispatcher is not None:
             if stream is not None:
@@ -137,12 +132,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             state = self._make_state()
         if self._heuristics is not None or self._autotune_configs is not None:
             kwargs = self._meta_kwargs(args, kwargs, grid, stream)
-        try:
-            key, bound, options = state.binder(*args, **kwargs)
-        except SpecializationFailure as exc:
-            raise ArgumentError(self.name, str(exc), exc.param) from None
-        except TypeError as exc:
-            raise self._binding_error(exc, args, kwargs) from None
+        key, bound, options = self._bind(state, args, kwargs)
         device = self._launch_device(state, bound)
         cache = state.caches.get(device)
         try:
@@ -190,6 +180,16 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
                     self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
                     "launch must be on one device", self._param_names[i])
         return state.current_device() if device is None else device
+
+    def _bind(self, state: _State, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+        """The binder's (key, arguments in parameter order, options), its failures
+        turned into errors that name the kernel and the parameter."""
+        try:
+            return state.binder(*args, **kwargs)
+        except SpecializationFailure as exc:
+            raise ArgumentError(self.name, str(exc), exc.param) from None
+        except TypeError as exc:
+            raise self._binding_error(exc, args, kwargs) from None
 
     def _make_state(self) -> _State:
         with self._lock:
@@ -289,12 +289,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         state = self._state if self._state is not None and self._state.backend is registry._current else self._make_state()
         if self._heuristics is not None or self._autotune_configs is not None:
             kwargs = self._meta_kwargs(args, kwargs)
-        try:
-            key, _, _ = state.binder(*args, **kwargs)
-        except SpecializationFailure as exc:
-            raise ArgumentError(self.name, str(exc), exc.param) from None
-        except TypeError as exc:
-            raise self._binding_error(exc, args, kwargs) from None
+        key, _, _ = self._bind(state, args, kwargs)
         return render(self._slots_from_key(key[: len(self.params)]))
 
     def parse_signature(self, signature: str) -> list[Slot]:
