@@ -15,13 +15,7 @@ import tritonjit  # noqa: E402
 from tritonjit._function import module_cache  # noqa: E402
 from tritonjit._registry import ENTRY_POINT_GROUP, Registry  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _interpreter():
-    previous = tritonjit._registry.registry._current
-    tritonjit.set_backend("interpreter")
-    yield
-    tritonjit._registry.registry._current = previous
+pytestmark = pytest.mark.usefixtures("interpreter_backend")
 
 
 @pytest.fixture

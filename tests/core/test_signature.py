@@ -11,13 +11,7 @@ import triton.language as tl  # noqa: E402
 import tritonjit  # noqa: E402
 from tritonjit._signature import Slot, parse, render  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _interpreter():
-    previous = tritonjit._registry.registry._current
-    tritonjit.set_backend("interpreter")
-    yield
-    tritonjit._registry.registry._current = previous
+pytestmark = pytest.mark.usefixtures("interpreter_backend")
 
 
 @pytest.fixture

@@ -28,13 +28,7 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 BACKEND = ref.make_backend()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _interpreter_rules():
-    """Signatures follow the active backend's rules: pin the default (Triton's) ones."""
-    previous = tritonjit._registry.registry._current
-    tritonjit.set_backend("interpreter")
-    yield
-    tritonjit._registry.registry._current = previous
+pytestmark = pytest.mark.usefixtures("interpreter_backend")
 
 
 # ---- argument strategies -----------------------------------------------------------------
