@@ -62,20 +62,22 @@ def _callees_interpreted() -> Iterator[None]:
     """Let @triton.jit helpers called by the kernel run under the interpreter too.
 
     Under TRITON_INTERPRET=1 Triton makes every @triton.jit an InterpretedFunction;
-    here kernels were decorated normally, so JITFunction.__call__ is routed to an
-    InterpretedFunction for the duration of the launch.
+    here kernels were decorated normally, so JITFunction.__call__ is routed to the
+    helper's rewritten function for the duration of the launch. The language itself
+    needs no patching for helpers: Triton's interpreter patches the module objects
+    ``triton.language`` and ``triton.language.core`` (the only ones a helper can use)
+    for the whole launch and restores them after it; a second patch here would record
+    the already-patched members as "originals" and leave them behind.
     """
-    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
+    from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
     original = JITFunction.__call__
     cache: dict[int, Any] = {}
-    scopes: list[Any] = []  # language patches made for callees, undone after the launch
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         fn = cache.get(id(self))
         if fn is None:
-            scopes.append(_patch_lang(self.fn))
             fn = cache[id(self)] = InterpretedFunction(self.fn).rewrite()
         return fn(*args, **kwargs)
 
@@ -84,8 +86,6 @@ def _callees_interpreted() -> Iterator[None]:
         yield
     finally:
         JITFunction.__call__ = original
-        for scope in reversed(scopes):
-            scope.restore()
 
 
 class InterpreterBackend:
