@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
+import triton
+import triton.language as tl  # noqa: F401 - Triton requires it visible to the @triton.jit helper below
 import tritonjit
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "normalize_dims",
     "next_pow2",
     "cdiv",
+    "unravel4",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -132,3 +135,13 @@ def coalesce(shape: Sequence[int], strides: Sequence[Sequence[int]]) -> tuple[li
             for st, os in zip(strs, out_strides):
                 os.insert(0, st[i])
     return out_shape, out_strides
+
+
+@triton.jit
+def unravel4(offs, d1, d2, d3):
+    """Flat offsets -> (i0, i1, i2, i3) over a rank-4 (padded) row-major shape (.., d1, d2, d3)."""
+    i3 = offs % d3
+    t = offs // d3
+    i2 = t % d2
+    t = t // d2
+    return t // d1, t % d1, i2, i3

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_same_device, jit, next_pow2, unravel4
 
 Tensor = torch.Tensor
 _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
@@ -35,12 +35,7 @@ def _gather_kernel(x, idx, out, n, d1, d2, d3, xs0, xs1, xs2, xs3, is0, is1, is2
     """out[i] = x[i with i[DIM] := idx[i]] over a rank-4 (padded) index shape."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    i3 = offs % d3
-    t = offs // d3
-    i2 = t % d2
-    t = t // d2
-    i1 = t % d1
-    i0 = t // d1
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     j = tl.load(idx + i0 * is0 + i1 * is1 + i2 * is2 + i3 * is3, mask=m, other=0).to(tl.int64)
     if DIM == 0:
         i0 = j

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit
+from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
 
 Tensor = torch.Tensor
 
@@ -139,12 +139,7 @@ def _pointwise_nd_kernel(
         pid = pid.to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    i3 = offs % d3
-    t = offs // d3
-    i2 = t % d2
-    t = t // d2
-    i1 = t % d1
-    i0 = t // d1
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
     if X_SCALAR:
         a = x + tl.zeros([BLOCK], CT)
