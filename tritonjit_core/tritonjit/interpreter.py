@@ -62,22 +62,26 @@ def _callees_interpreted() -> Iterator[None]:
     """Let @triton.jit helpers called by the kernel run under the interpreter too.
 
     Under TRITON_INTERPRET=1 Triton makes every @triton.jit an InterpretedFunction;
-    here kernels were decorated normally, so JITFunction.__call__ is routed to the
-    helper's rewritten function for the duration of the launch. The language itself
-    needs no patching for helpers: Triton's interpreter patches the module objects
-    ``triton.language`` and ``triton.language.core`` (the only ones a helper can use)
-    for the whole launch and restores them after it; a second patch here would record
-    the already-patched members as "originals" and leave them behind.
+    here kernels were decorated normally, so JITFunction.__call__ is routed to an
+    InterpretedFunction for the duration of the launch, and the language objects a
+    helper sees are patched for it as they are for the kernel. Triton's own restore
+    runs per patch scope, and scopes nest (a helper's scope records the kernel's
+    patches as its "originals"), so the language is put back from a snapshot taken
+    before the launch instead: nothing the interpreter patched survives it.
     """
-    from triton.runtime.interpreter import InterpretedFunction
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction, _patch_lang
     from triton.runtime.jit import JITFunction
 
+    patched = (tl, tl.core, tl.tensor, tl.math, tl.core.tensor_descriptor_base)
+    saved = [dict(vars(obj)) for obj in patched]
     original = JITFunction.__call__
     cache: dict[int, Any] = {}
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         fn = cache.get(id(self))
         if fn is None:
+            _patch_lang(self.fn)  # undone with everything else after the launch
             fn = cache[id(self)] = InterpretedFunction(self.fn).rewrite()
         return fn(*args, **kwargs)
 
@@ -86,6 +90,16 @@ def _callees_interpreted() -> Iterator[None]:
         yield
     finally:
         JITFunction.__call__ = original
+        for obj, before in zip(patched, saved):
+            now = vars(obj)
+            for name in [k for k in now if k not in before]:
+                delattr(obj, name)
+            for name, value in before.items():
+                if now.get(name, _MISSING) is not value:
+                    setattr(obj, name, value)
+
+
+_MISSING = object()
 
 
 class InterpreterBackend:
