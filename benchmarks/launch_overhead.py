@@ -1,14 +1,15 @@
 """Per-call launch cost of tritonjit against the driver floor, measured in one run.
 
 For kernels with 4, 8 and 16 runtime arguments: a C loop of ``cuLaunchKernel`` on
-Triton's cubin (the floor, built here at run time), tritonjit's ``f[grid](...)`` and
-bound launcher, Triton's ``kernel[grid](...)`` and ``CompiledKernel.run``, and
-``torch.add(x, y, out=o)``. Each: N calls back to back, one synchronize, best of
-R repetitions, microseconds per call, and as a multiple of the floor. Every path
-launches on a non-blocking stream, as the floor does (torch's current stream is set
-to one). Rows starting "diag:" split tritonjit's cost: the native key alone (no
-launch), the plugin's C launcher called directly with the runtime arguments, torch's
-current-stream query f[grid] makes per call, and the launcher with that query.
+Triton's cubin (the floor, built here at run time and called in this process),
+tritonjit's ``f[grid](...)`` and bound launcher, Triton's ``kernel[grid](...)`` and
+``CompiledKernel.run``, and ``torch.add(x, y, out=o)``. Each: N calls back to back,
+one synchronize, microseconds per call, and as a multiple of the floor; the paths
+are timed in R interleaved rounds and each keeps its best. Every path launches on
+the same non-blocking stream (torch's current stream is set to it). Rows starting
+"diag:" split tritonjit's cost: the native key alone (no launch), f[grid] with the
+torch tensor reader switched off (tensors read by Python calls), and the plugin's C
+launcher called directly with the runtime arguments (it reads tensors through Python).
 
     python benchmarks/launch_overhead.py [--calls N] [--reps R] [--json FILE]
 """
@@ -55,53 +56,87 @@ def args16(X0, X1, X2, X3, X4, X5, X6, Out, n, a, b, c, d, e, f, g, BLOCK: tl.co
     tl.store(Out + offs, v + (a + b + c + d + e + f + g), mask=m)
 
 
-def per_call(fn: Callable[[], Any], calls: int, reps: int) -> float:
-    import torch
+class Rounds:
+    """Paths timed in interleaved rounds: each round times every path once (N calls
+    back to back, one synchronize), and each path keeps its best round. Noise on a
+    shared host then lands on all paths alike instead of on whichever ran last."""
 
-    for _ in range(200):
-        fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-    return best
+    def __init__(self, calls: int, reps: int) -> None:
+        self.calls, self.reps = calls, reps
+        self.paths: dict[str, Callable[[int], float]] = {}
+
+    def add(self, name: str, fn: Callable[[], Any]) -> None:
+        """A Python call, timed with perf_counter around the loop."""
+        import torch
+
+        def timed(n: int) -> float:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t0) / n * 1e6
+
+        self.paths[name] = timed
+
+    def add_timed(self, name: str, timed: Callable[[int], float]) -> None:
+        """A path that times itself (the C floor loop): n -> us per call."""
+        self.paths[name] = timed
+
+    def run(self) -> dict[str, float]:
+        for timed in self.paths.values():
+            timed(200)  # warm up: caches, allocator, driver
+        best = {name: float("inf") for name in self.paths}
+        for _ in range(self.reps):
+            for name, timed in self.paths.items():
+                best[name] = min(best[name], timed(self.calls))
+        return best
 
 
-def build_floor(tmp: str) -> str | None:
-    """Compile launch_floor_cuda.c against Triton's bundled cuda.h and the system libcuda."""
+def build_floor(tmp: str) -> Any:
+    """launch_floor_cuda.c as a shared library (Triton's bundled cuda.h, the system
+    libcuda), loaded into this process; None where it cannot be built."""
+    import ctypes
+
     from triton.backends.nvidia import driver as nv
 
-    exe = os.path.join(tmp, "launch_floor")
+    lib = os.path.join(tmp, "launch_floor.so")
     inc = os.path.join(os.path.dirname(nv.__file__), "include")
     libs = [f"-L{d}" for d in nv.libcuda_dirs()]
-    cmd = ["gcc", "-O2", os.path.join(HERE, "launch_floor_cuda.c"), "-I", inc, *libs, "-lcuda", "-o", exe]
+    cmd = ["gcc", "-O2", "-shared", "-fPIC", os.path.join(HERE, "launch_floor_cuda.c"), "-I", inc, *libs, "-lcuda",
+           "-o", lib]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print("floor: gcc failed:", p.stderr[-2000:], file=sys.stderr)
         return None
-    return exe
+    so = ctypes.CDLL(lib)
+    so.floor_setup.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint, ctypes.c_int,
+                               ctypes.c_char_p]
+    so.floor_run.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    so.floor_run.restype = ctypes.c_double
+    return so
 
 
-def run_floor(exe: str, ck: Any, spec: str, tmp: str, calls: int, reps: int) -> float | None:
-    cubin = os.path.join(tmp, f"{ck.name}.cubin")
-    with open(cubin, "wb") as fh:
-        fh.write(ck.asm["cubin"])
-    p = subprocess.run([exe, cubin, ck.name, str(ck.metadata.shared), str(ck.metadata.num_warps), spec,
-                        str(calls), str(reps)], capture_output=True, text=True)
-    for line in p.stdout.splitlines():
-        if line.startswith("RESULT"):
-            return float(line.split()[1])
-    print("floor failed:", p.stdout[-1000:], p.stderr[-1000:], file=sys.stderr)
-    return None
+def floor_path(so: Any, ck: Any, spec: str, stream: int) -> Callable[[int], float] | None:
+    """The C loop of cuLaunchKernel on ``ck``'s cubin, on ``stream``."""
+    image = ck.asm["cubin"]
+    rc = so.floor_setup(image, len(image), ck.name.encode(), ck.metadata.shared, ck.metadata.num_warps, spec.encode())
+    if rc != 0:
+        print(f"floor: setup failed with CUresult {rc}", file=sys.stderr)
+        return None
+
+    def timed(n: int) -> float:
+        us = so.floor_run(stream, n)
+        if us < 0:
+            raise RuntimeError(f"floor: cuLaunchKernel failed with CUresult {-us:.0f}")
+        return us
+
+    return timed
 
 
 def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
     import torch
     import tritonjit
+    from tritonjit import _native
 
     tritonjit.set_backend("cuda")
     n = 1024
@@ -117,16 +152,18 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
     results: dict[str, dict[str, float | None]] = {}
     with tempfile.TemporaryDirectory() as tmp, torch.cuda.stream(side):
         stream = side.cuda_stream
-        exe = build_floor(tmp)
+        so = build_floor(tmp)
         for nargs, (kernel, args, spec) in cases.items():
-            row: dict[str, float | None] = {}
+            rounds = Rounds(calls, reps)
             ck = kernel[grid](*args, BLOCK=1024)
             f = tritonjit.function(kernel)
             f[grid](*args, BLOCK=1024)
             bound = f.bind(grid, *args, BLOCK=1024)
             run = ck.run
             fn_handle, meta = ck.function, ck.packed_metadata
-            row["floor"] = run_floor(exe, ck, spec + "ss", tmp, calls, reps) if exe else None
+            floor = floor_path(so, ck, spec + "ss", stream) if so is not None else None
+            if floor is not None:
+                rounds.add_timed("floor", floor)
             # the calls are written out (no *args), as user code writes them
             ns = {f"a{i}": a for i, a in enumerate(args)}
             ns.update(f=f, grid=grid, bound=bound, kernel=kernel, run=run, stream=stream, fh=fn_handle, meta=meta)
@@ -135,28 +172,38 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
             def call(src: str) -> Callable[[], Any]:
                 return eval(f"lambda: {src}", ns)  # noqa: S307 - our own source text
 
-            row["tritonjit f[grid]"] = per_call(call(f"f[grid]({names}, BLOCK=1024)"), calls, reps)
-            row["tritonjit bound"] = per_call(call(f"bound({names})"), calls, reps)
-            row["triton kernel[grid]"] = per_call(call(f"kernel[grid]({names}, BLOCK=1024)"), calls, reps)
-            row["triton CompiledKernel.run"] = per_call(
-                call(f"run(1, 1, 1, stream, fh, meta, None, None, None, {names}, 1024)"), calls, reps)
+            rounds.add("tritonjit f[grid]", call(f"f[grid]({names}, BLOCK=1024)"))
+            rounds.add("tritonjit bound", call(f"bound({names})"))
+            rounds.add("triton kernel[grid]", call(f"kernel[grid]({names}, BLOCK=1024)"))
+            rounds.add("triton CompiledKernel.run", call(f"run(1, 1, 1, stream, fh, meta, None, None, None, {names}, 1024)"))
+            dispatch = _native.dispatch
             if f._dispatcher is not None:
                 ns["key"] = f._dispatcher.key
-                row["diag: native key only"] = per_call(call(f"key({names}, BLOCK=1024)"), calls, reps)
+                rounds.add("diag: native key only", call(f"key({names}, BLOCK=1024)"))
+                reader = dispatch.tensor_reader()
+                if reader is not None:
+                    fgrid = rounds.paths["tritonjit f[grid]"]
+
+                    def python_reads(n: int, fgrid: Callable[[int], float] = fgrid, reader: Any = reader) -> float:
+                        dispatch.set_tensor_reader(None)
+                        try:
+                            return fgrid(n)
+                        finally:
+                            dispatch.set_tensor_reader(reader)
+
+                    rounds.add_timed("diag: f[grid], tensors read through Python", python_reads)
+            (variant,) = f.variants()
+            launcher, rt, g3 = variant.launcher, variant.runtime_args((*args, 1024)), (1, 1, 1)
+            rounds.add("diag: C launcher call", lambda launcher=launcher, rt=rt: launcher(g3, stream, rt))
+            if nargs == 4:
+                x, y = ptrs[0], ptrs[1]
+                rounds.add("torch.add(out=)", lambda: torch.add(x, y, out=out))
+            row: dict[str, float | None] = dict(rounds.run())
+            row.setdefault("floor", None)
+            if f._dispatcher is not None:
                 stats = f._dispatcher.stats()
                 print(f"{nargs} args: dispatcher calls {stats}", file=sys.stderr)
                 row["diag: python fallbacks"] = float(stats["python"])
-            (variant,) = f.variants()
-            launcher, rt, g3 = variant.launcher, variant.runtime_args((*args, 1024)), (1, 1, 1)
-            row["diag: C launcher call"] = per_call(lambda: launcher(g3, stream, rt), calls, reps)
-            # what f[grid] adds to the row above on every call: torch's current stream
-            raw, dev = getattr(torch._C, "_cuda_getCurrentRawStream", None), torch.cuda.current_device()
-            if raw is not None:
-                row["diag: current stream (torch)"] = per_call(lambda: raw(dev), calls, reps)
-                row["diag: C launcher + current stream"] = per_call(lambda: launcher(g3, raw(dev), rt), calls, reps)
-            if nargs == 4:
-                x, y = ptrs[0], ptrs[1]
-                row["torch.add(out=)"] = per_call(lambda: torch.add(x, y, out=out), calls, reps)
             results[str(nargs)] = row
         torch.testing.assert_close(out, sum(ptrs[:7]) + 35)  # the last kernel ran
     return results
@@ -191,15 +238,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     import tritonjit
     from tritonjit import _native
+    from tritonjit._native import torch_reader
 
     results = measure(a.calls, a.reps)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-          f"tritonjit {tritonjit.__version__}, native dispatcher: {_native.reason}")
+          f"tritonjit {tritonjit.__version__}, native dispatcher: {_native.reason}, "
+          f"torch tensor reader: {torch_reader.reason}")
     print(table(results))
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": triton.__version__, "native": _native.reason, "calls": a.calls,
+                       "triton": triton.__version__, "native": _native.reason,
+                       "torch_reader": torch_reader.reason, "calls": a.calls,
                        "reps": a.reps, "us_per_call": results}, fh, indent=2)
     return 0
 

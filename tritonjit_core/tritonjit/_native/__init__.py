@@ -6,6 +6,10 @@ signature and its backend's SpecializationRules into the dispatcher's tables. Th
 pure-Python path in ``_function.py`` stays the reference: every call the C code does
 not handle with certainty (cache miss, unusual argument, any error) goes there.
 
+Tensor arguments are read through the torch tensor reader (``torch_reader.py``, a
+small C++ module built against torch on first use) where it is available, else
+through Python calls.
+
 ``TRITONJIT_NO_NATIVE=1`` turns the native path off.
 """
 
@@ -63,10 +67,25 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
 
     from .._registry import registry
 
+    install_tensor_reader()
     return dispatch.Dispatcher(
         fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
         backend.current_device, backend.current_stream, registry, backend, device_mode, _NO_DEFAULT,
     )
+
+
+def install_tensor_reader() -> bool:
+    """Hand the torch tensor reader to the dispatcher (built on first use; see
+    torch_reader.py). False where the dispatcher keeps reading tensors through Python."""
+    if dispatch is None:
+        return False
+    if dispatch.tensor_reader() is None:
+        from . import torch_reader
+
+        cap = torch_reader.load()
+        if cap is not None:
+            dispatch.set_tensor_reader(cap)
+    return dispatch.tensor_reader() is not None
 
 
 def _pointer_tokens(dtype: Any, const: bool) -> tuple[str, str] | None:

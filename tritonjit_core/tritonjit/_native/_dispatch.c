@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "tritonjit_launch.h"
+#include "tritonjit_tensor.h"
 
 #define MAXP 64   /* kernels with more parameters take the Python path */
 #define MAXOPT 8  /* launch options (num_warps=...) handled natively */
@@ -33,6 +34,10 @@ enum {
   F_CONSTEXPR = 1, F_ALIGN = 2, F_EQ1 = 4, F_CONST_PTR = 8, F_ANN_FIXED = 16, F_ANN_REMAP = 32,
 };
 enum { T_I32, T_I32D, T_I64, T_I64D, T_U64, T_U64D, T_I32_1, T_FP32, T_U1, T_NULLOPT, T_COUNT };
+
+/* reads tensors without Python calls when set (set_tensor_reader); NULL: through Python */
+static const tj_tensor_reader *g_reader = NULL;
+static PyObject *g_reader_capsule = NULL;
 
 static PyObject *s_data_ptr, *s_dtype, *s_get_device, *s_stream, *s_current, *s_native, *s_py_getitem;
 
@@ -219,6 +224,51 @@ static PyObject *dtype_of(Dispatcher *d, PyObject *v) {
   return PyObject_GetAttr(v, s_dtype);
 }
 
+/* ``v.data_ptr()`` and, unless dtype is NULL, ``v.dtype`` through Python (no tensor
+ * reader, or it declined). 0 with *dtype a new reference; -1 (no error set): take
+ * the Python path. */
+static int read_by_python(Dispatcher *d, PyObject *v, uint64_t *ptr, PyObject **dtype) {
+  PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1, NULL);
+  if (p == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  *ptr = PyLong_AsUnsignedLongLong(p);
+  Py_DECREF(p);
+  if (*ptr == (uint64_t)-1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return -1;
+  }
+  if (dtype == NULL) return 0;
+  *dtype = dtype_of(d, v);
+  if (*dtype == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  return 0;
+}
+
+/* ``v.get_device()`` through Python, remembered for the last object and pointer of
+ * this parameter; -1 (no error set) for a CPU tensor or any error. */
+static int device_by_python(ParamSpec *ps, PyObject *v, uint64_t ptr) {
+  if ((uintptr_t)v == ps->last_obj && ptr == ps->last_ptr && ptr != 0) return ps->last_dev;
+  PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
+  if (g == NULL) {
+    PyErr_Clear();
+    return -1;
+  }
+  long dev = PyLong_AsLong(g);
+  Py_DECREF(g);
+  if (dev < 0 || dev > INT32_MAX) {
+    PyErr_Clear();
+    return -1;
+  }
+  ps->last_obj = (uintptr_t)v;
+  ps->last_ptr = ptr;
+  ps->last_dev = (int)dev;
+  return (int)dev;
+}
+
 /* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
 static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
   ParamSpec *ps = &d->ps[i];
@@ -240,53 +290,35 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
     a->kind = TJ_ARG_NONE;
     tok = d->tok[T_NULLOPT];
   } else {
-    PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1, NULL);
-    if (p == NULL) {
-      PyErr_Clear();
-      return NULL;
-    }
-    uint64_t ptr = PyLong_AsUnsignedLongLong(p);
-    Py_DECREF(p);
-    if (ptr == (uint64_t)-1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return NULL;
+    PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
+    int dev = -1, own_dtype = 0;
+    uint64_t ptr;
+    if (g_reader == NULL || g_reader->read(v, &ptr, &dtype, &dev) != 0) {
+      if (read_by_python(d, v, &ptr, (ps->flags & F_ANN_FIXED) ? NULL : &dtype) < 0) return NULL;
+      own_dtype = dtype != NULL;
+      dev = -1;
     }
     a->kind = TJ_ARG_PTR;
     a->v.u = ptr;
-    if (d->device_mode) {
-      long dev;
-      if ((uintptr_t)v == ps->last_obj && ptr == ps->last_ptr && ptr != 0) {
-        dev = ps->last_dev;
-      } else {
-        PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
-        if (g == NULL) {
-          PyErr_Clear();
-          return NULL;
-        }
-        dev = PyLong_AsLong(g);
-        Py_DECREF(g);
-        if (dev < 0) { /* a CPU tensor (or an error): the Python path says which */
-          PyErr_Clear();
-          return NULL;
-        }
-        ps->last_obj = (uintptr_t)v;
-        ps->last_ptr = ptr;
-        ps->last_dev = (int)dev;
-      }
-      if (*device < 0)
-        *device = (int)dev;
-      else if (*device != dev)
-        return NULL; /* tensors on two devices */
+    if (d->device_mode && dev < 0 && (dev = device_by_python(ps, v, ptr)) < 0) {
+      if (own_dtype) Py_DECREF(dtype);
+      return NULL; /* a CPU tensor (or an error): the Python path says which */
     }
-    if (ps->flags & F_ANN_FIXED) return ps->ann;
-    PyObject *dtype = dtype_of(d, v);
-    if (dtype == NULL) {
-      PyErr_Clear();
-      return NULL;
+    if (d->device_mode) {
+      if (*device < 0)
+        *device = dev;
+      else if (*device != dev) {
+        if (own_dtype) Py_DECREF(dtype);
+        return NULL; /* tensors on two devices */
+      }
+    }
+    if (ps->flags & F_ANN_FIXED) {
+      if (own_dtype) Py_DECREF(dtype);
+      return ps->ann; /* the annotation decides the token */
     }
     PyObject *t16, *t;
     int r = ptr_tokens(d, ps, dtype, &t16, &t);
-    Py_DECREF(dtype);
+    if (own_dtype) Py_DECREF(dtype);
     if (r < 0) return NULL;
     tok = ((ps->flags & F_ALIGN) && ptr % (uint64_t)d->div == 0) ? t16 : t;
   }
@@ -1192,7 +1224,45 @@ static PyTypeObject RecorderType = {
     .tp_doc = "Records launches (tests of the native path without an accelerator).",
 };
 
-static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_dispatch", NULL, -1, NULL};
+/* ---- module functions ------------------------------------------------------------------ */
+static PyObject *set_tensor_reader(PyObject *mod, PyObject *cap) {
+  if (cap == Py_None) {
+    g_reader = NULL;
+    Py_CLEAR(g_reader_capsule);
+    Py_RETURN_NONE;
+  }
+  const tj_tensor_reader *r = PyCapsule_GetPointer(cap, TJ_TENSOR_READER_CAPSULE);
+  if (r == NULL) return NULL;
+  if (r->abi != TJ_TENSOR_READER_ABI || r->read == NULL)
+    return PyErr_Format(PyExc_ValueError, "tensor reader ABI %d, expected %d", r->abi, TJ_TENSOR_READER_ABI);
+  Py_INCREF(cap);
+  Py_XSETREF(g_reader_capsule, cap);
+  g_reader = r;
+  Py_RETURN_NONE;
+}
+
+static PyObject *get_tensor_reader(PyObject *mod, PyObject *unused) {
+  return Py_NewRef(g_reader_capsule ? g_reader_capsule : Py_None);
+}
+
+/* read_tensor(t) -> (data pointer, dtype, device) as the reader sees t, or None where
+ * it declines (tests compare it with t.data_ptr(), t.dtype, t.get_device()). */
+static PyObject *read_tensor(PyObject *mod, PyObject *v) {
+  uint64_t ptr;
+  PyObject *dtype;
+  int dev;
+  if (g_reader == NULL || g_reader->read(v, &ptr, &dtype, &dev) != 0) Py_RETURN_NONE;
+  return Py_BuildValue("(KOi)", (unsigned long long)ptr, dtype, dev);
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_tensor_reader", set_tensor_reader, METH_O,
+     "set_tensor_reader(capsule or None): read tensor arguments through this reader (tritonjit_tensor.h)"},
+    {"tensor_reader", get_tensor_reader, METH_NOARGS, "the reader's capsule in use, or None"},
+    {"read_tensor", read_tensor, METH_O, "read_tensor(t) -> (data_ptr, dtype, device) by the reader, or None"},
+    {NULL}};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_dispatch", NULL, -1, module_methods};
 
 PyMODINIT_FUNC PyInit__dispatch(void) {
 #define INTERN(var, text) \

@@ -60,7 +60,24 @@ def collect() -> dict[str, Any]:
         "backends": backends,
         "broken_plugins": [{"name": b.name, "distribution": b.dist, "reason": b.reason} for b in registry.broken],
         "cache_dir": cache_dir(),
+        "native": native_status(),
     }
+
+
+def native_status() -> dict[str, str]:
+    """The C launch path: the dispatcher, and the torch tensor reader it uses."""
+    from tritonjit import _native
+
+    reader = "-"
+    if _native.available():
+        try:
+            import torch  # noqa: F401 - the reader is built against it
+        except ImportError:
+            pass
+        from tritonjit._native import torch_reader
+
+        reader = torch_reader.status()
+    return {"dispatcher": _native.reason, "torch_reader": reader}
 
 
 def cache_dir() -> str:
@@ -80,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"tritonjit {info['tritonjit']}  (python {info['python']}, triton {info['triton']}, torch {info['torch']})")
     print(f"active backend: {info['active_backend']}")
-    print(f"cache dir: {info['cache_dir']}\n")
+    print(f"cache dir: {info['cache_dir']}")
+    print(f"native dispatcher: {info['native']['dispatcher']}; torch tensor reader: {info['native']['torch_reader']}\n")
     rows = []
     for b in info["backends"]:
         devs = ", ".join(d["target"] for d in b["devices"]) or "-"

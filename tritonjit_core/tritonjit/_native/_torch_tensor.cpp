@@ -1,0 +1,51 @@
+// tritonjit._native._torch_tensor: the tensor reader (tritonjit_tensor.h) for torch.
+//
+// Built on first use against the installed torch (see torch_reader.py), as Triton
+// builds its launchers: torch's headers are not there when tritonjit-core is built.
+// Reading a tensor's fields through torch's C++ API costs a few nanoseconds, where
+// the Python calls data_ptr() and .dtype cost about a hundred (argument parsing,
+// the __torch_function__ check, boxing the pointer in a Python int).
+#include <Python.h>
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include "tritonjit_tensor.h"
+
+namespace {
+
+int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
+  // Exact torch.Tensor / nn.Parameter only: a subclass may override data_ptr or
+  // __torch_function__, and an active torch-function mode sees every Python call.
+  if (!THPVariable_CheckExact(v) || at::impl::torch_function_mode_enabled()) return 1;
+  try {
+    const at::Tensor& t = THPVariable_Unpack(v);
+    if (!t.defined() || !t.has_storage()) return 1;
+    *ptr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));  // as Tensor.data_ptr()
+    *dtype = reinterpret_cast<PyObject*>(torch::getTHPDtype(t.scalar_type()));
+    *device = static_cast<int>(t.get_device());
+    return 0;
+  } catch (...) {  // nothing may cross into C; the Python path reports the error
+    return 1;
+  }
+}
+
+const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_tensor",
+                       "tritonjit's tensor reader for torch (see tritonjit_tensor.h)", -1, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__torch_tensor(void) {
+  PyObject* m = PyModule_Create(&kModule);
+  if (m == nullptr) return nullptr;
+  PyObject* cap = PyCapsule_New(const_cast<tj_tensor_reader*>(&kReader), TJ_TENSOR_READER_CAPSULE, nullptr);
+  if (cap == nullptr || PyModule_AddObject(m, "reader", cap) < 0) {
+    Py_XDECREF(cap);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  return m;
+}
