@@ -300,9 +300,12 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
 
 
-# Hot paths: same dtype (fp32/fp16/bf16), same size, contiguous, one device, no out=.
-# Every check below is one C attribute call; the kernel gets positional runtime
-# arguments and literal constexprs, the cheapest call for the native dispatcher.
+# Hot paths: same dtype (fp32/fp16/bf16), same shape, contiguous, no out=. Every check
+# below is one C attribute call; the kernel gets positional runtime arguments and
+# literal constexprs, the cheapest call for the native dispatcher. Devices are not
+# compared up front (two torch.device objects cost more than the launch's own key):
+# the dispatcher refuses tensors on two devices, and the message is then torch's.
+# Empty operands launch nothing and are checked here.
 _FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
 _fast_upcast = _FAST_UPCAST.get
 _empty_like = torch.empty_like
@@ -312,12 +315,18 @@ def _make_binary(op: str, doc: str):
     def fn(x, y, *, out: Tensor | None = None) -> Tensor:
         if out is None and x.__class__ is Tensor and y.__class__ is Tensor:
             up = _fast_upcast(x.dtype)
-            if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
-                    and x.is_same_size(y) and x.device == y.device):
+            if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
+                    and y.is_contiguous()):
                 o = _empty_like(x)
                 n = x.numel()
                 if n:
-                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
+                    try:
+                        _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
+                    except Exception:
+                        check_same_device(op, x, y)  # torch's message where the devices differ
+                        raise
+                else:
+                    check_same_device(op, x, y)
                 return o
         return _binary(op, x, y, 1, out)
 
@@ -330,12 +339,18 @@ def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x + alpha * y with broadcasting and aten's type promotion."""
     if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
         up = _fast_upcast(x.dtype)
-        if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
-                and x.is_same_size(y) and x.device == y.device):
+        if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
+                and y.is_contiguous()):
             o = _empty_like(x)
             n = x.numel()
             if n:
-                _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="add", BLOCK=1024, UPCAST=up)
+                try:
+                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="add", BLOCK=1024, UPCAST=up)
+                except Exception:
+                    check_same_device("add", x, y)  # torch's message where the devices differ
+                    raise
+            else:
+                check_same_device("add", x, y)
             return o
     return _binary("add", x, y, alpha, out)
 
@@ -344,12 +359,18 @@ def sub(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x - alpha * y with broadcasting and aten's type promotion."""
     if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
         up = _fast_upcast(x.dtype)
-        if (up is not None and y.dtype is x.dtype and x.is_contiguous() and y.is_contiguous()
-                and x.is_same_size(y) and x.device == y.device):
+        if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
+                and y.is_contiguous()):
             o = _empty_like(x)
             n = x.numel()
             if n:
-                _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="sub", BLOCK=1024, UPCAST=up)
+                try:
+                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="sub", BLOCK=1024, UPCAST=up)
+                except Exception:
+                    check_same_device("sub", x, y)  # torch's message where the devices differ
+                    raise
+            else:
+                check_same_device("sub", x, y)
             return o
     return _binary("sub", x, y, alpha, out)
 

@@ -186,6 +186,16 @@ def test_bad_device():
         T.mul(x[None].expand(2, 3), y)
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "maximum"])
+def test_bad_device_on_the_fast_path(op):
+    """Same shape, dtype and contiguity (the hot path, which does not compare devices up
+    front): still torch's message, also for empty operands."""
+    for n in (3, 0):
+        x, y = torch.randn(n), torch.randn(n, device="meta")
+        with pytest.raises(RuntimeError, match="same device"):
+            getattr(T, op)(x, y)
+
+
 def test_bad_gelu_approximate():
     with pytest.raises(RuntimeError, match="approximate"):
         T.gelu(torch.randn(3), "fast")
@@ -202,3 +212,17 @@ def test_gpu_pointwise(dtype):
     for op, ref in UNARY.items():
         v = x.abs() + 0.01 if op in ("log", "sqrt", "rsqrt") else x
         close(getattr(T, op)(v), ref(v))
+
+
+@pytest.mark.gpu
+def test_gpu_bad_device_on_the_fast_path():
+    x = torch.randn(1024, device="cuda")
+    for y in (torch.randn(1024), x.new_empty(0).cpu()):
+        x_ = x if y.numel() else x[:0]
+        with pytest.raises(RuntimeError, match="same device"):
+            T.add(x_, y)
+        with pytest.raises(RuntimeError, match="same device"):
+            T.mul(y, x_)
+    if torch.cuda.device_count() > 1:
+        with pytest.raises(RuntimeError, match="same device"):
+            T.add(x, x.to("cuda:1"))

@@ -39,6 +39,9 @@ enum { T_I32, T_I32D, T_I64, T_I64D, T_U64, T_U64D, T_I32_1, T_FP32, T_U1, T_NUL
 static const tj_tensor_reader *g_reader = NULL;
 static PyObject *g_reader_capsule = NULL;
 
+/* constexpr keys of True and False, as _specialize._constexpr_key makes them: (bool, v) */
+static PyObject *g_ck_true, *g_ck_false;
+
 static PyObject *s_data_ptr, *s_dtype, *s_get_device, *s_stream, *s_current, *s_native, *s_py_getitem;
 
 typedef struct {
@@ -422,6 +425,17 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
       k->args[i].obj = v;
       if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || v == Py_None) {
         k->kel[i] = v;
+      } else if (PyBool_Check(v)) {
+        k->kel[i] = v == Py_True ? g_ck_true : g_ck_false;
+      } else if (PyFloat_CheckExact(v)) {
+        PyObject *key = PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v);
+        if (key == NULL) {
+          PyErr_Clear();
+          keyed_release(d, k, i);
+          return 1;
+        }
+        k->kel[i] = key;
+        k->own[i] = 1;
       } else {
         PyObject *key = PyObject_CallOneArg(d->ck_fn, v);
         if (key == NULL) {
@@ -1271,6 +1285,8 @@ PyMODINIT_FUNC PyInit__dispatch(void) {
   INTERN(s_stream, "stream") INTERN(s_current, "_current") INTERN(s_native, "native")
   INTERN(s_py_getitem, "_py_getitem")
 #undef INTERN
+  if (!(g_ck_true = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_True))) return NULL;
+  if (!(g_ck_false = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_False))) return NULL;
   if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&GridLaunchType) < 0 || PyType_Ready(&BoundLaunchType) < 0 ||
       PyType_Ready(&KernelBaseType) < 0 || PyType_Ready(&RecorderType) < 0)
     return NULL;
