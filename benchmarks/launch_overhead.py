@@ -22,11 +22,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from typing import Any, Callable
 
 import triton
 import triton.language as tl
+from _timing import Rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -54,42 +54,6 @@ def args16(X0, X1, X2, X3, X4, X5, X6, Out, n, a, b, c, d, e, f, g, BLOCK: tl.co
     v += tl.load(X3 + offs, mask=m) + tl.load(X4 + offs, mask=m) + tl.load(X5 + offs, mask=m)
     v += tl.load(X6 + offs, mask=m)
     tl.store(Out + offs, v + (a + b + c + d + e + f + g), mask=m)
-
-
-class Rounds:
-    """Paths timed in interleaved rounds: each round times every path once (N calls
-    back to back, one synchronize), and each path keeps its best round. Noise on a
-    shared host then lands on all paths alike instead of on whichever ran last."""
-
-    def __init__(self, calls: int, reps: int) -> None:
-        self.calls, self.reps = calls, reps
-        self.paths: dict[str, Callable[[int], float]] = {}
-
-    def add(self, name: str, fn: Callable[[], Any]) -> None:
-        """A Python call, timed with perf_counter around the loop."""
-        import torch
-
-        def timed(n: int) -> float:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            torch.cuda.synchronize()
-            return (time.perf_counter() - t0) / n * 1e6
-
-        self.paths[name] = timed
-
-    def add_timed(self, name: str, timed: Callable[[int], float]) -> None:
-        """A path that times itself (the C floor loop): n -> us per call."""
-        self.paths[name] = timed
-
-    def run(self) -> dict[str, float]:
-        for timed in self.paths.values():
-            timed(200)  # warm up: caches, allocator, driver
-        best = {name: float("inf") for name in self.paths}
-        for _ in range(self.reps):
-            for name, timed in self.paths.items():
-                best[name] = min(best[name], timed(self.calls))
-        return best
 
 
 def build_floor(tmp: str) -> Any:
@@ -154,7 +118,7 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
         stream = side.cuda_stream
         so = build_floor(tmp)
         for nargs, (kernel, args, spec) in cases.items():
-            rounds = Rounds(calls, reps)
+            rounds = Rounds(calls, reps, torch.cuda.synchronize)
             ck = kernel[grid](*args, BLOCK=1024)
             f = tritonjit.function(kernel)
             f[grid](*args, BLOCK=1024)

@@ -3,7 +3,8 @@
     python benchmarks/ops.py [--json FILE] [--quick]
 
 small: host-bound latency of tiny calls, us/call (N back-to-back calls, one
-synchronize, best of several), through the direct entry and through torch.ops.
+synchronize; torch eager, the direct entry and torch.ops timed in interleaved
+rounds, each keeping its best).
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,6 +26,7 @@ for sub in ("operators", "tritonjit_core"):
         sys.path.insert(0, str(_ROOT / sub))
 
 import tritonjit_ops as T  # noqa: E402
+from _timing import Rounds  # noqa: E402
 
 F = torch.nn.functional
 
@@ -33,20 +34,6 @@ F = torch.nn.functional
 def _sync(dev: str) -> None:
     if dev == "cuda":
         torch.cuda.synchronize()
-
-
-def per_call_us(fn, dev: str, n: int = 10000, reps: int = 5) -> float:
-    for _ in range(min(n, 100)):
-        fn()
-    _sync(dev)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        _sync(dev)
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-    return best
 
 
 def small_cases(dev: str, n: int, reps: int) -> list[dict]:
@@ -63,9 +50,12 @@ def small_cases(dev: str, n: int, reps: int) -> list[dict]:
     ]
     rows = []
     for name, eager, direct, op in cases:
-        te = per_call_us(eager, dev, n, reps)
-        td = per_call_us(direct, dev, n, reps)
-        to = per_call_us(op, dev, n, reps)
+        rounds = Rounds(n, reps, lambda: _sync(dev))
+        rounds.add("eager", eager)
+        rounds.add("direct", direct)
+        rounds.add("ops", op)
+        t = rounds.run(warmup=min(n, 100))
+        te, td, to = t["eager"], t["direct"], t["ops"]
         rows.append(dict(case=name, unit="us/call", torch=te, direct=td, torch_ops=to,
                          ratio_direct=td / te, ratio_torch_ops=to / te))
     return rows

@@ -24,9 +24,12 @@ Tensor = torch.Tensor
 def _reduce_kernel(
     x, out, idx_in, idx_out, K, R, CHUNK, sO, sK, sR, divisor,
     OP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
-    HAS_IDX_IN: tl.constexpr, FINAL: tl.constexpr,
+    HAS_IDX_IN: tl.constexpr, FINAL: tl.constexpr, EVEN: tl.constexpr = False,
 ):
-    """OP in sum/mean/amax/amin/argmax/argmin. Writes out[(o*nsplit + z)*K + k]."""
+    """OP in sum/mean/amax/amin/argmax/argmin. Writes out[(o*nsplit + z)*K + k].
+
+    EVEN: the tiles cover K and R exactly in one split, so loads need no mask (wide,
+    unpredicated loads: what a bandwidth-bound row reduction needs)."""
     o = tl.program_id(0).to(tl.int64)
     kb = tl.program_id(1)
     z = tl.program_id(2)
@@ -59,10 +62,16 @@ def _reduce_kernel(
         m = kmask[:, None] & ((rs < R) & (rs < r_end))[None, :]
         offs = ks[:, None].to(tl.int64) * sK + rs[None, :].to(tl.int64) * sR
         if OP == "sum" or OP == "mean":
-            v = tl.load(base + offs, mask=m, other=0)
+            if EVEN:
+                v = tl.load(base + offs)
+            else:
+                v = tl.load(base + offs, mask=m, other=0)
             acc += v.to(AT)
         else:
-            v = tl.where(m, tl.load(base + offs, mask=m).to(MT), IDENT)
+            if EVEN:
+                v = tl.load(base + offs).to(MT)
+            else:
+                v = tl.where(m, tl.load(base + offs, mask=m).to(MT), IDENT)
             if OP == "amax":
                 acc = tl.maximum(acc, v)
                 nan = nan | (v != v)
@@ -163,9 +172,10 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
     is_arg = op in ("argmax", "argmin")
     divisor = float(r)
     if split == 1:
+        even = k % block_k == 0 and r % block_r == 0
         _reduce[(o, nk, 1)](x, out, x, idx_out if is_arg else out, k, r, r, sO, sK, sR, divisor,
                             OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
-                            num_warps=warps)
+                            EVEN=even, num_warps=warps)
         return
     chunk = cdiv(cdiv(r, split), block_r) * block_r
     split = cdiv(r, chunk)
