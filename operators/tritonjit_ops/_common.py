@@ -32,13 +32,14 @@ INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def jit(kernel: Callable) -> object:
+def jit(kernel: Callable, key_buckets: dict | None = None) -> object:
     """The tritonjit launcher for ``kernel`` (one cached instance per kernel).
 
     Every launch in this package goes through the returned object,
     ``jit(k)[grid](...)``; never ``k[grid]``, which is Triton's slower path.
+    ``key_buckets`` is passed to ``tritonjit.function`` (autotuned kernels).
     """
-    return tritonjit.function(kernel)
+    return tritonjit.function(kernel, key_buckets=key_buckets)
 
 
 def is_cuda_like(t: torch.Tensor) -> bool:

@@ -4,6 +4,13 @@ One batched kernel with grouped tile order (for L2 reuse). M/N edges wrap with
 a modulo instead of masking the loads, and the K loop is unmasked when
 BLOCK_K divides K, which keeps the inner loop identical to the dense case.
 fp32 inputs use IEEE products unless torch allows TF32, matching torch.mm.
+
+On a GPU, problems of at least ``TUNE_MIN_WORK`` multiply-adds are autotuned per
+device through tritonjit (``_mm_tuned``): the key is (M, N, K) rounded up to powers
+of two, the precision and the dtypes, so nearby shapes share one tuned config, and
+the choice is stored on disk. ``_prune`` leaves only the configs that fit the dtype
+and the problem. Smaller problems (tuning would cost more than it saves) and the CPU
+interpreter use the hand-picked config of ``_config`` and the untuned ``_mm``.
 """
 from __future__ import annotations
 
@@ -69,9 +76,60 @@ def _mm_kernel(
 
 _mm = jit(_mm_kernel)
 
+#: problems with fewer multiply-adds (batch * M * N * K) than this are not tuned
+TUNE_MIN_WORK = 1 << 24
+
+
+def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8},
+                         num_warps=warps, num_stages=stages)
+
+
+#: Hopper/Ampere tiles, _config's hand-picked defaults among them. BLOCK_K * element size
+#: is 128 bytes: BLOCK_K 64 for fp16/bf16 (the first six), 32 for fp32 (the last three)
+MM_CONFIGS = [
+    _cfg(128, 256, 64, 8, 3), _cfg(64, 64, 64, 4, 4), _cfg(128, 128, 64, 4, 4), _cfg(256, 128, 64, 8, 3),
+    _cfg(64, 128, 64, 4, 4), _cfg(128, 64, 64, 4, 4),
+    _cfg(128, 128, 32, 8, 3), _cfg(64, 128, 32, 4, 4), _cfg(64, 64, 32, 4, 4),
+]
+
+
+def _prune(configs: list, nargs: dict, **kwargs) -> list:
+    """early_config_prune of _mm_tuned: keep the configs
+
+    - made for the dtype: BLOCK_K * element size == 128 bytes;
+    - whose tile is not much larger than the problem: BLOCK_M <= next_pow2(M) and
+      BLOCK_N <= next_pow2(N) (the smallest tile always passes);
+    - that make enough programs: at least half of min(most tiles any config makes, 128),
+      so a problem that fills few SMs does not try the big tiles.
+
+    A problem just above TUNE_MIN_WORK keeps 1-3 configs; 8192^3 keeps all 6 of its dtype.
+    """
+    m, n = nargs["M"], nargs["N"]
+    size = nargs["a"].element_size()
+    mine = [c for c in configs if c.kwargs["BLOCK_K"] * size == 128] or list(configs)
+    min_m = min(c.kwargs["BLOCK_M"] for c in mine)
+    min_n = min(c.kwargs["BLOCK_N"] for c in mine)
+    fits = [c for c in mine if c.kwargs["BLOCK_M"] <= max(min_m, next_pow2(m))
+            and c.kwargs["BLOCK_N"] <= max(min_n, next_pow2(n))] or mine[-1:]
+
+    def tiles(c: triton.Config) -> int:
+        return cdiv(m, c.kwargs["BLOCK_M"]) * cdiv(n, c.kwargs["BLOCK_N"])
+
+    enough = min(max(tiles(c) for c in fits), 128) / 2
+    return [c for c in fits if tiles(c) >= enough]
+
+
+_mm_tuned = jit(
+    triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "PRECISION"],
+                    prune_configs_by={"early_config_prune": _prune})(
+        triton.heuristics({"EVEN_K": lambda a: a["K"] % a["BLOCK_K"] == 0})(_mm_kernel)),
+    key_buckets={"M": "log2", "N": "log2", "K": "log2"},
+)
+
 
 def _config(on_gpu: bool, dtype: torch.dtype, m: int, n: int, k: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); per-device autotuning can refine this."""
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of the untuned path (CPU, small problems)."""
     if not on_gpu:
         return 16, 16, 16, 1, 1
     if dtype == torch.float32:
@@ -108,18 +166,29 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
     if k == 0:
         c.zero_() if bias is None else c.copy_(bias.expand_as(c) * beta)
         return c
-    bm, bn, bk, warps, stages = _config(a.device.type != "cpu", a.dtype, m, n, k)
-    if a.device.type == "cpu":  # small tiles keep the interpreter fast; don't over-pad tiny problems
-        bm, bn, bk = (max(16, min(x, next_pow2(d))) for x, d in ((32, m), (32, n), (32, k)))
+    on_gpu = a.device.type != "cpu"
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    args = (a, b, c, bias if bias is not None else c, m, n, k,
+            a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
+            c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta)
+    dot_f32 = not on_gpu and a.dtype == torch.bfloat16
+    if _tuned(a, bsz * m * n * k):  # config tuned per device; EVEN_K follows the chosen BLOCK_K
+        _mm_tuned[lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]), bsz)](
+            *args, HAS_BIAS=bias is not None, SCALE=scale, PRECISION=_precision(a.dtype), DOT_F32=dot_f32)
+        return c
+    bm, bn, bk, warps, stages = _config(on_gpu, a.dtype, m, n, k)
+    if not on_gpu:  # small tiles keep the interpreter fast; don't over-pad tiny problems
+        bm, bn, bk = (max(16, min(x, next_pow2(d))) for x, d in ((32, m), (32, n), (32, k)))
     grid = (cdiv(m, bm) * cdiv(n, bn), bsz)
-    _mm[grid](a, b, c, bias if bias is not None else c, m, n, k,
-              a.stride(0), a.stride(1), a.stride(2), b.stride(0), b.stride(1), b.stride(2),
-              c.stride(0), c.stride(1), c.stride(2), si[0], si[1], alpha, beta,
-              HAS_BIAS=bias is not None, SCALE=scale, EVEN_K=k % bk == 0, PRECISION=_precision(a.dtype),
-              DOT_F32=a.device.type == "cpu" and a.dtype == torch.bfloat16,
-              BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    _mm[grid](*args, HAS_BIAS=bias is not None, SCALE=scale, EVEN_K=k % bk == 0, PRECISION=_precision(a.dtype),
+              DOT_F32=dot_f32, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
+
+
+def _tuned(a: Tensor, work: int) -> bool:
+    """Whether a launch takes the autotuned kernel: on a device, with at least TUNE_MIN_WORK
+    multiply-adds (the interpreter never does: its tiles stay small and it never tunes)."""
+    return a.device.type != "cpu" and work >= TUNE_MIN_WORK
 
 
 def mm(a: Tensor, b: Tensor) -> Tensor:

@@ -185,3 +185,93 @@ def test_passing_a_tuned_parameter_is_a_clear_error(tuning):
     x, acc, io = _args(64)
     with pytest.raises(tritonjit.ArgumentError, match="accumulate.*BLOCK"):
         f[(1,)](x, acc, io, 64, BLOCK=64)
+
+
+# ---- key buckets (tritonjit.function(kernel, key_buckets=...)) ------------------------------------------
+LOG2 = {"n": "log2"}
+
+
+def _launch(f, n, seen):
+    x, acc, io = _args(n)
+    f[_grid_recorder(seen)](x, acc, io, n)
+    return acc, x
+
+
+def test_key_buckets_one_tuning_per_bucket(tuning):
+    f = tritonjit.function(make_kernels(), key_buckets=LOG2)
+    seen = []
+    acc, x = _launch(f, 200, seen)
+    assert tuning == [32, 64, 128] and seen[-1]["BLOCK"] == 64
+    torch.testing.assert_close(acc, x)
+    _launch(f, 256, seen)  # 200 and 256 are both in the 256 bucket: tuned once
+    _launch(f, 129, seen)
+    assert tuning == [32, 64, 128] and seen[-1]["BLOCK"] == 64 and seen[-1]["n"] == 129
+    _launch(f, 257, seen)  # the 512 bucket: tuned again
+    assert tuning == [32, 64, 128] * 2
+    assert len(_autotune.tuner_of(f).chosen) == 2
+
+
+def test_key_buckets_persist_and_are_part_of_the_store_identity(tuning):
+    seen = []
+    _launch(tritonjit.function(make_kernels(), key_buckets=LOG2), 200, seen)
+    folder = os.path.join(_autotune.cache_root(), "autotune")
+    (bucketed,) = [n for n in os.listdir(folder) if n.endswith(".json")]
+    with open(os.path.join(folder, bucketed)) as fh:
+        assert list(json.load(fh)["entries"]) == [repr((256, "torch.float32", "torch.float32", "torch.float32"))]
+    # a new process: a fresh Tuner reads the bucket's choice for another n of that bucket
+    _autotune._tuners.clear()
+    _launch(tritonjit.function(make_kernels(), key_buckets=LOG2), 250, seen)
+    assert tuning == [32, 64, 128] and seen[-1]["BLOCK"] == 64
+    # the same kernel without buckets, or with another strategy, starts a fresh store
+    _launch(tritonjit.function(make_kernels()), 256, seen)
+    _launch(tritonjit.function(make_kernels(), key_buckets={"n": lambda v: v // 100}), 256, seen)
+    assert tuning == [32, 64, 128] * 3
+    assert len([n for n in os.listdir(folder) if n.endswith(".json")]) == 3
+
+
+def test_key_buckets_callable_strategy(tuning):
+    f = tritonjit.function(make_kernels(), key_buckets={"n": lambda v: v >= 256})
+    seen = []
+    for n in (64, 100, 256, 1000):
+        _launch(f, n, seen)
+    assert tuning == [32, 64, 128] * 2
+
+
+def test_key_buckets_bad_input_names_kernel_and_parameter():
+    with pytest.raises(tritonjit.ArgumentError, match="parameter 'n' of kernel 'accumulate'.*unknown key bucket "
+                       "strategy 'log3'"):
+        tritonjit.function(make_kernels(), key_buckets={"n": "log3"})
+    with pytest.raises(tritonjit.ArgumentError, match="parameter 'x' of kernel 'accumulate'.*not in the "
+                       r"@triton.autotune key \['n'\]"):
+        tritonjit.function(make_kernels(), key_buckets={"x": "log2"})
+    with pytest.raises(tritonjit.ArgumentError, match="parameter 'n'.*callable"):
+        tritonjit.function(make_kernels(), key_buckets={"n": 2})
+    with pytest.raises(tritonjit.ArgumentError, match="kernel 'accumulate'.*needs an @triton.autotune"):
+        tritonjit.function(make_kernels().fn.fn, key_buckets=LOG2)
+    kernel = make_kernels()
+    f = tritonjit.function(kernel, key_buckets=LOG2)
+    assert tritonjit.function(kernel) is f and tritonjit.function(kernel, key_buckets={"n": "log2"}) is f
+    with pytest.raises(tritonjit.ArgumentError, match="accumulate.*already has a runtime object"):
+        tritonjit.function(kernel, key_buckets={"n": lambda v: v})
+
+
+def test_log2_strategy():
+    log2 = _autotune.BUCKET_STRATEGIES["log2"]
+    assert [log2(v) for v in (1, 2, 3, 4, 5, 1000, 1024, 1025)] == [1, 2, 4, 4, 8, 1024, 1024, 2048]
+    assert [log2(v) for v in (0, -3, True, 2.5, None)] == [0, -3, True, 2.5, None]
+
+
+def test_untuned_fallback_is_the_first_config_that_survives_pruning(tuning, monkeypatch):
+    monkeypatch.setenv("TRITONJIT_AUTOTUNE", "0")
+    at = triton.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["acc"], restore_value=["io"],
+                         prune_configs_by={"early_config_prune": lambda cs, nargs, **kw: cs[1:]})(
+        make_kernels().fn)
+    seen = []
+    _launch(tritonjit.function(at), 256, seen)
+    assert tuning == [] and seen[-1]["BLOCK"] == 64
+    monkeypatch.delenv("TRITONJIT_AUTOTUNE")
+    one = triton.autotune(configs=CONFIGS, key=["n"], reset_to_zero=["acc"], restore_value=["io"],
+                          prune_configs_by={"early_config_prune": lambda cs, nargs, **kw: cs[2:]})(
+        make_kernels().fn)
+    _launch(tritonjit.function(one), 256, seen)
+    assert tuning == [] and seen[-1]["BLOCK"] == 128  # one config left: used without timing

@@ -13,8 +13,16 @@ What tritonjit adds: the best config per key is kept in memory and on disk, keye
 device name, Triton version and the kernel's source hash (which covers its callees),
 so the next process does not tune again; configs are timed on the backend's device
 (``triton.testing.do_bench`` on CUDA, wall clock + the device's synchronize
-elsewhere); ``TRITONJIT_AUTOTUNE=0`` never tunes (stored config, else the first); on
-the interpreter tuning is skipped and the first config used.
+elsewhere); ``TRITONJIT_AUTOTUNE=0`` never tunes (stored config, else the first that
+survives ``early_config_prune``); on the interpreter tuning is skipped and that first
+config used; a single config left by pruning is used without timing, as in Triton.
+
+Opt-in key buckets (``tritonjit.function(kernel, key_buckets={"M": "log2", ...})``)
+map the values of named ``key`` arguments before they form the tuning key, so nearby
+shapes share one tuned config (FlagGems' LibTuner ``strategy``). A strategy is a name
+in :data:`BUCKET_STRATEGIES` (``"log2"``: a positive int rounded up to the next power
+of two) or any callable ``value -> hashable``. The bucketing is part of the on-disk
+store's identity.
 """
 
 from __future__ import annotations
@@ -65,6 +73,63 @@ def use_timer(timer: Timer | None) -> Iterator[None]:
         _timer_override = previous
 
 
+# ---- key buckets ---------------------------------------------------------------------------------------
+def _log2_bucket(value: Any) -> Any:
+    """A positive int rounded up to the next power of two; anything else unchanged."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return 1 << (value - 1).bit_length()
+    return value
+
+
+#: named bucket strategies of ``key_buckets``
+BUCKET_STRATEGIES: dict[str, Callable[[Any], Any]] = {"log2": _log2_bucket}
+
+#: normalized key buckets: parameter name -> (label for the store's identity, function)
+KeyBuckets = dict[str, tuple[str, Callable[[Any], Any]]]
+
+
+def key_buckets_of(kernel_name: str, kernel: Any, spec: Any) -> KeyBuckets | None:
+    """Validate ``key_buckets`` against the kernel's ``@triton.autotune`` key(s)."""
+    if spec is None:
+        return None
+    if not hasattr(spec, "items"):
+        raise ArgumentError(kernel_name, f"key_buckets must be a dict of key argument -> strategy, got {spec!r}")
+    keys = [k for kind, obj in layers_of(kernel) if kind == "autotune" for k in obj.keys]
+    if not keys:
+        raise ArgumentError(kernel_name, "key_buckets needs an @triton.autotune-wrapped kernel (it buckets the "
+                            "autotuner's key)")
+    out: KeyBuckets = {}
+    for name, strategy in spec.items():
+        if name not in keys:
+            raise ArgumentError(kernel_name, f"key_buckets names '{name}', which is not in the @triton.autotune "
+                                f"key {keys}", str(name))
+        if isinstance(strategy, str):
+            fn = BUCKET_STRATEGIES.get(strategy)
+            if fn is None:
+                raise ArgumentError(kernel_name, f"unknown key bucket strategy {strategy!r}; expected one of "
+                                    f"{sorted(BUCKET_STRATEGIES)} or a callable value -> hashable", name)
+            out[name] = (strategy, fn)
+        elif callable(strategy):
+            out[name] = (_callable_label(strategy), strategy)
+        else:
+            raise ArgumentError(kernel_name, f"key bucket strategy must be one of {sorted(BUCKET_STRATEGIES)} or "
+                                f"a callable value -> hashable, got {strategy!r}", name)
+    return out or None
+
+
+def _callable_label(fn: Any) -> str:
+    """module.qualname of a bucket function, plus a hash of its code when it has one."""
+    label = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        label += ":" + hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:12]
+    return label
+
+
+def bucket_labels(buckets: KeyBuckets | None) -> dict[str, str]:
+    return {k: label for k, (label, _) in (buckets or {}).items()}
+
+
 # ---- the layers ------------------------------------------------------------------------------------
 def layers_of(kernel: Any) -> list[tuple[str, Any]]:
     """("autotune", Autotuner) / ("heuristics", Heuristics) wrappers, outermost first."""
@@ -84,11 +149,15 @@ def layers_of(kernel: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def tuning_key(at: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
-    """Triton's key: values of the ``key`` arguments, then dtypes of tensor arguments."""
+def tuning_key(at: Any, args: Sequence[Any], kwargs: dict[str, Any], buckets: KeyBuckets | None = None) -> tuple:
+    """Triton's key: values of the ``key`` arguments (bucketed where ``buckets`` says),
+    then dtypes of tensor arguments."""
     all_args = {**dict(zip(at.arg_names, args, strict=False)), **kwargs}
     named = {k: v for k, v in all_args.items() if k in at.arg_names}
-    key: list[Any] = [named[k] for k in at.keys if k in named]
+    if buckets:
+        key: list[Any] = [buckets[k][1](named[k]) if k in buckets else named[k] for k in at.keys if k in named]
+    else:
+        key = [named[k] for k in at.keys if k in named]
     for v in named.values():
         if hasattr(v, "dtype"):
             key.append(str(v.dtype))
@@ -227,16 +296,21 @@ def wall_clock_bench(call: Callable[[], None], sync: Callable[[], None], warmup_
 class ConfigStore:
     """Best configs of one autotuned kernel on one device, in one JSON file under
     ``<cache root>/autotune``. The file name hashes the device name, Triton's version,
-    the kernel's source hash (callees included), the config list and the key names:
-    a change to any of them starts a fresh file, never a stale choice."""
+    the kernel's source hash (callees included), the config list, the key names and
+    the key buckets: a change to any of them starts a fresh file, never a stale choice."""
 
-    def __init__(self, kernel: str, jit_fn: Any, at: Any, device_name: str) -> None:
+    def __init__(self, kernel: str, jit_fn: Any, at: Any, device_name: str,
+                 buckets: KeyBuckets | None = None) -> None:
         self.kernel = kernel
         self.device_name = device_name
-        ident = json.dumps({
+        ident_fields: dict[str, Any] = {
             "device": device_name, "triton": triton_fingerprint(), "source": jit_fn.cache_key,
             "configs": [_config_json(c) for c in at.configs], "key": list(at.keys),
-        }, sort_keys=True, default=repr)
+        }
+        labels = {k: v for k, v in bucket_labels(buckets).items() if k in at.keys}
+        if labels:  # absent without buckets: stores of unbucketed kernels keep their names
+            ident_fields["buckets"] = labels
+        ident = json.dumps(ident_fields, sort_keys=True, default=repr)
         self.digest = hashlib.sha256(ident.encode()).hexdigest()[:24]
         self.configs = list(at.configs)
 
@@ -325,14 +399,15 @@ class Tuner:
             return at.configs[0]
         state = self.fn._state
         backend = state.backend
-        key = tuning_key(at, args, kwargs)
+        key = tuning_key(at, args, kwargs, self.fn.key_buckets)
         device = self._device(state, args)
         mkey = (id(at), backend.name, device, key)
         cfg = self.chosen.get(mkey)
         if cfg is not None:
             return cfg
-        if not tunes_on(backend):
-            return at.configs[0]  # interpreter: first config, never stored
+        if not tunes_on(backend):  # interpreter: first config that survives pruning, never stored
+            cfg = self.chosen[mkey] = self._untuned(at, args, kwargs)
+            return cfg
         with self._lock:
             cfg = self.chosen.get(mkey)
             if cfg is not None:
@@ -341,17 +416,25 @@ class Tuner:
             cfg = store.get(key)
             if cfg is None and (not tuning_enabled() or grid is None or not launching):
                 if grid is None or not launching:
-                    return at.configs[0]  # f.signature(): no launch to time; do not remember
-                cfg = at.configs[0]
+                    return self._untuned(at, args, kwargs)  # f.signature(): no launch to time; do not remember
+                cfg = self._untuned(at, args, kwargs)
             if cfg is None:
                 cfg = self._tune(i, at, args, kwargs, key, mkey, store, backend, grid, stream)
             self.chosen[mkey] = cfg
             return cfg
 
+    def _untuned(self, at: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """The config used without tuning: the first that survives pruning."""
+        if not at.early_config_prune and not at.perf_model:
+            return at.configs[0]
+        return prune(at, dict(zip(at.arg_names, args, strict=False)), kwargs)[0]
+
     def _tune(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], key: tuple, mkey: tuple,
               store: ConfigStore, backend: Any, grid: Any, stream: Any) -> Any:
         nargs = dict(zip(at.arg_names, args, strict=False))
         configs = prune(at, nargs, kwargs)
+        if len(configs) == 1:  # nothing to compare (Triton does not time it either); not stored
+            return configs[0]
 
         def launch(current: dict[str, Any]) -> None:
             full = self._apply(i + 1, args, dict(current), grid, stream, False)
@@ -383,7 +466,8 @@ class Tuner:
         skey = (id(at), backend.name, device)
         store = self._stores.get(skey)
         if store is None:
-            store = self._stores[skey] = ConfigStore(self.fn.name, self.fn.jit_fn, at, device_name(backend, device))
+            store = self._stores[skey] = ConfigStore(self.fn.name, self.fn.jit_fn, at, device_name(backend, device),
+                                                     self.fn.key_buckets)
         return store
 
 

@@ -86,10 +86,12 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
     (tritonjit/_native) and reaches ``_run`` only for what C does not handle.
     """
 
-    def __init__(self, kernel: Any, origin: str | None = None) -> None:
+    def __init__(self, kernel: Any, origin: str | None = None, key_buckets: Any = None) -> None:
         self.wrapped = kernel
         self.jit_fn, self._heuristics, self._autotune_configs = _unwrap(kernel)
         self.name: str = self.jit_fn.fn.__name__
+        #: autotune key buckets (``tritonjit.function(..., key_buckets=...)``), normalized
+        self.key_buckets = _autotune.key_buckets_of(self.name, kernel, key_buckets)
         self.origin = origin
         self.params: list[Param] = static_signature(self.jit_fn)
         self._param_names = [p.name for p in self.params]
@@ -441,12 +443,21 @@ _instances: dict[Any, KernelFunction] = {}
 _instances_lock = threading.RLock()  # function(path, name) re-enters through function(jit)
 
 
-def function(kernel: Any, name: str | None = None) -> KernelFunction:
+def function(kernel: Any, name: str | None = None, *, key_buckets: Any = None) -> KernelFunction:
     """The tritonjit runtime object of a kernel, one per kernel.
 
     ``function(jit_fn)`` wraps a ``@triton.jit`` function (autotuned or heuristics
     wrapped ones too); ``function("path/to/file.py", "kernel")`` imports the file by
     path (no package or relative import needed) and takes the kernel from it.
+
+    ``key_buckets`` (``@triton.autotune`` kernels only, opt-in) maps key argument names
+    to a bucket strategy, so that nearby values share one tuned config:
+    ``key_buckets={"M": "log2", "N": "log2", "K": "log2"}`` tunes once per
+    power-of-two bucket (next power of two of a positive int) instead of once per
+    exact value; a strategy may also be any callable ``value -> hashable``. A name
+    outside the autotuner's ``key`` or an unknown strategy raises ArgumentError. As the
+    runtime object is one per kernel, its key buckets are fixed by the first call that
+    creates it; asking again with different ones raises ArgumentError.
     """
     if isinstance(kernel, (str, os.PathLike)):
         if name is None:
@@ -459,15 +470,30 @@ def function(kernel: Any, name: str | None = None) -> KernelFunction:
             with _instances_lock:
                 inst = _instances.get(key)
                 if inst is None:
-                    inst = _instances[key] = function(jit)
+                    inst = _instances[key] = function(jit, key_buckets=key_buckets)
+        elif key_buckets is not None:
+            _check_same_buckets(inst, key_buckets)
         return inst
     inst = _instances.get(id(kernel))
     if inst is None or inst.wrapped is not kernel:
         with _instances_lock:
             inst = _instances.get(id(kernel))
             if inst is None or inst.wrapped is not kernel:
-                inst = _instances[id(kernel)] = KernelFunction(kernel)
+                inst = _instances[id(kernel)] = KernelFunction(kernel, key_buckets=key_buckets)
+                return inst
+    if key_buckets is not None:
+        _check_same_buckets(inst, key_buckets)
     return inst
+
+
+def _check_same_buckets(inst: KernelFunction, key_buckets: Any) -> None:
+    """A second ``function(kernel, key_buckets=...)`` must ask for what the first set."""
+    wanted = _autotune.bucket_labels(_autotune.key_buckets_of(inst.name, inst.wrapped, key_buckets))
+    have = _autotune.bucket_labels(inst.key_buckets)
+    if wanted != have:
+        raise ArgumentError(inst.name, f"already has a runtime object with key_buckets {have or 'none'}; asked for "
+                            f"{wanted}. tritonjit keeps one runtime object per kernel: pass the same key_buckets "
+                            "wherever this kernel is wrapped")
 
 
 _modules: dict[str, Any] = {}
