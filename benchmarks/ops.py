@@ -137,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
                 backend=tritonjit.current_backend().name)
     print(table(small, large))
+    if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
+        from tritonjit_ops import norm, pointwise, softmax
+
+        for name, f in (("add", pointwise._binary_flat), ("rms_norm", norm._norm), ("softmax", softmax._softmax)):
+            d = getattr(f, "_dispatcher", None)
+            print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
         Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, large=large), indent=2))
     return 0

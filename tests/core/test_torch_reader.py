@@ -159,3 +159,28 @@ def test_the_built_reader_is_reused(reader, tmp_path, monkeypatch):
     first = torch_reader.build(torch)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("compiled again"))
     assert torch_reader.build(torch) == first
+
+
+def test_current_stream_declines_without_a_backend(reader):
+    """torch's CPU build registers no CUDA guard: the reader says so (None), it does not
+    answer a wrong stream or raise."""
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: covered by test_gpu_current_stream")
+    assert reader.current_stream(1, 0) is None
+
+
+@pytest.mark.gpu
+def test_gpu_current_stream(reader):
+    """The reader's current stream is torch's, also under a stream context and per device."""
+    assert reader.current_stream(1, 0) == torch.cuda.current_stream(0).cuda_stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert reader.current_stream(1, 0) == side.cuda_stream != 0
+    assert reader.current_stream(1, 0) == torch.cuda.current_stream(0).cuda_stream
+    for d in range(1, torch.cuda.device_count()):
+        other = torch.cuda.Stream(device=d)
+        with torch.cuda.stream(other):
+            assert reader.current_stream(1, d) == other.cuda_stream
+            assert reader.current_stream(1, 0) == torch.cuda.current_stream(0).cuda_stream
+    x = torch.ones(4, device="cuda")
+    assert reader.read_tensor(x) == (x.data_ptr(), torch.float32, 0)

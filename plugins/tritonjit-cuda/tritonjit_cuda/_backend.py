@@ -212,6 +212,7 @@ class CudaBackend:
             drv.allow_nonportable_cluster(handle.function, device)
         types, index = type_codes(kernel.signature)
         n_scratch, scratch = scratch_layout(md)
+        _torch_glue.share_stream_reader(drv)
         launcher = drv.Launcher(
             name=kernel.name, function=handle.function, context=handle.context, device=device,
             num_warps=num_warps, shared=shared, num_ctas=num_ctas,

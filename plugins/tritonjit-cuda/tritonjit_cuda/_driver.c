@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "tritonjit_launch.h"
+#include "tritonjit_tensor.h"
 
 /* ---- the slice of the CUDA driver API this file uses (values from cuda.h) -------- */
 typedef int CUresult;
@@ -154,6 +155,10 @@ static int ensure_libcuda(void) {
 static PyObject *GridError = NULL;      /* tritonjit.GridError */
 static PyObject *ArgumentError = NULL;  /* tritonjit.ArgumentError */
 static PyObject *raw_stream_fn = NULL;  /* torch._C._cuda_getCurrentRawStream */
+/* the core's torch reader (tritonjit_tensor.h), when built: current streams without Python */
+static const tj_tensor_reader *stream_reader = NULL;
+static PyObject *stream_reader_capsule = NULL;
+#define C10_DEVICE_TYPE_CUDA 1
 
 /* Set a RuntimeError naming the driver call, its error and the kernel. */
 static int cu_fail(CUresult r, const char *call, PyObject *kernel) {
@@ -694,6 +699,7 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
 
 static int tj_current_stream(void *self, int device, uint64_t *out) {
   Launcher *L = (Launcher *)self;
+  if (stream_reader != NULL && stream_reader->current_stream(C10_DEVICE_TYPE_CUDA, device, out) == 0) return 0;
   PyObject *dev = device == L->device ? (Py_INCREF(L->device_obj), L->device_obj) : PyLong_FromLong(device);
   if (dev == NULL) return -1;
   PyObject *s = PyObject_Vectorcall(raw_stream_fn, &dev, 1, NULL);
@@ -915,7 +921,26 @@ static PyObject *py_set_hooks(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
+/* set_stream_reader(capsule or None): the core's tensor-reader capsule; its
+ * current_stream answers torch's current stream in C (else raw_stream_fn is called). */
+static PyObject *py_set_stream_reader(PyObject *self, PyObject *cap) {
+  if (cap == Py_None) {
+    stream_reader = NULL;
+    Py_CLEAR(stream_reader_capsule);
+    Py_RETURN_NONE;
+  }
+  const tj_tensor_reader *r = PyCapsule_GetPointer(cap, TJ_TENSOR_READER_CAPSULE);
+  if (r == NULL) return NULL;
+  if (r->abi != TJ_TENSOR_READER_ABI || r->current_stream == NULL)
+    return PyErr_Format(PyExc_ValueError, "tensor reader ABI %d, expected %d", r->abi, TJ_TENSOR_READER_ABI);
+  Py_INCREF(cap);
+  Py_XSETREF(stream_reader_capsule, cap);
+  stream_reader = r;
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_stream_reader", py_set_stream_reader, METH_O, "set_stream_reader(capsule or None)"},
     {"probe", py_probe, METH_NOARGS, "probe() -> (ok, reason)"},
     {"device_props", py_device_props, METH_O, "device_props(device) -> dict"},
     {"load_binary", py_load_binary, METH_VARARGS, "load_binary(name, cubin, device) -> handles and attributes"},

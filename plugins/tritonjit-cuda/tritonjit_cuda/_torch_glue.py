@@ -15,6 +15,25 @@ def raw_stream_fn() -> Any:
     return fn
 
 
+_shared_reader: Any = None
+
+
+def share_stream_reader(driver: Any) -> None:
+    """Give the C launcher the core's torch reader (built on first use by tritonjit's
+    native dispatcher), so the current stream is read in C, not through Python."""
+    global _shared_reader
+    try:
+        from tritonjit import _native
+    except ImportError:  # pragma: no cover - tritonjit is this plugin's dependency
+        return
+    if not _native.available():
+        return
+    cap = _native.dispatch.tensor_reader()
+    if cap is not None and cap is not _shared_reader:
+        driver.set_stream_reader(cap)
+        _shared_reader = cap
+
+
 def scratch_alloc(nbytes: int, align: int, stream: int, device: int) -> int:
     """Scratch for a kernel, from torch's caching allocator on the launch stream.
 

@@ -1269,11 +1269,24 @@ static PyObject *read_tensor(PyObject *mod, PyObject *v) {
   return Py_BuildValue("(KOi)", (unsigned long long)ptr, dtype, dev);
 }
 
+/* current_stream(device_type, device) -> the reader's answer, or None (tests compare
+ * it with torch's own current stream). */
+static PyObject *reader_current_stream(PyObject *mod, PyObject *args) {
+  int type, dev;
+  uint64_t s;
+  if (!PyArg_ParseTuple(args, "ii", &type, &dev)) return NULL;
+  if (g_reader == NULL || g_reader->current_stream == NULL || g_reader->current_stream(type, dev, &s) != 0)
+    Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(s);
+}
+
 static PyMethodDef module_methods[] = {
     {"set_tensor_reader", set_tensor_reader, METH_O,
      "set_tensor_reader(capsule or None): read tensor arguments through this reader (tritonjit_tensor.h)"},
     {"tensor_reader", get_tensor_reader, METH_NOARGS, "the reader's capsule in use, or None"},
     {"read_tensor", read_tensor, METH_O, "read_tensor(t) -> (data_ptr, dtype, device) by the reader, or None"},
+    {"current_stream", reader_current_stream, METH_VARARGS,
+     "current_stream(device_type, device) -> the reader's current stream handle, or None"},
     {NULL}};
 
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_dispatch", NULL, -1, module_methods};

@@ -8,6 +8,8 @@
 #include <Python.h>
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -31,7 +33,19 @@ int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
   }
 }
 
-const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor};
+int current_stream(int device_type, int device, uint64_t* out) {
+  try {
+    const auto type = static_cast<c10::DeviceType>(device_type);
+    const c10::Stream s = c10::impl::getDeviceGuardImpl(type)->getStream(
+        c10::Device(type, static_cast<c10::DeviceIndex>(device)));
+    *out = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s.native_handle()));
+    return 0;
+  } catch (...) {  // no such backend registered, or no native handle: ask Python
+    return 1;
+  }
+}
+
+const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor, current_stream};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_tensor",
                        "tritonjit's tensor reader for torch (see tritonjit_tensor.h)", -1, nullptr};

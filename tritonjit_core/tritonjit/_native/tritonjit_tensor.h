@@ -1,6 +1,8 @@
 /* tritonjit's tensor-reader ABI: one C call that reads what the dispatcher needs
  * from a tensor argument (data pointer, dtype object, device index) without the
- * Python-level calls ``t.data_ptr()``, ``t.dtype`` and ``t.get_device()``.
+ * Python-level calls ``t.data_ptr()``, ``t.dtype`` and ``t.get_device()``; and one
+ * that answers the framework's current stream of a device, for backend plugins
+ * (the CUDA plugin's launcher asks it instead of calling into Python).
  *
  * A reader is published as a PyCapsule named TJ_TENSOR_READER_CAPSULE holding a
  * tj_tensor_reader. ``read`` returns 0 with the three outputs set, or 1 when it
@@ -20,6 +22,11 @@
 typedef struct {
   int abi; /* TJ_TENSOR_READER_ABI */
   int (*read)(PyObject *v, uint64_t *ptr, PyObject **dtype, int *device);
+  /* The native handle of the current stream of (device_type, device), where
+   * device_type is torch's c10::DeviceType value (CUDA = 1, PrivateUse1 = 20): what
+   * torch.cuda.current_stream(device).cuda_stream answers. 0, or 1 where it cannot
+   * answer (the caller asks Python). Never raises. */
+  int (*current_stream)(int device_type, int device, uint64_t *out);
 } tj_tensor_reader;
 
 #endif
