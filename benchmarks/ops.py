@@ -138,9 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                 backend=tritonjit.current_backend().name)
     print(table(small, large))
     if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
-        from tritonjit_ops import norm, pointwise, softmax
+        import importlib
 
-        for name, f in (("add", pointwise._binary_flat), ("rms_norm", norm._norm), ("softmax", softmax._softmax)):
+        mods = {m: importlib.import_module(f"tritonjit_ops.{m}") for m in ("pointwise", "norm", "softmax")}
+        for name, f in (("add", mods["pointwise"]._binary_flat), ("rms_norm", mods["norm"]._norm),
+                        ("softmax", mods["softmax"]._softmax)):
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:

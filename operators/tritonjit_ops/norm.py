@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
@@ -127,7 +128,6 @@ def _plan(on_gpu: bool, n: int) -> tuple:
 _ROWS_MAX = 4096
 _rows: dict[tuple, tuple] = {}
 _rows_get = _rows.get
-_empty_like = torch.empty_like
 _EPS = {dt: float(torch.finfo(dt).eps) for dt in FLOAT_DTYPES}  # rms_norm's default eps; the float check
 _eps_get = _EPS.get
 
@@ -218,7 +218,7 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
         if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                 and (weight is None or weight.numel() == p[0]) and (bias is None or bias.numel() == p[0])):
             n, _, m, grid, one_pass, block_m, block_n, warps = p
-            out = _empty_like(x)
+            out = _prologue.like(x)
             _norm[grid](x, x, x if weight is None else weight, x if bias is None else bias, out, out, out, out,
                         m, n, float(eps), 1, 1, 1, False, weight is not None, bias is not None, False, False,
                         False, one_pass, block_m, block_n, num_warps=warps)
@@ -245,7 +245,7 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
             if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                     and (weight is None or weight.numel() == p[0])):
                 n, _, m, grid, one_pass, block_m, block_n, warps = p
-                out = _empty_like(x)
+                out = _prologue.like(x)
                 _norm[grid](x, x, x if weight is None else weight, x, out, out, out, out, m, n,
                             deps if eps is None else eps, 1, 1, 1, True, weight is not None, False, False, False,
                             False, one_pass, block_m, block_n, num_warps=warps)

@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
 
 Tensor = torch.Tensor
@@ -300,25 +301,21 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
 
 
-# Hot paths: same dtype (fp32/fp16/bf16), same shape, contiguous, no out=. Every check
-# below is one C attribute call; the kernel gets positional runtime arguments and
-# literal constexprs, the cheapest call for the native dispatcher. Devices are not
-# compared up front (two torch.device objects cost more than the launch's own key):
-# the dispatcher refuses tensors on two devices, and the message is then torch's.
-# Empty operands launch nothing and are checked here.
+# Hot paths: same float dtype (fp32/fp16/bf16), same shape, contiguous, no out=. The
+# checks and the output allocation are one call (_prologue: C++ once built, Python
+# until then); the kernel gets positional runtime arguments and literal constexprs,
+# the cheapest call for the native dispatcher. Where the launch fails (tensors on two
+# devices: the Python prologue does not compare devices) the message is torch's.
 _FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
 _fast_upcast = _FAST_UPCAST.get
-_empty_like = torch.empty_like
 
 
 def _make_binary(op: str, doc: str):
     def fn(x, y, *, out: Tensor | None = None) -> Tensor:
-        if out is None and x.__class__ is Tensor and y.__class__ is Tensor:
-            up = _fast_upcast(x.dtype)
-            if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
-                    and y.is_contiguous()):
-                o = _empty_like(x)
-                n = x.numel()
+        if out is None:
+            p = _prologue.binary(x, y)
+            if p is not None:
+                o, n, up = p
                 if n:
                     try:
                         _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
@@ -337,12 +334,10 @@ def _make_binary(op: str, doc: str):
 
 def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x + alpha * y with broadcasting and aten's type promotion."""
-    if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
-        up = _fast_upcast(x.dtype)
-        if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
-                and y.is_contiguous()):
-            o = _empty_like(x)
-            n = x.numel()
+    if out is None and alpha == 1:
+        p = _prologue.binary(x, y)
+        if p is not None:
+            o, n, up = p
             if n:
                 try:
                     _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="add", BLOCK=1024, UPCAST=up)
@@ -357,12 +352,10 @@ def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
 
 def sub(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
     """x - alpha * y with broadcasting and aten's type promotion."""
-    if out is None and alpha == 1 and x.__class__ is Tensor and y.__class__ is Tensor:
-        up = _fast_upcast(x.dtype)
-        if (up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous()
-                and y.is_contiguous()):
-            o = _empty_like(x)
-            n = x.numel()
+    if out is None and alpha == 1:
+        p = _prologue.binary(x, y)
+        if p is not None:
+            o, n, up = p
             if n:
                 try:
                     _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="sub", BLOCK=1024, UPCAST=up)
@@ -415,7 +408,7 @@ def _make_unary(op: str, doc: str):
         if out is None and x.__class__ is Tensor:
             up = _fast_upcast(x.dtype)
             if up is not None and x.is_contiguous():
-                o = _empty_like(x)
+                o = _prologue.like(x)
                 n = x.numel()
                 if n:
                     _unary_flat[((n + 1023) >> 10,)](x, o, n, OP=op, BLOCK=1024, UPCAST=up)
@@ -446,7 +439,7 @@ def gelu(x: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> 
     if out is None and x.__class__ is Tensor:
         up = _fast_upcast(x.dtype)
         if up is not None and x.is_contiguous():
-            o = _empty_like(x)
+            o = _prologue.like(x)
             n = x.numel()
             if n:
                 _unary_flat[((n + 1023) >> 10,)](x, o, n, OP="gelu" if approximate == "none" else "gelu_tanh",

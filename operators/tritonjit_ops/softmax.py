@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, jit, next_pow2, normalize_dims
 
 Tensor = torch.Tensor
@@ -121,7 +122,6 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
 _FAST_MAX = 4096
 _fast: dict[tuple, tuple] = {}
 _fast_get = _fast.get
-_empty_like = torch.empty_like
 
 
 def _fast_plan(key: tuple) -> tuple | None:
@@ -161,7 +161,7 @@ def softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tenso
         p = _fast_get(key) or _fast_plan(key)
         if p is not None:
             grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
-            out = _empty_like(x)
+            out = _prologue.like(x)
             _softmax[grid](x, out, k, r, sO, sK, sR, False, one_pass, block_k, block_r, num_warps=warps)
             return out
     return _run(x, dim, dtype, False, "softmax")
@@ -174,7 +174,7 @@ def log_softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> T
         p = _fast_get(key) or _fast_plan(key)
         if p is not None:
             grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
-            out = _empty_like(x)
+            out = _prologue.like(x)
             _softmax[grid](x, out, k, r, sO, sK, sR, True, one_pass, block_k, block_r, num_warps=warps)
             return out
     return _run(x, dim, dtype, True, "log_softmax")

@@ -34,7 +34,7 @@ _DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.in
 
 @pytest.fixture(scope="module")
 def reader() -> Any:
-    assert _native.install_tensor_reader(), _native.torch_reader.reason
+    assert _native.install_tensor_reader(wait=True), _native.torch_reader.reason()
     return _native.dispatch
 
 
@@ -145,8 +145,8 @@ def test_reader_launch_digests_the_same_pointers(reader, device_zero):
 
 
 def test_disabled_by_environment():
-    code = ("import torch, tritonjit._native as n; print(n.install_tensor_reader());"
-            "print(n.torch_reader.reason)")
+    code = ("import torch, tritonjit._native as n; print(n.install_tensor_reader(wait=True));"
+            "print(n.torch_reader.reason())")
     env = {**os.environ, "TRITONJIT_TORCH_READER": "0"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.splitlines() == ["False", "disabled by TRITONJIT_TORCH_READER=0"]
@@ -156,9 +156,12 @@ def test_the_built_reader_is_reused(reader, tmp_path, monkeypatch):
     """A second build for the same torch finds the shared object and compiles nothing."""
     from tritonjit._native import torch_reader
 
-    first = torch_reader.build(torch)
+    from tritonjit._native import torch_build
+
+    args = (torch_reader._module.name, torch_reader.SOURCE, [torch_reader.HEADER], [torch_reader.HERE])
+    first = torch_build.build(*args)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("compiled again"))
-    assert torch_reader.build(torch) == first
+    assert torch_build.build(*args) == first
 
 
 def test_current_stream_declines_without_a_backend(reader):

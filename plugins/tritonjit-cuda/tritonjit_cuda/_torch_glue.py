@@ -15,23 +15,21 @@ def raw_stream_fn() -> Any:
     return fn
 
 
-_shared_reader: Any = None
+_stream_reader_hooked = False
 
 
 def share_stream_reader(driver: Any) -> None:
-    """Give the C launcher the core's torch reader (built on first use by tritonjit's
-    native dispatcher), so the current stream is read in C, not through Python."""
-    global _shared_reader
+    """Give the C launcher the core's torch reader once it is built (tritonjit's native
+    dispatcher starts that build), so the current stream is read in C, not through Python."""
+    global _stream_reader_hooked
+    if _stream_reader_hooked:
+        return
+    _stream_reader_hooked = True
     try:
-        from tritonjit import _native
+        from tritonjit._native import torch_reader
     except ImportError:  # pragma: no cover - tritonjit is this plugin's dependency
         return
-    if not _native.available():
-        return
-    cap = _native.dispatch.tensor_reader()
-    if cap is not None and cap is not _shared_reader:
-        driver.set_stream_reader(cap)
-        _shared_reader = cap
+    torch_reader.on_ready(driver.set_stream_reader)
 
 
 def scratch_alloc(nbytes: int, align: int, stream: int, device: int) -> int:

@@ -74,18 +74,24 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
     )
 
 
-def install_tensor_reader() -> bool:
-    """Hand the torch tensor reader to the dispatcher (built on first use; see
-    torch_reader.py). False where the dispatcher keeps reading tensors through Python."""
+def install_tensor_reader(wait: bool = False) -> bool:
+    """Hand the torch tensor reader to the dispatcher once it is built (see
+    torch_reader.py: on a background thread, once per torch version); ``wait`` blocks
+    until then. True where the dispatcher now reads tensors through it."""
     if dispatch is None:
         return False
     if dispatch.tensor_reader() is None:
         from . import torch_reader
 
-        cap = torch_reader.load()
-        if cap is not None:
-            dispatch.set_tensor_reader(cap)
+        global _reader_hooked
+        if not _reader_hooked and torch_reader.enabled():
+            _reader_hooked = True
+            torch_reader.on_ready(dispatch.set_tensor_reader)
+        torch_reader.start(wait)
     return dispatch.tensor_reader() is not None
+
+
+_reader_hooked = False
 
 
 def _pointer_tokens(dtype: Any, const: bool) -> tuple[str, str] | None:
