@@ -125,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer calls per measurement")
     args = p.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
+    from tritonjit import _native
+    from tritonjit_ops import _prologue
+
+    # both are built in the background on first use: measure them in use
+    print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}; "
+          f"C++ call prologues in use: {_prologue.start(wait=True)}")
     if dev == "cpu":
         print("no CUDA device: small cases only, through the interpreter (a smoke test, not a measurement)")
         small = small_cases(dev, n=5, reps=1)
