@@ -129,13 +129,15 @@ def measure(calls: int, reps: int) -> dict[str, dict[str, float | None]]:
             floor = floor_path(so, ck, spec + "ss", stream) if so is not None else None
             if floor is not None:
                 rounds.add_timed("floor", floor)
-            # the calls are written out (no *args), as user code writes them
+            # the calls are written out (no *args), as user code writes them, and the
+            # arguments are local variables, as in an operator's wrapper function
             ns = {f"a{i}": a for i, a in enumerate(args)}
             ns.update(f=f, grid=grid, bound=bound, kernel=kernel, run=run, stream=stream, fh=fn_handle, meta=meta)
             names = ", ".join(f"a{i}" for i in range(len(args)))
 
             def call(src: str) -> Callable[[], Any]:
-                return eval(f"lambda: {src}", ns)  # noqa: S307 - our own source text
+                local = ", ".join(f"{k}={k}" for k in ns if k in src)
+                return eval(f"lambda {local}: {src}", ns)  # noqa: S307 - our own source text
 
             rounds.add("tritonjit f[grid]", call(f"f[grid]({names}, BLOCK=1024)"))
             rounds.add("tritonjit bound", call(f"bound({names})"))

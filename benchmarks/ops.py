@@ -98,8 +98,13 @@ def large_cases(dev: str) -> list[dict]:
     A = torch.randn(s, s, device=dev, dtype=torch.bfloat16)
     B = torch.randn(s, s, device=dev, dtype=torch.bfloat16)
     fl = 2 * s**3
-    tt = fl / do_bench(lambda: torch.mm(A, B)) / 1e9
-    tj = fl / do_bench(lambda: T.mm(A, B), rep=200) / 1e9
+    T.mm(A, B)  # tunes (or finds the stored config) before anything is timed
+    # compute-bound: the clock drifts with the card's temperature, so the two are timed
+    # in alternating rounds and each keeps its best
+    tt = tj = 0.0
+    for _ in range(3):
+        tt = max(tt, fl / do_bench(lambda: torch.mm(A, B), rep=200) / 1e9)
+        tj = max(tj, fl / do_bench(lambda: T.mm(A, B), rep=200) / 1e9)
     rows.append(dict(case="mm 8192^3 bf16", unit="TFLOP/s", torch=tt, tritonjit=tj, ratio=tj / tt))
     return rows
 
