@@ -88,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     tritonjit.register_backend(RecordingBackend("counting", keep=False, devices=1))
     tritonjit.set_backend("counting")
+    print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}", file=sys.stderr)
     print(f"kind={a.kind}: ns per call, best of {a.reps} x {a.calls}")
     print("| args | f[grid] | key only | empty py call | f[grid] - empty |")
     print("| --- | --- | --- | --- | --- |")

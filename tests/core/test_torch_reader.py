@@ -154,9 +154,7 @@ def test_disabled_by_environment():
 
 def test_the_built_reader_is_reused(reader, tmp_path, monkeypatch):
     """A second build for the same torch finds the shared object and compiles nothing."""
-    from tritonjit._native import torch_reader
-
-    from tritonjit._native import torch_build
+    from tritonjit._native import torch_build, torch_reader
 
     args = (torch_reader._module.name, torch_reader.SOURCE, [torch_reader.HEADER], [torch_reader.HERE])
     first = torch_build.build(*args)

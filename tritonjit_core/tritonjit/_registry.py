@@ -50,9 +50,19 @@ class Registry:
         self.pm.add_hookspecs(BackendSpec)
         self._backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []
-        self._current: Backend | None = None
+        #: [current backend or None]: the native dispatcher reads the selection from this
+        #: list without an attribute lookup per launch
+        self.current_cell: list[Backend | None] = [None]
         self._lock = threading.RLock()
         self._discovered = False
+
+    @property
+    def _current(self) -> Backend | None:
+        return self.current_cell[0]
+
+    @_current.setter
+    def _current(self, backend: Backend | None) -> None:
+        self.current_cell[0] = backend
 
     # ---- discovery ------------------------------------------------------------------
     def discover(self) -> None:

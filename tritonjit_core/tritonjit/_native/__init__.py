@@ -70,7 +70,7 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
     install_tensor_reader()
     return dispatch.Dispatcher(
         fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
-        backend.current_device, backend.current_stream, registry, backend, device_mode, _NO_DEFAULT,
+        backend.current_device, backend.current_stream, registry.current_cell, backend, device_mode, _NO_DEFAULT,
     )
 
 

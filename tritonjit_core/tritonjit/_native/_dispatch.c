@@ -76,6 +76,7 @@ typedef struct {
   Py_ssize_t P;
   ParamSpec ps[MAXP];
   long div;
+  uint64_t div_mask; /* div - 1 where div is a power of two (a mask, not a division), else 0 */
   int device_mode;
   PyObject *tok[T_COUNT];
   PyObject *ptr_tables[2]; /* dtype -> (aligned token, token), per pointer const-ness */
@@ -83,7 +84,7 @@ typedef struct {
   PyObject *caches;        /* device -> {key -> Variant}: the Python path's own dicts */
   PyObject *run;           /* KernelFunction._run (bound): the reference path */
   PyObject *current_device_fn, *current_stream_fn;
-  PyObject *registry, *backend;
+  PyObject *registry, *backend; /* registry: Registry.current_cell, a one-item list */
   Memo memo[MEMO_N];
   int memo_next;
   /* ``.dtype`` of the last tensor type seen, read through its getset descriptor's C
@@ -106,15 +107,10 @@ struct GridLaunch {
 static PyTypeObject DispatcherType, GridLaunchType, BoundLaunchType, KernelBaseType;
 
 /* ---- helpers ------------------------------------------------------------------------ */
+/* registry.current_cell[0] is this dispatcher's backend (set_backend may switch it) */
 static inline int backend_is_current(Dispatcher *d) {
-  PyObject *cur = PyObject_GetAttr(d->registry, s_current);
-  if (cur == NULL) {
-    PyErr_Clear();
-    return 0;
-  }
-  int ok = cur == d->backend;
-  Py_DECREF(cur);
-  return ok;
+  PyObject *cell = d->registry;
+  return PyList_CheckExact(cell) && PyList_GET_SIZE(cell) == 1 && PyList_GET_ITEM(cell, 0) == d->backend;
 }
 
 /* Equality as a tuple comparison would decide it (identity, then ==); errors -> 0. */
@@ -134,6 +130,15 @@ static inline int same(PyObject *a, PyObject *b) {
 }
 
 /* ---- tokens (must agree with _specialize.py) -------------------------------------------- */
+/* divisible by the backend's divisibility (a power of two: a mask test, exact for
+   negative ints in two's complement too) */
+static inline int divisible_i(const Dispatcher *d, long long x) {
+  return d->div_mask ? ((uint64_t)x & d->div_mask) == 0 : x % d->div == 0;
+}
+static inline int divisible_u(const Dispatcher *d, uint64_t x) {
+  return d->div_mask ? (x & d->div_mask) == 0 : x % (uint64_t)d->div == 0;
+}
+
 static PyObject *int_token(Dispatcher *d, ParamSpec *ps, PyObject *v, tj_arg *a) {
   int overflow = 0;
   long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -147,9 +152,9 @@ static PyObject *int_token(Dispatcher *d, ParamSpec *ps, PyObject *v, tj_arg *a)
     a->v.i = x;
     if (x >= INT32_MIN && x <= INT32_MAX) {
       if (x == 1 && (ps->flags & F_EQ1)) return d->tok[T_I32_1];
-      return (align && x % d->div == 0) ? d->tok[T_I32D] : d->tok[T_I32];
+      return (align && divisible_i(d, x)) ? d->tok[T_I32D] : d->tok[T_I32];
     }
-    return (align && x % d->div == 0) ? d->tok[T_I64D] : d->tok[T_I64];
+    return (align && divisible_i(d, x)) ? d->tok[T_I64D] : d->tok[T_I64];
   }
   if (overflow > 0) {
     unsigned long long u = PyLong_AsUnsignedLongLong(v);
@@ -159,7 +164,7 @@ static PyObject *int_token(Dispatcher *d, ParamSpec *ps, PyObject *v, tj_arg *a)
     }
     a->kind = TJ_ARG_UINT;
     a->v.u = u;
-    return (align && u % (unsigned long long)d->div == 0) ? d->tok[T_U64D] : d->tok[T_U64];
+    return (align && divisible_u(d, u)) ? d->tok[T_U64D] : d->tok[T_U64];
   }
   return NULL; /* below -2**63 */
 }
@@ -323,7 +328,7 @@ static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, i
     int r = ptr_tokens(d, ps, dtype, &t16, &t);
     if (own_dtype) Py_DECREF(dtype);
     if (r < 0) return NULL;
-    tok = ((ps->flags & F_ALIGN) && ptr % (uint64_t)d->div == 0) ? t16 : t;
+    tok = ((ps->flags & F_ALIGN) && divisible_u(d, ptr)) ? t16 : t;
   }
   if (ps->flags & F_ANN_FIXED) return v == Py_None ? d->tok[T_NULLOPT] : ps->ann;
   if ((ps->flags & F_ANN_REMAP) && tok != d->tok[T_NULLOPT]) {
@@ -947,6 +952,7 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
   }
   d->P = P;
   d->div = div;
+  d->div_mask = (div > 0 && (div & (div - 1)) == 0) ? (uint64_t)(div - 1) : 0;
   d->device_mode = mode;
   for (int t = 0; t < T_COUNT; t++) {
     d->tok[t] = PyTuple_GET_ITEM(tokens, t);
