@@ -19,6 +19,7 @@ import importlib.machinery
 import importlib.util
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -86,12 +87,16 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
         tmp = f"{path}.tmp.{os.getpid()}"
         t0 = time.perf_counter()
         log.info("tritonjit: building %s for torch %s (once per torch version)", name, torch.__version__)
-        p = subprocess.run(_command(source, include_dirs, torch, cxx, tmp), capture_output=True, text=True)
-        if p.returncode != 0:
+        # The rename is part of the child's command: a process that exits while its
+        # background build runs (a short script) still leaves a finished module, not a
+        # stray temporary file, and the next process loads it.
+        cmd = " ".join(shlex.quote(a) for a in _command(source, include_dirs, torch, cxx, tmp))
+        p = subprocess.run(["/bin/sh", "-c", f"{cmd} && mv -f {shlex.quote(tmp)} {shlex.quote(path)}"],
+                           capture_output=True, text=True)
+        if p.returncode != 0 or not os.path.exists(path):
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise RuntimeError(f"{os.path.basename(cxx)} failed: {(p.stderr or p.stdout).strip()[-1500:]}")
-        os.replace(tmp, path)
         log.info("tritonjit: built %s in %.1f s: %s", name, time.perf_counter() - t0, path)
     return path
 
