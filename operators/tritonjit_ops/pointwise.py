@@ -310,64 +310,42 @@ _FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
 _fast_upcast = _FAST_UPCAST.get
 
 
-def _make_binary(op: str, doc: str):
-    def fn(x, y, *, out: Tensor | None = None) -> Tensor:
-        if out is None:
-            p = _prologue.binary(x, y)
-            if p is not None:
-                o, n, up = p
-                if n:
-                    try:
-                        _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
-                    except Exception:
-                        check_same_device(op, x, y)  # torch's message where the devices differ
-                        raise
-                else:
-                    check_same_device(op, x, y)
-                return o
-        return _binary(op, x, y, 1, out)
+def _make_binary(op: str, doc: str, alpha: bool = False):
+    """The entry of a binary op; ``alpha``: it takes aten's ``alpha=`` (add, sub)."""
+    if alpha:
+        def fn(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
+            if out is None and alpha == 1:
+                p = _prologue.binary(x, y)
+                if p is not None:
+                    return _flat_binary(op, x, y, *p)
+            return _binary(op, x, y, alpha, out)
+    else:
+        def fn(x, y, *, out: Tensor | None = None) -> Tensor:
+            if out is None:
+                p = _prologue.binary(x, y)
+                if p is not None:
+                    return _flat_binary(op, x, y, *p)
+            return _binary(op, x, y, 1, out)
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn
 
 
-def add(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
-    """x + alpha * y with broadcasting and aten's type promotion."""
-    if out is None and alpha == 1:
-        p = _prologue.binary(x, y)
-        if p is not None:
-            o, n, up = p
-            if n:
-                try:
-                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="add", BLOCK=1024, UPCAST=up)
-                except Exception:
-                    check_same_device("add", x, y)  # torch's message where the devices differ
-                    raise
-            else:
-                check_same_device("add", x, y)
-            return o
-    return _binary("add", x, y, alpha, out)
+def _flat_binary(op: str, x: Tensor, y: Tensor, o: Tensor, n: int, up: bool) -> Tensor:
+    if n:
+        try:
+            _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
+        except Exception:
+            check_same_device(op, x, y)  # torch's message where the devices differ
+            raise
+    else:
+        check_same_device(op, x, y)
+    return o
 
 
-def sub(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
-    """x - alpha * y with broadcasting and aten's type promotion."""
-    if out is None and alpha == 1:
-        p = _prologue.binary(x, y)
-        if p is not None:
-            o, n, up = p
-            if n:
-                try:
-                    _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP="sub", BLOCK=1024, UPCAST=up)
-                except Exception:
-                    check_same_device("sub", x, y)  # torch's message where the devices differ
-                    raise
-            else:
-                check_same_device("sub", x, y)
-            return o
-    return _binary("sub", x, y, alpha, out)
-
-
+add = _make_binary("add", "x + alpha * y with broadcasting and aten's type promotion.", alpha=True)
+sub = _make_binary("sub", "x - alpha * y with broadcasting and aten's type promotion.", alpha=True)
 mul = _make_binary("mul", "x * y with broadcasting and aten's type promotion.")
 div = _make_binary("div", "True division x / y; integer inputs give the default float dtype.")
 maximum = _make_binary("maximum", "Elementwise max; NaN propagates as in torch.maximum.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -98,3 +99,15 @@ def test_packing_rejects_what_does_not_fit(token, value):
 def test_type_codes_agree_between_python_and_c():
     assert _driver.TYPE_SIZES == tuple(_types.TYPE_SIZES[t] for t in _types.TYPE_CODES)
     assert _driver.TYPE_NAMES[1:] == tuple(_types.TYPE_CODES)[1:]
+
+
+@pytest.mark.parametrize("header", ["tritonjit_launch.h", "tritonjit_tensor.h"])
+def test_abi_headers_match_the_core(header):
+    """The plugin builds without the core installed, so it carries copies of the core's
+    ABI headers; a copy that drifted would break the capsule contract silently."""
+    import tritonjit._native
+    import tritonjit_cuda
+
+    core = Path(tritonjit._native.__file__).with_name(header)
+    mine = Path(tritonjit_cuda.__file__).with_name(header)
+    assert mine.read_bytes() == core.read_bytes()

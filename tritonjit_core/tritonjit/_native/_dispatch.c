@@ -432,17 +432,9 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
         k->kel[i] = v;
       } else if (PyBool_Check(v)) {
         k->kel[i] = v == Py_True ? g_ck_true : g_ck_false;
-      } else if (PyFloat_CheckExact(v)) {
-        PyObject *key = PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v);
-        if (key == NULL) {
-          PyErr_Clear();
-          keyed_release(d, k, i);
-          return 1;
-        }
-        k->kel[i] = key;
-        k->own[i] = 1;
-      } else {
-        PyObject *key = PyObject_CallOneArg(d->ck_fn, v);
+      } else {  /* (float, v) made here; anything else by _constexpr_key */
+        PyObject *key = PyFloat_CheckExact(v) ? PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v)
+                                              : PyObject_CallOneArg(d->ck_fn, v);
         if (key == NULL) {
           PyErr_Clear();
           keyed_release(d, k, i);
