@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -134,6 +135,17 @@ def test_cli_warmup_json(caches, kernel_file, tmp_path, capsys):
     rc = cli_main(["warmup", str(m), "-j", "1", "--target", "recorded", "--json"])  # recorded: none -> local
     assert rc in (0, 1)
     capsys.readouterr()
-    with pytest.raises(SystemExit):
-        cli_main(["warmup"])
+    assert cli_main(["warmup"]) == 1  # neither a manifest nor --native
+    assert "nothing to do" in capsys.readouterr().err
     assert cli_main(["warmup", str(Path(tmp_path) / "nope.jsonl")]) == 1
+
+
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("c++", "g++", "clang++")), reason="no C++ compiler")
+def test_cli_warmup_native_builds_the_helpers(caches, capsys):
+    """--native leaves the torch-linked helpers built (and loaded here), so no later
+    process starts on the Python reads while they compile in the background."""
+    rc = cli_main(["warmup", "--native", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0, out
+    assert set(out["native"]) == {"tritonjit._native._torch_tensor", "tritonjit_ops._prologue_native"}
+    assert all(why.startswith("in use (") for why in out["native"].values()), out

@@ -149,6 +149,7 @@ class AsyncModule:
     def _run(self) -> None:
         try:
             mod = load(self.name, self.source, self.headers, self.include_dirs)
+            path = mod.__file__
         except Exception as exc:  # anything: the caller's Python path is the reference
             self.reason = f"not available ({exc})"
             log.warning("tritonjit: %s is %s; the Python path is used instead", self.name, self.reason)
@@ -156,7 +157,7 @@ class AsyncModule:
             return
         with self._lock:
             self.module = mod
-            self.reason = "in use"
+            self.reason = f"in use ({path})"
             callbacks, self._callbacks = self._callbacks, []
         for cb in callbacks:
             try:

@@ -1,10 +1,13 @@
-"""``tritonjit warmup MANIFEST [-j N] [--target T]``: compile a recorded manifest ahead of time.
+"""``tritonjit warmup [MANIFEST] [-j N] [--target T] [--native]``: compile ahead of time.
 
 Record a manifest with ``TRITONJIT_RECORD=FILE`` (every variant a run uses), then
 compile it here in N worker processes -- for this machine's device, for each entry's
 recorded target (``--target recorded``), or for a named one such as ``cuda:90``
 (no device needed). A variant that fails or crashes its compiler is reported; the
-others still compile. Exit status 1 when any variant failed.
+others still compile. ``--native`` also builds the C++ helpers that are otherwise
+built in the background on first use (the torch tensor reader; tritonjit_ops' call
+prologues where installed), so that no later process starts without them. Exit
+status 1 when any variant or helper failed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ._output import emit_json, table
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("warmup", help="compile a recorded manifest (TRITONJIT_RECORD) in parallel worker processes")
-    p.add_argument("manifest", help="JSON-lines manifest written by a run with TRITONJIT_RECORD=FILE")
+    p.add_argument("manifest", nargs="?", help="JSON-lines manifest written by a run with TRITONJIT_RECORD=FILE")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes (default: the number of CPUs)")
     p.add_argument("--target", "-t", default=None,
@@ -26,8 +29,25 @@ def add_parser(sub: Any) -> None:
                         "default: this machine's device")
     p.add_argument("--timeout", type=float, default=None, help="seconds one variant may take before it is abandoned")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--native", action="store_true",
+                   help="also build the torch-linked C++ helpers (tensor reader, operator prologues) now")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
+
+
+def _native_helpers() -> list[Any]:
+    """The AsyncModules --native builds: the core's reader, and tritonjit_ops' prologues."""
+    import torch  # noqa: F401 - the helpers are built against it
+
+    from .._native import torch_reader
+
+    mods = [torch_reader._module]
+    try:
+        from tritonjit_ops import _prologue
+    except ImportError:  # the operator library is not installed
+        return mods
+    nat = _prologue.native()
+    return mods + ([nat] if nat is not None else [])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,16 +56,33 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs < 1:
         raise ValueError(f"-j/--jobs must be at least 1, got {args.jobs}")
-    entries = read(args.manifest)
-    report = warmup(entries, jobs=args.jobs, target=args.target, progress=not (args.no_progress or args.json),
-                    timeout=args.timeout)
+    if args.manifest is None and not args.native:
+        raise ValueError("nothing to do: give a MANIFEST (written with TRITONJIT_RECORD=FILE), --native, or both")
+    helpers = _native_helpers() if args.native else []
+    for h in helpers:  # they build on their own threads while the variants compile
+        h.start()
+    report = None
+    if args.manifest is not None:
+        report = warmup(read(args.manifest), jobs=args.jobs, target=args.target,
+                        progress=not (args.no_progress or args.json), timeout=args.timeout)
+    for h in helpers:
+        h.start(wait=True)
+    native = {h.name: h.reason for h in helpers}
+    native_ok = all(h.module is not None for h in helpers)
+    ok = native_ok and (report is None or report.ok)
     if args.json:
-        emit_json(report.to_json())
-        return 0 if report.ok else 1
-    bad = [r for r in report.results if not r.ok]
-    print(f"{len(report.results)} variants in {report.seconds:.2f} s with {report.jobs} workers: "
-          f"{report.count('compiled')} compiled, {report.count('cached')} already cached, {len(bad)} failed")
-    if bad:
-        rows = [[r.entry.kernel, r.entry.signature, r.status, (r.error or "").splitlines()[0][:100]] for r in bad]
-        print(table(rows, ["kernel", "signature", "status", "error"]))
-    return 0 if not bad else 1
+        out = report.to_json() if report is not None else {}
+        if helpers:
+            out["native"] = native
+        emit_json(out)
+        return 0 if ok else 1
+    if report is not None:
+        bad = [r for r in report.results if not r.ok]
+        print(f"{len(report.results)} variants in {report.seconds:.2f} s with {report.jobs} workers: "
+              f"{report.count('compiled')} compiled, {report.count('cached')} already cached, {len(bad)} failed")
+        if bad:
+            rows = [[r.entry.kernel, r.entry.signature, r.status, (r.error or "").splitlines()[0][:100]] for r in bad]
+            print(table(rows, ["kernel", "signature", "status", "error"]))
+    for name, why in native.items():
+        print(f"native helper {name}: {why}")
+    return 0 if ok else 1
