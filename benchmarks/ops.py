@@ -8,6 +8,8 @@ rounds, each keeping its best).
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
+FlagGems and Liger are measured beside them where they are installed (optional;
+each call is first checked against torch's result).
 Needs an accelerator; on a CPU-only machine it runs only the small cases, tiny,
 through the interpreter, as a smoke test.
 """
@@ -36,60 +38,121 @@ def _sync(dev: str) -> None:
         torch.cuda.synchronize()
 
 
-def small_cases(dev: str, n: int, reps: int) -> list[dict]:
+def _others() -> dict[str, object]:
+    """FlagGems and Liger, where installed: the other Triton operator libraries the
+    targets name. Each is optional; a failing import is reported and skipped."""
+    out: dict[str, object] = {}
+    for name, mod in (("FlagGems", "flag_gems"), ("Liger", "liger_kernel.ops")):
+        try:
+            out[name] = __import__(mod, fromlist=["_"])
+        except Exception as exc:  # not installed, or broken against this torch/triton
+            print(f"{name}: not measured ({type(exc).__name__}: {str(exc)[:120]})", file=sys.stderr)
+    return out
+
+
+def _other_impls(others: dict[str, object]) -> dict[str, dict[str, object]]:
+    """case -> {library: callable(args)}; the calls mirror tritonjit's in each case."""
+    impls: dict[str, dict[str, object]] = {}
+    fg = others.get("FlagGems")
+    if fg is not None:
+        impls["add"] = {"FlagGems": lambda a, b: fg.add(a, b)}
+        impls["rms_norm"] = {"FlagGems": lambda x, w: fg.rms_norm(x, [x.shape[-1]], w, 1e-6)}
+        impls["softmax"] = {"FlagGems": lambda x: fg.softmax(x, -1)}
+        impls["sum"] = {"FlagGems": lambda x: fg.sum_dim(x, [-1])}
+        impls["silu_and_mul"] = {"FlagGems": lambda g, u: fg.silu_and_mul(g, u)}
+        impls["mm"] = {"FlagGems": lambda a, b: fg.mm(a, b)}
+    if others.get("Liger") is not None:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction
+
+        impls.setdefault("rms_norm", {})["Liger"] = lambda x, w: LigerRMSNormFunction.apply(x, w, 1e-6, 0.0, "llama", False)
+        impls.setdefault("softmax", {})["Liger"] = lambda x: LigerSoftmaxFunction.apply(x)
+        impls.setdefault("silu_and_mul", {})["Liger"] = lambda g, u: LigerSiLUMulFunction.apply(g, u)
+    return impls
+
+
+def _checked(lib: str, case: str, fn, ref) -> object | None:
+    """fn if it runs and agrees with the reference result, else None (reported)."""
+    try:
+        got = fn()
+        torch.testing.assert_close(got.float(), ref.float(), rtol=2e-2, atol=2e-2)
+        return fn
+    except Exception as exc:
+        print(f"{lib} {case}: not measured ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})", file=sys.stderr)
+        return None
+
+
+def small_cases(dev: str, n: int, reps: int, impls: dict) -> list[dict]:
     xs, ys = torch.randn(1024, device=dev), torch.randn(1024, device=dev)
     xr = torch.randn(4, 1024, device=dev, dtype=torch.bfloat16)
     wr = torch.ones(1024, device=dev, dtype=torch.bfloat16)
     cases = [
-        ("add 1024 fp32", lambda: torch.add(xs, ys), lambda: T.add(xs, ys),
+        ("add 1024 fp32", "add", (xs, ys), lambda: torch.add(xs, ys), lambda: T.add(xs, ys),
          lambda: torch.ops.tritonjit.add(xs, ys)),
-        ("rms_norm 4x1024 bf16", lambda: F.rms_norm(xr, (1024,), wr, 1e-6), lambda: T.rms_norm(xr, (1024,), wr, 1e-6),
-         lambda: torch.ops.tritonjit.rms_norm(xr, [1024], wr, 1e-6)),
-        ("softmax 4x1024 bf16", lambda: torch.softmax(xr, -1), lambda: T.softmax(xr, -1),
+        ("rms_norm 4x1024 bf16", "rms_norm", (xr, wr), lambda: F.rms_norm(xr, (1024,), wr, 1e-6),
+         lambda: T.rms_norm(xr, (1024,), wr, 1e-6), lambda: torch.ops.tritonjit.rms_norm(xr, [1024], wr, 1e-6)),
+        ("softmax 4x1024 bf16", "softmax", (xr,), lambda: torch.softmax(xr, -1), lambda: T.softmax(xr, -1),
          lambda: torch.ops.tritonjit.softmax(xr, -1)),
     ]
     rows = []
-    for name, eager, direct, op in cases:
+    for name, key, args, eager, direct, op in cases:
         rounds = Rounds(n, reps, lambda: _sync(dev))
         rounds.add("eager", eager)
         rounds.add("direct", direct)
         rounds.add("ops", op)
+        ref = eager()
+        for lib, impl in impls.get(key, {}).items():
+            fn = _checked(lib, name, lambda impl=impl: impl(*args), ref)
+            if fn is not None:
+                rounds.add(lib, fn)
         t = rounds.run(warmup=min(n, 100))
         te, td, to = t["eager"], t["direct"], t["ops"]
         rows.append(dict(case=name, unit="us/call", torch=te, direct=td, torch_ops=to,
-                         ratio_direct=td / te, ratio_torch_ops=to / te))
+                         ratio_direct=td / te, ratio_torch_ops=to / te,
+                         **{lib: t.get(lib) for lib in ("FlagGems", "Liger")}))
     return rows
 
 
-def large_cases(dev: str) -> list[dict]:
+def large_cases(dev: str, impls: dict) -> list[dict]:
     from triton.testing import do_bench
 
     def gbps(fn, nbytes):
         return nbytes / do_bench(fn) / 1e6
+
+    def others(row: dict, key: str, args: tuple, ref, nbytes: int) -> dict:
+        for lib, impl in impls.get(key, {}).items():
+            fn = _checked(lib, row["case"], lambda impl=impl: impl(*args), ref)
+            row[lib] = gbps(fn, nbytes) if fn is not None else None
+        return row
 
     rows = []
     n = 1 << 27
     a, b = torch.randn(n, device=dev), torch.randn(n, device=dev)
     copy = gbps(lambda: a.copy_(b), 2 * n * 4)
     rows.append(dict(case="copy 2^27 fp32 (ceiling)", unit="GB/s", torch=copy, tritonjit=copy))
-    rows.append(dict(case="add 2^27 fp32", unit="GB/s", torch=gbps(lambda: torch.add(a, b), 3 * n * 4),
-                     tritonjit=gbps(lambda: T.add(a, b), 3 * n * 4)))
+    rows.append(others(dict(case="add 2^27 fp32", unit="GB/s", torch=gbps(lambda: torch.add(a, b), 3 * n * 4),
+                            tritonjit=gbps(lambda: T.add(a, b), 3 * n * 4)), "add", (a, b), a + b, 3 * n * 4))
     a = b = None  # free the memory before the next case (the closures ran already)
     m, k = 32768, 4096
     x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.ones(k, device=dev, dtype=torch.bfloat16)
     nb = 2 * m * k * 2
-    rows.append(dict(case="rms_norm 32768x4096 bf16", unit="GB/s",
-                     torch=gbps(lambda: F.rms_norm(x, (k,), w, 1e-6), nb),
-                     tritonjit=gbps(lambda: T.rms_norm(x, (k,), w, 1e-6), nb)))
-    rows.append(dict(case="softmax 32768x4096 bf16", unit="GB/s", torch=gbps(lambda: torch.softmax(x, -1), nb),
-                     tritonjit=gbps(lambda: T.softmax(x, -1), nb)))
-    rows.append(dict(case="sum last dim 32768x4096 bf16", unit="GB/s", torch=gbps(lambda: torch.sum(x, -1), nb // 2),
-                     tritonjit=gbps(lambda: T.sum(x, -1), nb // 2)))
+    rows.append(others(dict(case="rms_norm 32768x4096 bf16", unit="GB/s",
+                            torch=gbps(lambda: F.rms_norm(x, (k,), w, 1e-6), nb),
+                            tritonjit=gbps(lambda: T.rms_norm(x, (k,), w, 1e-6), nb)),
+                       "rms_norm", (x, w), F.rms_norm(x, (k,), w, 1e-6), nb))
+    rows.append(others(dict(case="softmax 32768x4096 bf16", unit="GB/s", torch=gbps(lambda: torch.softmax(x, -1), nb),
+                            tritonjit=gbps(lambda: T.softmax(x, -1), nb)),
+                       "softmax", (x,), torch.softmax(x, -1), nb))
+    rows.append(others(dict(case="sum last dim 32768x4096 bf16", unit="GB/s", torch=gbps(lambda: torch.sum(x, -1), nb // 2),
+                            tritonjit=gbps(lambda: T.sum(x, -1), nb // 2)),
+                       "sum", (x,), torch.sum(x, -1), nb // 2))
     g, u = torch.randn_like(x), torch.randn_like(x)
-    rows.append(dict(case="silu_and_mul 32768x4096 bf16", unit="GB/s",
-                     torch=gbps(lambda: F.silu(g) * u, 3 * m * k * 2),
-                     tritonjit=gbps(lambda: T.silu_and_mul(g, u), 3 * m * k * 2)))
+    rows.append(others(dict(case="silu_and_mul 32768x4096 bf16", unit="GB/s",
+                            torch=gbps(lambda: F.silu(g) * u, 3 * m * k * 2),
+                            tritonjit=gbps(lambda: T.silu_and_mul(g, u), 3 * m * k * 2)),
+                       "silu_and_mul", (g, u), F.silu(g) * u, 3 * m * k * 2))
     for r in rows:
         r["ratio"] = r["tritonjit"] / r["torch"]
         r["of_copy"] = r["tritonjit"] / copy
@@ -99,28 +162,40 @@ def large_cases(dev: str) -> list[dict]:
     B = torch.randn(s, s, device=dev, dtype=torch.bfloat16)
     fl = 2 * s**3
     T.mm(A, B)  # tunes (or finds the stored config) before anything is timed
-    # compute-bound: the clock drifts with the card's temperature, so the two are timed
-    # in alternating rounds and each keeps its best
-    tt = tj = 0.0
+    mm_others = {lib: _checked(lib, "mm", lambda impl=impl: impl(A, B), torch.mm(A, B))
+                 for lib, impl in impls.get("mm", {}).items()}
+    # compute-bound: the clock drifts with the card's temperature, so the paths are
+    # timed in alternating rounds and each keeps its best
+    best = {"torch": 0.0, "tritonjit": 0.0, **{lib: 0.0 for lib, fn in mm_others.items() if fn is not None}}
     for _ in range(3):
-        tt = max(tt, fl / do_bench(lambda: torch.mm(A, B), rep=200) / 1e9)
-        tj = max(tj, fl / do_bench(lambda: T.mm(A, B), rep=200) / 1e9)
-    rows.append(dict(case="mm 8192^3 bf16", unit="TFLOP/s", torch=tt, tritonjit=tj, ratio=tj / tt))
+        best["torch"] = max(best["torch"], fl / do_bench(lambda: torch.mm(A, B), rep=200) / 1e9)
+        best["tritonjit"] = max(best["tritonjit"], fl / do_bench(lambda: T.mm(A, B), rep=200) / 1e9)
+        for lib, fn in mm_others.items():
+            if fn is not None:
+                best[lib] = max(best[lib], fl / do_bench(fn, rep=200) / 1e9)
+    rows.append(dict(case="mm 8192^3 bf16", unit="TFLOP/s", ratio=best["tritonjit"] / best["torch"],
+                     **{k: best.get(k) for k in ("torch", "tritonjit", "FlagGems", "Liger")}))
     return rows
 
 
+def _cell(v: object, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
 def table(small: list[dict], large: list[dict]) -> str:
-    out = ["| case | unit | torch eager | tritonjit direct | tritonjit torch.ops | ratio (direct, ops) |",
-           "| --- | --- | --- | --- | --- | --- |"]
+    out = ["| case | unit | torch eager | tritonjit direct | tritonjit torch.ops | FlagGems | Liger | ratio (direct, ops) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in small:
         out.append(f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['direct']:.2f} | {r['torch_ops']:.2f} | "
+                   f"{_cell(r.get('FlagGems'), '.2f')} | {_cell(r.get('Liger'), '.2f')} | "
                    f"{r['ratio_direct']:.2f}x, {r['ratio_torch_ops']:.2f}x |")
     if large:
-        out += ["", "| case | unit | torch eager | tritonjit | ratio | of copy |", "| --- | --- | --- | --- | --- | --- |"]
+        out += ["", "| case | unit | torch eager | tritonjit | FlagGems | Liger | ratio | of copy |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in large:
             oc = f"{r['of_copy']:.0%}" if "of_copy" in r else "-"
             out.append(f"| {r['case']} | {r['unit']} | {r['torch']:.1f} | {r['tritonjit']:.1f} | "
-                       f"{r['ratio']:.2f}x | {oc} |")
+                       f"{_cell(r.get('FlagGems'), '.1f')} | {_cell(r.get('Liger'), '.1f')} | {r['ratio']:.2f}x | {oc} |")
     return "\n".join(out)
 
 
@@ -136,13 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     # both are built in the background on first use: measure them in use
     print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}; "
           f"C++ call prologues in use: {_prologue.start(wait=True)}")
+    impls = _other_impls(_others()) if dev == "cuda" else {}
     if dev == "cpu":
         print("no CUDA device: small cases only, through the interpreter (a smoke test, not a measurement)")
-        small = small_cases(dev, n=5, reps=1)
+        small = small_cases(dev, n=5, reps=1, impls=impls)
         large: list[dict] = []
     else:
-        small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5)
-        large = large_cases(dev)
+        small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
+        large = large_cases(dev, impls)
     import tritonjit
 
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
