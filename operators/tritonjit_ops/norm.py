@@ -24,20 +24,15 @@ def _norm_kernel(
     x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps, CPG, HW, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RES: tl.constexpr,
     GROUP: tl.constexpr, STATS: tl.constexpr, ONE_PASS: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr = False,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    # EVEN (one pass, the tile covers M and N exactly): unmasked loads and stores, and
-    # x, read once, is loaded evict_first (the row sum's lesson on an H200)
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     base = rows.to(tl.int64)[:, None] * N
     if ONE_PASS:
         cols = tl.arange(0, BLOCK_N)
         m = rmask[:, None] & (cols < N)[None, :]
-        if EVEN and not HAS_RES:
-            v = tl.load(x + base + cols[None, :], eviction_policy="evict_first").to(tl.float32)
-        else:
-            v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
         if HAS_RES:
             v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
             tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
@@ -55,18 +50,11 @@ def _norm_kernel(
             ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
         else:
             ch = cols[None, :] + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
-        if EVEN:
-            if HAS_W:
-                y = y * tl.load(w + ch).to(tl.float32)
-            if HAS_B:
-                y = y + tl.load(b + ch).to(tl.float32)
-            tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty))
-        else:
-            if HAS_W:
-                y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
-            if HAS_B:
-                y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
-            tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
+        if HAS_W:
+            y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
+        if HAS_B:
+            y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
+        tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
     else:
         src = res_out if HAS_RES else x
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
@@ -155,10 +143,9 @@ def _row_plan(key: tuple) -> tuple | None:
     if n == 0 or m == 0:
         return None
     one_pass, block_n, block_m, warps = _plan(not on_cpu, n)
-    even = one_pass and n == block_n and m % block_m == 0
     if len(_rows) >= _ROWS_MAX:
         _rows.clear()
-    p = _rows[key] = (n, (n,), m, (cdiv(m, block_m),), one_pass, block_m, block_n, warps, even)
+    p = _rows[key] = (n, (n,), m, (cdiv(m, block_m),), one_pass, block_m, block_n, warps)
     return p
 
 
@@ -230,11 +217,11 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
         p = _rows_get(key) or _row_plan(key)
         if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                 and (weight is None or weight.numel() == p[0]) and (bias is None or bias.numel() == p[0])):
-            n, _, m, grid, one_pass, block_m, block_n, warps, even = p
+            n, _, m, grid, one_pass, block_m, block_n, warps = p
             out = _prologue.like(x)
             _norm[grid](x, x, x if weight is None else weight, x if bias is None else bias, out, out, out, out,
                         m, n, float(eps), 1, 1, 1, False, weight is not None, bias is not None, False, False,
-                        False, one_pass, block_m, block_n, even, num_warps=warps)
+                        False, one_pass, block_m, block_n, num_warps=warps)
             return out
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
     x = _c(x)
@@ -257,11 +244,11 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
             p = _rows_get(key) or _row_plan(key)
             if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                     and (weight is None or weight.numel() == p[0])):
-                n, _, m, grid, one_pass, block_m, block_n, warps, even = p
+                n, _, m, grid, one_pass, block_m, block_n, warps = p
                 out = _prologue.like(x)
                 _norm[grid](x, x, x if weight is None else weight, x, out, out, out, out, m, n,
                             deps if eps is None else eps, 1, 1, 1, True, weight is not None, False, False, False,
-                            False, one_pass, block_m, block_n, even, num_warps=warps)
+                            False, one_pass, block_m, block_n, num_warps=warps)
                 return out
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
     x = _c(x)
