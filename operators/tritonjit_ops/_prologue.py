@@ -18,8 +18,9 @@ from typing import Any
 import torch
 
 Tensor = torch.Tensor
-_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
-_upcast = _UPCAST.get
+#: dtypes of the flat fast paths -> compute in fp32 (the 16-bit ones)
+UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
+_upcast = UPCAST.get
 _empty_like = torch.empty_like
 HERE = os.path.dirname(os.path.abspath(__file__))
 

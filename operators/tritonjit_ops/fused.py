@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
@@ -147,14 +148,18 @@ def silu_and_mul(gate: Tensor, up: Tensor | None = None) -> Tensor:
                 out = gate.new_empty(shape)
                 _silu_mul[grid](gate, gate, out, d, row, row, block, True, num_warps=warps)
                 return out
-        elif (up.__class__ is Tensor and up.dtype is gate.dtype and up.is_contiguous() and up.is_same_size(gate)
-              and up.device == gate.device):
+        else:
+            q = _prologue.binary(gate, up)  # one float dtype, one shape, both contiguous
             key = (gate.shape, gate.is_cpu, False)
-            p = _silu_get(key) or _silu_plan(key)
+            p = (_silu_get(key) or _silu_plan(key)) if q is not None else None
             if p is not None:
                 _, d, row, grid, block, warps = p
-                out = torch.empty_like(gate)
-                _silu_mul[grid](gate, up, out, d, row, row, block, False, num_warps=warps)
+                out = q[0]
+                try:
+                    _silu_mul[grid](gate, up, out, d, row, row, block, False, num_warps=warps)
+                except Exception:
+                    check_same_device("silu_and_mul", gate, up)  # torch's message where the devices differ
+                    raise
                 return out
     if not isinstance(gate, Tensor):
         raise TypeError(f"tritonjit.silu_and_mul: expected a Tensor, got {type(gate).__name__}")

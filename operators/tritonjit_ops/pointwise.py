@@ -306,7 +306,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
 # until then); the kernel gets positional runtime arguments and literal constexprs,
 # the cheapest call for the native dispatcher. Where the launch fails (tensors on two
 # devices: the Python prologue does not compare devices) the message is torch's.
-_FAST_UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
+_FAST_UPCAST = _prologue.UPCAST
 _fast_upcast = _FAST_UPCAST.get
 
 
@@ -410,20 +410,17 @@ relu = _make_unary("relu", "max(x, 0); NaN stays NaN.")
 silu = _make_unary("silu", "x * sigmoid(x).")
 
 
+_gelu_erf = _make_unary("gelu", "GELU, erf form.")
+_gelu_tanh = _make_unary("gelu_tanh", "GELU, tanh approximation.")
+
+
 def gelu(x: Tensor, approximate: str = "none", *, out: Tensor | None = None) -> Tensor:
     """GELU with aten's two approximations: 'none' (erf) and 'tanh'."""
-    if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
-    if out is None and x.__class__ is Tensor:
-        up = _fast_upcast(x.dtype)
-        if up is not None and x.is_contiguous():
-            o = _prologue.like(x)
-            n = x.numel()
-            if n:
-                _unary_flat[((n + 1023) >> 10,)](x, o, n, OP="gelu" if approximate == "none" else "gelu_tanh",
-                                                 BLOCK=1024, UPCAST=up)
-            return o
-    return _unary("gelu" if approximate == "none" else "gelu_tanh", x, out)
+    if approximate == "none":
+        return _gelu_erf(x, out=out)
+    if approximate == "tanh":
+        return _gelu_tanh(x, out=out)
+    raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate!r}")
 
 
 def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:

@@ -154,27 +154,22 @@ def _fast_plan(key: tuple) -> tuple | None:
     return p
 
 
-def softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
-    """exp(x - max) / sum, in fp32; ``dtype`` sets the output dtype (aten's semantics)."""
-    if dtype is None and dim.__class__ is int and x.__class__ is Tensor and x.is_contiguous():
-        key = (x.shape, dim, x.dtype, x.is_cpu)
-        p = _fast_get(key) or _fast_plan(key)
-        if p is not None:
-            grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
-            out = _prologue.like(x)
-            _softmax[grid](x, out, k, r, sO, sK, sR, False, one_pass, block_k, block_r, num_warps=warps)
-            return out
-    return _run(x, dim, dtype, False, "softmax")
+def _make(log: bool, name: str, doc: str):
+    def fn(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
+        if dtype is None and dim.__class__ is int and x.__class__ is Tensor and x.is_contiguous():
+            key = (x.shape, dim, x.dtype, x.is_cpu)
+            p = _fast_get(key) or _fast_plan(key)
+            if p is not None:
+                grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
+                out = _prologue.like(x)
+                _softmax[grid](x, out, k, r, sO, sK, sR, log, one_pass, block_k, block_r, num_warps=warps)
+                return out
+        return _run(x, dim, dtype, log, name)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-def log_softmax(x: Tensor, dim: int = -1, dtype: torch.dtype | None = None) -> Tensor:
-    """x - max - log(sum(exp(x - max))), in fp32."""
-    if dtype is None and dim.__class__ is int and x.__class__ is Tensor and x.is_contiguous():
-        key = (x.shape, dim, x.dtype, x.is_cpu)
-        p = _fast_get(key) or _fast_plan(key)
-        if p is not None:
-            grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = p
-            out = _prologue.like(x)
-            _softmax[grid](x, out, k, r, sO, sK, sR, True, one_pass, block_k, block_r, num_warps=warps)
-            return out
-    return _run(x, dim, dtype, True, "log_softmax")
+softmax = _make(False, "softmax", "exp(x - max) / sum, in fp32; ``dtype`` sets the output dtype (aten's semantics).")
+log_softmax = _make(True, "log_softmax", "x - max - log(sum(exp(x - max))), in fp32.")

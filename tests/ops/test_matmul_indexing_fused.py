@@ -163,3 +163,11 @@ def test_gpu_matmul_fused(dtype):
     close(T.silu_and_mul(g), F.silu(g[:, :4096]) * g[:, 4096:])
     lg, tg = torch.randn(64, 32000, device="cuda", dtype=dtype), torch.randint(0, 32000, (64,), device="cuda")
     close(T.cross_entropy(lg, tg), F.cross_entropy(lg.float(), tg).to(dtype))
+
+
+def test_silu_and_mul_with_up_on_another_device():
+    """The fast path (one call checks and allocates) still gives torch's device message."""
+    g = torch.randn(4, 8)
+    with pytest.raises(RuntimeError, match="same device"):
+        T.silu_and_mul(g, torch.randn(4, 8, device="meta"))
+    close(T.silu_and_mul(g.double(), g.double()), F.silu(g.double()) * g.double())
