@@ -25,11 +25,13 @@ from ._errors import (
     ArgumentError,
     BackendError,
     CompilationError,
+    FrozenError,
     GridError,
     KernelNotFoundError,
     SignatureError,
     TritonJITError,
 )
+from ._frozen import freeze, is_frozen, unfreeze
 from ._function import KernelFunction, Variant, function
 from ._hookspecs import hookimpl, hookspec
 
@@ -40,8 +42,8 @@ except PackageNotFoundError:  # running from a source tree
 
 __all__ = [
     "ArgumentError", "Backend", "BackendError", "BackendInfo", "CompilationError", "CompiledVariant",
-    "GridError", "KernelFunction", "KernelNotFoundError", "SignatureError", "SpecializationRules",
+    "FrozenError", "GridError", "KernelFunction", "KernelNotFoundError", "SignatureError", "SpecializationRules",
     "TritonJITError", "Variant", "backends", "broken_plugins", "current_backend", "function",
     "get_backend", "hookimpl", "hookspec", "register_backend", "set_backend", "unregister_backend",
-    "__version__",
+    "freeze", "unfreeze", "is_frozen", "__version__",
 ]

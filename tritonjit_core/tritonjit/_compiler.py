@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from . import _disk_cache
 from ._backend import Backend, CompiledVariant
-from ._errors import BackendError, CompilationError, format_source_location
+from ._errors import BackendError, CompilationError, FrozenError, format_source_location
 from ._signature import Param, Slot, render
 
 log = logging.getLogger("tritonjit")
@@ -134,8 +134,11 @@ def compile_variant(
     options: dict[str, Any],
     kernel: str,
     backend: Backend | None = None,
+    frozen: bool = False,
 ) -> CompiledVariant:
-    """Compile one variant; errors carry Triton's message and the kernel's location."""
+    """Compile one variant; errors carry Triton's message and the kernel's location.
+
+    ``frozen``: load it from tritonjit's index or raise FrozenError, never compile."""
     signature = render(slots)
     src = build_source(jit_fn, params, slots)
     # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)
@@ -144,10 +147,14 @@ def compile_variant(
         backend_name = backend.name if backend is not None else str(getattr(target, "backend", target))
         key = _disk_cache.indexed(src, backend_name, target, options, signature)
     if key is None:
+        if frozen:
+            raise FrozenError(kernel, signature, target)
         return _compile(jit_fn, src, target, options, kernel, signature, backend)
     hit = _disk_cache.index.load(key, kernel)
     if hit is not None:
         return hit
+    if frozen:
+        raise FrozenError(kernel, signature, target)
     with _disk_cache.index.lock(key):  # one compile per variant across processes
         hit = _disk_cache.index.load(key, kernel)
         if hit is not None:

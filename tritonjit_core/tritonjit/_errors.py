@@ -44,6 +44,21 @@ class CompilationError(TritonJITError):
         )
 
 
+class FrozenError(TritonJITError, RuntimeError):
+    """tritonjit is frozen (``tritonjit.freeze()`` / ``TRITONJIT_FROZEN=1``) and a call
+    needs a variant that is neither in memory nor in the on-disk index."""
+
+    def __init__(self, kernel: str, signature: str, target: object = None) -> None:
+        self.kernel = kernel
+        self.signature = signature
+        on = f" for {target}" if target is not None else ""
+        super().__init__(
+            f"kernel '{kernel}': variant '{signature}'{on} is not compiled, and tritonjit is frozen "
+            "(tritonjit.freeze() or TRITONJIT_FROZEN=1) so it will not compile it; warm it up first "
+            "(tritonjit warmup), or call tritonjit.unfreeze()"
+        )
+
+
 class KernelNotFoundError(TritonJITError, LookupError):
     """``tritonjit.function(path, name)`` found no such file or no such kernel in it."""
 

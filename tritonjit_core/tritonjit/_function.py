@@ -18,7 +18,7 @@ import threading
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
-from . import _autotune, _native
+from . import _autotune, _frozen, _native
 from ._backend import Backend, CompiledVariant
 from ._compiler import compile_variant, known_options, parse_target
 from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
@@ -164,6 +164,41 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
                 )
         return variant
 
+    def variant_for(self, *args: Any, **kwargs: Any) -> Variant:
+        """The variant ``f[grid](*args, **kwargs)`` would launch, compiled or loaded if
+        needed (frozen: FrozenError), without launching. The C++ API asks this on a miss
+        of its own cache, so C++ and Python share one set of variants."""
+        state = self._state
+        if state is None or state.backend is not registry._current:
+            state = self._make_state()
+        kwargs.pop("stream", None)
+        if self._heuristics is not None or self._autotune_configs is not None:
+            kwargs = self._meta_kwargs(args, kwargs)
+        key, bound, options = self._bind(state, args, kwargs)
+        device = self._launch_device(state, bound)
+        cache = state.caches.get(device)
+        try:
+            return cache[key]  # type: ignore[index]
+        except (KeyError, TypeError):
+            return self._miss(state, device, key, bound, options)
+
+    def native_spec(self) -> tuple:
+        """What the C++ API (tritonjit/function.h) needs to know of this kernel on the
+        active backend: (name, constexpr flag per parameter, names, divisibility,
+        exact_ints, backend name, torch device type). ``exact_ints``: heuristics decide
+        constexprs from argument values, so C++ keys ints by value, not by class."""
+        state = self._state
+        if state is None or state.backend is not registry._current:
+            state = self._make_state()
+        backend = state.backend
+        if self._autotune_configs is not None:
+            raise ArgumentError(self.name, "is autotuned; the C++ API launches plain and heuristics-wrapped "
+                                "kernels (choose the config in Python, or launch the untuned kernel with it)")
+        rules = backend.specialization_rules()
+        div = int(rules.divisibility) if rules.align_pointers else 0
+        return (self.name, tuple(p.is_constexpr for p in self.params), tuple(self._param_names), div,
+                self._heuristics is not None, backend.name, backend.info.device_type or "cpu")
+
     def _launch_device(self, state: _State, bound: tuple) -> int:
         """The device of the tensor arguments (all on one), else the current device."""
         device = first = None
@@ -227,7 +262,8 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             backend = state.backend
             with backend.device_guard(device):
                 target = backend.compile_target(device, None)
-                compiled = compile_variant(self.jit_fn, self.params, slots, target, opts, self.name, backend)
+                compiled = compile_variant(self.jit_fn, self.params, slots, target, opts, self.name, backend,
+                                           frozen=_frozen.is_frozen())
                 variant = make_variant(backend, compiled, slots, device)
             _record(self, compiled, opts)
             cache[key] = variant

@@ -216,6 +216,16 @@ static inline int ctx_enter(CUcontext ctx, int *pushed) {
   }
   return 0;
 }
+/* ctx_enter without Python: the driver's result. */
+static inline CUresult ctx_enter_raw(CUcontext ctx, int *pushed) {
+  CUcontext cur = NULL;
+  *pushed = 0;
+  p_cuCtxGetCurrent(&cur);
+  if (cur == ctx) return CUDA_SUCCESS;
+  CUresult r = p_cuCtxPushCurrent_v2(ctx);
+  if (r == CUDA_SUCCESS) *pushed = 1;
+  return r;
+}
 static inline void ctx_exit(int pushed) {
   if (pushed) {
     CUcontext c;
@@ -562,6 +572,7 @@ typedef struct {
   unsigned char ty[MAX_ARGS];
   int param_index[MAX_ARGS]; /* kernel parameter index of each runtime argument */
   PyObject *name;            /* kernel name, for messages */
+  char name_c[128];          /* the same, for messages made without the GIL */
   PyObject *scratch_alloc;   /* callable(nbytes, align, stream, device) -> int address */
   PyObject *scratch_free;    /* callable(address) */
   PyObject *capsule;
@@ -695,6 +706,104 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
     }
   }
   return launch_packed(L, grid, stream, params);
+}
+
+/* Pack one argument without Python: 0, or 1 where only the Python packer can decide
+ * (TJ_ARG_OTHER, fp16, a value out of the type's range: it raises the precise error). */
+static int pack_nogil(int ty, const tj_arg *a, uint64_t *dst) {
+  *dst = 0;
+  if (ty == TY_PTR) {
+    if (a->kind == TJ_ARG_PTR || a->kind == TJ_ARG_INT || a->kind == TJ_ARG_UINT) *dst = a->v.u;
+    else if (a->kind != TJ_ARG_NONE) return 1;
+    return 0;
+  }
+  if (ty == TY_FP32 || ty == TY_FP64 || ty == TY_BF16) {
+    double d;
+    if (a->kind == TJ_ARG_FLOAT) d = a->v.d;
+    else if (a->kind == TJ_ARG_INT || a->kind == TJ_ARG_BOOL) d = (double)a->v.i;
+    else return 1;
+    if (ty == TY_FP64) {
+      memcpy(dst, &d, 8);
+    } else {
+      float f = (float)d;
+      if (ty == TY_FP32) {
+        memcpy(dst, &f, 4);
+      } else { /* bf16: the high half of the fp32, as Triton's launcher */
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy(dst, &h, 2);
+      }
+    }
+    return 0;
+  }
+  if (ty == TY_FP16) return 1;
+  if (ty == TY_U64 && a->kind == TJ_ARG_UINT) {
+    memcpy(dst, &a->v.u, 8);
+    return 0;
+  }
+  if (a->kind != TJ_ARG_INT && a->kind != TJ_ARG_BOOL) return 1;
+  static const int64_t lo[TY_COUNT] = {0, 0, INT8_MIN, INT16_MIN, INT32_MIN, INT64_MIN, 0, 0, 0, 0, 0};
+  static const int64_t hi[TY_COUNT] = {0, 1, INT8_MAX, INT16_MAX, INT32_MAX, INT64_MAX, 1, UINT8_MAX, UINT16_MAX,
+                                       UINT32_MAX, INT64_MAX};
+  int64_t i = a->v.i;
+  if (ty == TY_I1 || ty == TY_U1) i = (i != 0);
+  if (i < lo[ty] || i > hi[ty]) return 1;
+  switch (ty_size[ty]) {
+    case 1: { int8_t x = (int8_t)i; memcpy(dst, &x, 1); break; }
+    case 2: { int16_t x = (int16_t)i; memcpy(dst, &x, 2); break; }
+    case 4: { int32_t x = (int32_t)i; memcpy(dst, &x, 4); break; }
+    default: memcpy(dst, &i, 8);
+  }
+  return 0;
+}
+
+/* The launch entry for callers that do not hold the GIL (tritonjit_launch.h, launch_nogil):
+ * the same packing and driver call as tj_launch_entry, no Python object touched. Whatever
+ * needs Python (scratch buffers, unusual arguments, a grid over the device's limits, whose
+ * GridError is made by the GIL path) answers 1. */
+static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
+                           Py_ssize_t nargs, char *err, size_t errlen) {
+  Launcher *L = (Launcher *)self;
+  uint64_t store[MAX_ARGS + 2];
+  void *params[MAX_ARGS + 2];
+  static uint64_t no_scratch = 0;
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return 0;
+  if ((uint64_t)grid[0] * L->num_ctas > L->max_grid[0] || grid[1] > L->max_grid[1] || grid[2] > L->max_grid[2])
+    return 1;
+  for (int k = 0; k < L->n_scratch; k++) {
+    if (L->scratch_size[k] != 0) return 1;
+    params[L->n_rt + k] = &no_scratch;
+  }
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    int pi = L->param_index[k];
+    if (pi >= nargs || pack_nogil(L->ty[k], &args[pi], &store[k])) return 1;
+    params[k] = &store[k];
+  }
+  int pushed = 0;
+  const char *call = "cuCtxPushCurrent";
+  CUresult r = ctx_enter_raw(L->ctx, &pushed);
+  if (r == CUDA_SUCCESS) {
+    if (L->num_ctas == 1 && !L->coop && !L->pdl) {
+      call = "cuLaunchKernel";
+      r = p_cuLaunchKernel(L->fn, grid[0], grid[1], grid[2], L->block_x, 1, 1, L->shared,
+                           (CUstream)(uintptr_t)stream, params, NULL);
+    } else {
+      /* clusters, cooperative and PDL launches keep to the GIL path (rare; one code path) */
+      ctx_exit(pushed);
+      return 1;
+    }
+    ctx_exit(pushed);
+  }
+  if (r != CUDA_SUCCESS) {
+    const char *name = NULL, *text = NULL;
+    if (p_cuGetErrorName) p_cuGetErrorName(r, &name);
+    if (p_cuGetErrorString) p_cuGetErrorString(r, &text);
+    snprintf(err, errlen, "CUDA driver error in %s for kernel '%s': %s (%s)", call, L->name_c, name ? name : "?",
+             text ? text : "");
+    return -1;
+  }
+  return 0;
 }
 
 static int tj_current_stream(void *self, int device, uint64_t *out) {
@@ -863,10 +972,16 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
   Py_INCREF(sfree);
   Py_XSETREF(L->scratch_free, sfree);
   Py_XSETREF(L->device_obj, PyLong_FromLong(device));
+  {
+    const char *u = PyUnicode_AsUTF8(name);
+    if (u == NULL) return -1;
+    snprintf(L->name_c, sizeof L->name_c, "%s", u);
+  }
   L->tj.abi = TJ_LAUNCH_ABI;
-  L->tj.flags = 0;
+  L->tj.flags = TJ_LAUNCH_F_NOGIL;
   L->tj.self = L;
   L->tj.launch = tj_launch_entry;
+  L->tj.launch_nogil = tj_launch_nogil;
   L->tj.current_stream = raw_stream_fn ? tj_current_stream : NULL;
   L->vectorcall = Launcher_vectorcall;
   return 0;

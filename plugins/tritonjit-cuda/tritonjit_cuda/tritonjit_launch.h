@@ -15,7 +15,13 @@
  *
  * A plugin copies this header (it is small and versioned); a change of layout
  * changes TJ_LAUNCH_ABI and the capsule name, so a mismatch is detected, never
- * misread.
+ * misread. Fields added at the end are announced by a bit of ``flags`` and read only
+ * when it is set, so an older plugin (a shorter struct) stays valid.
+ *
+ * Who makes the device current: the launcher. ``launch`` and ``launch_nogil`` are
+ * called on whatever thread and context the caller has; a plugin whose driver needs
+ * a current device or context enters its own for the launch and restores the
+ * caller's afterwards.
  */
 #ifndef TRITONJIT_LAUNCH_H
 #define TRITONJIT_LAUNCH_H
@@ -58,6 +64,19 @@ typedef struct tj_launch {
   /* Optional (may be NULL): the raw handle of the stream launches on ``device``
    * go to by default. Returns 0, or -1 with a Python exception set. */
   int (*current_stream)(void *self, int device, uint64_t *out);
+  /* Present when ``flags & TJ_LAUNCH_F_NOGIL``: the same launch, callable WITHOUT
+   * the GIL (the C++ API calls it from C++ threads and from torch operator kernels,
+   * where Python is not held). It must not touch Python objects: ``obj`` of each
+   * argument may be NULL. Returns 0 when launched; 1 when it cannot launch these
+   * arguments without Python (e.g. a TJ_ARG_OTHER argument, or a scratch buffer
+   * that Python allocates): the caller takes the GIL and calls ``launch`` instead;
+   * -1 on an error, with a message (NUL-terminated, at most ``errlen`` bytes
+   * including the NUL) in ``err``. */
+  int (*launch_nogil)(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
+                      Py_ssize_t nargs, char *err, size_t errlen);
 } tj_launch;
+
+/* flags */
+#define TJ_LAUNCH_F_NOGIL 1u /* ``launch_nogil`` is present */
 
 #endif

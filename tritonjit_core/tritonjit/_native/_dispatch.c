@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <pthread.h>
 
 #include "tritonjit_launch.h"
 #include "tritonjit_tensor.h"
@@ -1141,6 +1142,17 @@ static PyTypeObject KernelBaseType = {
  * For tests on machines without an accelerator: a test backend's make_launcher returns
  * one, so the whole native path (bind, key, memo, lookup, C launch entry) runs and what
  * reached the "device" can be inspected. Not a driver: it is named for what it does. */
+#define REC_PENDING_MAX 4096
+
+/* a launch recorded without the GIL: digested in C, turned into Python when read */
+typedef struct {
+  unsigned int grid[3];
+  uint64_t stream;
+  Py_ssize_t nargs;
+  int kind[MAXP];
+  uint64_t bits[MAXP];
+} RecPending;
+
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
@@ -1148,12 +1160,21 @@ typedef struct {
   int keep;                /* record each launch in ``calls`` (else only count) */
   unsigned long long count;
   tj_launch tj;
+  pthread_mutex_t mu;      /* guards the GIL-free records below */
+  RecPending *pending;
+  Py_ssize_t n_pending;
+  unsigned long long dropped;
 } Recorder;
+
+static int rec_flush(Recorder *r);
 
 static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args, Py_ssize_t nargs) {
   Recorder *r = (Recorder *)self;
+  pthread_mutex_lock(&r->mu);
   r->count++;
+  pthread_mutex_unlock(&r->mu);
   if (!r->keep) return 0;
+  if (rec_flush(r) < 0) return -1; /* keep the order of launches */
   PyObject *digest = PyList_New(nargs);
   if (!digest) return -1;
   for (Py_ssize_t i = 0; i < nargs; i++) {
@@ -1178,8 +1199,100 @@ static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, c
   return rc;
 }
 
+/* launch_nogil of the recorder: kept in C under a mutex (no Python object may be touched),
+ * moved into ``calls`` as ("nogil", grid, stream, digest) when ``calls`` is read. */
+static int rec_launch_nogil(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
+                            Py_ssize_t nargs, char *err, size_t errlen) {
+  Recorder *r = (Recorder *)self;
+  if (nargs > MAXP) {
+    snprintf(err, errlen, "recorder: %zd arguments, at most %d", nargs, MAXP);
+    return -1;
+  }
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  if (r->keep) {
+    if (r->pending == NULL) r->pending = (RecPending *)calloc(REC_PENDING_MAX, sizeof(RecPending));
+    if (r->pending == NULL || r->n_pending == REC_PENDING_MAX) {
+      r->dropped++;
+    } else {
+      RecPending *p = &r->pending[r->n_pending++];
+      memcpy(p->grid, grid, sizeof p->grid);
+      p->stream = stream;
+      p->nargs = nargs;
+      for (Py_ssize_t i = 0; i < nargs; i++) {
+        p->kind[i] = args[i].kind;
+        p->bits[i] = args[i].v.u;
+      }
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+/* Move the GIL-free records into ``calls`` (called with the GIL). */
+static int rec_flush(Recorder *r) {
+  pthread_mutex_lock(&r->mu);
+  Py_ssize_t n = r->n_pending;
+  RecPending *pend = r->pending;
+  r->pending = NULL;
+  r->n_pending = 0;
+  pthread_mutex_unlock(&r->mu);
+  int rc = 0;
+  for (Py_ssize_t k = 0; k < n && rc == 0; k++) {
+    RecPending *p = &pend[k];
+    PyObject *digest = PyList_New(p->nargs);
+    if (!digest) {
+      rc = -1;
+      break;
+    }
+    for (Py_ssize_t i = 0; i < p->nargs; i++) {
+      PyObject *v;
+      int kind = p->kind[i];
+      if (kind == TJ_ARG_FLOAT) {
+        double d;
+        memcpy(&d, &p->bits[i], sizeof d);
+        v = Py_BuildValue("(id)", kind, d);
+      } else if (kind == TJ_ARG_INT || kind == TJ_ARG_BOOL) {
+        v = Py_BuildValue("(iL)", kind, (long long)p->bits[i]);
+      } else if (kind == TJ_ARG_PTR || kind == TJ_ARG_UINT) {
+        v = Py_BuildValue("(iK)", kind, (unsigned long long)p->bits[i]);
+      } else {
+        v = Py_BuildValue("(iO)", kind, Py_None);
+      }
+      if (!v) {
+        Py_DECREF(digest);
+        digest = NULL;
+        break;
+      }
+      PyList_SET_ITEM(digest, i, v);
+    }
+    PyObject *rec = digest ? Py_BuildValue("(s(III)KN)", "nogil", p->grid[0], p->grid[1], p->grid[2],
+                                           (unsigned long long)p->stream, digest)
+                           : NULL;
+    if (!rec || PyList_Append(r->calls, rec) < 0) rc = -1;
+    Py_XDECREF(rec);
+  }
+  free(pend);
+  return rc;
+}
+
+static PyObject *Recorder_get_calls(PyObject *self, void *closure) {
+  Recorder *r = (Recorder *)self;
+  if (rec_flush(r) < 0) return NULL;
+  return Py_NewRef(r->calls);
+}
+
+static PyObject *Recorder_get_count(PyObject *self, void *closure) {
+  Recorder *r = (Recorder *)self;
+  pthread_mutex_lock(&r->mu);
+  unsigned long long n = r->count;
+  pthread_mutex_unlock(&r->mu);
+  return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
   if (PyVectorcall_NARGS(nargsf) != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args)");
+  if (rec_flush((Recorder *)self) < 0) return NULL;
   PyObject *rec = Py_BuildValue("(sOOO)", "python", args[0], args[1], args[2]);
   if (!rec || PyList_Append(((Recorder *)self)->calls, rec) < 0) {
     Py_XDECREF(rec);
@@ -1209,20 +1322,27 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
   r->vectorcall = Recorder_vectorcall;
   r->calls = PyList_New(0);
   r->tj.abi = TJ_LAUNCH_ABI;
+  r->tj.flags = TJ_LAUNCH_F_NOGIL;
   r->tj.self = r;
   r->tj.launch = rec_launch;
   r->tj.current_stream = NULL;
+  r->tj.launch_nogil = rec_launch_nogil;
+  pthread_mutex_init(&r->mu, NULL);
   return (PyObject *)r;
 }
 static void Recorder_dealloc(PyObject *self) {
-  Py_XDECREF(((Recorder *)self)->calls);
+  Recorder *r = (Recorder *)self;
+  Py_XDECREF(r->calls);
+  free(r->pending);
+  pthread_mutex_destroy(&r->mu);
   Py_TYPE(self)->tp_free(self);
 }
-static PyMemberDef Recorder_members[] = {{"calls", T_OBJECT, offsetof(Recorder, calls), READONLY, "recorded launches"},
-                                         {"count", T_ULONGLONG, offsetof(Recorder, count), READONLY,
-                                          "launches through the C entry (Recorder(keep=False) only counts them)"},
-                                         {NULL}};
-static PyGetSetDef Recorder_getset[] = {{"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"}, {NULL}};
+static PyGetSetDef Recorder_getset[] = {
+    {"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"},
+    {"calls", Recorder_get_calls, NULL, "recorded launches: (path, grid, stream, args) with path 'python', 'native' "
+                                        "or 'nogil'"},
+    {"count", Recorder_get_count, NULL, "launches through the C entries (Recorder(keep=False) only counts them)"},
+    {NULL}};
 static PyTypeObject RecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Recorder",
     .tp_basicsize = sizeof(Recorder),
@@ -1231,7 +1351,6 @@ static PyTypeObject RecorderType = {
     .tp_call = PyVectorcall_Call,
     .tp_new = Recorder_new,
     .tp_dealloc = Recorder_dealloc,
-    .tp_members = Recorder_members,
     .tp_getset = Recorder_getset,
     .tp_doc = "Records launches (tests of the native path without an accelerator).",
 };
