@@ -21,6 +21,7 @@ from ._api import (
     unregister_backend,
 )
 from ._backend import Backend, BackendInfo, CompiledVariant, SpecializationRules
+from ._cpp import get_cmake_dir, get_include
 from ._errors import (
     ArgumentError,
     BackendError,
@@ -45,5 +46,5 @@ __all__ = [
     "FrozenError", "GridError", "KernelFunction", "KernelNotFoundError", "SignatureError", "SpecializationRules",
     "TritonJITError", "Variant", "backends", "broken_plugins", "current_backend", "function",
     "get_backend", "hookimpl", "hookspec", "register_backend", "set_backend", "unregister_backend",
-    "freeze", "unfreeze", "is_frozen", "__version__",
+    "freeze", "unfreeze", "is_frozen", "get_include", "get_cmake_dir", "__version__",
 ]

@@ -1,0 +1,97 @@
+// A C++ extension for the C++ API's tests: every entry launches through
+// tritonjit::Function (include/tritonjit/function.h), as a libtorch user's code would.
+#include <torch/extension.h>
+#include <tritonjit/function.h>
+
+#include <atomic>
+#include <thread>
+
+namespace {
+
+// out = x + y through the interpreter (CPU tensors) or any backend with tensors
+at::Tensor add(const std::string& path, const at::Tensor& x, const at::Tensor& y, int64_t block) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  at::Tensor out = at::empty_like(x);
+  const int64_t n = x.numel();
+  f(0, static_cast<unsigned>((n + block - 1) / block), 1, 1, 4, 1, x, y, out, n, block);
+  return out;
+}
+
+// the same kernel on raw addresses (the recording backend's fake device memory)
+void add_ptrs(const std::string& path, uint64_t x, uint64_t y, uint64_t out, int64_t n, int64_t block,
+              uint64_t stream, int64_t num_warps) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  const auto fp32 = c10::ScalarType::Float;
+  pybind11::gil_scoped_release nogil;  // a hit must not need Python
+  f(stream, static_cast<unsigned>((n + block - 1) / block), 1, 1, static_cast<int>(num_warps), 1,
+    tritonjit::DevicePtr{x, fp32}, tritonjit::DevicePtr{y, fp32}, tritonjit::DevicePtr{out, fp32}, n, block);
+}
+
+// the Options overload: an extra backend option by name
+void add_ptrs_options(const std::string& path, uint64_t x, uint64_t out, int64_t n, uint64_t stream) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  tritonjit::Options o;
+  o.num_warps = 2;
+  o.num_stages = 2;
+  o.extra.emplace_back("maxnreg", 128);
+  const auto fp16 = c10::ScalarType::Half;
+  f(stream, tritonjit::Grid{1, 1, 1}, o, tritonjit::DevicePtr{x, fp16}, tritonjit::DevicePtr{x, fp16},
+    tritonjit::DevicePtr{out, fp16}, n, 64);
+}
+
+// scalars of every C++ kind, a None, a str constexpr
+void mixed(const std::string& path, uint64_t p, int64_t stream) {
+  auto& f = tritonjit::Function::get_instance(path, "mixed_kernel");
+  pybind11::gil_scoped_release nogil;
+  f(static_cast<uint64_t>(stream), 2, 3, 1, 4, 1, tritonjit::DevicePtr{p, c10::ScalarType::BFloat16},
+    std::optional<at::Tensor>(), static_cast<int32_t>(7), static_cast<uint64_t>(1) << 63, 2.5f, true,
+    c10::Scalar(int64_t{16}), "sum");
+}
+
+// ``threads`` C++ threads launching ``iters`` times each, the GIL released
+int64_t hammer(const std::string& path, int64_t threads, int64_t iters, uint64_t base) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  std::atomic<int64_t> done{0};
+  pybind11::gil_scoped_release nogil;
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; t++) {
+    pool.emplace_back([&, t] {
+      const auto fp32 = c10::ScalarType::Float;
+      for (int64_t i = 0; i < iters; i++) {
+        f(77, 1, 1, 1, 4, 1, tritonjit::DevicePtr{base + 64 * t, fp32}, tritonjit::DevicePtr{base, fp32},
+          tritonjit::DevicePtr{base, fp32}, 1000, 1024);
+        done++;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return done.load();
+}
+
+// what the C++ API throws for a call that cannot work
+std::string error_of(const std::string& path, const std::string& which) {
+  try {
+    auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+    at::Tensor x = at::zeros({4});
+    if (which == "count") f(0, 1, 1, 1, 4, 1, x, x, x, 4);
+    if (which == "constexpr") f(0, 1, 1, 1, 4, 1, x, x, x, 4, x);
+    if (which == "grid") f(0, 0, 1, 1, 4, 1, x, x, x, 4, 64);
+    if (which == "grid_y") f(0, 1, 1u << 16, 1, 4, 1, x, x, x, 4, 64);
+    if (which == "missing") tritonjit::Function::get_instance(path, "no_such_kernel");
+    if (which == "autotuned") tritonjit::Function::get_instance(path, "tuned_kernel");
+  } catch (const tritonjit::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("add", &add);
+  m.def("add_ptrs", &add_ptrs);
+  m.def("add_ptrs_options", &add_ptrs_options);
+  m.def("mixed", &mixed);
+  m.def("hammer", &hammer);
+  m.def("error_of", &error_of);
+}

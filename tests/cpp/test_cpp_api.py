@@ -1,0 +1,175 @@
+"""The C++ API (include/tritonjit/function.h) from a C++ extension built in the test.
+
+On CPU two backends run it: the interpreter (no C launch entry: C++ launches through
+Python, kernels really run on CPU tensors) and the recording test backend (a C launch
+entry with a GIL-free path that records what reached it), so the C++ hot path,
+digest -> key -> variant -> launch_nogil, runs end to end without a device.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import torch
+import tritonjit
+from tritonjit import _native
+from tritonjit.testing import FakeTensor, RecordingBackend
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(HERE, "cpp_kernels.py")
+
+
+@pytest.fixture(scope="module")
+def ext(tmp_path_factory):
+    from torch.utils.cpp_extension import load
+
+    build = tmp_path_factory.mktemp("cpp_api_ext")
+    return load("tritonjit_cpp_api_test", [os.path.join(HERE, "cpp_api_ext.cpp")], build_directory=str(build),
+                extra_include_paths=[tritonjit.get_include()], extra_cflags=["-O1"], verbose=False)
+
+
+@pytest.fixture
+def kernel():
+    return tritonjit.function(KERNELS, "add_kernel")
+
+
+@pytest.fixture
+def recording():
+    if not _native.available():
+        pytest.skip(f"native dispatcher: {_native.reason}")
+    backend = RecordingBackend()
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("recording")
+    yield backend
+    tritonjit.set_backend(None)
+    tritonjit.unregister_backend("recording")
+
+
+def _recorder_calls(f: tritonjit.KernelFunction) -> list:
+    return [c for v in f.variants() for c in v.launcher.calls]
+
+
+def test_include_and_cmake_dirs_hold_the_api():
+    assert os.path.isfile(os.path.join(tritonjit.get_include(), "tritonjit", "function.h"))
+    assert os.path.isfile(os.path.join(tritonjit.get_cmake_dir(), "tritonjitConfig.cmake"))
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+def test_cmake_find_package(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(probe LANGUAGES CXX)\n"
+        "find_package(tritonjit 0.1 REQUIRED)\n"
+        "get_target_property(inc tritonjit::tritonjit INTERFACE_INCLUDE_DIRECTORIES)\n"
+        'message(STATUS "TRITONJIT_INC=${inc}")\n')
+    out = subprocess.run(["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "b"),
+                          f"-Dtritonjit_DIR={tritonjit.get_cmake_dir()}"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert f"TRITONJIT_INC={tritonjit.get_include()}" in out.stdout
+
+
+def test_interpreter_launch_matches_torch_and_shares_variants(ext, kernel):
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(ext.add(KERNELS, x, y, 128), x + y)
+    assert [v.signature for v in kernel.variants()] == ["*fp32:16,*fp32:16,*fp32:16,i32,128"]
+    # the variant C++ compiled is the one Python's f[grid] finds: no second variant
+    o = torch.empty(1000)
+    kernel[(8,)](x, y, o, 1000, BLOCK=128, num_warps=4, num_stages=1)
+    assert len(kernel.variants()) == 1
+    torch.testing.assert_close(o, x + y)
+
+
+def test_recording_backend_hits_stay_in_cpp(ext, kernel, recording):
+    # compiled from Python first: C++ finds the same variant, compiles nothing
+    x, y, o = FakeTensor(1 << 20), FakeTensor(1 << 21), FakeTensor(1 << 22)
+    for _ in range(2):  # a miss (the Python path), then a hit of the C dispatcher
+        kernel[(4,)](x, y, o, 1000, BLOCK=256, num_warps=4, num_stages=1, stream=5)
+    assert len(kernel.variants()) == 1
+    for _ in range(3):
+        ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 5, 4)
+    assert len(kernel.variants()) == 1, "C++ compiled a second variant of the same call"
+    calls = _recorder_calls(kernel)
+    assert [c[0] for c in calls] == ["python", "native", "nogil", "nogil", "nogil"]
+    dispatcher, cpp = calls[1], calls[2]
+    assert cpp[1] == dispatcher[1] == (4, 1, 1) and cpp[2] == dispatcher[2] == 5
+    # pointers and the int digested alike; the constexpr is no device argument (TJ_ARG_CONST: 6)
+    assert cpp[3][:4] == dispatcher[3][:4]
+    assert cpp[3][4][0] == dispatcher[3][4][0] == 6
+
+
+def test_recording_backend_new_specializations_get_new_variants(ext, kernel, recording):
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 0, 4)   # aligned pointers
+    ext.add_ptrs(KERNELS, (1 << 20) + 4, 1 << 21, 1 << 22, 1000, 256, 0, 4)  # x unaligned
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)   # n divisible by 16
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1, 256, 0, 4)      # n == 1
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 0, 8)   # num_warps
+    sigs = sorted(v.signature for v in kernel.variants())
+    assert len(kernel.variants()) == 5
+    assert "*fp32,*fp32:16,*fp32:16,i32,256" in sigs and "*fp32:16,*fp32:16,*fp32:16,i32:16,256" in sigs
+    assert "*fp32:16,*fp32:16,*fp32:16,i32:1,256" in sigs
+    # stream 0: the backend's current stream (the recording backend answers 1000 + device)
+    assert {c[2] for c in _recorder_calls(kernel)} == {1000}
+
+
+def test_every_cpp_argument_kind(ext, recording):
+    f = tritonjit.function(KERNELS, "mixed_kernel")
+    ext.mixed(KERNELS, 1 << 24, 9)
+    (variant,) = f.variants()
+    assert variant.signature == "*bf16:16,nullopt,i32,u64:16,fp32,u1,i32:16,'sum'"
+    (call,) = _recorder_calls(f)
+    assert call[0] == "nogil" and call[1] == (2, 3, 1) and call[2] == 9
+    kinds = [a[0] for a in call[3]]
+    assert kinds == [1, 0, 2, 3, 4, 5, 2, 6]  # ptr, none, int, uint, float, bool, int, const
+    assert call[3][3][1] == 1 << 63 and call[3][4][1] == 2.5 and call[3][6][1] == 16
+
+
+def test_options_object(ext, kernel, recording):
+    ext.add_ptrs_options(KERNELS, 1 << 20, 1 << 22, 64, 3)
+    (variant,) = kernel.variants()
+    assert variant.signature == "*fp16:16,*fp16:16,*fp16:16,i32:16,64"
+    assert variant.compiled.metadata["maxnreg"] == 128 and variant.compiled.metadata["num_warps"] == 2
+
+
+def test_eight_cpp_threads_at_once(ext, kernel, recording):
+    assert ext.hammer(KERNELS, 8, 500, 1 << 20) == 4000
+    assert len(kernel.variants()) == 1  # each thread's pointer is 64-aligned: one variant
+    assert sum(v.launcher.count for v in kernel.variants()) == 4000
+
+
+def test_frozen_raises_from_cpp(ext, kernel, recording):
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 0, 4)
+    tritonjit.freeze()
+    try:
+        ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 0, 4)  # compiled: launches
+        with pytest.raises(RuntimeError, match=r"FrozenError: kernel 'add_kernel': variant '\*fp32:16,\*fp32:16,"
+                                               r"\*fp32:16,i32:16,256'.* frozen"):
+            ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)
+    finally:
+        tritonjit.unfreeze()
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)
+    assert len(kernel.variants()) == 2
+
+
+def test_frozen_raises_from_python(kernel):
+    x = torch.randn(64)
+    kernel[(1,)](x, x, x, 64, BLOCK=64)
+    tritonjit.freeze()
+    try:
+        kernel[(1,)](x, x, x, 64, BLOCK=64)
+        with pytest.raises(tritonjit.FrozenError, match="add_kernel.*i32,64"):
+            kernel[(1,)](x, x, x, 63, BLOCK=64)
+    finally:
+        tritonjit.unfreeze()
+
+
+def test_errors_are_cpp_exceptions_with_the_python_message(ext):
+    assert "kernel 'add_kernel' takes 5 arguments (X, Y, Out, n, BLOCK), got 4" in ext.error_of(KERNELS, "count")
+    msg = ext.error_of(KERNELS, "constexpr")
+    assert "parameter 'BLOCK' of kernel 'add_kernel' is a tl.constexpr" in msg
+    assert "every dimension must be >= 1" in ext.error_of(KERNELS, "grid")
+    assert "y and z < 2^16" in ext.error_of(KERNELS, "grid_y")
+    assert "KernelNotFoundError" in ext.error_of(KERNELS, "missing") and "no_such_kernel" in ext.error_of(
+        KERNELS, "missing")
+    assert "ArgumentError" in ext.error_of(KERNELS, "autotuned") and "autotuned" in ext.error_of(KERNELS, "autotuned")

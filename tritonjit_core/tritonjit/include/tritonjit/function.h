@@ -1,0 +1,700 @@
+// tritonjit's C++ API (header-only, C++17): launch Triton kernels from C++/libtorch
+// code through the same runtime objects and variants as Python's tritonjit.function.
+//
+//   #include <tritonjit/function.h>        // include dir: tritonjit.get_include()
+//   auto& f = tritonjit::Function::get_instance("kernels.py", "add_kernel");
+//   f(stream, grid_x, grid_y, grid_z, num_warps, num_stages, x, y, out, n, 1024);
+//
+// Arguments follow the kernel's parameters, constexprs included (passed by value, as
+// in Python): at::Tensor, std::optional<at::Tensor> (None), std::nullopt, the integer
+// types, float, double, bool, c10::Scalar, a raw device pointer with its dtype
+// (tritonjit::DevicePtr), and strings for str constexprs. ``stream`` is the backend's
+// native stream handle; 0 means the current stream of the tensors' device.
+//
+// A call whose variant this process already launched from C++ stays in C++: the
+// arguments are digested, a key of what can change the variant (dtypes, pointer
+// alignment, integer classes, constexpr values, options) is looked up, and the
+// backend plugin's C launch entry (tritonjit_launch.h) is called without the GIL.
+// A miss takes the GIL and asks the Python runtime for the variant
+// (KernelFunction.variant_for: the same cache, compiling where needed, FrozenError
+// when frozen), so a variant compiled from Python is a hit from C++ and the other way
+// round. Backends without a C launch entry (the interpreter) launch through Python.
+// Errors are tritonjit::Error (a std::runtime_error) with the Python message.
+#pragma once
+
+#include <Python.h>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/DynamicTypes.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../../_native/tritonjit_launch.h"
+
+namespace tritonjit {
+
+/// Every error of the C++ API: the Python runtime's message (kernel, parameter, what
+/// was expected), prefixed with the Python exception's type name.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A raw device address with the dtype its kernel parameter should be specialized for.
+struct DevicePtr {
+  uint64_t address;
+  c10::ScalarType dtype;
+};
+inline DevicePtr pointer(const void* p, c10::ScalarType dtype) {
+  return DevicePtr{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), dtype};
+}
+
+/// A value of a backend compile option (Options::extra).
+struct OptionValue {
+  enum class Kind { Int, Float, Bool, Str } kind;
+  int64_t i = 0;
+  double d = 0;
+  std::string s;
+  OptionValue(int v) : kind(Kind::Int), i(v) {}
+  OptionValue(int64_t v) : kind(Kind::Int), i(v) {}
+  OptionValue(double v) : kind(Kind::Float), d(v) {}
+  OptionValue(bool v) : kind(Kind::Bool), i(v) {}
+  OptionValue(const char* v) : kind(Kind::Str), s(v) {}
+  OptionValue(std::string v) : kind(Kind::Str), s(std::move(v)) {}
+};
+
+/// Launch options: num_warps, num_stages and any other option Triton's backend takes
+/// (num_ctas, maxnreg, debug, ...), by name.
+struct Options {
+  int num_warps = 4;
+  int num_stages = 3;
+  std::vector<std::pair<std::string, OptionValue>> extra;
+};
+
+/// One launch grid; every dimension >= 1, x < 2^31, y and z < 2^16 (the core's rule).
+struct Grid {
+  unsigned int x = 1, y = 1, z = 1;
+};
+
+/// One digested argument: what the launch ABI takes, plus what the key and the Python
+/// bridge need. Library authors who digest arguments themselves (tritonjit_ops' C++
+/// operator path) fill these and call Function::launch.
+struct Slot {
+  enum class Kind : uint8_t { None, Tensor, Ptr, Int, UInt, Float, Bool, Str };
+  Kind kind = Kind::None;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;  // Tensor, Ptr
+  int8_t device_type = -1;                             // Tensor: c10::DeviceType
+  int device = -1;                                     // Tensor: device index (-1: CPU)
+  union {
+    int64_t i;
+    uint64_t u;
+    double d;
+  } v{0};
+  const at::Tensor* tensor = nullptr;  // Tensor: the caller's, alive during the call
+  std::string_view str;                // Str
+
+  static Slot none() { return Slot{}; }
+  static Slot of(const at::Tensor& t) {
+    Slot s;
+    s.kind = Kind::Tensor;
+    s.tensor = &t;
+    s.dtype = t.scalar_type();
+    s.device_type = static_cast<int8_t>(t.device().type());
+    s.device = t.device().has_index() ? t.device().index() : -1;
+    s.v.u = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()));
+    return s;
+  }
+  static Slot of_int(int64_t x) {
+    Slot s;
+    s.kind = Kind::Int;
+    s.v.i = x;
+    return s;
+  }
+  static Slot of_uint(uint64_t x) {
+    Slot s;
+    s.kind = x > static_cast<uint64_t>(INT64_MAX) ? Kind::UInt : Kind::Int;
+    s.v.u = x;
+    return s;
+  }
+  static Slot of_float(double x) {
+    Slot s;
+    s.kind = Kind::Float;
+    s.v.d = x;
+    return s;
+  }
+  static Slot of_bool(bool x) {
+    Slot s;
+    s.kind = Kind::Bool;
+    s.v.i = x;
+    return s;
+  }
+  static Slot of_ptr(DevicePtr p) {
+    Slot s;
+    s.kind = Kind::Ptr;
+    s.dtype = p.dtype;
+    s.v.u = p.address;
+    return s;
+  }
+  static Slot of_str(std::string_view x) {
+    Slot s;
+    s.kind = Kind::Str;
+    s.str = x;
+    return s;
+  }
+};
+
+namespace detail {
+
+/// The GIL for the scope (re-entrant: a thread that holds it keeps it).
+class Gil {
+ public:
+  Gil() : state_(PyGILState_Ensure()) {}
+  ~Gil() { PyGILState_Release(state_); }
+  Gil(const Gil&) = delete;
+  Gil& operator=(const Gil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+/// Owned Python reference (decref needs the GIL: only destroyed while it is held).
+struct Ref {
+  PyObject* p = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* o) : p(o) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  Ref(Ref&& o) noexcept : p(o.p) { o.p = nullptr; }
+  ~Ref() { Py_XDECREF(p); }
+  PyObject* release() {
+    PyObject* r = p;
+    p = nullptr;
+    return r;
+  }
+};
+
+/// The pending Python exception as a tritonjit::Error (call with the GIL held).
+[[noreturn]] inline void throw_python_error(const std::string& context) {
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  std::string msg = context;
+  if (type != nullptr) {
+    const char* name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
+    const char* dot = std::strrchr(name, '.');
+    msg += dot ? dot + 1 : name;
+    PyObject* text = value ? PyObject_Str(value) : nullptr;
+    const char* utf8 = text ? PyUnicode_AsUTF8(text) : nullptr;
+    if (utf8 != nullptr) {
+      msg += ": ";
+      msg += utf8;
+    }
+    Py_XDECREF(text);
+  } else {
+    msg += "error without a Python exception";
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  throw Error(msg);
+}
+
+inline PyObject* check(PyObject* o, const std::string& context) {
+  if (o == nullptr) throw_python_error(context);
+  return o;
+}
+
+inline uint64_t mix(uint64_t h, uint64_t w) {
+  h ^= w + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+inline uint64_t hash_bytes(std::string_view s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+constexpr int kMaxWords = 160;
+
+/// The part of a call that selects a variant: one or two words per argument (tag,
+/// dtype, alignment and integer class; a constexpr's value), the options, the device.
+struct Key {
+  uint64_t w[kMaxWords];
+  int n = 0;
+  void push(uint64_t x) {
+    if (n == kMaxWords) throw Error("tritonjit: too many kernel arguments for the C++ API's key");
+    w[n++] = x;
+  }
+  bool operator==(const Key& o) const { return n == o.n && std::memcmp(w, o.w, sizeof(uint64_t) * n) == 0; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = static_cast<uint64_t>(k.n);
+    for (int i = 0; i < k.n; i++) h = mix(h, k.w[i]);
+    return static_cast<size_t>(h);
+  }
+};
+
+/// A variant ready to launch: the plugin's C entry (or, without one, Python).
+struct Entry {
+  const tj_launch* tj = nullptr;
+  PyObject* keep = nullptr;  // the capsule (keeps ``tj`` and its launcher alive); never released
+};
+
+// torch's device type of a backend's tensors; a type torch does not know (a test
+// backend's) counts as PrivateUse1, for which no device guard is registered.
+inline c10::DeviceType device_type_of(const std::string& torch_type) {
+  if (torch_type.empty() || torch_type == "cpu") return c10::DeviceType::CPU;
+  try {
+    return c10::Device(torch_type).type();
+  } catch (const std::exception&) {
+    return c10::DeviceType::PrivateUse1;
+  }
+}
+
+inline PyObject* dtype_object(c10::ScalarType t) {
+  PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(t));
+  Py_INCREF(d);
+  return d;
+}
+
+}  // namespace detail
+
+/// The C++ face of one tritonjit.KernelFunction.
+class Function {
+ public:
+  /// The kernel ``name`` of the Python file ``path``: the same runtime object as
+  /// ``tritonjit.function(path, name)`` in Python; one per (path, name) per process.
+  static Function& get_instance(std::string_view path, std::string_view name) {
+    static std::mutex mu;
+    static std::unordered_map<std::string, std::unique_ptr<Function>> instances;
+    std::string key = std::string(path) + '\0' + std::string(name);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = instances.find(key);
+    if (it != instances.end()) return *it->second;
+    detail::Gil gil;
+    detail::Ref mod(detail::check(PyImport_ImportModule("tritonjit"), "tritonjit: cannot import tritonjit: "));
+    detail::Ref fn(detail::check(PyObject_GetAttrString(mod.p, "function"), "tritonjit: "));
+    detail::Ref py_path(detail::check(
+        PyUnicode_FromStringAndSize(path.data(), static_cast<Py_ssize_t>(path.size())), "tritonjit: "));
+    detail::Ref py_name(detail::check(
+        PyUnicode_FromStringAndSize(name.data(), static_cast<Py_ssize_t>(name.size())), "tritonjit: "));
+    detail::Ref kf(detail::check(PyObject_CallFunctionObjArgs(fn.p, py_path.p, py_name.p, nullptr),
+                                 "tritonjit::Function::get_instance: "));
+    auto f = std::unique_ptr<Function>(new Function(kf.release()));
+    Function& ref = *f;
+    instances.emplace(std::move(key), std::move(f));
+    return ref;
+  }
+
+  /// Wrap a tritonjit.KernelFunction (a new reference is taken; call with the GIL).
+  static std::unique_ptr<Function> from_object(PyObject* kernel_function) {
+    Py_INCREF(kernel_function);
+    return std::unique_ptr<Function>(new Function(kernel_function));
+  }
+
+  Function(const Function&) = delete;
+  Function& operator=(const Function&) = delete;
+  ~Function() = default;  // objects live until process exit: Python may be gone by then
+
+  /// f(stream, grid_x, grid_y, grid_z, num_warps, num_stages, args...), libtriton_jit's call.
+  template <typename... Args>
+  void operator()(uint64_t stream, unsigned int gx, unsigned int gy, unsigned int gz, int num_warps, int num_stages,
+                  const Args&... args) {
+    Options o;
+    o.num_warps = num_warps;
+    o.num_stages = num_stages;
+    (*this)(stream, Grid{gx, gy, gz}, o, args...);
+  }
+
+  /// The same with an Options object (any backend option by name).
+  template <typename... Args>
+  void operator()(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
+    Slot slots[sizeof...(Args) > 0 ? sizeof...(Args) : 1];
+    size_t n = 0;
+    (digest(slots, n, args), ...);
+    launch(stream, grid, options, slots, n);
+  }
+
+  /// Launch with digested arguments (one Slot per kernel parameter, in order).
+  void launch(uint64_t stream, Grid grid, const Options& options, const Slot* slots, size_t n) {
+    check_grid(grid);
+    ensure_spec();
+    if (n != nparams_)
+      throw Error("tritonjit: kernel '" + name_ + "' takes " + std::to_string(nparams_) + " arguments (" + params_text() +
+                  "), got " + std::to_string(n));
+    detail::Key key;
+    tj_arg args[detail::kMaxWords / 2];
+    int device = -1;
+    int8_t dev_type = -1;
+    for (size_t i = 0; i < n; i++) digest_slot(i, slots[i], key, args[i], device, dev_type);
+    key.push(static_cast<uint64_t>(options.num_warps) << 32 | static_cast<uint32_t>(options.num_stages));
+    if (!options.extra.empty()) key.push(hash_options(options));
+    if (device < 0) device = current_device();
+    key.push(static_cast<uint64_t>(static_cast<uint32_t>(device)) << 8 | static_cast<uint8_t>(dev_type));
+    detail::Entry e = find(key, slots, n, options, device);
+    if (e.tj == nullptr) return launch_python(stream, grid, options, slots, n, device);
+    if (stream == 0) stream = current_stream(e, dev_type, device);
+    const unsigned int g[3] = {grid.x, grid.y, grid.z};
+    if (e.tj->flags & TJ_LAUNCH_F_NOGIL) {
+      char err[512];
+      int rc = e.tj->launch_nogil(e.tj->self, g, stream, args, static_cast<Py_ssize_t>(n), err, sizeof err);
+      if (rc == 0) return;
+      if (rc < 0) throw Error(std::string("tritonjit: ") + err);
+    }
+    detail::Gil gil;  // no GIL-free entry, or it needs Python: the plugin's own launch
+    if (e.tj->launch(e.tj->self, g, stream, args, static_cast<Py_ssize_t>(n)) < 0)
+      detail::throw_python_error("tritonjit: kernel '" + name_ + "': ");
+  }
+
+  /// The Python runtime object (a borrowed reference).
+  PyObject* object() const { return kf_; }
+  const std::string& name() const { return name_; }
+
+  /// Forget the variants remembered by C++ (the Python runtime keeps its own).
+  void clear() {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    cache_.clear();
+  }
+
+ private:
+  explicit Function(PyObject* kf) : kf_(kf) {
+    detail::Gil gil;
+    refresh_spec_locked_gil();
+  }
+
+  // ---- the kernel's facts on the active backend (KernelFunction.native_spec) -------------
+  void refresh_spec_locked_gil() {
+    detail::Ref spec(detail::check(PyObject_CallMethod(kf_, "native_spec", nullptr), "tritonjit: "));
+    PyObject *name, *cflags, *names, *backend_name, *torch_type;
+    int div, exact;
+    if (!PyArg_ParseTuple(spec.p, "UOOipUU", &name, &cflags, &names, &div, &exact, &backend_name, &torch_type))
+      detail::throw_python_error("tritonjit: native_spec: ");
+    name_ = PyUnicode_AsUTF8(name);
+    constexpr_.clear();
+    param_names_.clear();
+    for (Py_ssize_t i = 0; i < PyTuple_Size(cflags); i++) {
+      constexpr_.push_back(PyTuple_GET_ITEM(cflags, i) == Py_True);
+      param_names_.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
+    }
+    nparams_ = constexpr_.size();
+    if (2 * nparams_ + 4 > static_cast<size_t>(detail::kMaxWords))
+      throw Error("tritonjit: kernel '" + name_ + "' has too many parameters for the C++ API");
+    div_ = static_cast<uint64_t>(div);
+    exact_ints_ = exact != 0;
+    torch_type_ = PyUnicode_AsUTF8(torch_type);
+    device_type_ = detail::device_type_of(torch_type_);
+    guarded_ = device_type_ != c10::DeviceType::CPU && c10::impl::hasDeviceGuardImpl(device_type_);
+    // the backend the spec belongs to: registry.current_cell[0]
+    detail::Ref mod(detail::check(PyImport_ImportModule("tritonjit._registry"), "tritonjit: "));
+    detail::Ref reg(detail::check(PyObject_GetAttrString(mod.p, "registry"), "tritonjit: "));
+    PyObject* cell = detail::check(PyObject_GetAttrString(reg.p, "current_cell"), "tritonjit: ");
+    Py_XSETREF(cell_, cell);
+    PyObject* backend = PyList_GET_ITEM(cell_, 0);
+    Py_XINCREF(backend);
+    Py_XSETREF(backend_, backend);
+  }
+
+  // set_backend() may switch the backend: its cell is read without the GIL (a one-item
+  // list, never resized; a stale read only delays the refresh to the next call).
+  void ensure_spec() {
+    if (PyList_GET_ITEM(cell_, 0) == backend_ && backend_ != nullptr) return;
+    detail::Gil gil;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (PyList_GET_ITEM(cell_, 0) == backend_ && backend_ != nullptr) return;
+    refresh_spec_locked_gil();  // native_spec() selects the backend where none is yet
+    cache_.clear();
+  }
+
+  std::string params_text() const {
+    std::string s;
+    for (size_t i = 0; i < param_names_.size(); i++) s += (i ? ", " : "") + param_names_[i];
+    return s;
+  }
+
+  // ---- digest: C++ values -> slots ------------------------------------------------------
+  static void digest(Slot* s, size_t& n, const at::Tensor& t) {
+    s[n++] = t.defined() ? Slot::of(t) : Slot::none();
+  }
+  static void digest(Slot* s, size_t& n, const std::optional<at::Tensor>& t) {
+    s[n++] = t.has_value() && t->defined() ? Slot::of(*t) : Slot::none();
+  }
+  static void digest(Slot* s, size_t& n, std::nullopt_t) { s[n++] = Slot::none(); }
+  static void digest(Slot* s, size_t& n, std::nullptr_t) { s[n++] = Slot::none(); }
+  static void digest(Slot* s, size_t& n, bool b) { s[n++] = Slot::of_bool(b); }
+  static void digest(Slot* s, size_t& n, float x) { s[n++] = Slot::of_float(x); }
+  static void digest(Slot* s, size_t& n, double x) { s[n++] = Slot::of_float(x); }
+  static void digest(Slot* s, size_t& n, DevicePtr p) { s[n++] = Slot::of_ptr(p); }
+  static void digest(Slot* s, size_t& n, const char* x) { s[n++] = Slot::of_str(x); }
+  static void digest(Slot* s, size_t& n, const std::string& x) { s[n++] = Slot::of_str(x); }
+  static void digest(Slot* s, size_t& n, std::string_view x) { s[n++] = Slot::of_str(x); }
+  static void digest(Slot* s, size_t& n, const c10::Scalar& x) {
+    if (x.isBoolean())
+      s[n++] = Slot::of_bool(x.toBool());
+    else if (x.isIntegral(false))
+      s[n++] = Slot::of_int(x.toLong());
+    else if (x.isFloatingPoint())
+      s[n++] = Slot::of_float(x.toDouble());
+    else
+      throw Error("tritonjit: a complex or symbolic c10::Scalar cannot be a kernel argument");
+  }
+  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  static void digest(Slot* s, size_t& n, T x) {
+    if constexpr (std::is_unsigned_v<T>)
+      s[n++] = Slot::of_uint(static_cast<uint64_t>(x));
+    else
+      s[n++] = Slot::of_int(static_cast<int64_t>(x));
+  }
+  template <typename... T>
+  static void digest(Slot* s, size_t& n, const std::tuple<T...>&) {
+    static_assert(sizeof...(T) < 0, "tuple kernel arguments are not supported by the C++ API yet");
+  }
+
+  // ---- slots -> key words and launch arguments -------------------------------------------
+  void digest_slot(size_t i, const Slot& s, detail::Key& key, tj_arg& a, int& device, int8_t& dev_type) const {
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.u = s.v.u;
+    if (constexpr_[i]) {
+      a.kind = TJ_ARG_CONST;
+      switch (s.kind) {
+        case Slot::Kind::Int: key.push(7); key.push(s.v.u); break;
+        case Slot::Kind::UInt: key.push(8); key.push(s.v.u); break;
+        case Slot::Kind::Float: key.push(9); key.push(s.v.u); break;
+        case Slot::Kind::Bool: key.push(10 | static_cast<uint64_t>(s.v.i) << 8); break;
+        case Slot::Kind::Str: key.push(11 | static_cast<uint64_t>(s.str.size()) << 8); key.push(detail::hash_bytes(s.str)); break;
+        case Slot::Kind::None: key.push(12); break;
+        default:
+          throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
+                      "' is a tl.constexpr and needs a compile-time constant (int, float, bool, str or None), got a " +
+                      (s.kind == Slot::Kind::Tensor ? "tensor" : "pointer"));
+      }
+      return;
+    }
+    switch (s.kind) {
+      case Slot::Kind::Tensor:
+      case Slot::Kind::Ptr: {
+        a.kind = TJ_ARG_PTR;
+        uint64_t aligned = (div_ != 0 && s.v.u % div_ == 0) ? 1 : 0;
+        key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(s.dtype)) << 8 | aligned << 16 |
+                 static_cast<uint64_t>(static_cast<uint8_t>(s.device_type)) << 24);
+        if (s.kind == Slot::Kind::Tensor) {
+          if (dev_type < 0) {
+            dev_type = s.device_type;
+            device = s.device;
+          } else if (s.device_type != dev_type || s.device != device) {
+            throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
+                        s.tensor->device().str() + " but an earlier tensor argument is on another device; the "
+                        "tensors of one launch must be on one device");
+          }
+        }
+        break;
+      }
+      case Slot::Kind::None:
+        a.kind = TJ_ARG_NONE;
+        key.push(2);
+        break;
+      case Slot::Kind::Int: {
+        a.kind = TJ_ARG_INT;
+        int64_t x = s.v.i;
+        uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
+        cls |= (x == 1) ? 2 : 0;
+        cls |= (div_ != 0 && x % static_cast<int64_t>(div_) == 0) ? 4 : 0;
+        key.push(3 | cls << 8);
+        if (exact_ints_) key.push(s.v.u);
+        break;
+      }
+      case Slot::Kind::UInt:
+        a.kind = TJ_ARG_UINT;
+        key.push(4 | ((div_ != 0 && s.v.u % div_ == 0) ? 1ull << 8 : 0));
+        if (exact_ints_) key.push(s.v.u);
+        break;
+      case Slot::Kind::Float:
+        a.kind = TJ_ARG_FLOAT;
+        key.push(5);
+        if (exact_ints_) key.push(s.v.u);
+        break;
+      case Slot::Kind::Bool:
+        a.kind = TJ_ARG_BOOL;
+        key.push(6 | (exact_ints_ ? static_cast<uint64_t>(s.v.i) << 8 : 0));
+        break;
+      case Slot::Kind::Str:
+        throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
+                    "': a string is only valid for a tl.constexpr parameter");
+    }
+  }
+
+  static uint64_t hash_options(const Options& o) {
+    uint64_t h = 0x51ed27;
+    for (const auto& kv : o.extra) {
+      h = detail::mix(h, detail::hash_bytes(kv.first));
+      h = detail::mix(h, static_cast<uint64_t>(kv.second.kind));
+      h = detail::mix(h, kv.second.kind == OptionValue::Kind::Str ? detail::hash_bytes(kv.second.s)
+                         : kv.second.kind == OptionValue::Kind::Float
+                             ? [&] { uint64_t b; std::memcpy(&b, &kv.second.d, 8); return b; }()
+                             : static_cast<uint64_t>(kv.second.i));
+    }
+    return h;
+  }
+
+  static void check_grid(const Grid& g) {
+    if (g.x < 1 || g.y < 1 || g.z < 1 || g.x >= (1u << 31) || g.y >= (1u << 16) || g.z >= (1u << 16))
+      throw Error("tritonjit: grid (" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " + std::to_string(g.z) +
+                  ") is out of range: every dimension must be >= 1, x < 2^31, y and z < 2^16");
+  }
+
+  // The backend's current device where no tensor says it: from torch's device guard
+  // for torch's device types, else from the plugin (Python).
+  int current_device() const {
+    if (guarded_) return c10::impl::getDeviceGuardImpl(device_type_)->getDevice().index();
+    detail::Gil gil;
+    detail::Ref r(detail::check(PyObject_CallMethod(backend_, "current_device", nullptr), "tritonjit: "));
+    return static_cast<int>(PyLong_AsLong(r.p));
+  }
+
+  // The current stream of ``device``: torch's (no Python) for torch's device types,
+  // else the plugin's C entry or its current_stream hook (with the GIL).
+  uint64_t current_stream(const detail::Entry& e, int8_t dev_type, int device) const {
+    const c10::DeviceType type = dev_type >= 0 ? static_cast<c10::DeviceType>(dev_type) : device_type_;
+    if (type == c10::DeviceType::CPU) return 0;
+    if (type == device_type_ ? guarded_ : c10::impl::hasDeviceGuardImpl(type)) {
+      const c10::Stream st =
+          c10::impl::getDeviceGuardImpl(type)->getStream(c10::Device(type, static_cast<c10::DeviceIndex>(device)));
+      return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(st.native_handle()));
+    }
+    detail::Gil gil;
+    uint64_t out = 0;
+    if (e.tj != nullptr && e.tj->current_stream != nullptr) {
+      if (e.tj->current_stream(e.tj->self, device, &out) < 0) detail::throw_python_error("tritonjit: ");
+      return out;
+    }
+    detail::Ref r(detail::check(PyObject_CallMethod(backend_, "current_stream", "i", device), "tritonjit: "));
+    out = PyLong_AsUnsignedLongLong(r.p);
+    if (PyErr_Occurred()) detail::throw_python_error("tritonjit: current_stream: ");
+    return out;
+  }
+
+  // ---- the variant cache --------------------------------------------------------------
+  detail::Entry find(const detail::Key& key, const Slot* slots, size_t n, const Options& options, int device) {
+    {
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      auto it = cache_.find(key);
+      if (it != cache_.end()) return it->second;
+    }
+    detail::Gil gil;
+    detail::Ref args(to_python_args(slots, n, device));
+    detail::Ref kwargs(options_kwargs(options));
+    detail::Ref method(detail::check(PyObject_GetAttrString(kf_, "variant_for"), "tritonjit: "));
+    detail::Ref variant(detail::check(PyObject_Call(method.p, args.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
+    detail::Entry e;
+    detail::Ref cap(PyObject_GetAttrString(variant.p, "native"));
+    if (cap.p == nullptr) PyErr_Clear();
+    if (cap.p != nullptr && PyCapsule_IsValid(cap.p, TJ_LAUNCH_CAPSULE)) {
+      auto* tj = static_cast<const tj_launch*>(PyCapsule_GetPointer(cap.p, TJ_LAUNCH_CAPSULE));
+      if (tj != nullptr && tj->abi == TJ_LAUNCH_ABI) {
+        e.tj = tj;
+        e.keep = cap.release();
+      }
+    }
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (cache_.size() >= kMaxVariants) cache_.clear();  // bounded; the Python cache keeps them all
+    cache_.emplace(key, e);
+    return e;
+  }
+
+  // ---- the Python bridge (GIL held) -----------------------------------------------------
+  PyObject* to_python(const Slot& s, int device) const {
+    switch (s.kind) {
+      case Slot::Kind::None: Py_RETURN_NONE;
+      case Slot::Kind::Tensor: return THPVariable_Wrap(*s.tensor);
+      case Slot::Kind::Int: return PyLong_FromLongLong(s.v.i);
+      case Slot::Kind::UInt: return PyLong_FromUnsignedLongLong(s.v.u);
+      case Slot::Kind::Float: return PyFloat_FromDouble(s.v.d);
+      case Slot::Kind::Bool: return PyBool_FromLong(static_cast<long>(s.v.i));
+      case Slot::Kind::Str: return PyUnicode_FromStringAndSize(s.str.data(), static_cast<Py_ssize_t>(s.str.size()));
+      case Slot::Kind::Ptr: {
+        detail::Ref mod(detail::check(PyImport_ImportModule("tritonjit._native.cpp"), "tritonjit: "));
+        detail::Ref dtype(detail::dtype_object(s.dtype));
+        return PyObject_CallMethod(mod.p, "Pointer", "KOsi", static_cast<unsigned long long>(s.v.u), dtype.p,
+                                   torch_type_.c_str(), device);
+      }
+    }
+    Py_RETURN_NONE;
+  }
+
+  PyObject* to_python_args(const Slot* slots, size_t n, int device) const {
+    detail::Ref t(detail::check(PyTuple_New(static_cast<Py_ssize_t>(n)), "tritonjit: "));
+    for (size_t i = 0; i < n; i++)
+      PyTuple_SET_ITEM(t.p, static_cast<Py_ssize_t>(i), detail::check(to_python(slots[i], device), "tritonjit: "));
+    return t.release();
+  }
+
+  static PyObject* options_kwargs(const Options& o, uint64_t stream = 0, bool with_stream = false) {
+    detail::Ref d(detail::check(PyDict_New(), "tritonjit: "));
+    auto put = [&](const char* k, PyObject* v) {
+      detail::Ref val(detail::check(v, "tritonjit: "));
+      if (PyDict_SetItemString(d.p, k, val.p) < 0) detail::throw_python_error("tritonjit: ");
+    };
+    put("num_warps", PyLong_FromLong(o.num_warps));
+    put("num_stages", PyLong_FromLong(o.num_stages));
+    for (const auto& kv : o.extra) {
+      const OptionValue& v = kv.second;
+      PyObject* py = v.kind == OptionValue::Kind::Int     ? PyLong_FromLongLong(v.i)
+                     : v.kind == OptionValue::Kind::Float ? PyFloat_FromDouble(v.d)
+                     : v.kind == OptionValue::Kind::Bool  ? PyBool_FromLong(static_cast<long>(v.i))
+                                                          : PyUnicode_FromString(v.s.c_str());
+      put(kv.first.c_str(), py);
+    }
+    if (with_stream && stream != 0) put("stream", PyLong_FromUnsignedLongLong(stream));
+    return d.release();
+  }
+
+  // A backend without a C launch entry (the interpreter): KernelFunction._run.
+  void launch_python(uint64_t stream, Grid grid, const Options& options, const Slot* slots, size_t n, int device) {
+    detail::Gil gil;
+    detail::Ref args(detail::check(PyTuple_New(static_cast<Py_ssize_t>(n + 1)), "tritonjit: "));
+    PyTuple_SET_ITEM(args.p, 0, detail::check(Py_BuildValue("(III)", grid.x, grid.y, grid.z), "tritonjit: "));
+    for (size_t i = 0; i < n; i++)
+      PyTuple_SET_ITEM(args.p, static_cast<Py_ssize_t>(i + 1), detail::check(to_python(slots[i], device), "tritonjit: "));
+    detail::Ref kwargs(options_kwargs(options, stream, true));
+    detail::Ref run(detail::check(PyObject_GetAttrString(kf_, "_run"), "tritonjit: "));
+    detail::Ref r(detail::check(PyObject_Call(run.p, args.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
+  }
+
+  static constexpr size_t kMaxVariants = 4096;
+
+  PyObject* kf_;                 // the KernelFunction (never released: see ~Function)
+  PyObject* cell_ = nullptr;     // registry.current_cell
+  PyObject* backend_ = nullptr;  // the backend the spec below was read for
+  std::string name_;
+  std::vector<bool> constexpr_;
+  std::vector<std::string> param_names_;
+  size_t nparams_ = 0;
+  uint64_t div_ = 16;
+  bool exact_ints_ = false;
+  std::string torch_type_;  // the backend's torch device type ("cuda", ...)
+  c10::DeviceType device_type_ = c10::DeviceType::CPU;
+  bool guarded_ = false;  // torch has a device guard for device_type_ (streams without Python)
+  std::shared_mutex mu_;
+  std::unordered_map<detail::Key, detail::Entry, detail::KeyHash> cache_;
+};
+
+}  // namespace tritonjit
