@@ -11,12 +11,12 @@ contiguous result, which is what the real kernels allocate, so
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import torch
 import tritonjit
 
-from . import fused, indexing, matmul, norm, pointwise, reduction, softmax
+from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -192,10 +192,18 @@ _ATEN: dict[str, Callable] = {
 }
 
 
+#: aten overload -> planner of the C++ operator path (see _plan.py); the others are
+#: registered with their Python implementation only
+_PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS}
+
+
 class _State:
-    lib: torch.library.Library | None = None
+    lib: torch.library.Library | None = None  # Python kernels
+    native: Any = None  # the C++ kernels' registration (_native_ops)
     ops: tuple[str, ...] = ()
+    key: str = ""
     depth: int = 0
+    generation: int = 0
 
 
 class _Enabled:
@@ -210,37 +218,78 @@ class _Enabled:
             disable()
 
 
-def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = ()) -> _Enabled:
+def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = (), *, wait_native: bool = False) -> _Enabled:
     """Route the matching aten operators through tritonjit kernels for the active backend.
 
     Works as a global switch (``enable()`` ... ``disable()``) and as a context
     manager (``with enable(): ...``). ``include``/``exclude`` take aten names such
     as "mm" or "add.Tensor". Nested enables keep the first selection.
+
+    The operators run on the C++ operator path (``_native_ops``: plans cached per call
+    shape, launched without Python) once it is built: in the background on first use,
+    once per torch version; until then on their Python kernels. ``wait_native=True``
+    waits for the build, so that the first calls already take the C++ path.
     """
     _State.depth += 1
-    if _State.lib is None:
+    if _State.lib is None and _State.native is None:
         names = list(_ATEN) if include is None else list(include)
         unknown = [n for n in names if n not in _ATEN]
         if unknown:
             _State.depth -= 1
             raise ValueError(f"tritonjit_ops.enable: no tritonjit implementation for {unknown}")
-        names = [n for n in names if n not in set(exclude)]
-        lib = torch.library.Library("aten", "IMPL")
-        key = dispatch_key()
-        for n in names:
-            lib.impl(n, _ATEN[n], key)
-        _State.lib, _State.ops = lib, tuple(sorted(names))
+        excluded = set(exclude)
+        names = [n for n in names if n not in excluded]
+        _State.ops, _State.key = tuple(sorted(names)), dispatch_key()
+        _State.generation += 1
+        if _native_ops.module(wait=wait_native) is not None:
+            _register_native()
+        else:
+            lib = torch.library.Library("aten", "IMPL")
+            for n in names:
+                lib.impl(n, _ATEN[n], _State.key)
+            _State.lib = lib
+            generation = _State.generation
+            _native_ops.on_ready(lambda mod: _swap_to_native(generation))
     return _Enabled()
+
+
+def _register_native() -> None:
+    entries = [(n, _PLANNERS.get(n), _ATEN[n]) for n in _State.ops]
+    _State.native = _native_ops.register("aten", _State.key, entries)
+
+
+def _swap_to_native(generation: int) -> None:
+    """The C++ path is built (on the build thread): register its kernels over the Python ones,
+    then drop those; an op always has one of the two."""
+    if generation != _State.generation or _State.lib is None:
+        return  # disabled (or enabled again) since
+    _register_native()
+    lib, _State.lib = _State.lib, None
+    lib._destroy()
 
 
 def disable() -> None:
     """Undo enable(): aten operators go back to their own kernels."""
-    lib = _State.lib
-    _State.lib, _State.ops, _State.depth = None, (), 0
+    lib, native = _State.lib, _State.native
+    _State.lib, _State.native, _State.ops, _State.depth = None, None, (), 0
+    _State.generation += 1
     if lib is not None:
         lib._destroy()
+    if native is not None:
+        _native_ops.release(native)
 
 
 def enabled_ops() -> list[str]:
     """The aten operators currently routed through tritonjit (empty when disabled)."""
     return list(_State.ops)
+
+
+def native_path() -> str:
+    """Where enable()'s operators run: "C++" (the C++ operator path), "Python" (its build is
+    not ready, failed or is turned off: see the reason) or "disabled"."""
+    if _State.native is not None:
+        return "C++"
+    if _State.lib is not None:
+        nat = _native_ops.native()
+        return f"Python ({'C++ path off' if nat is None else nat.reason})"
+    return "disabled"

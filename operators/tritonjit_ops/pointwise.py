@@ -7,6 +7,7 @@ broadcasting and non-contiguous operands after dims are coalesced.
 from __future__ import annotations
 
 from numbers import Number
+from typing import Any, Sequence
 
 import torch
 import triton
@@ -14,6 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
+from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
 
@@ -212,44 +214,51 @@ def _bstrides(t, shape: list[int]) -> list[int]:
     return st
 
 
+def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: list[int], out_ref: Any, alpha: Any,
+                 upcast: bool) -> Launch | None:
+    """The launch of an elementwise op over ``operands`` (tensors or Python scalars) into a
+    contiguous output of ``shape``: the flat kernel where every tensor operand is contiguous
+    and of the output's shape, else the rank-4 strided kernel after coalescing dims; None
+    beyond rank 4. ``refs`` are what the launch passes for each operand and ``out_ref`` for
+    the output: the objects themselves (run now) or plan references (In, Arg, Out)."""
+    n = 1
+    for d in shape:
+        n *= d
+    grid = ((n + _BLOCK - 1) // _BLOCK,)
+    scalar = [not isinstance(t, Tensor) for t in operands]
+    flat = n <= _INT32_MAX and all(s or (t.is_contiguous() and list(t.shape) == shape) for t, s in zip(operands, scalar))
+    if flat and nin == 2:
+        return launch(_binary_flat, grid, refs[0], refs[1], out_ref, n, alpha, OP=op, BLOCK=_BLOCK,
+                      X_SCALAR=scalar[0], Y_SCALAR=scalar[1], UPCAST=upcast)
+    if flat and nin == 1:
+        return launch(_unary_flat, grid, refs[0], out_ref, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
+    dims, strides = coalesce(shape, [_bstrides(t, shape) for t in operands])
+    if len(dims) > 4:
+        return None
+    pad = 4 - len(dims)
+    dims = [1] * pad + dims
+    strides = [[0] * pad + st for st in strides]
+    refs, scalar = list(refs), list(scalar)
+    while len(refs) < 3:
+        refs.append(0)
+        scalar.append(True)
+        strides.append([0, 0, 0, 0])
+    return launch(_pointwise_nd, grid, refs[0], refs[1], refs[2], out_ref, n, alpha, dims[1], dims[2], dims[3],
+                  *strides[0], *strides[1], *strides[2], OP=op, NIN=nin, BLOCK=_BLOCK, X_SCALAR=scalar[0],
+                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=n > _INT32_MAX)
+
+
 def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool) -> Tensor:
-    """Launch the flat or the strided kernel for ``operands`` (tensors or Python scalars)."""
-    n = out.numel()
-    if n == 0:
+    """Run the elementwise op now into ``out`` (any strides: a contiguous temporary and a copy)."""
+    if out.numel() == 0:
         return out
     target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
     shape = list(target.shape)
-    flat = n <= _INT32_MAX and all(
-        not isinstance(t, Tensor) or (t.is_contiguous() and list(t.shape) == shape) for t in operands
-    )
-    if flat and nin == 2:
-        x, y = operands
-        _binary_flat[(cdiv(n, _BLOCK),)](
-            x, y, target, n, alpha, OP=op, BLOCK=_BLOCK,
-            X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor), UPCAST=upcast,
-        )
-    elif flat and nin == 1:
-        _unary_flat[(cdiv(n, _BLOCK),)](operands[0], target, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
-    else:
-        dims, strides = coalesce(shape, [_bstrides(t, shape) for t in operands])
-        if len(dims) > 4:
-            # Beyond rank 4 after coalescing: materialize the broadcast views once.
-            ops = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
-            dims, strides = coalesce(shape, [_bstrides(t, shape) for t in ops])
-            operands = ops
-        pad = 4 - len(dims)
-        dims = [1] * pad + dims
-        strides = [[0] * pad + s for s in strides]
-        while len(operands) < 3:
-            operands = list(operands) + [0]
-            strides.append([0, 0, 0, 0])
-        x, y, z = operands
-        _pointwise_nd[(cdiv(n, _BLOCK),)](
-            x, y, z, target, n, alpha, dims[1], dims[2], dims[3], *strides[0], *strides[1], *strides[2],
-            OP=op, NIN=nin, BLOCK=_BLOCK,
-            X_SCALAR=not isinstance(x, Tensor), Y_SCALAR=not isinstance(y, Tensor),
-            Z_SCALAR=not isinstance(z, Tensor), UPCAST=upcast, IDX64=n > _INT32_MAX,
-        )
+    L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
+    if L is None:  # beyond rank 4 after coalescing: materialize the broadcast views once
+        operands = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
+        L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
+    execute(L)
     if target is not out:
         out.copy_(target)
     return out
@@ -442,3 +451,113 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
     else:
         check_out("where", out, shape, rdtype, condition.device)
     return _launch_elementwise("where", 3, [condition, x, y], out, 1, rdtype in LOW_PRECISION)
+
+
+# ----------------------------------------------------------------- plans
+# Planners of the aten overloads (arguments in aten's order): the C++ operator path
+# caches their plans per call key (see _plan.py); None sends a call to the Python
+# implementation, which validates and raises aten's errors.
+def _is_scalar(v: Any) -> bool:
+    return not isinstance(v, Tensor) and isinstance(v, Number) and not isinstance(v, (bool, complex))
+
+
+def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
+    """x (op) y for tensors or Scalars; a 0-dim CPU tensor beside a device tensor is a
+    scalar, as in aten. ``alpha`` (add, sub) is passed at run time, never baked in."""
+    xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
+    if not (xt or _is_scalar(x)) or not (yt or _is_scalar(y)) or not (xt or yt):
+        return None
+    xs, ys = not xt, not yt  # operands the kernel takes as scalars
+    if xt and yt and x.device != y.device:
+        if x.dim() == 0 and x.is_cpu:
+            xs = True
+        elif y.dim() == 0 and y.is_cpu:
+            ys = True
+        else:
+            return None
+    rdtype = torch.result_type(x, y)
+    if op == "div" and not rdtype.is_floating_point:
+        rdtype = torch.get_default_dtype()
+    if rdtype not in _ALLOWED[op]:
+        return None
+    if op in ("add", "sub"):
+        if not _is_scalar(alpha) or (isinstance(alpha, float) and not rdtype.is_floating_point):
+            return None
+        alpha_ref: Any = Arg(2)
+    else:
+        alpha_ref = 1
+    operands = [0 if xs else x, 0 if ys else y]
+    refs = [Arg(0) if xs else In(0), Arg(1) if ys else In(1)]
+    shapes = [tuple(t.shape) for t in operands if isinstance(t, Tensor)]
+    shape = list(shapes[0]) if len(shapes) == 1 or shapes[0] == shapes[1] else _broadcast_shape(*shapes)
+    return _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref)
+
+
+def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,
+             alpha: Any) -> Plan | None:
+    out = (Buffer(tuple(shape), rdtype),)
+    n = 1
+    for d in shape:
+        n *= d
+    if n == 0:
+        return Plan(out, ())
+    L = _elementwise(op, nin, operands, refs, shape, Out(0), alpha, rdtype in LOW_PRECISION)
+    return None if L is None else Plan(out, (L,))
+
+
+def plan_unary(op: str, x: Any) -> Plan | None:
+    if not isinstance(x, Tensor):
+        return None
+    dt = x.dtype
+    kop = op
+    if op in _FLOAT_UNARY:
+        if dt in INT_DTYPES:
+            dt = torch.get_default_dtype()
+        elif dt not in FLOAT_DTYPES:
+            return None
+    elif dt not in _ARITH_DTYPES or (op == "neg" and dt == torch.uint8):
+        return None
+    if op == "abs" and dt == torch.uint8:
+        kop = "relu"
+    return _plan_of(kop, 1, [x], [In(0)], list(x.shape), dt, 1)
+
+
+def plan_gelu(x: Any, approximate: str = "none") -> Plan | None:
+    if approximate not in ("none", "tanh"):
+        return None
+    return plan_unary("gelu" if approximate == "none" else "gelu_tanh", x)
+
+
+def plan_where(condition: Any, x: Any, y: Any) -> Plan | None:
+    if not all(isinstance(t, Tensor) for t in (condition, x, y)) or condition.dtype != torch.bool:
+        return None
+    if not (condition.device == x.device == y.device):
+        return None
+    rdtype = torch.result_type(x, y)
+    if rdtype not in _ARITH_DTYPES:
+        return None
+    shape = list(condition.shape)
+    for t in (x, y):
+        shape = _broadcast_shape(tuple(shape), tuple(t.shape))
+    return _plan_of("where", 3, [condition, x, y], [In(0), In(1), In(2)], shape, rdtype, 1)
+
+
+def _binary_planner(op: str, alpha: bool = False):
+    if alpha:
+        return lambda x, y, alpha=1: plan_binary(op, x, y, alpha)
+    return lambda x, y: plan_binary(op, x, y)
+
+
+#: aten overload -> planner
+PLANNERS: dict[str, Any] = {
+    "add.Tensor": _binary_planner("add", True), "add.Scalar": _binary_planner("add", True),
+    "sub.Tensor": _binary_planner("sub", True), "sub.Scalar": _binary_planner("sub", True),
+    "mul.Tensor": _binary_planner("mul"), "mul.Scalar": _binary_planner("mul"),
+    "div.Tensor": _binary_planner("div"), "div.Scalar": _binary_planner("div"),
+    "maximum": _binary_planner("maximum"), "minimum": _binary_planner("minimum"),
+    "pow.Tensor_Tensor": _binary_planner("pow"), "pow.Tensor_Scalar": _binary_planner("pow"),
+    "pow.Scalar": _binary_planner("pow"),
+    "gelu": plan_gelu, "where.self": plan_where,
+}
+for _op in ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "silu"):
+    PLANNERS[_op] = (lambda op: lambda x: plan_unary(op, x))(_op)

@@ -79,8 +79,8 @@ struct OptionValue {
   OptionValue(std::string v) : kind(Kind::Str), s(std::move(v)) {}
 };
 
-/// Launch options: num_warps, num_stages and any other option Triton's backend takes
-/// (num_ctas, maxnreg, debug, ...), by name.
+/// Launch options: num_warps, num_stages (0: not given, Triton's default) and any other
+/// option Triton's backend takes (num_ctas, maxnreg, debug, ...), by name.
 struct Options {
   int num_warps = 4;
   int num_stages = 3;
@@ -653,8 +653,8 @@ class Function {
       detail::Ref val(detail::check(v, "tritonjit: "));
       if (PyDict_SetItemString(d.p, k, val.p) < 0) detail::throw_python_error("tritonjit: ");
     };
-    put("num_warps", PyLong_FromLong(o.num_warps));
-    put("num_stages", PyLong_FromLong(o.num_stages));
+    if (o.num_warps > 0) put("num_warps", PyLong_FromLong(o.num_warps));  // 0: the kernel's default
+    if (o.num_stages > 0) put("num_stages", PyLong_FromLong(o.num_stages));
     for (const auto& kv : o.extra) {
       const OptionValue& v = kv.second;
       PyObject* py = v.kind == OptionValue::Kind::Int     ? PyLong_FromLongLong(v.i)

@@ -1,0 +1,493 @@
+// tritonjit_ops._native_ops: the C++ host path of the operators registered with torch.
+//
+// One boxed kernel per operator (an aten overload under enable(), or a tritonjit::
+// op) is registered with torch's dispatcher from C++. A call builds a key from its
+// arguments (each tensor's dtype, device, sizes and strides; the values of the
+// non-Scalar arguments; only the types of Scalar arguments), finds the plan of that
+// key, allocates the plan's outputs and launches its kernels through
+// tritonjit::Function (tritonjit/function.h): on a device backend without the GIL
+// and without any Python call. A key seen for the first time takes the GIL and asks
+// the operator's Python planner (see _plan.py), which decides everything once; a
+// planner that answers None sends the calls of that key to the operator's Python
+// implementation (it validates and raises aten's errors).
+//
+// Built on first use against the installed torch by tritonjit's torch_build, as the
+// core's tensor reader is; see _native_ops.py.
+#include <Python.h>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+#include <tritonjit/function.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using tritonjit::Slot;
+using tritonjit::detail::Gil;
+using tritonjit::detail::Ref;
+
+// ---- the classes of _plan.py, resolved once ------------------------------------------------
+PyObject *g_In, *g_Out, *g_Tmp, *g_Arg;
+
+std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0};
+
+// A Python error as the exception torch's bindings turn back into that Python error.
+[[noreturn]] void rethrow_python() {
+  python_error e;
+  e.persist();
+  throw std::move(e);
+}
+
+PyObject* checked(PyObject* o) {
+  if (o == nullptr) rethrow_python();
+  return o;
+}
+
+// ---- kernels: one tritonjit::Function per KernelFunction, for the process's lifetime -------
+tritonjit::Function* function_of(PyObject* kf) {
+  static std::unordered_map<PyObject*, std::unique_ptr<tritonjit::Function>> fns;  // GIL guards it
+  auto it = fns.find(kf);
+  if (it != fns.end()) return it->second.get();
+  auto f = tritonjit::Function::from_object(kf);
+  tritonjit::Function* p = f.get();
+  fns.emplace(kf, std::move(f));
+  return p;
+}
+
+// ---- a plan in C++ --------------------------------------------------------------------------
+struct Recipe {
+  enum Kind : uint8_t { Lit, In, Out, Tmp, Arg } kind = Lit;
+  int index = 0;
+  Slot lit;
+};
+
+struct NLaunch {
+  tritonjit::Function* fn = nullptr;
+  tritonjit::Grid grid;
+  tritonjit::Options options;
+  std::vector<Recipe> args;
+};
+
+struct NBuffer {
+  std::vector<int64_t> shape;
+  at::ScalarType dtype;
+};
+
+struct NPlan {
+  bool fallback = false;  // the planner said None: the Python implementation runs
+  std::vector<NBuffer> outputs, temps;
+  std::vector<NLaunch> launches;
+  std::vector<int> result, contiguous;
+  std::deque<std::string> strings;  // storage of str literals (Slot holds views)
+};
+
+at::ScalarType dtype_of(PyObject* d) {
+  if (!THPDtype_Check(d)) throw std::runtime_error("tritonjit_ops: a plan buffer's dtype is not a torch.dtype");
+  return reinterpret_cast<THPDtype*>(d)->scalar_type;
+}
+
+std::vector<int64_t> ints_of(PyObject* seq) {
+  Ref fast(checked(PySequence_Fast(seq, "expected a sequence of ints")));
+  std::vector<int64_t> out;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+    int64_t v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast.p, i));
+    if (v == -1 && PyErr_Occurred()) rethrow_python();
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<NBuffer> buffers_of(PyObject* seq) {
+  std::vector<NBuffer> out;
+  Ref fast(checked(PySequence_Fast(seq, "expected a sequence of buffers")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+    PyObject* b = PySequence_Fast_GET_ITEM(fast.p, i);
+    out.push_back({ints_of(PyTuple_GetItem(b, 0)), dtype_of(PyTuple_GetItem(b, 1))});
+  }
+  return out;
+}
+
+Recipe recipe_of(PyObject* a, NPlan& plan, const std::string& kernel) {
+  Recipe r;
+  PyObject* t = reinterpret_cast<PyObject*>(Py_TYPE(a));
+  if (t == g_In || t == g_Out || t == g_Tmp || t == g_Arg) {
+    r.kind = t == g_In ? Recipe::In : t == g_Out ? Recipe::Out : t == g_Tmp ? Recipe::Tmp : Recipe::Arg;
+    r.index = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(a, 0)));
+    return r;
+  }
+  if (a == Py_None) {
+    r.lit = Slot::none();
+  } else if (PyBool_Check(a)) {
+    r.lit = Slot::of_bool(a == Py_True);
+  } else if (PyLong_Check(a)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
+    if (overflow > 0)
+      r.lit = Slot::of_uint(PyLong_AsUnsignedLongLong(a));
+    else if (overflow == 0)
+      r.lit = Slot::of_int(v);
+    if (overflow < 0 || PyErr_Occurred()) rethrow_python();
+  } else if (PyFloat_Check(a)) {
+    r.lit = Slot::of_float(PyFloat_AS_DOUBLE(a));
+  } else if (PyUnicode_Check(a)) {
+    plan.strings.emplace_back(PyUnicode_AsUTF8(a));
+    r.lit = Slot::of_str(plan.strings.back());
+  } else {
+    Ref text(PyObject_Repr(a));
+    throw std::runtime_error("tritonjit_ops: a plan for kernel '" + kernel + "' passes " +
+                             (text.p ? PyUnicode_AsUTF8(text.p) : "?") +
+                             "; plan arguments are In/Out/Tmp/Arg references or int, float, bool, str, None");
+  }
+  return r;
+}
+
+std::shared_ptr<NPlan> plan_of(PyObject* p) {
+  auto plan = std::make_shared<NPlan>();
+  if (p == Py_None) {
+    plan->fallback = true;
+    return plan;
+  }
+  // Plan(outputs, launches, result, temps, contiguous)
+  plan->outputs = buffers_of(PyTuple_GetItem(p, 0));
+  plan->result = [&] {
+    auto v = ints_of(PyTuple_GetItem(p, 2));
+    return std::vector<int>(v.begin(), v.end());
+  }();
+  plan->temps = buffers_of(PyTuple_GetItem(p, 3));
+  {
+    auto v = ints_of(PyTuple_GetItem(p, 4));
+    plan->contiguous.assign(v.begin(), v.end());
+  }
+  Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(launches.p); i++) {
+    PyObject* L = PySequence_Fast_GET_ITEM(launches.p, i);  // Launch(fn, grid, args, num_warps, num_stages)
+    NLaunch nl;
+    nl.fn = function_of(PyTuple_GetItem(L, 0));
+    auto g = ints_of(PyTuple_GetItem(L, 1));
+    nl.grid = tritonjit::Grid{static_cast<unsigned>(g.at(0)), static_cast<unsigned>(g.at(1)),
+                              static_cast<unsigned>(g.at(2))};
+    PyObject* nw = PyTuple_GetItem(L, 3);
+    PyObject* ns = PyTuple_GetItem(L, 4);
+    nl.options.num_warps = nw == Py_None ? 0 : static_cast<int>(PyLong_AsLong(nw));
+    nl.options.num_stages = ns == Py_None ? 0 : static_cast<int>(PyLong_AsLong(ns));
+    Ref args(checked(PySequence_Fast(PyTuple_GetItem(L, 2), "launch arguments")));
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(args.p); k++)
+      nl.args.push_back(recipe_of(PySequence_Fast_GET_ITEM(args.p, k), *plan, nl.fn->name()));
+    plan->launches.push_back(std::move(nl));
+  }
+  if (PyErr_Occurred()) rethrow_python();
+  return plan;
+}
+
+// ---- the operator kernel --------------------------------------------------------------------
+enum class ArgKind : uint8_t { Other, Tensor, Scalar, ScalarType };
+
+class OpKernel final : public c10::OperatorKernel {
+ public:
+  OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl) : planner_(planner), impl_(impl) {
+    Py_XINCREF(planner_);
+    Py_INCREF(impl_);
+    name_ = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    for (const auto& a : schema.arguments()) {
+      kwarg_only_.push_back(a.kwarg_only());
+      names_.push_back(a.name());
+      auto t = a.type();
+      if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+      ArgKind k = ArgKind::Other;
+      if (t->kind() == c10::TypeKind::NumberType) k = ArgKind::Scalar;
+      if (t->kind() == c10::TypeKind::ScalarTypeType) k = ArgKind::ScalarType;
+      if (t->kind() == c10::TypeKind::TensorType) k = ArgKind::Tensor;
+      kinds_.push_back(k);
+    }
+    nargs_ = schema.arguments().size();
+    nreturns_ = schema.returns().size();
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    c10::IValue* args = stack->data() + (stack->size() - nargs_);
+    tritonjit::detail::Key key;
+    int dev_arg = -1;
+    if (planner_ != nullptr && build_key(args, key, dev_arg)) {
+      std::shared_ptr<NPlan> plan = find(key, args);
+      if (!plan->fallback) {
+        g_hits++;
+        return execute(*plan, args, dev_arg, stack);
+      }
+    }
+    g_fallback_calls++;
+    call_python(op, stack);
+  }
+
+ private:
+  // Key words of the call; false where a call cannot have a plan (an argument kind the
+  // key does not describe, a lazily negated or conjugated view, a non-strided layout).
+  bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, int& dev_arg) const {
+    for (size_t i = 0; i < nargs_; i++) {
+      const c10::IValue& v = args[i];
+      if (v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        if (!t.defined()) {
+          key.push(1);
+          continue;
+        }
+        if (t.layout() != at::kStrided || t.is_neg() || t.is_conj()) return false;
+        const auto dev = t.device();
+        const bool cpu_scalar = dev.is_cpu() && t.dim() == 0;
+        if (dev_arg < 0 || (!cpu_scalar && args[dev_arg].toTensor().device().is_cpu() &&
+                            args[dev_arg].toTensor().dim() == 0))
+          dev_arg = static_cast<int>(i);
+        key.push(2 | static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8 |
+                 static_cast<uint64_t>(static_cast<uint8_t>(dev.type())) << 16 |
+                 static_cast<uint64_t>(static_cast<uint8_t>(dev.index() + 1)) << 24 |
+                 static_cast<uint64_t>(t.dim()) << 32 | static_cast<uint64_t>(t.unsafeGetTensorImpl()->is_wrapped_number()) << 48);
+        if (2 * t.dim() + key.n + 8 > tritonjit::detail::kMaxWords) return false;
+        for (int64_t d = 0; d < t.dim(); d++) {
+          key.push(static_cast<uint64_t>(t.sizes()[d]));
+          key.push(static_cast<uint64_t>(t.strides()[d]));
+        }
+      } else if (v.isNone()) {
+        key.push(3);
+      } else if (kinds_[i] == ArgKind::Scalar) {  // by type: plans pass the value at run time
+        key.push(v.isBool() ? 4 : v.isInt() ? 5 : v.isDouble() ? 6 : 7);
+        if (!(v.isBool() || v.isInt() || v.isDouble())) return false;
+      } else if (v.isInt()) {
+        key.push(8);
+        key.push(static_cast<uint64_t>(v.toInt()));
+      } else if (v.isDouble()) {
+        key.push(9);
+        const double d = v.toDouble();
+        uint64_t b;
+        std::memcpy(&b, &d, 8);
+        key.push(b);
+      } else if (v.isBool()) {
+        key.push(10 | static_cast<uint64_t>(v.toBool()) << 8);
+      } else if (v.isString()) {
+        const auto& s = v.toStringRef();
+        key.push(11 | static_cast<uint64_t>(s.size()) << 8);
+        key.push(tritonjit::detail::hash_bytes(s));
+      } else if (v.isIntList()) {
+        const auto l = v.toIntList();
+        if (l.size() + key.n + 8 > static_cast<size_t>(tritonjit::detail::kMaxWords)) return false;
+        key.push(12 | static_cast<uint64_t>(l.size()) << 8);
+        for (int64_t x : l) key.push(static_cast<uint64_t>(x));
+      } else if (v.isDevice()) {
+        key.push(13 | static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().type())) << 8 |
+                 static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().index() + 1)) << 16);
+      } else {
+        return false;  // lists of tensors, generators, ...: the Python implementation
+      }
+    }
+    return dev_arg >= 0;
+  }
+
+  std::shared_ptr<NPlan> find(const tritonjit::detail::Key& key, const c10::IValue* args) {
+    {
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) return it->second;
+    }
+    Gil gil;
+    auto [pargs, kwargs] = python_args(args);
+    Ref p(checked(PyObject_Call(planner_, pargs.p, kwargs.p)));
+    std::shared_ptr<NPlan> plan = plan_of(p.p);
+    g_plans++;
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    if (plans_.size() >= kMaxPlans) plans_.clear();  // bounded: a model has a few hundred call shapes
+    plans_.emplace(key, plan);
+    return plan;
+  }
+
+  static Slot scalar_slot(const c10::IValue& v) {
+    if (v.isTensor()) {  // a 0-dim CPU tensor used as a scalar: its value, as .item() gives it
+      const at::Tensor& t = v.toTensor();
+      if (!t.is_cpu() || t.numel() != 1) throw std::runtime_error("tritonjit_ops: Arg() of a device tensor");
+      switch (t.scalar_type()) {
+        case at::kBool: return Slot::of_bool(*t.const_data_ptr<bool>());
+        case at::kDouble: return Slot::of_float(*t.const_data_ptr<double>());
+        case at::kFloat: return Slot::of_float(*t.const_data_ptr<float>());
+        case at::kLong: return Slot::of_int(*t.const_data_ptr<int64_t>());
+        case at::kInt: return Slot::of_int(*t.const_data_ptr<int32_t>());
+        default: {
+          const c10::Scalar s = t.item();
+          return s.isFloatingPoint() ? Slot::of_float(s.toDouble()) : Slot::of_int(s.toLong());
+        }
+      }
+    }
+    if (v.isBool()) return Slot::of_bool(v.toBool());
+    if (v.isInt()) return Slot::of_int(v.toInt());
+    if (v.isDouble()) return Slot::of_float(v.toDouble());
+    throw std::runtime_error("tritonjit_ops: Arg() of an argument that is no scalar");
+  }
+
+  void execute(const NPlan& plan, const c10::IValue* args, int dev_arg, torch::jit::Stack* stack) {
+    const at::Tensor& first = args[dev_arg].toTensor();
+    const at::TensorOptions opts = at::TensorOptions().device(first.device());
+    std::vector<at::Tensor> contig;  // inputs made contiguous (plan.contiguous)
+    for (int i : plan.contiguous) {
+      contig.push_back(args[i].toTensor().contiguous());
+    }
+    auto input = [&](int i) -> const at::Tensor& {
+      for (size_t k = 0; k < plan.contiguous.size(); k++)
+        if (plan.contiguous[k] == i) return contig[k];
+      return args[i].toTensor();
+    };
+    std::vector<at::Tensor> outs, tmps;
+    outs.reserve(plan.outputs.size());
+    for (const auto& b : plan.outputs) outs.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
+    for (const auto& b : plan.temps) tmps.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
+    Slot slots[64];
+    for (const NLaunch& L : plan.launches) {
+      const size_t n = L.args.size();
+      if (n > 64) throw std::runtime_error("tritonjit_ops: too many kernel arguments");
+      for (size_t k = 0; k < n; k++) {
+        const Recipe& r = L.args[k];
+        switch (r.kind) {
+          case Recipe::Lit: slots[k] = r.lit; break;
+          case Recipe::In: slots[k] = Slot::of(input(r.index)); break;
+          case Recipe::Out: slots[k] = Slot::of(outs[r.index]); break;
+          case Recipe::Tmp: slots[k] = Slot::of(tmps[r.index]); break;
+          case Recipe::Arg: slots[k] = scalar_slot(args[r.index]); break;
+        }
+      }
+      L.fn->launch(0, L.grid, L.options, slots, n);
+      g_launches++;
+    }
+    torch::jit::drop(*stack, nargs_);
+    for (int r : plan.result) stack->emplace_back(std::move(outs[r]));
+  }
+
+  // (args, kwargs) of the call for Python, as torch's own Python kernels receive them.
+  std::pair<Ref, Ref> python_args(const c10::IValue* args) const {
+    size_t npos = 0;
+    while (npos < nargs_ && !kwarg_only_[npos]) npos++;
+    Ref pos(checked(PyTuple_New(static_cast<Py_ssize_t>(npos))));
+    Ref kw(checked(PyDict_New()));
+    for (size_t i = 0; i < nargs_; i++) {
+      PyObject* o;
+      if (kinds_[i] == ArgKind::ScalarType && args[i].isInt()) {
+        o = reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(args[i].toInt())));
+        Py_INCREF(o);
+      } else {
+        o = torch::jit::toPyObject(args[i]).release().ptr();
+      }
+      if (i < npos) {
+        PyTuple_SET_ITEM(pos.p, static_cast<Py_ssize_t>(i), o);
+      } else {
+        Ref val(o);
+        if (PyDict_SetItemString(kw.p, names_[i].c_str(), o) < 0) rethrow_python();
+      }
+    }
+    return {std::move(pos), std::move(kw)};
+  }
+
+  void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    Gil gil;
+    c10::IValue* args = stack->data() + (stack->size() - nargs_);
+    auto [pargs, kwargs] = python_args(args);
+    Ref r(checked(PyObject_Call(impl_, pargs.p, kwargs.p)));
+    torch::jit::drop(*stack, nargs_);
+    const auto& returns = op.schema().returns();
+    if (nreturns_ == 1) {
+      stack->emplace_back(torch::jit::toIValue(r.p, returns[0].type()));
+    } else {
+      for (size_t k = 0; k < nreturns_; k++)
+        stack->emplace_back(torch::jit::toIValue(PyTuple_GetItem(r.p, static_cast<Py_ssize_t>(k)), returns[k].type()));
+    }
+  }
+
+  static constexpr size_t kMaxPlans = 4096;
+
+  PyObject* planner_;  // None-able: no planner, every call is the Python implementation's
+  PyObject* impl_;
+  std::string name_;
+  std::vector<bool> kwarg_only_;
+  std::vector<std::string> names_;
+  std::vector<ArgKind> kinds_;
+  size_t nargs_ = 0, nreturns_ = 0;
+  std::shared_mutex mu_;
+  std::unordered_map<tritonjit::detail::Key, std::shared_ptr<NPlan>, tritonjit::detail::KeyHash> plans_;
+};
+
+// ---- module functions -----------------------------------------------------------------------
+void free_library(PyObject* cap) {
+  delete static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
+}
+
+// register(namespace, dispatch_key, [(overload, planner or None, impl), ...]) -> a capsule;
+// the registrations last until the capsule is released (release()) or collected.
+PyObject* py_register(PyObject*, PyObject* args) {
+  const char *ns, *key;
+  PyObject* entries;
+  if (!PyArg_ParseTuple(args, "ssO", &ns, &key, &entries)) return nullptr;
+  HANDLE_TH_ERRORS
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::parseDispatchKey(key), __FILE__,
+                                              __LINE__);
+  Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+    const char* name;
+    PyObject *planner, *impl;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sOO", &name, &planner, &impl)) return nullptr;
+    std::string base(name), overload;
+    auto dot = base.find('.');
+    if (dot != std::string::npos) {
+      overload = base.substr(dot + 1);
+      base = base.substr(0, dot);
+    }
+    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
+                                                                       overload.c_str());
+    lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(
+                        std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl)));
+  }
+  return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* py_release(PyObject*, PyObject* cap) {
+  auto* lib = static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
+  if (lib == nullptr) return nullptr;
+  if (PyCapsule_SetDestructor(cap, nullptr) < 0) return nullptr;
+  delete lib;
+  PyCapsule_SetName(cap, "tritonjit_ops.library.released");
+  Py_RETURN_NONE;
+}
+
+PyObject* py_stats(PyObject*, PyObject*) {
+  return Py_BuildValue("{s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
+                       "plans_made", static_cast<unsigned long long>(g_plans.load()), "python_calls",
+                       static_cast<unsigned long long>(g_fallback_calls.load()), "launches",
+                       static_cast<unsigned long long>(g_launches.load()));
+}
+
+PyObject* py_init(PyObject*, PyObject* args) {
+  if (!PyArg_ParseTuple(args, "OOOO", &g_In, &g_Out, &g_Tmp, &g_Arg)) return nullptr;
+  Py_INCREF(g_In);
+  Py_INCREF(g_Out);
+  Py_INCREF(g_Tmp);
+  Py_INCREF(g_Arg);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kMethods[] = {
+    {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg): the plan reference classes"},
+    {"register", py_register, METH_VARARGS,
+     "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
+    {"release", py_release, METH_O, "release(registration): undo a register()"},
+    {"stats", py_stats, METH_NOARGS, "counters: plan_hits, plans_made, python_calls, launches"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_ops", "tritonjit_ops' C++ operator path", -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__native_ops(void) { return PyModule_Create(&kModule); }

@@ -1,0 +1,69 @@
+"""The C++ operator path (``_native_ops.cpp``): its build and its registrations.
+
+torch's headers are not there when tritonjit-ops is built, so the module is compiled
+on first use against the installed torch by tritonjit's torch_build, on a background
+thread, once per torch version (``tritonjit warmup --native`` builds it ahead of
+time). Until it is ready, and wherever no C++ compiler exists, the operators are
+registered as Python kernels instead. ``TRITONJIT_OPS_NATIVE=0`` (or
+``TRITONJIT_NO_NATIVE=1``) keeps the Python kernels.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Callable, Sequence
+
+from . import _plan, _prologue
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_native: Any = None
+
+
+def native() -> Any:
+    """The build of the C++ operator path (a torch_build.AsyncModule), or None where it is off."""
+    global _native
+    if _native is None and _prologue._enabled():
+        import tritonjit
+        from tritonjit._native.torch_build import AsyncModule
+
+        inc = tritonjit.get_include()
+        headers = [os.path.join(inc, "tritonjit", "function.h"),
+                   os.path.join(os.path.dirname(inc), "_native", "tritonjit_launch.h")]
+        _native = AsyncModule("tritonjit_ops._native_ops", os.path.join(HERE, "_native_ops.cpp"), headers, [inc])
+        _native.on_ready(lambda mod: mod.init(_plan.In, _plan.Out, _plan.Tmp, _plan.Arg))
+    return _native
+
+
+def module(wait: bool = False) -> Any:
+    """The loaded module (starting its build once); None until it is ready (``wait``: block)."""
+    nat = native()
+    return None if nat is None else nat.start(wait)
+
+
+def on_ready(callback: Callable[[Any], None]) -> None:
+    nat = native()
+    if nat is not None:
+        nat.on_ready(callback)
+
+
+def register(namespace: str, dispatch_key: str, entries: Sequence[tuple[str, Any, Callable]]) -> Any:
+    """Register C++ kernels for ``entries`` (overload, planner or None, Python implementation);
+    the registrations last until :func:`release` of the returned handle. None where the
+    module is not ready."""
+    mod = module()
+    if mod is None:
+        return None
+    with warnings.catch_warnings():  # replacing aten's kernels is the point of enable()
+        warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
+        return mod.register(namespace, dispatch_key, list(entries))
+
+
+def release(handle: Any) -> None:
+    module().release(handle)
+
+
+def stats() -> dict[str, int]:
+    """Counters of the C++ path: plan_hits (calls served in C++), plans_made, python_calls
+    (calls sent to the Python implementation), launches. Empty where it is not in use."""
+    mod = _native.module if _native is not None else None
+    return mod.stats() if mod is not None else {}

@@ -1,0 +1,149 @@
+"""Launch plans: what an operator call allocates and launches, decided once per call shape.
+
+An operator's *planner* looks at a call's arguments (dtypes, shapes, strides, devices
+and the values of its non-Scalar arguments; never at tensor data) and returns a
+:class:`Plan`: the output buffers, the kernel launches with their arguments, and
+which outputs the call returns. Arguments of a launch are literals (ints, floats,
+constexprs) or references to the call: ``In(i)`` (tensor argument i), ``Out(j)``
+(output j), ``Tmp(k)`` (a temporary buffer), ``Arg(i)`` (the value of Scalar argument
+i, or of a 0-dim CPU tensor used as a scalar). A planner that cannot handle a call
+returns None and the operator's Python implementation runs instead (it validates
+and raises aten's errors).
+
+The same plan serves two executors: :func:`run` here (Python, used by the operators'
+general paths) and the C++ operator path (``_native_ops.cpp``), which caches plans
+per call key and executes them without Python. The key rule both rely on: a plan may
+bake in anything about the call except the values of Scalar arguments (and of 0-dim
+CPU tensors used as scalars), which it must pass through ``Arg(i)``: the C++ key
+holds their types, not their values.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import torch
+
+Tensor = torch.Tensor
+
+__all__ = ["In", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "launch", "execute", "run"]
+
+
+class In(NamedTuple):
+    """Tensor argument ``index`` of the call (after the plan's ``contiguous`` step)."""
+
+    index: int
+
+
+class Out(NamedTuple):
+    """Output buffer ``index`` of the plan."""
+
+    index: int
+
+
+class Tmp(NamedTuple):
+    """Temporary buffer ``index`` of the plan (freed after the call)."""
+
+    index: int
+
+
+class Arg(NamedTuple):
+    """The runtime value of Scalar argument ``index`` (a 0-dim CPU tensor: its item)."""
+
+    index: int
+
+
+class Buffer(NamedTuple):
+    """A contiguous buffer allocated on the call's device."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+class Launch(NamedTuple):
+    """One kernel launch: every kernel parameter in order (constexprs included)."""
+
+    fn: Any  # tritonjit.KernelFunction
+    grid: tuple[int, int, int]
+    args: tuple
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+class Plan(NamedTuple):
+    outputs: tuple[Buffer, ...]
+    launches: tuple[Launch, ...]
+    result: tuple[int, ...] = (0,)  # the outputs the call returns, in order (one: a Tensor)
+    temps: tuple[Buffer, ...] = ()
+    contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
+
+
+_NO_DEFAULT = object()
+
+
+def launch(fn: Any, grid: Sequence[int], *args: Any, num_warps: int | None = None, num_stages: int | None = None,
+           **constexprs: Any) -> Launch:
+    """A Launch of ``fn[grid](*args, **constexprs)``: arguments bound to the kernel's
+    parameters by name, defaults filled in, so the C++ executor gets one per parameter."""
+    params = fn.params
+    if len(args) > len(params):
+        raise TypeError(f"{fn.name}: {len(args)} arguments for {len(params)} parameters")
+    vals = list(args)
+    for p in params[len(args):]:
+        if p.name in constexprs:
+            vals.append(constexprs.pop(p.name))
+        elif p.has_default:
+            vals.append(p.default)
+        else:
+            raise TypeError(f"{fn.name}: parameter '{p.name}' is missing from the launch")
+    if constexprs:
+        raise TypeError(f"{fn.name}: unknown parameters {sorted(constexprs)}")
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    return Launch(fn, g, tuple(vals), num_warps, num_stages)  # type: ignore[arg-type]
+
+
+def execute(L: Launch) -> None:
+    """Launch ``L`` now; its arguments are the objects themselves (no plan references)."""
+    if L.num_warps is None and L.num_stages is None:
+        L.fn[L.grid](*L.args)
+    else:
+        opts = {k: v for k, v in (("num_warps", L.num_warps), ("num_stages", L.num_stages)) if v is not None}
+        L.fn[L.grid](*L.args, **opts)
+
+
+def _scalar(v: Any) -> Any:
+    return v.item() if isinstance(v, Tensor) else v
+
+
+def run(plan: Plan, args: Sequence[Any]) -> Any:
+    """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference)."""
+    args = list(args)
+    for i in plan.contiguous:
+        args[i] = args[i].contiguous()
+    device = next((a.device for a in args if isinstance(a, Tensor) and not (a.dim() == 0 and a.is_cpu)), None)
+    if device is None:
+        device = next(a.device for a in args if isinstance(a, Tensor))
+    outs = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.outputs]
+    tmps = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.temps]
+
+    def value(a: Any) -> Any:
+        t = type(a)
+        if t is In:
+            return args[a.index]
+        if t is Out:
+            return outs[a.index]
+        if t is Tmp:
+            return tmps[a.index]
+        if t is Arg:
+            return _scalar(args[a.index])
+        return a
+
+    for L in plan.launches:
+        opts = {}
+        if L.num_warps is not None:
+            opts["num_warps"] = L.num_warps
+        if L.num_stages is not None:
+            opts["num_stages"] = L.num_stages
+        L.fn[L.grid](*(value(a) for a in L.args), **opts)
+    if len(plan.result) == 1:
+        return outs[plan.result[0]]
+    return tuple(outs[i] for i in plan.result)
