@@ -24,6 +24,7 @@
 #include <tritonjit/function.h>
 
 #include <atomic>
+#include <mutex>
 #include <deque>
 #include <memory>
 #include <shared_mutex>
@@ -190,6 +191,22 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   return plan;
 }
 
+// ---- plan caches: one per (operator, planner), kept across enable()/disable() ----------------
+struct PlanCache {
+  static constexpr size_t kMax = 4096;  // bounded: a model has a few hundred call shapes per op
+  std::shared_mutex mu;
+  std::unordered_map<tritonjit::detail::Key, std::shared_ptr<NPlan>, tritonjit::detail::KeyHash> plans;
+};
+
+std::shared_ptr<PlanCache> cache_for(const std::string& op, PyObject* planner) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<PlanCache>> caches;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& c = caches[op + "@" + std::to_string(reinterpret_cast<uintptr_t>(planner))];
+  if (!c) c = std::make_shared<PlanCache>();
+  return c;
+}
+
 // ---- the operator kernel --------------------------------------------------------------------
 enum class ArgKind : uint8_t { Other, Tensor, Scalar, ScalarType };
 
@@ -212,6 +229,7 @@ class OpKernel final : public c10::OperatorKernel {
     }
     nargs_ = schema.arguments().size();
     nreturns_ = schema.returns().size();
+    if (planner_ != nullptr) cache_ = cache_for(name_, planner_);
   }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -293,18 +311,18 @@ class OpKernel final : public c10::OperatorKernel {
 
   std::shared_ptr<NPlan> find(const tritonjit::detail::Key& key, const c10::IValue* args) {
     {
-      std::shared_lock<std::shared_mutex> lock(mu_);
-      auto it = plans_.find(key);
-      if (it != plans_.end()) return it->second;
+      std::shared_lock<std::shared_mutex> lock(cache_->mu);
+      auto it = cache_->plans.find(key);
+      if (it != cache_->plans.end()) return it->second;
     }
     Gil gil;
     auto [pargs, kwargs] = python_args(args);
     Ref p(checked(PyObject_Call(planner_, pargs.p, kwargs.p)));
     std::shared_ptr<NPlan> plan = plan_of(p.p);
     g_plans++;
-    std::unique_lock<std::shared_mutex> lock(mu_);
-    if (plans_.size() >= kMaxPlans) plans_.clear();  // bounded: a model has a few hundred call shapes
-    plans_.emplace(key, plan);
+    std::unique_lock<std::shared_mutex> lock(cache_->mu);
+    if (cache_->plans.size() >= PlanCache::kMax) cache_->plans.clear();
+    cache_->plans.emplace(key, plan);
     return plan;
   }
 
@@ -406,8 +424,6 @@ class OpKernel final : public c10::OperatorKernel {
     }
   }
 
-  static constexpr size_t kMaxPlans = 4096;
-
   PyObject* planner_;  // None-able: no planner, every call is the Python implementation's
   PyObject* impl_;
   std::string name_;
@@ -415,8 +431,7 @@ class OpKernel final : public c10::OperatorKernel {
   std::vector<std::string> names_;
   std::vector<ArgKind> kinds_;
   size_t nargs_ = 0, nreturns_ = 0;
-  std::shared_mutex mu_;
-  std::unordered_map<tritonjit::detail::Key, std::shared_ptr<NPlan>, tritonjit::detail::KeyHash> plans_;
+  std::shared_ptr<PlanCache> cache_;
 };
 
 // ---- module functions -----------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""The C++ operator path (_native_ops.cpp) under enable(): plans made once per call key,
+executed in C++ (here on the interpreter, whose launches go through Python)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+import tritonjit_ops as T
+from _util import close
+from tritonjit_ops import _native_ops, _plan, pointwise
+
+pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                                reason="no C++ compiler: the operators stay on their Python kernels")
+
+
+@pytest.fixture(scope="module")
+def native():
+    if _native_ops.module(wait=True) is None:
+        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    with T.enable(wait_native=True):
+        assert T._registry.native_path() == "C++"
+        yield _native_ops
+
+
+def _delta(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in after}
+
+
+CASES = {
+    "broadcast mul [1,16,32]*[1,16,1]": lambda a: a[0] * a[1][..., :1],
+    "transposed mul": lambda a: a[2].t() * a[2].t(),
+    "strided rotary-like add": lambda a: a[0][..., :16] + a[0][..., 16:],
+    "neg of a strided slice": lambda a: -a[0][..., ::2],
+    "tensor + python float": lambda a: a[0] + 1e-6,
+    "tensor * python int": lambda a: a[0] * 3,
+    "scalar - tensor": lambda a: 2.0 - a[0],
+    "div by 0-dim tensor": lambda a: a[0] / a[3],
+    "pow scalar exponent": lambda a: a[0].pow(2),
+    "rsqrt": lambda a: torch.rsqrt(a[0].abs() + 1),
+    "silu": lambda a: torch.nn.functional.silu(a[0]),
+    "gelu tanh": lambda a: torch.nn.functional.gelu(a[0], approximate="tanh"),
+    "where": lambda a: torch.where(a[0] > 0, a[0], a[1]),
+    "maximum broadcast": lambda a: torch.maximum(a[0], a[1][:, :1, :]),
+    "int tensor + int": lambda a: a[4] + 7,
+    "bf16 * fp32 promotes": lambda a: a[0].to(torch.bfloat16) * a[1],
+}
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(1, 16, 32, generator=g), torch.randn(1, 16, 32, generator=g), torch.randn(8, 12, generator=g),
+            torch.tensor(3.0), torch.randint(-5, 5, (4, 6), generator=g))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matches_eager_and_runs_in_cpp(native, case):
+    args = _inputs()
+    T.disable()
+    ref = CASES[case](args)
+    T.enable(wait_native=True)
+    before = native.stats()
+    got = CASES[case](args)
+    first = _delta(before, native.stats())
+    before = native.stats()
+    again = CASES[case](args)
+    second = _delta(before, native.stats())
+    close(got, ref)
+    close(again, ref)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    assert first["python_calls"] == second["python_calls"] == 0, f"{case}: a call went to the Python implementation"
+    assert second["plans_made"] == 0 and second["plan_hits"] == first["plan_hits"] >= 1
+
+
+def test_scalar_values_are_runtime_arguments(native):
+    x, y = torch.randn(64), torch.randn(64)
+    x * 1.0, torch.add(x, y, alpha=5)  # the two call keys, planned once
+    before = native.stats()
+    got = [torch.add(x, y, alpha=alpha) for alpha in (1, 2, 3)] + [x * c for c in (0.5, 1.5, -2.0)]
+    d = _delta(before, native.stats())
+    assert d["plans_made"] == 0 and d["plan_hits"] == 6  # the values are not part of the key
+    T.disable()
+    want = [x + alpha * y for alpha in (1, 2, 3)] + [x * c for c in (0.5, 1.5, -2.0)]
+    T.enable(wait_native=True)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
+def test_unplannable_calls_take_the_python_implementation(native):
+    a, b = torch.tensor([True, False]), torch.tensor([True, True])
+    before = native.stats()
+    close(a + b, torch.tensor([True, True]))  # bool add: the Python implementation's logical or
+    assert _delta(before, native.stats())["python_calls"] == 1
+
+
+def test_errors_keep_their_python_type(native):
+    with pytest.raises(RuntimeError, match="must match the size of tensor b"):
+        torch.randn(3, 4) + torch.randn(5)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        torch.exp(torch.tensor([True]))
+
+
+def test_autograd_through_the_cpp_path(native):
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, requires_grad=True)
+    (torch.sigmoid(x * w) + x).sum().backward()
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    T.disable()
+    (torch.sigmoid(xr * wr) + xr).sum().backward()
+    T.enable(wait_native=True)
+    close(x.grad, xr.grad)
+    close(w.grad, wr.grad)
+
+
+def test_python_executor_runs_the_same_plans():
+    x, y = torch.randn(2, 3, 4), torch.randn(4)
+    p = pointwise.plan_binary("sub", x.transpose(0, 1), y, 2)
+    close(_plan.run(p, [x.transpose(0, 1), y, 2]), x.transpose(0, 1) - 2 * y)
+    assert pointwise.plan_binary("add", torch.tensor([True]), torch.tensor([False])) is None
