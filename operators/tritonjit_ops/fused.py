@@ -95,7 +95,7 @@ def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.co
     t = tl.load(target + row)
     valid = t != ignore_index
     if CHECK:
-        tl.device_assert(~valid | ((t >= 0) & (t < C)), "tritonjit cross_entropy: target out of range")
+        tl.device_assert(~valid | (t.to(tl.uint64, bitcast=True) < C), "tritonjit cross_entropy: target out of range")
     tv = tl.load(base + tl.where(valid, t, 0)).to(tl.float32)
     tl.store(loss + row, tl.where(valid, lse - tv, 0.0))
 

@@ -38,7 +38,7 @@ def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr, CHECK: tl.con
     j = row % L
     src = tl.load(idx + j).to(tl.int64)
     if CHECK:
-        tl.device_assert((src >= 0) & (src < D), "tritonjit index_select/embedding: index out of range")
+        tl.device_assert(src.to(tl.uint64, bitcast=True) < D, "tritonjit index_select/embedding: index out of range")
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < K
     v = tl.load(x + (o * D + src) * K + cols, mask=m)
@@ -56,7 +56,7 @@ def _gather_kernel(x, idx, out, n, d1, d2, d3, xs0, xs1, xs2, xs3, is0, is1, is2
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     j = tl.load(idx + i0 * is0 + i1 * is1 + i2 * is2 + i3 * is3, mask=m, other=0).to(tl.int64)
     if CHECK:
-        tl.device_assert((j >= 0) & (j < size), "tritonjit gather: index out of range", mask=m)
+        tl.device_assert(j.to(tl.uint64, bitcast=True) < size, "tritonjit gather: index out of range", mask=m)
     if DIM == 0:
         i0 = j
     elif DIM == 1:
