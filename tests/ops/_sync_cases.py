@@ -165,13 +165,13 @@ def missing_aten() -> set[str]:
     return set(_ATEN) - {aten_name(c) for c in aten_cases("cpu", torch.float32)}
 
 
-def close(got: Any, ref: Any, dtype: torch.dtype) -> None:
+def close(got: Any, ref: Any, dtype: torch.dtype, what: str = "") -> None:
     """Loose agreement (these tests are about synchronization; exactness is tested elsewhere)."""
     if isinstance(ref, (tuple, list)):
-        assert len(got) == len(ref)
+        assert len(got) == len(ref), what
         for g, r in zip(got, ref):
-            close(g, r, dtype)
+            close(g, r, dtype, what)
         return
     tol = dict(rtol=3e-2, atol=3e-2) if dtype in (torch.bfloat16, torch.float16) else dict(rtol=5e-3, atol=5e-3)
-    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape, got.dtype, ref.dtype)
-    torch.testing.assert_close(got.cpu(), ref.cpu(), equal_nan=True, **tol)
+    assert got.shape == ref.shape and got.dtype == ref.dtype, (what, got.shape, ref.shape, got.dtype, ref.dtype)
+    torch.testing.assert_close(got.cpu(), ref.cpu(), equal_nan=True, msg=lambda m: f"{what}: {m}", **tol)

@@ -179,7 +179,7 @@ def test_device_path_reads_no_values_on_the_host(monkeypatch, path):
                 got.append(c.call())
     for c, g, r in zip(cases, got, refs):
         if c.name != "rotary_embedding":
-            close(g, r, torch.float32)
+            close(g, r, torch.float32, c.name)
 
 
 class _null:
@@ -330,12 +330,12 @@ def test_no_sync_cases_run_and_match_eager_on_cpu():
     for c in direct_cases("cpu", torch.float32):
         got = c.call()
         if c.ref is not None:
-            close(got, c.ref(), torch.float32)
+            close(got, c.ref(), torch.float32, c.name)
     cases = aten_cases("cpu", torch.float32)
     refs = [c.call() for c in cases]
     with T.enable():
         routed = set(T.enabled_ops())
         got = [c.call() for c in cases]
     assert {aten_name(c) for c in cases} <= routed
-    for g, r in zip(got, refs):
-        close(g, r, torch.float32)
+    for c, g, r in zip(cases, got, refs):
+        close(g, r, torch.float32, c.name)
