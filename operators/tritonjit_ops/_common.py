@@ -67,10 +67,10 @@ def host_check_allowed(t: torch.Tensor) -> bool:
 
 #: Launch options of a kernel whose ``tl.device_assert`` must be compiled in (pass them
 #: with the kernel's constexpr guard on, e.g. ``k[grid](..., CHECK=True, **DEVICE_ASSERT)``).
-#: Triton (3.4 to 3.6 at least) drops every device_assert unless ``debug`` is on, and
-#: ``debug`` alone would also turn on its integer-overflow sanitizer (``sanitize_overflow``,
-#: a compare and an assert on every 32-bit add/sub/mul of the kernel); nothing else in
-#: the CUDA or AMD code generators reads ``debug``. So the cost is the kernel's own
+#: Triton (3.6's language/semantic.py) drops every device_assert unless ``debug`` is on,
+#: and ``debug`` alone would also turn on its integer-overflow sanitizer
+#: (``sanitize_overflow``: a compare and an assert on every 32-bit add/sub/mul of the
+#: kernel); nothing else in 3.6's front end or its CUDA/AMD compiler drivers reads ``debug``. So the cost is the kernel's own
 #: compare per checked value and a branch to the out-of-line trap; an assert over a
 #: block (not a scalar) also gets one CTA barrier from Triton's lowering (sm_90 PTX,
 #: Triton 3.6: +4 to +8 instructions on the hot path of the index kernels).
