@@ -25,6 +25,9 @@ __all__ = [
     "next_pow2",
     "cdiv",
     "unravel4",
+    "host_check_allowed",
+    "DEVICE_ASSERT",
+    "assert_options",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -45,6 +48,39 @@ def jit(kernel: Callable, key_buckets: dict | None = None) -> object:
 def is_cuda_like(t: torch.Tensor) -> bool:
     """True on a real accelerator, where bigger blocks and more warps pay off."""
     return t.device.type != "cpu"
+
+
+def host_check_allowed(t: torch.Tensor) -> bool:
+    """Whether an operator may read ``t``'s values on the host to validate them.
+
+    The one place that decides it: only for CPU tensors (the interpreter backend),
+    whose values the host reads without waiting for anything. On an accelerator that
+    read (``.item()``, ``int(t)``, a boolean mask) would synchronize the host with the
+    device, about 50-140 us a call, and make CUDA-graph capture impossible; there the
+    kernel checks the values itself with a ``tl.device_assert`` compiled in by
+    ``DEVICE_ASSERT``, as aten's CUDA_KERNEL_ASSERT does: the launch stays
+    asynchronous and a bad value surfaces at the next synchronization as
+    "device-side assert triggered".
+    """
+    return t.device.type == "cpu"
+
+
+#: Launch options of a kernel whose ``tl.device_assert`` must be compiled in (pass them
+#: with the kernel's constexpr guard on, e.g. ``k[grid](..., CHECK=True, **DEVICE_ASSERT)``).
+#: Triton (3.6's language/semantic.py) drops every device_assert unless ``debug`` is on,
+#: and ``debug`` alone would also turn on its integer-overflow sanitizer
+#: (``sanitize_overflow``: a compare and an assert on every 32-bit add/sub/mul of the
+#: kernel); nothing else in 3.6's front end or its CUDA/AMD compiler drivers reads ``debug``. So the cost is the kernel's own
+#: compare per checked value and a branch to the out-of-line trap; an assert over a
+#: block (not a scalar) also gets one CTA barrier from Triton's lowering (sm_90 PTX,
+#: Triton 3.6: +4 to +8 instructions on the hot path of the index kernels).
+DEVICE_ASSERT = {"debug": True, "sanitize_overflow": False}
+_NO_OPTIONS: dict = {}
+
+
+def assert_options(check: bool) -> dict:
+    """The launch options of a kernel whose constexpr guard ``CHECK`` is ``check``."""
+    return DEVICE_ASSERT if check else _NO_OPTIONS
 
 
 def next_pow2(n: int) -> int:

@@ -9,7 +9,16 @@ import triton
 import triton.language as tl
 
 from . import _prologue
-from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
+from ._common import (
+    FLOAT_DTYPES,
+    assert_options,
+    cdiv,
+    check_dtype,
+    check_same_device,
+    host_check_allowed,
+    jit,
+    next_pow2,
+)
 
 Tensor = torch.Tensor
 
@@ -64,8 +73,11 @@ def _rotary_kernel(x, cos, sin, out, S, H, D, R2, s_cs,
 
 
 @triton.jit
-def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.constexpr):
-    """loss[r] = logsumexp(logits[r]) - logits[r, target[r]] (0 where target == ignore_index)."""
+def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.constexpr,
+                    CHECK: tl.constexpr):
+    """loss[r] = logsumexp(logits[r]) - logits[r, target[r]] (0 where target == ignore_index).
+
+    CHECK: assert 0 <= target[r] < C (or == ignore_index) on the device."""
     row = tl.program_id(0).to(tl.int64)
     base = logits + row * s_row
     mx = tl.full([BLOCK_C], float("-inf"), tl.float32)
@@ -82,6 +94,8 @@ def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.co
     lse = gm + tl.log(total)
     t = tl.load(target + row)
     valid = t != ignore_index
+    if CHECK:
+        tl.device_assert(~valid | (t.to(tl.uint64, bitcast=True) < C), "tritonjit cross_entropy: target out of range")
     tv = tl.load(base + tl.where(valid, t, 0)).to(tl.float32)
     tl.store(loss + row, tl.where(valid, lse - tv, 0.0))
 
@@ -231,15 +245,20 @@ def cross_entropy(logits: Tensor, target: Tensor, ignore_index: int = -100, redu
     n, c = logits.shape
     if not isinstance(target, Tensor) or target.dtype != torch.int64 or tuple(target.shape) != (n,):
         raise RuntimeError(f"tritonjit.cross_entropy: target must be int64 of shape [{n}]")
-    valid = target[target != ignore_index]
-    if valid.numel() and (int(valid.min()) < 0 or int(valid.max()) >= c):
-        raise IndexError(f"Target {int(valid.max()) if int(valid.max()) >= c else int(valid.min())} is out of bounds.")
+    check = not host_check_allowed(target)  # else checked here; on a device, by the kernel
+    if not check and n:
+        bad = (target < 0) | (target >= c)
+        bad &= target != ignore_index
+        if bad.any():
+            raise IndexError(f"tritonjit.cross_entropy: target {int(target[bad][0])} is out of bounds for "
+                             f"{c} classes (ignore_index={ignore_index})")
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
     target = target.contiguous()
     loss = torch.empty(n, dtype=torch.float32, device=logits.device)
     if n:
         block = min(next_pow2(c), 4096 if logits.device.type != "cpu" else 1024)
-        _ce_rows[(n,)](logits, target, loss, c, logits.stride(0), ignore_index, BLOCK_C=block)
+        _ce_rows[(n,)](logits, target, loss, c, logits.stride(0), ignore_index, BLOCK_C=block, CHECK=check,
+                       **assert_options(check))
     if reduction == "none":
         return loss.to(logits.dtype)
     out = torch.empty((), dtype=logits.dtype, device=logits.device)

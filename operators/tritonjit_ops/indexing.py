@@ -1,8 +1,10 @@
 """index_select, gather and embedding.
 
-Indices are bounds-checked on the host before the launch (aten raises for an
-out-of-range index rather than reading out of bounds; a device assert is not
-available on every backend).
+An out-of-range index fails loudly, never reads out of bounds, and is never checked
+by synchronizing with the device (see ``_common.host_check_allowed``): CPU tensors
+(the interpreter backend) are checked on the host with a clear IndexError; on an
+accelerator the kernel asserts ``0 <= index < size`` itself (``CHECK`` on, launched
+with ``DEVICE_ASSERT``), as aten's CUDA kernels do.
 """
 from __future__ import annotations
 
@@ -10,19 +12,33 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_same_device, jit, next_pow2, unravel4
+from ._common import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    assert_options,
+    cdiv,
+    check_same_device,
+    host_check_allowed,
+    jit,
+    next_pow2,
+    unravel4,
+)
 
 Tensor = torch.Tensor
 _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
 
 
 @triton.jit
-def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr):
-    """out[o, j, :] = x[o, idx[j], :] for contiguous x (O, D, K) and out (O, L, K)."""
+def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr, CHECK: tl.constexpr):
+    """out[o, j, :] = x[o, idx[j], :] for contiguous x (O, D, K) and out (O, L, K).
+
+    CHECK: assert 0 <= idx[j] < D on the device (compiled in by DEVICE_ASSERT)."""
     row = tl.program_id(0).to(tl.int64)
     o = row // L
     j = row % L
     src = tl.load(idx + j).to(tl.int64)
+    if CHECK:
+        tl.device_assert(src.to(tl.uint64, bitcast=True) < D, "tritonjit index_select/embedding: index out of range")
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < K
     v = tl.load(x + (o * D + src) * K + cols, mask=m)
@@ -30,13 +46,17 @@ def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _gather_kernel(x, idx, out, n, d1, d2, d3, xs0, xs1, xs2, xs3, is0, is1, is2, is3,
-                   DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """out[i] = x[i with i[DIM] := idx[i]] over a rank-4 (padded) index shape."""
+def _gather_kernel(x, idx, out, n, d1, d2, d3, xs0, xs1, xs2, xs3, is0, is1, is2, is3, size,
+                   DIM: tl.constexpr, BLOCK: tl.constexpr, CHECK: tl.constexpr):
+    """out[i] = x[i with i[DIM] := idx[i]] over a rank-4 (padded) index shape.
+
+    CHECK: assert 0 <= idx[i] < size (x's extent along DIM) on the device."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     j = tl.load(idx + i0 * is0 + i1 * is1 + i2 * is2 + i3 * is3, mask=m, other=0).to(tl.int64)
+    if CHECK:
+        tl.device_assert(j.to(tl.uint64, bitcast=True) < size, "tritonjit gather: index out of range", mask=m)
     if DIM == 0:
         i0 = j
     elif DIM == 1:
@@ -53,21 +73,34 @@ _select_rows = jit(_select_rows_kernel)
 _gather = jit(_gather_kernel)
 
 
-def _check_index(name: str, index: Tensor, size: int) -> None:
+def _check_index(name: str, index: Tensor, size: int, dim: int | None = None) -> bool:
+    """Check the index's dtype, and its values where that needs no device sync.
+
+    Returns the kernel's CHECK flag: False when the values were checked here (CPU
+    tensors), True when the kernel must assert ``0 <= index < size`` on the device.
+    ``dim`` is the indexed dimension (None: the rows of an embedding table).
+    """
     if not isinstance(index, Tensor) or index.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"tritonjit.{name}: Expected dtype int32/int64 for index")
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= size):
-        raise IndexError("index out of range in self")
+    if not host_check_allowed(index):
+        return True
+    if index.numel():
+        lo, hi = (int(v) for v in torch.aminmax(index))
+        if lo < 0 or hi >= size:
+            what = f"a table of {size} rows" if dim is None else f"dimension {dim} of size {size}"
+            raise IndexError(f"tritonjit.{name}: index {lo if lo < 0 else hi} is out of range for {what}")
+    return False
 
 
-def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape) -> Tensor:
+def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape, check: bool) -> Tensor:
     out = torch.empty(out_shape, dtype=x.dtype, device=x.device)
     L = index.numel()
     if out.numel() == 0:
         return out
     block = min(next_pow2(k), 1024)
-    _select_rows[(o * L, cdiv(k, block))](x, index, out, L, d, k, BLOCK=block,
-                                                 num_warps=4 if block >= 512 else 1)
+    _select_rows[(o * L, cdiv(k, block))](x, index, out, L, d, k, BLOCK=block, CHECK=check,
+                                          num_warps=4 if block >= 512 else 1,
+                                          **assert_options(check))
     return out
 
 
@@ -85,7 +118,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {dim})")
     dim %= nd
     xs = x.reshape(1) if x.dim() == 0 else x
-    _check_index("index_select", index, xs.shape[dim])
+    check = _check_index("index_select", index, xs.shape[dim], dim)
     xs = xs.contiguous()
     index = index.reshape(-1).contiguous()
     o = 1
@@ -96,7 +129,7 @@ def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
         k *= s
     shape = list(xs.shape)
     shape[dim] = index.numel()
-    out = _rows(xs, o, xs.shape[dim], k, index, shape)
+    out = _rows(xs, o, xs.shape[dim], k, index, shape, check)
     return out.reshape(()) if x.dim() == 0 else out
 
 
@@ -107,10 +140,10 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
     if weight.dtype not in _DATA:
         raise TypeError(f"tritonjit.embedding: unsupported dtype {weight.dtype}")
     check_same_device("embedding", weight, indices)
-    _check_index("embedding", indices, weight.shape[0])
+    check = _check_index("embedding", indices, weight.shape[0])
     w = weight.contiguous()
     flat = indices.reshape(-1).contiguous()
-    out = _rows(w, 1, w.shape[0], w.shape[1], flat, (flat.numel(), w.shape[1]))
+    out = _rows(w, 1, w.shape[0], w.shape[1], flat, (flat.numel(), w.shape[1]), check)
     return out.reshape(*indices.shape, w.shape[1])
 
 
@@ -135,7 +168,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
         if d != dim and ix.shape[d] > xs.shape[d]:
             raise RuntimeError(f"Size does not match at dimension {d} expected index {list(index.shape)} to be "
                                f"smaller than self {list(x.shape)} apart from dimension {dim}")
-    _check_index("gather", ix, xs.shape[dim])
+    check = _check_index("gather", ix, xs.shape[dim], dim)
     out = torch.empty(index.shape, dtype=x.dtype, device=x.device)
     n = out.numel()
     if n == 0:
@@ -147,6 +180,6 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     xst = [0] * pad + list(xs.stride())
     ist = [0] * pad + list(ix.stride())
     block = 1024
-    _gather[(cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist,
-                                      DIM=dim + pad, BLOCK=block)
+    _gather[(cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist, xs.shape[dim],
+                               DIM=dim + pad, BLOCK=block, CHECK=check, **assert_options(check))
     return out

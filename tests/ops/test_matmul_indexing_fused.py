@@ -78,9 +78,9 @@ def test_embedding(dtype):
 
 def test_indexing_bad_input():
     x = torch.randn(4, 5)
-    with pytest.raises(IndexError, match="index out of range"):
+    with pytest.raises(IndexError, match="index_select: index 4 is out of range"):
         T.index_select(x, 0, torch.tensor([4]))
-    with pytest.raises(IndexError, match="index out of range"):
+    with pytest.raises(IndexError, match="embedding: index -1 is out of range"):
         T.embedding(x, torch.tensor([-1]))
     with pytest.raises(RuntimeError, match="int64"):
         T.gather(x, 0, torch.zeros(2, 2, dtype=torch.int32))
@@ -143,7 +143,7 @@ def test_cross_entropy(dtype, reduction):
 def test_cross_entropy_wide_and_bad():
     lg, tg = torch.randn(3, 2500), torch.randint(0, 2500, (3,))
     close(T.cross_entropy(lg, tg), F.cross_entropy(lg, tg))
-    with pytest.raises(IndexError, match="out of bounds"):
+    with pytest.raises(IndexError, match="target 2500 is out of bounds"):
         T.cross_entropy(lg, torch.tensor([0, 1, 2500]))
     with pytest.raises(ValueError, match="reduction"):
         T.cross_entropy(lg, tg, reduction="avg")
