@@ -172,7 +172,7 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   }
   Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(launches.p); i++) {
-    PyObject* L = PySequence_Fast_GET_ITEM(launches.p, i);  // Launch(fn, grid, args, num_warps, num_stages)
+    PyObject* L = PySequence_Fast_GET_ITEM(launches.p, i);  // Launch(fn, grid, args, num_warps, num_stages, extra)
     NLaunch nl;
     nl.fn = function_of(PyTuple_GetItem(L, 0));
     auto g = ints_of(PyTuple_GetItem(L, 1));
@@ -182,6 +182,23 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     PyObject* ns = PyTuple_GetItem(L, 4);
     nl.options.num_warps = nw == Py_None ? 0 : static_cast<int>(PyLong_AsLong(nw));
     nl.options.num_stages = ns == Py_None ? 0 : static_cast<int>(PyLong_AsLong(ns));
+    Ref extra(checked(PySequence_Fast(PyTuple_GetItem(L, 5), "launch options")));
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(extra.p); k++) {
+      PyObject* kv = PySequence_Fast_GET_ITEM(extra.p, k);
+      const char* name = PyUnicode_AsUTF8(PyTuple_GetItem(kv, 0));
+      PyObject* v = PyTuple_GetItem(kv, 1);
+      if (name == nullptr) rethrow_python();
+      if (PyBool_Check(v))
+        nl.options.extra.emplace_back(name, tritonjit::OptionValue(v == Py_True));
+      else if (PyLong_Check(v))
+        nl.options.extra.emplace_back(name, tritonjit::OptionValue(static_cast<int64_t>(PyLong_AsLongLong(v))));
+      else if (PyFloat_Check(v))
+        nl.options.extra.emplace_back(name, tritonjit::OptionValue(PyFloat_AS_DOUBLE(v)));
+      else if (PyUnicode_Check(v))
+        nl.options.extra.emplace_back(name, tritonjit::OptionValue(std::string(PyUnicode_AsUTF8(v))));
+      else
+        throw std::runtime_error(std::string("tritonjit_ops: launch option '") + name + "' of an unsupported type");
+    }
     Ref args(checked(PySequence_Fast(PyTuple_GetItem(L, 2), "launch arguments")));
     for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(args.p); k++)
       nl.args.push_back(recipe_of(PySequence_Fast_GET_ITEM(args.p, k), *plan, nl.fn->name()));

@@ -60,13 +60,23 @@ class Buffer(NamedTuple):
 
 
 class Launch(NamedTuple):
-    """One kernel launch: every kernel parameter in order (constexprs included)."""
+    """One kernel launch: every kernel parameter in order (constexprs included), and its
+    compile options (``num_warps``, ``num_stages``; ``extra``: e.g. ``debug``)."""
 
     fn: Any  # tritonjit.KernelFunction
     grid: tuple[int, int, int]
     args: tuple
     num_warps: int | None = None
     num_stages: int | None = None
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    def options(self) -> dict[str, Any]:
+        opts = dict(self.extra)
+        if self.num_warps is not None:
+            opts["num_warps"] = self.num_warps
+        if self.num_stages is not None:
+            opts["num_stages"] = self.num_stages
+        return opts
 
 
 class Plan(NamedTuple):
@@ -83,7 +93,8 @@ _NO_DEFAULT = object()
 def launch(fn: Any, grid: Sequence[int], *args: Any, num_warps: int | None = None, num_stages: int | None = None,
            **constexprs: Any) -> Launch:
     """A Launch of ``fn[grid](*args, **constexprs)``: arguments bound to the kernel's
-    parameters by name, defaults filled in, so the C++ executor gets one per parameter."""
+    parameters by name, defaults filled in, so the C++ executor gets one per parameter;
+    keywords that are no parameter are compile options (``debug=True``, ...)."""
     params = fn.params
     if len(args) > len(params):
         raise TypeError(f"{fn.name}: {len(args)} arguments for {len(params)} parameters")
@@ -95,19 +106,16 @@ def launch(fn: Any, grid: Sequence[int], *args: Any, num_warps: int | None = Non
             vals.append(p.default)
         else:
             raise TypeError(f"{fn.name}: parameter '{p.name}' is missing from the launch")
-    if constexprs:
-        raise TypeError(f"{fn.name}: unknown parameters {sorted(constexprs)}")
     g = tuple(grid) + (1,) * (3 - len(grid))
-    return Launch(fn, g, tuple(vals), num_warps, num_stages)  # type: ignore[arg-type]
+    return Launch(fn, g, tuple(vals), num_warps, num_stages, tuple(sorted(constexprs.items())))  # type: ignore[arg-type]
 
 
 def execute(L: Launch) -> None:
     """Launch ``L`` now; its arguments are the objects themselves (no plan references)."""
-    if L.num_warps is None and L.num_stages is None:
+    if L.num_warps is None and L.num_stages is None and not L.extra:
         L.fn[L.grid](*L.args)
     else:
-        opts = {k: v for k, v in (("num_warps", L.num_warps), ("num_stages", L.num_stages)) if v is not None}
-        L.fn[L.grid](*L.args, **opts)
+        L.fn[L.grid](*L.args, **L.options())
 
 
 def _scalar(v: Any) -> Any:
@@ -138,12 +146,7 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
         return a
 
     for L in plan.launches:
-        opts = {}
-        if L.num_warps is not None:
-            opts["num_warps"] = L.num_warps
-        if L.num_stages is not None:
-            opts["num_stages"] = L.num_stages
-        L.fn[L.grid](*(value(a) for a in L.args), **opts)
+        L.fn[L.grid](*(value(a) for a in L.args), **L.options())
     if len(plan.result) == 1:
         return outs[plan.result[0]]
     return tuple(outs[i] for i in plan.result)

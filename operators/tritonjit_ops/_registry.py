@@ -194,7 +194,8 @@ _ATEN: dict[str, Callable] = {
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
-_PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS}
+_PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
+                                  **indexing.PLANNERS}
 
 
 class _State:

@@ -8,11 +8,14 @@ with ``DEVICE_ASSERT``), as aten's CUDA kernels do.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
 from ._common import (
+    DEVICE_ASSERT,
     FLOAT_DTYPES,
     INT_DTYPES,
     assert_options,
@@ -23,6 +26,7 @@ from ._common import (
     next_pow2,
     unravel4,
 )
+from ._plan import Buffer, In, Out, Plan, launch
 
 Tensor = torch.Tensor
 _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
@@ -183,3 +187,72 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     _gather[(cdiv(n, block),)](xs, ix, out, n, dims[1], dims[2], dims[3], *xst, *ist, xs.shape[dim],
                                DIM=dim + pad, BLOCK=block, CHECK=check, **assert_options(check))
     return out
+
+
+# ----------------------------------------------------------------- plans
+# Planners of the aten overloads for the C++ operator path (see _plan.py). Index
+# values are checked by the kernel on an accelerator; on CPU tensors the Python
+# implementation checks them on the host, so CPU calls get no plan.
+def _rows_plan(x: Tensor, o: int, d: int, k: int, L: int, out_shape: list[int], refs: tuple, contiguous: tuple
+               ) -> Plan:
+    out = (Buffer(tuple(out_shape), x.dtype),)
+    if L * o * k == 0:
+        return Plan(out, (), contiguous=contiguous)
+    block = min(next_pow2(k), 1024)
+    Lc = launch(_select_rows, (o * L, cdiv(k, block)), refs[0], refs[1], Out(0), L, d, k, BLOCK=block, CHECK=True,
+                num_warps=4 if block >= 512 else 1, **DEVICE_ASSERT)
+    return Plan(out, (Lc,), contiguous=contiguous)
+
+
+def _index_ok(x: Any, index: Any) -> bool:
+    return (isinstance(x, Tensor) and isinstance(index, Tensor) and x.dtype in _DATA and x.device == index.device
+            and index.dtype in (torch.int32, torch.int64) and not host_check_allowed(index))
+
+
+def plan_embedding(weight: Any, indices: Any, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+                   sparse: bool = False) -> Plan | None:
+    if not _index_ok(weight, indices) or weight.dim() != 2:
+        return None
+    contiguous = tuple(i for i, t in ((0, weight), (1, indices)) if not t.is_contiguous())
+    n, d = weight.shape
+    return _rows_plan(weight, 1, n, d, indices.numel(), [*indices.shape, d], (In(0), In(1)), contiguous)
+
+
+def plan_index_select(x: Any, dim: int, index: Any) -> Plan | None:
+    if not _index_ok(x, index) or x.dim() == 0 or index.dim() > 1 or not -x.dim() <= dim < x.dim():
+        return None
+    dim %= x.dim()
+    contiguous = tuple(i for i, t in ((0, x), (2, index)) if not t.is_contiguous())
+    o = 1
+    for s in x.shape[:dim]:
+        o *= s
+    k = 1
+    for s in x.shape[dim + 1:]:
+        k *= s
+    shape = list(x.shape)
+    shape[dim] = index.numel()
+    return _rows_plan(x, o, x.shape[dim], k, index.numel(), shape, (In(0), In(2)), contiguous)
+
+
+def plan_gather(x: Any, dim: int, index: Any, *, sparse_grad: bool = False) -> Plan | None:
+    if (not _index_ok(x, index) or index.dtype != torch.int64 or x.dim() == 0 or x.dim() > 4
+            or index.dim() != x.dim() or not -x.dim() <= dim < x.dim()):
+        return None
+    nd = x.dim()
+    dim %= nd
+    if any(d != dim and index.shape[d] > x.shape[d] for d in range(nd)):
+        return None
+    out = (Buffer(tuple(index.shape), x.dtype),)
+    n = index.numel()
+    if n == 0:
+        return Plan(out, ())
+    pad = 4 - nd
+    dims = [1] * pad + list(index.shape)
+    xst = [0] * pad + list(x.stride())
+    ist = [0] * pad + list(index.stride())
+    L = launch(_gather, (cdiv(n, 1024),), In(0), In(2), Out(0), n, dims[1], dims[2], dims[3], *xst, *ist,
+               x.shape[dim], DIM=dim + pad, BLOCK=1024, CHECK=True, **DEVICE_ASSERT)
+    return Plan(out, (L,))
+
+
+PLANNERS: dict[str, Any] = {"embedding": plan_embedding, "index_select": plan_index_select, "gather": plan_gather}

@@ -7,7 +7,7 @@ Statistics are fp32 whatever the input dtype.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 import triton
@@ -15,6 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
+from ._plan import Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
 
@@ -152,9 +153,16 @@ def _row_plan(key: tuple) -> tuple | None:
 def _launch(x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1)) -> None:
     if m == 0:
         return
-    one_pass, block_n, block_m, warps = _plan(x.device.type != "cpu", n)
+    execute(_norm_launch(x.device.type != "cpu", x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group))
+
+
+def _norm_launch(on_gpu: bool, x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1)) -> Launch:
+    """The row kernel's launch; the tensor arguments are tensors or plan references, None
+    where absent (any valid pointer takes their place)."""
+    one_pass, block_n, block_m, warps = _plan(on_gpu, n)
     cpg, hw, g = group
-    _norm[(cdiv(m, block_m),)](
+    return launch(
+        _norm, (cdiv(m, block_m),),
         x, res if res is not None else x, w if w is not None else x, b if b is not None else x,
         out, res_out if res_out is not None else out, mean if mean is not None else out,
         rstd if rstd is not None else out, m, n, eps, cpg, hw, g,
@@ -333,3 +341,81 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
     if n:
         _launch(x, None, _c(weight), None, out, None, mean, rstd, x.numel() // n, n, float(eps), True)
     return out, rstd
+
+
+# ----------------------------------------------------------------- plans
+# Planners of the aten overloads for the C++ operator path (see _plan.py). Statistics
+# are fp32 (aten's CUDA kernels); aten's CPU kernels give them in the input dtype, so
+# CPU calls of 16-bit inputs take the Python implementation.
+def _norm_inputs(x: Any, normalized_shape: Any, *params: Any) -> int | None:
+    """n (the normalized size) where a plan can serve the call, else None."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (x.is_cpu and x.dtype != torch.float32):
+        return None
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not ns or x.dim() < len(ns) or tuple(x.shape[x.dim() - len(ns):]) != ns:
+        return None
+    for p in params:
+        if p is not None and (not isinstance(p, Tensor) or tuple(p.shape) != ns or p.dtype != x.dtype
+                              or p.device != x.device):
+            return None
+    n = 1
+    for d in ns:
+        n *= d
+    return n
+
+
+def _contiguous(*tensors: tuple[int, Any]) -> tuple[int, ...]:
+    return tuple(i for i, t in tensors if t is not None and not t.is_contiguous())
+
+
+def plan_native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Plan | None:
+    n = _norm_inputs(x, normalized_shape, weight, bias)
+    if n is None:
+        return None
+    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
+    outs = (Buffer(tuple(x.shape), x.dtype), Buffer(stat, torch.float32), Buffer(stat, torch.float32))
+    m = x.numel() // n if n else 0
+    launches = () if m == 0 or n == 0 else (_norm_launch(
+        not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
+        Out(0), None, Out(1), Out(2), m, n, float(eps), False),)
+    return Plan(outs, launches, result=(0, 1, 2), contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+
+
+def plan_fused_rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: Any = None) -> Plan | None:
+    n = _norm_inputs(x, normalized_shape, weight)
+    if n is None:
+        return None
+    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
+    outs = (Buffer(tuple(x.shape), x.dtype), Buffer(stat, torch.float32), Buffer(stat, torch.float32))
+    m = x.numel() // n if n else 0
+    e = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    launches = () if m == 0 or n == 0 else (_norm_launch(
+        not x.is_cpu, In(0), None, In(2) if weight is not None else None, None, Out(0), None, Out(2), Out(1),
+        m, n, e, True),)
+    return Plan(outs, launches, result=(0, 1), contiguous=_contiguous((0, x), (2, weight)))
+
+
+def plan_native_group_norm(x: Any, weight: Any, bias: Any, N: int, C: int, HxW: int, group: int, eps: float
+                           ) -> Plan | None:
+    if (not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (x.is_cpu and x.dtype != torch.float32)
+            or group <= 0 or C % group or x.numel() != N * C * HxW):
+        return None
+    for p in (weight, bias):
+        if p is not None and (not isinstance(p, Tensor) or p.dim() != 1 or p.numel() != C or p.dtype != x.dtype
+                              or p.device != x.device):
+            return None
+    outs = (Buffer(tuple(x.shape), x.dtype), Buffer((N, group), torch.float32), Buffer((N, group), torch.float32))
+    cpg = C // group
+    launches = () if not (N * group and cpg * HxW) else (_norm_launch(
+        not x.is_cpu, In(0), None, In(1) if weight is not None else None, In(2) if bias is not None else None,
+        Out(0), None, Out(1), Out(2), N * group, cpg * HxW, float(eps), False, (cpg, HxW, group)),)
+    return Plan(outs, launches, result=(0, 1, 2), contiguous=_contiguous((0, x), (1, weight), (2, bias)))
+
+
+PLANNERS: dict[str, Any] = {
+    "native_layer_norm": plan_native_layer_norm,
+    "_fused_rms_norm": plan_fused_rms_norm,
+    "native_group_norm": plan_native_group_norm,
+}

@@ -9,13 +9,14 @@ in a first launch and finished by a second one.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, jit, next_pow2, normalize_dims
+from ._plan import Buffer, In, Launch, Out, Plan, Tmp, execute, launch
 
 Tensor = torch.Tensor
 
@@ -161,6 +162,18 @@ def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
 
 def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Tensor | None) -> None:
     """Reduce contiguous x viewed as (O, R, K) into out (O*K,), in one or two launches."""
+    def temp(shape: tuple, dtype: torch.dtype) -> Tensor:
+        return torch.empty(shape, dtype=dtype, device=x.device)
+
+    for L in _reduce_launches(op, x, o, r, k, x, out, idx_out, temp):
+        execute(L)
+
+
+def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out_ref: Any, idx_ref: Any,
+                     temp: Callable[[tuple, torch.dtype], Any]) -> list[Launch]:
+    """The launches reducing contiguous x (O, R, K) into out (O*K,): one, or a split over R
+    and a second pass. ``*_ref`` are what the launches pass (tensors, or plan references);
+    ``temp(shape, dtype)`` gives a scratch buffer (a tensor, or a plan's Tmp)."""
     on_gpu = x.device.type != "cpu"
     if k == 1:  # last-dim reduction: the O rows become the K (kept, tile-row) axis
         o, k, sO, sK, sR = 1, o, 0, r, 1
@@ -180,23 +193,22 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
     warps = (16 if tile >= 8192 else 8 if tile >= 4096 else 4) if on_gpu else 4
     is_arg = op in ("argmax", "argmin")
     divisor = float(r)
+    idx = idx_ref if is_arg else out_ref
     if split == 1:
         even = k % block_k == 0 and r % block_r == 0
-        _reduce[(o, nk, 1)](x, out, x, idx_out if is_arg else out, k, r, r, sO, sK, sR, divisor,
-                            OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
-                            EVEN=even, ONE_TILE=r == block_r, num_warps=warps)
-        return
+        return [launch(_reduce, (o, nk, 1), x_ref, out_ref, x_ref, idx, k, r, r, sO, sK, sR, divisor,
+                       OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
+                       EVEN=even, ONE_TILE=r == block_r, num_warps=warps)]
     chunk = cdiv(cdiv(r, split), block_r) * block_r
     split = cdiv(r, chunk)
     if op in ("sum", "mean"):
         wdt = torch.float64 if x.dtype == torch.float64 else (torch.int64 if not x.dtype.is_floating_point else torch.float32)
     else:
         wdt = x.dtype
-    part = torch.empty((o, split, k), dtype=wdt, device=x.device)
-    part_i = torch.empty((o, split, k), dtype=torch.int64, device=x.device) if is_arg else part
-    _reduce[(o, nk, split)](x, part, x, part_i, k, r, chunk, sO, sK, sR, 1.0,
-                            OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=False,
-                            num_warps=warps)
+    part = temp((o, split, k), wdt)
+    part_i = temp((o, split, k), torch.int64) if is_arg else part
+    first = launch(_reduce, (o, nk, split), x_ref, part, x_ref, part_i, k, r, chunk, sO, sK, sR, 1.0,
+                   OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=False, num_warps=warps)
     # Second stage: (o, split, k) -> (o, k), always with the kept axis contiguous... or rows.
     if k == 1:
         s_o, s_k, s_r, kk, oo = 0, split, 1, o, 1
@@ -204,9 +216,10 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
         s_o, s_k, s_r, kk, oo = split * k, 1, k, k, o
     bk = min(next_pow2(kk), 32)
     br = min(next_pow2(split), 1024)
-    _reduce[(oo, cdiv(kk, bk), 1)](part, out, part_i, idx_out if is_arg else out, kk, split, split,
-                                          s_o, s_k, s_r, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
-                                          HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
+    second = launch(_reduce, (oo, cdiv(kk, bk), 1), part, out_ref, part_i, idx, kk, split, split,
+                    s_o, s_k, s_r, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
+                    HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
+    return [first, second]
 
 
 def _out_shape(x: Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
@@ -328,3 +341,84 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first minimum (NaN counts as the minimum), as int64."""
     return _arg("argmin", x, dim, keepdim)
+
+
+# ----------------------------------------------------------------- plans
+# Planners of the aten overloads for the C++ operator path (see _plan.py); None: the
+# Python implementation runs (dtype conversions, reductions over dims that are not
+# one block, empty reductions, 0-dim inputs).
+class _Temps:
+    """A plan's temporary buffers, handed out as Tmp references."""
+
+    def __init__(self) -> None:
+        self.buffers: list[Buffer] = []
+
+    def __call__(self, shape: tuple, dtype: torch.dtype) -> Tmp:
+        self.buffers.append(Buffer(tuple(shape), dtype))
+        return Tmp(len(self.buffers) - 1)
+
+
+def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dim() == 0 or (dtype is not None and dtype != x.dtype):
+        return None
+    if x.dtype not in FLOAT_DTYPES + INT_DTYPES or (op == "mean" and not x.dtype.is_floating_point):
+        return None
+    if op in ("amax", "amin") and isinstance(dim, (list, tuple)) and len(dim) == 0:
+        dims = tuple(range(x.dim()))
+    else:
+        dims = normalize_dims(op, dim, x.dim())
+    if dims != tuple(range(dims[0], dims[0] + len(dims))):
+        return None  # not one block of dims: the Python implementation permutes and copies
+    r = 1
+    for d in dims:
+        r *= x.shape[d]
+    odt = torch.int64 if op == "sum" and not x.dtype.is_floating_point else x.dtype
+    out = (Buffer(tuple(_out_shape(x, dims, keepdim)), odt),)
+    if r == 0:
+        return None
+    n_out = 1
+    for s in out[0].shape:
+        n_out *= s
+    contiguous = () if x.is_contiguous() else (0,)
+    if n_out == 0:
+        return Plan(out, (), contiguous=contiguous)
+    o = k = 1
+    for s in x.shape[: dims[0]]:
+        o *= s
+    for s in x.shape[dims[-1] + 1:]:
+        k *= s
+    temps = _Temps()
+    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
+    return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
+
+
+def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0 or x.dtype not in FLOAT_DTYPES + INT_DTYPES:
+        return None
+    contiguous = () if x.is_contiguous() else (0,)
+    temps = _Temps()
+    if dim is None:
+        shape = tuple([1] * x.dim() if keepdim else [])
+        launches = _reduce_launches(op, x, 1, x.numel(), 1, In(0), Out(0), Out(0), temps)
+    else:
+        (d,) = normalize_dims(op, dim, x.dim())
+        shape = tuple(_out_shape(x, (d,), keepdim))
+        o = k = 1
+        for s in x.shape[:d]:
+            o *= s
+        for s in x.shape[d + 1:]:
+            k *= s
+        launches = _reduce_launches(op, x, o, x.shape[d], k, In(0), Out(0), Out(0), temps)
+    return Plan((Buffer(shape, torch.int64),), tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
+
+
+PLANNERS: dict[str, Any] = {
+    "sum": lambda x, *, dtype=None: plan_reduce("sum", x, None, False, dtype),
+    "mean": lambda x, *, dtype=None: plan_reduce("mean", x, None, False, dtype),
+    "sum.dim_IntList": lambda x, dim=None, keepdim=False, *, dtype=None: plan_reduce("sum", x, dim, keepdim, dtype),
+    "mean.dim": lambda x, dim=None, keepdim=False, *, dtype=None: plan_reduce("mean", x, dim, keepdim, dtype),
+    "amax": lambda x, dim=(), keepdim=False: plan_reduce("amax", x, dim, keepdim),
+    "amin": lambda x, dim=(), keepdim=False: plan_reduce("amin", x, dim, keepdim),
+    "argmax": lambda x, dim=None, keepdim=False: plan_arg("argmax", x, dim, keepdim),
+    "argmin": lambda x, dim=None, keepdim=False: plan_arg("argmin", x, dim, keepdim),
+}

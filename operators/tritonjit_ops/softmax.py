@@ -7,12 +7,15 @@ max/sum pass followed by a normalizing pass.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, jit, next_pow2, normalize_dims
+from ._plan import Buffer, In, Out, Plan, launch
 
 Tensor = torch.Tensor
 
@@ -173,3 +176,37 @@ def _make(log: bool, name: str, doc: str):
 
 softmax = _make(False, "softmax", "exp(x - max) / sum, in fp32; ``dtype`` sets the output dtype (aten's semantics).")
 log_softmax = _make(True, "log_softmax", "x - max - log(sum(exp(x - max))), in fp32.")
+
+
+# ----------------------------------------------------------------- plans
+def plan_softmax(log: bool, x: Any, dim: int, half_to_float: bool) -> Plan | None:
+    """aten._softmax / _log_softmax for the C++ operator path (see _plan.py)."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or x.dim() == 0 or not -x.dim() <= dim < x.dim():
+        return None
+    odt = torch.float32 if half_to_float else x.dtype
+    out = (Buffer(tuple(x.shape), odt),)
+    contiguous = () if x.is_contiguous() else (0,)
+    if x.numel() == 0:
+        return Plan(out, (), contiguous=contiguous)
+    d = dim % x.dim()
+    r = x.shape[d]
+    k = 1
+    for s in x.shape[d + 1:]:
+        k *= s
+    o = x.numel() // (r * k)
+    rows = k == 1
+    one_pass, block_r, block_k, warps = _plan(x.device.type != "cpu", r, rows)
+    if rows:
+        o, k, sO, sK, sR = 1, o, 0, r, 1
+    else:
+        sO, sK, sR = r * k, 1, k
+        block_k = min(block_k, next_pow2(k))
+    L = launch(_softmax, (o, cdiv(k, block_k)), In(0), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+               BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
+    return Plan(out, (L,), contiguous=contiguous)
+
+
+PLANNERS: dict[str, Any] = {
+    "_softmax": lambda x, dim, half_to_float: plan_softmax(False, x, dim, half_to_float),
+    "_log_softmax": lambda x, dim, half_to_float: plan_softmax(True, x, dim, half_to_float),
+}

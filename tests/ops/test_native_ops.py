@@ -45,6 +45,17 @@ CASES = {
     "maximum broadcast": lambda a: torch.maximum(a[0], a[1][:, :1, :]),
     "int tensor + int": lambda a: a[4] + 7,
     "bf16 * fp32 promotes": lambda a: a[0].to(torch.bfloat16) * a[1],
+    "mean keepdim (RMSNorm's)": lambda a: a[0].pow(2).mean(-1, keepdim=True),
+    "sum over a middle dim": lambda a: a[0].sum(1),
+    "sum of a transposed view": lambda a: a[2].t().sum(-1),
+    "full mean": lambda a: a[2].mean(),
+    "amax": lambda a: torch.amax(a[0], dim=(1, 2)),
+    "argmax": lambda a: torch.argmax(a[2], dim=0),
+    "argmin full": lambda a: torch.argmin(a[2]),
+    "softmax": lambda a: torch.softmax(a[0], dim=-1),
+    "log_softmax over dim 1": lambda a: torch.log_softmax(a[0], dim=1),
+    "layer_norm": lambda a: torch.nn.functional.layer_norm(a[0], (32,), a[1][0, 0], a[1][0, 1]),
+    "group_norm": lambda a: torch.nn.functional.group_norm(a[0].transpose(1, 2), 4),
 }
 
 
