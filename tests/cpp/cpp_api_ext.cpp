@@ -68,6 +68,32 @@ int64_t hammer(const std::string& path, int64_t threads, int64_t iters, uint64_t
   return done.load();
 }
 
+// out = x + y on the given stream (a raw handle; 0: the current stream)
+at::Tensor add_on(const std::string& path, const at::Tensor& x, const at::Tensor& y, int64_t block, uint64_t stream) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  at::Tensor out = at::empty_like(x);
+  const int64_t n = x.numel();
+  pybind11::gil_scoped_release nogil;
+  f(stream, static_cast<unsigned>((n + block - 1) / block), 1, 1, 4, 1, x, y, out, n, block);
+  return out;
+}
+
+// ``threads`` C++ threads, each writing outs[t] = x + y ``iters`` times with tensors
+void hammer_tensors(const std::string& path, const at::Tensor& x, const at::Tensor& y, std::vector<at::Tensor> outs,
+                    int64_t iters) {
+  auto& f = tritonjit::Function::get_instance(path, "add_kernel");
+  const int64_t n = x.numel();
+  pybind11::gil_scoped_release nogil;
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < outs.size(); t++) {
+    pool.emplace_back([&, t] {
+      for (int64_t i = 0; i < iters; i++)
+        f(0, static_cast<unsigned>((n + 255) / 256), 1, 1, 4, 1, x, y, outs[t], n, 256);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
 // what the C++ API throws for a call that cannot work
 std::string error_of(const std::string& path, const std::string& which) {
   try {
@@ -94,4 +120,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mixed", &mixed);
   m.def("hammer", &hammer);
   m.def("error_of", &error_of);
+  m.def("add_on", &add_on);
+  m.def("hammer_tensors", &hammer_tensors);
 }

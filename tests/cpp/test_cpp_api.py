@@ -173,3 +173,71 @@ def test_errors_are_cpp_exceptions_with_the_python_message(ext):
     assert "KernelNotFoundError" in ext.error_of(KERNELS, "missing") and "no_such_kernel" in ext.error_of(
         KERNELS, "missing")
     assert "ArgumentError" in ext.error_of(KERNELS, "autotuned") and "autotuned" in ext.error_of(KERNELS, "autotuned")
+
+
+# ---- on the GPU: the same extension through the CUDA plugin's GIL-free launch ----------------
+gpu = pytest.mark.gpu
+
+
+@pytest.fixture
+def cuda_backend():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    tritonjit.set_backend("cuda")
+    yield
+    tritonjit.set_backend(None)
+
+
+@gpu
+def test_cuda_matches_torch_and_shares_variants(ext, kernel, cuda_backend):
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    torch.testing.assert_close(ext.add(KERNELS, x, y, 256), x + y)
+    o = torch.empty_like(x)
+    kernel[(20,)](x, y, o, 5000, BLOCK=256, num_warps=4, num_stages=1)
+    assert len(kernel.variants()) == 1
+    (variant,) = kernel.variants()
+    assert variant.native is not None  # the CUDA launcher's C entry, which C++ calls without the GIL
+
+
+@gpu
+def test_cuda_side_stream(ext, kernel, cuda_backend):
+    x, y = torch.randn(1 << 20, device="cuda"), torch.randn(1 << 20, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # 0: the current stream, which is s here
+        out = ext.add_on(KERNELS, x, y, 1024, 0)
+    explicit = ext.add_on(KERNELS, x, y, 1024, s.cuda_stream)
+    s.synchronize()
+    torch.testing.assert_close(out, x + y)
+    torch.testing.assert_close(explicit, x + y)
+
+
+@gpu
+def test_cuda_graph_capture_and_replay(ext, kernel, cuda_backend):
+    x, y = torch.randn(4096, device="cuda"), torch.randn(4096, device="cuda")
+    ext.add(KERNELS, x, y, 256)  # compile outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ext.add(KERNELS, x, y, 256)
+    x.copy_(torch.randn_like(x))
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x + y)
+
+
+@gpu
+def test_cuda_eight_cpp_threads(ext, kernel, cuda_backend):
+    x, y = torch.randn(10000, device="cuda"), torch.randn(10000, device="cuda")
+    outs = [torch.zeros_like(x) for _ in range(8)]
+    ext.hammer_tensors(KERNELS, x, y, outs, 200)
+    torch.cuda.synchronize()
+    for o in outs:
+        torch.testing.assert_close(o, x + y)
+    assert len(kernel.variants()) == 1
+
+
+@gpu
+def test_cuda_errors(ext, cuda_backend):
+    x = torch.randn(16, device="cuda")
+    with pytest.raises(RuntimeError, match="on one device|cuda"):
+        ext.add(KERNELS, x, torch.randn(16), 16)  # a CPU tensor beside a CUDA one
