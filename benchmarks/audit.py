@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else torch.bfloat16
     shapes = M.SMOKE_SHAPES if smoke else M.SHAPES
+    if not smoke:  # built in the background on first use: audit with them in use, as models.py measures
+        from tritonjit import _native
+        from tritonjit_ops import _prologue
+
+        _native.install_tensor_reader(wait=True)
+        _prologue.start(wait=True)
     print(f"audit on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, {dtype}, torch {torch.__version__}, "
           f"transformers {transformers.__version__}" + (" - smoke mode (interpreter times mean nothing)" if smoke else ""))
     out = []

@@ -533,7 +533,8 @@ def audit_table(rows: list[AuditRow], limit: int | None = None, views: bool = Fa
     lines.append(f"replayed call by call: eager {s['eager_us']:.0f} us, under enable() {s['tritonjit_us']:.0f} us "
                  f"({s['ratio']:.2f}x)" + (f"; {s['errors']} calls could not be replayed" if s["errors"] else ""))
     if s["top_unrouted"]:
-        lines.append("costliest calls without a tritonjit kernel: " + "; ".join(s["top_unrouted"][:3]))
+        lines.append("costliest calls without a tritonjit kernel:")
+        lines += [f"  {t}" for t in s["top_unrouted"][:3]]
     return "\n".join(lines)
 
 
