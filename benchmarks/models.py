@@ -15,9 +15,9 @@ compiles and tunes here), warm-up calls, then rounds that time each path in turn
 Agreement: the logits under enable() against eager (max abs diff, and that relative to
 max |eager|); for the training step the parameter gradients (max abs diff relative to
 the largest eager gradient, and the cosine similarity of all gradients). tritonjit
-calls: of the step's aten calls that launch a kernel (not views or allocations), those
-that ran tritonjit kernels under enable(); ``tritonjit bench audit`` lists them call
-by call.
+calls: of the step's aten calls that enable() covers, and of all its calls that launch
+a kernel (not views or allocations), those that ran tritonjit kernels under enable();
+``tritonjit bench audit`` lists them call by call.
 
 --smoke (automatic without a GPU): tiny fp32 configs through Triton's interpreter, each
 model and shape run once eager and once enabled, agreement checked; a test, not a
@@ -206,7 +206,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     row["first_enabled_s"] = time.perf_counter() - t0  # compile (and tune) included
     row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
     del ref, got, ref_grads
-    row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls")})
+    row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls", "covered_routed_calls")})
     row["not_routed"] = cov["not_routed"]
     if not timed:
         return row
@@ -265,14 +265,15 @@ def _cos(v: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = "| model | shape | tokens | eager ms | tritonjit ms | ratio | ratio (median) | logits err (abs / rel) " \
-           "| grad err (rel) | grad cos | tritonjit calls |"
+           "| grad err (rel) | grad cos | tritonjit calls: of covered, of all |"
     out = [head, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | error: {r['error']} |"
                        " | | | | | | |")
             continue
-        routed = f"{r['routed_calls']}/{r['kernel_calls']} ({100 * r['routed_calls'] / max(r['kernel_calls'], 1):.0f}%)"
+        routed = (f"{r['covered_routed_calls']}/{r['covered_calls']}, "
+                  f"{r['routed_calls']}/{r['kernel_calls']} ({100 * r['routed_calls'] / max(r['kernel_calls'], 1):.0f}%)")
         timed = "ratio" in r
         timing = (f"{r['tritonjit_ms']:.3f}", f"{r['ratio']:.2f}x", f"{r['ratio_median']:.2f}x") if timed \
             else ("(not timed)", "-", "-")

@@ -229,7 +229,7 @@ class _RoutedRecorder(TorchDispatchMode):
     def __init__(self, launches: list[int]) -> None:
         super().__init__()
         self.launches = launches
-        self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0}
+        self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0}
         self.not_routed: dict[str, int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -240,9 +240,11 @@ class _RoutedRecorder(TorchDispatchMode):
         c["calls"] += 1
         if call.has_kernel:
             c["kernel_calls"] += 1
-            c["covered_calls"] += call.covered
+            covered = call.covered
+            c["covered_calls"] += covered
             if self.launches[0] > before:
                 c["routed_calls"] += 1
+                c["covered_routed_calls"] += covered
             else:
                 self.not_routed[call.op] = self.not_routed.get(call.op, 0) + 1
         return out
@@ -251,7 +253,8 @@ class _RoutedRecorder(TorchDispatchMode):
 def coverage(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """Runs ``fn`` once under enable(): what it returned, and the counts of its aten calls:
     all, those with a kernel (not views or allocations), those enable() covers, those
-    that launched tritonjit kernels; ``not_routed``: op -> kernel calls that did not."""
+    that launched tritonjit kernels (and those of them covered); ``not_routed``: op ->
+    kernel calls that launched none."""
     with _registry.enable(), _count_launches() as launches, _RoutedRecorder(launches) as rec:
         result = fn(*args, **kwargs)
     return result, {**rec.counts, "not_routed": dict(sorted(rec.not_routed.items(), key=lambda kv: -kv[1]))}
@@ -489,11 +492,13 @@ def summary(rows: list[AuditRow]) -> dict[str, Any]:
     n = sum(r.calls for r in compute)
     n_cov = sum(r.calls for r in covered)
     n_routed = sum(r.calls for r in routed)
+    n_cov_routed = sum(r.calls for r in covered if r.routed)
     uncovered = sorted((r for r in timed if r.has_kernel and not r.routed), key=lambda r: r.calls * r.eager_us,
                        reverse=True)
     return {
         "calls": sum(r.calls for r in rows), "kernel_calls": n, "covered_calls": n_cov, "routed_calls": n_routed,
-        "routed_share_of_covered": n_routed / n_cov if n_cov else math.nan,
+        "covered_routed_calls": n_cov_routed,
+        "routed_share_of_covered": n_cov_routed / n_cov if n_cov else math.nan,
         "routed_share_of_kernel_calls": n_routed / n if n else math.nan,
         "eager_us": eager, "tritonjit_us": tj, "ratio": tj / eager if eager else math.nan,
         "errors": sum(1 for r in rows if r.error),
@@ -527,8 +532,8 @@ def audit_table(rows: list[AuditRow], limit: int | None = None, views: bool = Fa
     s = summary(rows)
     lines.append("")
     lines.append(
-        f"{s['routed_calls']} of {s['covered_calls']} covered calls ran tritonjit kernels "
-        f"({_pct(s['routed_share_of_covered'])}); {s['routed_calls']} of {s['kernel_calls']} calls with a kernel "
+        f"{s['covered_routed_calls']} of {s['covered_calls']} covered calls ran tritonjit kernels "
+        f"({_pct(s['routed_share_of_covered'])}); {s['routed_calls']} of all {s['kernel_calls']} calls with a kernel "
         f"({_pct(s['routed_share_of_kernel_calls'])}); views and allocations: {s['calls'] - s['kernel_calls']} calls")
     lines.append(f"replayed call by call: eager {s['eager_us']:.0f} us, under enable() {s['tritonjit_us']:.0f} us "
                  f"({s['ratio']:.2f}x)" + (f"; {s['errors']} calls could not be replayed" if s["errors"] else ""))

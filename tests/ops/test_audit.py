@@ -47,7 +47,7 @@ def test_audit_rows():
     t = v = [r for r in rows if r.op == "aten::t"]
     assert t and not v[0].has_kernel  # the transposes: views
     s = rows.summary()
-    assert s["covered_calls"] == s["routed_calls"] == 5 and s["kernel_calls"] == 6
+    assert s["covered_calls"] == s["covered_routed_calls"] == s["routed_calls"] == 5 and s["kernel_calls"] == 6
     assert s["routed_share_of_covered"] == 1.0 and s["eager_us"] > 0 and s["tritonjit_us"] > 0
     text = str(rows)
     assert "| aten::mm | f32[4,16], f32[16,8]T | 2 | yes | yes |" in text
@@ -97,7 +97,7 @@ def test_coverage_counts_launches_per_call():
     x, w = torch.randn(4, 16), torch.randn(8, 16)
     out, cov = _audit.coverage(lambda: torch.cat([x @ w.t(), x[:, :8]], -1))
     assert out.shape == (4, 16)
-    assert cov["covered_calls"] == cov["routed_calls"] == 1
+    assert cov["covered_calls"] == cov["covered_routed_calls"] == cov["routed_calls"] == 1
     assert cov["kernel_calls"] == 2 and cov["not_routed"] == {"aten::cat": 1}
 
 
