@@ -1,7 +1,7 @@
 """End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
 
     python benchmarks/models.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train]
-                                [--rounds R] [--json FILE] [--smoke]
+                                [--rounds R] [--json FILE] [--smoke [--timed]]
 
 The real-model measure of the operator library. Each model is built from a config
 with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
