@@ -16,6 +16,8 @@ class Rounds:
     def __init__(self, calls: int, reps: int, sync: Callable[[], None]) -> None:
         self.calls, self.reps, self.sync = calls, reps, sync
         self.paths: dict[str, Callable[[int], float]] = {}
+        #: us per call of every round of the last run(), per path (for medians)
+        self.samples: dict[str, list[float]] = {}
 
     def add(self, name: str, fn: Callable[[], Any]) -> None:
         """A Python call, timed with perf_counter around the loop and the synchronize."""
@@ -37,8 +39,8 @@ class Rounds:
         """us per call of every path: the best of ``reps`` interleaved rounds."""
         for timed in self.paths.values():
             timed(warmup)  # caches, allocator, driver
-        best = {name: float("inf") for name in self.paths}
+        self.samples = {name: [] for name in self.paths}
         for _ in range(self.reps):
             for name, timed in self.paths.items():
-                best[name] = min(best[name], timed(self.calls))
-        return best
+                self.samples[name].append(timed(self.calls))
+        return {name: min(s) for name, s in self.samples.items()}

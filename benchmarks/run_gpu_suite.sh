@@ -20,3 +20,5 @@ step bench_ops python3 -m tritonjit bench ops --json "$out/ops.json"
 step bench_warmstart python3 -m tritonjit bench warmstart --json "$out/warmstart.json"
 step bench_autotune python3 -m tritonjit bench autotune --json "$out/autotune.json"
 step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8,16 --variants 144
+step bench_models python3 -m tritonjit bench models --json "$out/models.json"
+step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"

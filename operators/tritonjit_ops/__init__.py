@@ -4,6 +4,7 @@ Direct entries (``tritonjit_ops.add(x, y)``) skip the dispatcher; the same
 operators are registered as ``torch.ops.tritonjit.*`` for the active backend's
 dispatch key, and ``enable()`` routes the matching aten operators through them.
 """
+from ._audit import Audit, AuditRow, audit, audit_table
 from ._registry import disable, dispatch_key, enable, enabled_ops
 from .fused import cross_entropy, rotary_embedding, silu_and_mul
 from .indexing import embedding, gather, index_select
@@ -47,5 +48,7 @@ __all__ = [
     "fused_add_rms_norm", "silu_and_mul", "rotary_embedding", "cross_entropy",
     # registration
     "enable", "disable", "enabled_ops", "dispatch_key",
+    # audit: per aten call of a model, routed or not and its cost against eager
+    "audit", "audit_table", "Audit", "AuditRow",
 ]
 __version__ = "0.1.0"

@@ -21,12 +21,14 @@ BENCHMARKS = {
     "warmstart": ("warmstart.py", "first launch of a cached variant in a fresh process, tritonjit vs Triton"),
     "warmup": ("warmup_parallel.py", "parallel warm-up compile: j workers against one"),
     "autotune": ("autotune_cache.py", "autotuning in a first process, the stored config in the next"),
+    "models": ("models.py", "transformers models (decode, prefill, a training step): eager against enable()"),
+    "audit": ("audit.py", "tritonjit_ops.audit() of the benchmark models: per aten call, routed or not, and its cost"),
 }
 
 
 def add_parser(sub: Any) -> None:
     lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
-    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune)",
+    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, models, audit)",
                        description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")

@@ -1,0 +1,360 @@
+"""End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
+
+    python benchmarks/models.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train]
+                                [--rounds R] [--json FILE] [--smoke [--timed]]
+
+The real-model measure of the operator library. Each model is built from a config
+with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
+GPT-2 decoder and a BERT encoder, 4 layers of hidden 1024, bf16 on the GPU, sdpa
+attention. Shapes: decode (a forward of 1x16 tokens), prefill (a forward of 8x1024)
+and train (one forward + backward at 4x256 with the model's LM/MLM loss). Eager and
+enable() run the same inputs in one process: one call each to compare (tritonjit
+compiles and tunes here), warm-up calls, then rounds that time each path in turn
+(benchmarks/_timing.py); the table shows the best round, the JSON the median too.
+
+Agreement: the logits under enable() against eager (max abs diff, and that relative to
+max |eager|); for the training step the parameter gradients (max abs diff relative to
+the largest eager gradient, and the cosine similarity of all gradients). tritonjit
+calls: of the step's aten calls that enable() covers, and of all its calls that launch
+a kernel (not views or allocations), those that ran tritonjit kernels under enable();
+``tritonjit bench audit`` lists them call by call.
+
+--smoke (automatic without a GPU): tiny fp32 configs through Triton's interpreter, each
+model and shape run once eager and once enabled, agreement checked; a test, not a
+measurement. Exit status 1 when a smoke case disagrees.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+_ROOT = Path(__file__).resolve().parents[1]
+for sub in ("operators", "tritonjit_core"):
+    if str(_ROOT / sub) not in sys.path:
+        sys.path.insert(0, str(_ROOT / sub))
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import tritonjit_ops as T  # noqa: E402
+from _timing import Rounds  # noqa: E402
+from tritonjit_ops import _audit  # noqa: E402
+
+MODELS = ("llama", "qwen2", "gpt2", "bert")
+#: shape -> (batch, tokens), on the GPU and in the smoke mode
+SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256)}
+SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8)}
+#: smoke-mode agreement bounds (fp32): relative logits / gradient error, gradient cosine
+SMOKE_TOL = {"logits_rel": 1e-4, "grad_rel": 1e-3, "grad_cos": 0.9999}
+
+
+# ------------------------------------------------------------------ models
+@dataclass(frozen=True)
+class Size:
+    vocab: int
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    positions: int
+
+
+GPU_SIZE = Size(vocab=32000, hidden=1024, intermediate=2816, layers=4, heads=16, kv_heads=4, positions=1024)
+SMOKE_SIZE = Size(vocab=96, hidden=32, intermediate=64, layers=1, heads=4, kv_heads=2, positions=64)
+
+
+def _config(name: str, z: Size) -> Any:
+    """A transformers config of ``name`` at size ``z``: no dropout (the training step is
+    compared call for call), sdpa attention, no download."""
+    import transformers as tf
+
+    common = dict(vocab_size=z.vocab, attn_implementation="sdpa")
+    if name in ("llama", "qwen2"):
+        cls = tf.LlamaConfig if name == "llama" else tf.Qwen2Config
+        return cls(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
+                   num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
+                   max_position_embeddings=z.positions, tie_word_embeddings=False, **common)
+    if name == "gpt2":
+        return tf.GPT2Config(n_embd=z.hidden, n_inner=4 * z.hidden, n_layer=z.layers, n_head=z.heads,
+                             n_positions=z.positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                             bos_token_id=0, eos_token_id=0, **common)
+    if name == "bert":
+        return tf.BertConfig(hidden_size=z.hidden, intermediate_size=4 * z.hidden, num_hidden_layers=z.layers,
+                             num_attention_heads=z.heads, max_position_embeddings=z.positions,
+                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **common)
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
+
+
+def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
+    """``name`` with random weights (seeded), on ``device`` in ``dtype``."""
+    import transformers as tf
+
+    cls = {"llama": tf.LlamaForCausalLM, "qwen2": tf.Qwen2ForCausalLM, "gpt2": tf.GPT2LMHeadModel,
+           "bert": tf.BertForMaskedLM}[name]
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(_config(name, SMOKE_SIZE if smoke else GPU_SIZE))
+    return model.to(device=device, dtype=dtype)
+
+
+def make_inputs(name: str, model: torch.nn.Module, batch: int, tokens: int, device: str,
+                seed: int = 1) -> dict[str, torch.Tensor]:
+    """Token ids and labels: the ids themselves for a decoder (it shifts them), 15% of
+    positions for BERT's masked-LM loss (-100 elsewhere)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (batch, tokens), generator=g)
+    labels = ids.clone()
+    if name == "bert":
+        keep = torch.rand(batch, tokens, generator=g) < 0.15
+        keep[:, 0] = True
+        labels = torch.where(keep, ids, torch.full_like(ids, -100))
+    return {"input_ids": ids.to(device), "labels": labels.to(device)}
+
+
+def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, torch.Tensor]) -> Callable[[], Any]:
+    """The call a case times: a forward without grad (decode, prefill; logits), or one
+    training step (train: loss.backward(); logits and loss)."""
+    kw = {} if name == "bert" else {"use_cache": False}
+    ids, labels = inputs["input_ids"], inputs["labels"]
+    if shape != "train":
+        model.eval()
+
+        def forward() -> torch.Tensor:
+            with torch.no_grad():
+                return model(input_ids=ids, **kw).logits
+
+        return forward
+    model.train()
+
+    def train() -> tuple[torch.Tensor, torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=labels, **kw)
+        out.loss.backward()
+        return out.logits.detach(), out.loss.detach()
+
+    return train
+
+
+# ------------------------------------------------------------------ agreement
+def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().float().clone() for p in model.parameters() if p.grad is not None]
+
+
+def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,
+              got_grads: list[torch.Tensor] | None = None) -> dict[str, float]:
+    """Logits (and loss, gradients) of enable() against eager."""
+    r = (ref[0] if isinstance(ref, tuple) else ref).float()
+    g = (got[0] if isinstance(got, tuple) else got).float()
+    d = float((r - g).abs().max())
+    out = {"logits_max_abs": d, "logits_rel": d / max(float(r.abs().max()), 1e-30)}
+    if isinstance(ref, tuple):
+        out["loss_diff"] = abs(float(ref[1]) - float(got[1]))
+    if ref_grads is not None and got_grads is not None:
+        if len(ref_grads) != len(got_grads):
+            return {**out, "grad_rel": math.inf, "grad_cos": -1.0}
+        scale = max(float(x.abs().max()) for x in ref_grads)
+        out["grad_rel"] = max(float((x - y).abs().max()) for x, y in zip(ref_grads, got_grads)) / max(scale, 1e-30)
+        a = torch.cat([x.flatten() for x in ref_grads]).double()
+        b = torch.cat([y.flatten() for y in got_grads]).double()
+        out["grad_cos"] = float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+    return out
+
+
+# ------------------------------------------------------------------ one case
+def _sync(device: str) -> Callable[[], None]:
+    return torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def _seconds_per_call(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """Eager seconds per call once warm (the first call pays for lazy initialization)."""
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return max(best, 1e-6)
+
+
+def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype, rounds: int,
+             timed: bool = True) -> dict[str, Any]:
+    batch, tokens = (SMOKE_SHAPES if smoke else SHAPES)[shape]
+    model = build_model(name, smoke, device, dtype)
+    inputs = make_inputs(name, model, batch, tokens, device)
+    fn = step_fn(name, model, shape, inputs)
+    sync = _sync(device)
+    train = shape == "train"
+    row: dict[str, Any] = {"model": name, "shape": shape, "batch": batch, "tokens": tokens}
+
+    ref = fn()
+    ref_grads = _grads(model) if train else None
+    t0 = time.perf_counter()
+    got, cov = _audit.coverage(fn)  # the first call under enable(), counting its calls' launches
+    sync()
+    row["first_enabled_s"] = time.perf_counter() - t0  # compile (and tune) included
+    row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
+    del ref, got, ref_grads
+    row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls", "covered_routed_calls")})
+    row["not_routed"] = cov["not_routed"]
+    if not timed:
+        return row
+
+    calls = max(1, min(50, int(0.2 / _seconds_per_call(fn, sync))))  # about 0.2 s a round
+    timer = Rounds(calls=calls, reps=rounds, sync=sync)
+    timer.add("eager", fn)
+
+    def enabled(n: int) -> float:
+        with T.enable():
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            return (time.perf_counter() - t) / n * 1e6
+
+    timer.add_timed("tritonjit", enabled)
+    best = timer.run(warmup=3)
+    med = {k: statistics.median(v) for k, v in timer.samples.items()}
+    row.update(calls_per_round=calls, rounds=rounds, eager_ms=best["eager"] / 1e3, tritonjit_ms=best["tritonjit"] / 1e3,
+               ratio=best["tritonjit"] / best["eager"], eager_median_ms=med["eager"] / 1e3,
+               tritonjit_median_ms=med["tritonjit"] / 1e3, ratio_median=med["tritonjit"] / med["eager"])
+    return row
+
+
+def smoke_ok(row: dict[str, Any]) -> bool:
+    """The smoke mode's agreement check (fp32 through the interpreter)."""
+    if "error" in row or row["logits_rel"] > SMOKE_TOL["logits_rel"]:
+        return False
+    if row["shape"] == "train":
+        return row["grad_rel"] <= SMOKE_TOL["grad_rel"] and row["grad_cos"] >= SMOKE_TOL["grad_cos"]
+    return True
+
+
+def quiet() -> None:
+    """Silence the warnings that repeat on every case: enable() overriding aten's kernels
+    (intended), the interpreter's numpy warnings on masked lanes, transformers' config notes."""
+    warnings.filterwarnings("ignore", message="Warning only once for all operators")
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module="triton.*")
+    try:
+        from transformers.utils import logging as tf_logging
+
+        tf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
+# ------------------------------------------------------------------ output
+def _e(v: Any) -> str:
+    return "-" if v is None else f"{v:.1e}"
+
+
+def _cos(v: float | None) -> str:
+    return "-" if v is None else f"{v:.6f}"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = "| model | shape | tokens | eager ms | tritonjit ms | ratio | ratio (median) | logits err (abs / rel) " \
+           "| grad err (rel) | grad cos | tritonjit calls: of covered, of all |"
+    out = [head, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | error: {r['error']} |"
+                       " | | | | | | |")
+            continue
+        routed = (f"{r['covered_routed_calls']}/{r['covered_calls']}, "
+                  f"{r['routed_calls']}/{r['kernel_calls']} ({100 * r['routed_calls'] / max(r['kernel_calls'], 1):.0f}%)")
+        timed = "ratio" in r
+        timing = (f"{r['tritonjit_ms']:.3f}", f"{r['ratio']:.2f}x", f"{r['ratio_median']:.2f}x") if timed \
+            else ("(not timed)", "-", "-")
+        eager = f"{r['eager_ms']:.3f}" if timed else "-"
+        out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | {eager} | {timing[0]} | {timing[1]} | "
+                   f"{timing[2]} | {_e(r['logits_max_abs'])} / {_e(r['logits_rel'])} | {_e(r.get('grad_rel'))} | "
+                   f"{_cos(r.get('grad_cos'))} | {routed} |")
+    lines = ["\n".join(out), ""]
+    for r in rows:
+        if r.get("not_routed"):
+            top = ", ".join(f"{op} {n}" for op, n in list(r["not_routed"].items())[:6])
+            lines.append(f"{r['model']}/{r['shape']}: calls without a tritonjit kernel: {top}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tritonjit bench models", description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
+    p.add_argument("--rounds", type=int, default=7, help="timed rounds per path (GPU)")
+    p.add_argument("--smoke", action="store_true", help="tiny fp32 configs, agreement only (default without a GPU)")
+    p.add_argument("--timed", action="store_true", help="time the smoke configs too (exercises the timing code; "
+                   "interpreter figures mean nothing)")
+    p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    try:
+        import transformers
+    except ImportError:
+        print("transformers is not installed: pip install transformers", file=sys.stderr)
+        return 2
+    quiet()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    smoke = args.smoke or device == "cpu"
+    dtype = torch.float32 if smoke else torch.bfloat16
+    models = [m for m in args.models.split(",") if m]
+    shapes = [s for s in args.shapes.split(",") if s]
+    for s in shapes:
+        if s not in SHAPES:
+            p.error(f"unknown shape {s!r}; expected one of {', '.join(SHAPES)}")
+    for m in models:
+        if m not in MODELS:
+            p.error(f"unknown model {m!r}; expected one of {', '.join(MODELS)}")
+    import tritonjit
+
+    meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu", torch=torch.__version__,
+                transformers=transformers.__version__, backend=tritonjit.current_backend().name,
+                dtype=str(dtype).replace("torch.", ""), smoke=smoke)
+    if not smoke:  # both are built in the background on first use: measure them in use
+        from tritonjit import _native
+        from tritonjit_ops import _prologue
+
+        meta.update(tensor_reader=_native.install_tensor_reader(wait=True), cpp_prologues=_prologue.start(wait=True))
+    print(f"models on {meta['device']} ({meta['backend']} backend), {meta['dtype']}, torch {meta['torch']}, "
+          f"transformers {meta['transformers']}" + (" - smoke mode: tiny configs, agreement only" if smoke else
+                                                    f"; tensor reader {meta['tensor_reader']}, C++ prologues "
+                                                    f"{meta['cpp_prologues']}"))
+    rows = []
+    for m in models:
+        for s in shapes:
+            t0 = time.perf_counter()
+            try:
+                row = run_case(m, s, smoke, device, dtype, args.rounds, timed=not smoke or args.timed)
+            except Exception as exc:  # one broken case must not hide the others
+                traceback.print_exc()
+                b, n = (SMOKE_SHAPES if smoke else SHAPES)[s]
+                row = {"model": m, "shape": s, "batch": b, "tokens": n,
+                       "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+            row["wall_s"] = time.perf_counter() - t0
+            if device == "cuda":
+                torch.cuda.empty_cache()  # the case's model and activations are gone: give their memory back
+            rows.append(row)
+            print(f"  {m}/{s}: {row['wall_s']:.1f} s" + (f" ERROR {row['error']}" if "error" in row else ""),
+                  flush=True)
+    print(table(rows))
+    failed = [f"{r['model']}/{r['shape']}" for r in rows if smoke and not smoke_ok(r)]
+    if failed:
+        print(f"smoke: disagreement or error in {', '.join(failed)} (bounds {SMOKE_TOL})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=SMOKE_TOL), indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

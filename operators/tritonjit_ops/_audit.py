@@ -1,0 +1,560 @@
+"""``audit(fn, *args)``: per aten call of a model, whether tritonjit runs it and what it costs.
+
+A model user who turns on ``enable()`` wants to know where the time goes and which
+calls still run aten, to find the next slow path. ``audit`` answers per distinct call:
+it runs ``fn`` once, eagerly, under a TorchDispatchMode that records every aten call
+below autograd (the backward's too), groups the calls by overload and argument layout
+(shapes, strides, dtypes, devices, non-tensor values), then replays each group on
+fresh tensors of that layout, eager and under ``enable()``: once each to compare the
+outputs and to count the tritonjit kernels the enabled replay launched, then timed in
+interleaved rounds. Integer and bool tensors (indices, masks) replay with the captured
+values, so index arguments stay in range; floating point ones get random values.
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _registry
+
+__all__ = ["AuditRow", "Audit", "audit", "audit_table", "capture", "coverage"]
+
+Tensor = torch.Tensor
+
+_DTYPE_NAMES = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "b8", torch.complex64: "c64",
+}
+#: ops that launch no kernel beside the views: allocation, reshapes, host reads
+_NO_KERNEL = frozenset({
+    "aten::empty.memory_format", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
+    "aten::new_empty_strided", "aten::lift_fresh", "aten::_local_scalar_dense", "aten::detach",
+    "aten::_unsafe_view", "aten::is_same_size", "aten::_has_compatible_shallow_copy_type", "aten::sym_size.int",
+    "aten::sym_stride.int", "aten::sym_numel", "aten::sym_storage_offset",
+})
+
+
+# ------------------------------------------------------------------ capture
+@dataclass(frozen=True, eq=False)
+class _TensorSpec:
+    """A tensor argument's layout, and its values where the replay must reuse them."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    dtype: torch.dtype
+    device: torch.device
+    values: Tensor | None  # storage[offset : offset + extent] for integer, bool and 0-dim tensors
+
+    def key(self) -> tuple:
+        return ("T", self.shape, self.stride, self.dtype, self.device)
+
+    def make(self) -> Tensor:
+        """A fresh tensor of this layout (a new buffer; captured values or random ones)."""
+        extent = _extent(self.shape, self.stride)
+        buf = torch.empty(self.offset + extent, dtype=self.dtype, device=self.device)
+        if self.values is not None:
+            buf[self.offset:].copy_(self.values)
+        elif self.dtype.is_floating_point or self.dtype.is_complex:
+            buf.normal_()
+        else:
+            buf.zero_()
+        return buf.as_strided(self.shape, self.stride, self.offset)
+
+
+def _extent(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride))
+
+
+def _spec(t: Tensor) -> _TensorSpec:
+    shape, stride = tuple(t.shape), tuple(t.stride())
+    values = None
+    if not (t.dtype.is_floating_point or t.dtype.is_complex) or t.dim() == 0:
+        raw = t.detach().as_strided((_extent(shape, stride),), (1,), t.storage_offset())
+        values = raw.clone()
+    return _TensorSpec(shape, stride, t.storage_offset(), t.dtype, t.device, values)
+
+
+def _freeze(v: Any) -> Any:
+    """A hashable stand-in for a non-tensor argument (lists become tuples)."""
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, _TensorSpec):
+        return v.key()
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("repr", repr(v))
+
+
+@dataclass
+class Call:
+    """One distinct aten call: the overload, its arguments' specs, how often it ran."""
+
+    func: Any  # torch._ops.OpOverload
+    args: tuple
+    kwargs: dict
+    count: int = 1
+
+    @property
+    def op(self) -> str:
+        return self.func.name()  # "aten::mm", "aten::add.Tensor"
+
+    @property
+    def covered(self) -> bool:
+        """enable() has a tritonjit implementation registered for this overload."""
+        return _aten_key(self.func) in _registry._ATEN
+
+    @property
+    def has_kernel(self) -> bool:
+        """False for views and allocation/metadata ops, which no operator library replaces."""
+        return not (_is_view(self.func) or self.op in _NO_KERNEL)
+
+
+def _aten_key(func: Any) -> str:
+    """The overload's name in enable()'s table: "mm", "add.Tensor"."""
+    name = func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
+    overload = func._overloadname
+    return name if overload == "default" else f"{name}.{overload}"
+
+
+def _is_view(func: Any) -> bool:
+    v = getattr(func, "is_view", None)
+    if v is not None:
+        return bool(v)
+    return any(a.alias_info is not None and not a.alias_info.is_write for a in func._schema.arguments)
+
+
+class _Recorder(TorchDispatchMode):
+    """Records each aten call (op overload + argument specs) and counts repeats."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: dict[tuple, Call] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        # specs before the call: an in-place op changes the values it reads
+        sargs, skw = pytree.tree_map_only(Tensor, _spec, (args, kwargs))
+        key = (func, _freeze(sargs), _freeze(tuple(sorted(skw.items()))))
+        call = self.calls.get(key)
+        if call is None:
+            self.calls[key] = Call(func, sargs, skw)
+        else:
+            call.count += 1
+        return func(*args, **kwargs)
+
+
+def capture(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Call]:
+    """The distinct aten calls of ``fn(*args, **kwargs)`` (run once), in first-call order."""
+    with _Recorder() as rec:
+        fn(*args, **kwargs)
+    return list(rec.calls.values())
+
+
+# ------------------------------------------------------------------ launch counting
+@contextmanager
+def _count_launches() -> Iterator[list[int]]:
+    """Counts the launches of every tritonjit kernel (``f[grid](...)``, ``f.run``, ``f.bind``)
+    while active. It wraps the class's launch entries, so it is for the audit's untimed
+    replay only: the wrapper adds a Python frame to each launch."""
+    from tritonjit import KernelFunction
+
+    counter = [0]
+
+    def counted(launch: Callable) -> Callable:
+        def call(*a: Any, **k: Any) -> Any:
+            counter[0] += 1
+            return launch(*a, **k)
+
+        return call
+
+    saved = {n: KernelFunction.__dict__.get(n) for n in ("__getitem__", "run", "bind")}
+    getitem, run, bind = KernelFunction.__getitem__, KernelFunction.run, KernelFunction.bind
+    KernelFunction.__getitem__ = lambda self, grid: counted(getitem(self, grid))  # type: ignore[method-assign]
+
+    def run_counted(self, *a: Any, **k: Any) -> Any:
+        counter[0] += 1
+        return run(self, *a, **k)
+
+    KernelFunction.run = run_counted  # type: ignore[method-assign]
+    KernelFunction.bind = lambda self, *a, **k: counted(bind(self, *a, **k))  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        for n, v in saved.items():
+            if v is None:
+                delattr(KernelFunction, n)
+            else:
+                setattr(KernelFunction, n, v)
+
+
+def _kernel_names() -> set[str]:
+    """Names of the Triton kernels tritonjit knows (those it has wrapped so far)."""
+    from tritonjit import _function
+
+    return {f.name for f in list(_function._instances.values())}
+
+
+def _device_launches(run: Callable[[], Any], sync: Callable[[], None]) -> int | None:
+    """tritonjit kernels seen on the device by torch's profiler during ``run()`` (CUDA only;
+    None where the profiler is unavailable). A second witness beside _count_launches, for
+    kernels launched without passing through a Python KernelFunction (from C++)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+            sync()
+        names = _kernel_names()
+        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and e.name in names)
+    except Exception:  # no CUPTI, profiler already running, ...
+        return None
+
+
+class _RoutedRecorder(TorchDispatchMode):
+    """Under enable(): per aten call, whether tritonjit kernels launched while it ran."""
+
+    def __init__(self, launches: list[int]) -> None:
+        super().__init__()
+        self.launches = launches
+        self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0}
+        self.not_routed: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        before = self.launches[0]
+        out = func(*args, **(kwargs or {}))
+        call = Call(func, (), {})
+        c = self.counts
+        c["calls"] += 1
+        if call.has_kernel:
+            c["kernel_calls"] += 1
+            covered = call.covered
+            c["covered_calls"] += covered
+            if self.launches[0] > before:
+                c["routed_calls"] += 1
+                c["covered_routed_calls"] += covered
+            else:
+                self.not_routed[call.op] = self.not_routed.get(call.op, 0) + 1
+        return out
+
+
+def coverage(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Runs ``fn`` once under enable(): what it returned, and the counts of its aten calls:
+    all, those with a kernel (not views or allocations), those enable() covers, those
+    that launched tritonjit kernels (and those of them covered); ``not_routed``: op ->
+    kernel calls that launched none."""
+    with _registry.enable(), _count_launches() as launches, _RoutedRecorder(launches) as rec:
+        result = fn(*args, **kwargs)
+    return result, {**rec.counts, "not_routed": dict(sorted(rec.not_routed.items(), key=lambda kv: -kv[1]))}
+
+
+# ------------------------------------------------------------------ replay
+@dataclass
+class AuditRow:
+    """One distinct aten call of the audited function.
+
+    ``covered``: enable() registers a tritonjit implementation for the overload;
+    ``routed``: a tritonjit kernel launched when the call was replayed under enable()
+    (a covered call that falls back to aten shows ``routed=False``); ``launches``:
+    tritonjit launches per call; times in microseconds per call; ``max_err``: max
+    |eager - tritonjit| over the outputs, relative to max |eager|.
+    """
+
+    op: str
+    args: str
+    calls: int
+    covered: bool
+    routed: bool
+    launches: int
+    eager_us: float
+    tritonjit_us: float
+    max_err: float | None = None
+    has_kernel: bool = True
+    error: str | None = None
+
+    @property
+    def gap_us(self) -> float:
+        """Total extra time of this call under enable() in one run of the function."""
+        return self.calls * (self.tritonjit_us - self.eager_us)
+
+    @property
+    def ratio(self) -> float:
+        return self.tritonjit_us / self.eager_us if self.eager_us > 0 else math.nan
+
+
+def _sync_for(calls: list[Call]) -> Callable[[], None]:
+    types = {s.device.type for c in calls for s in pytree.tree_leaves((c.args, c.kwargs))
+             if isinstance(s, _TensorSpec)}
+    types.discard("cpu")
+    if not types:
+        return lambda: None
+    dev = types.pop()
+    if dev == "cuda":
+        return torch.cuda.synchronize
+    mod = getattr(torch, dev, None)
+    return getattr(mod, "synchronize", None) or torch.accelerator.synchronize
+
+
+def _materialize(call: Call) -> tuple[tuple, dict]:
+    return pytree.tree_map_only(_TensorSpec, _TensorSpec.make, (call.args, call.kwargs))
+
+
+def _clone(tree: Any) -> Any:
+    """Same layout, own buffers (an in-place op of one replay must not feed the other)."""
+    def one(t: Tensor) -> Tensor:
+        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+        try:
+            return out.copy_(t)
+        except RuntimeError:  # overlapping (expanded) layout: rebuild from a clone of the storage span
+            ext = _extent(tuple(t.shape), tuple(t.stride()))
+            raw = t.as_strided((ext,), (1,), t.storage_offset()).clone()
+            return raw.as_strided(tuple(t.shape), tuple(t.stride()), 0)
+
+    return pytree.tree_map_only(Tensor, one, tree)
+
+
+def _max_err(ref: Any, got: Any) -> float | None:
+    """max |ref - got| / max |ref| over the floating outputs; inf where a shape differs,
+    or where integer outputs differ."""
+    rl = [t for t in pytree.tree_leaves(ref) if isinstance(t, Tensor)]
+    gl = [t for t in pytree.tree_leaves(got) if isinstance(t, Tensor)]
+    if len(rl) != len(gl):
+        return math.inf
+    diff, scale, any_t = 0.0, 0.0, False
+    for r, g in zip(rl, gl):
+        if r.shape != g.shape:
+            return math.inf
+        if r.numel() == 0:
+            continue
+        any_t = True
+        if not (r.dtype.is_floating_point or r.dtype.is_complex):
+            if not torch.equal(r, g.to(r.dtype)):
+                return math.inf
+            continue
+        r64, g64 = r.detach().double(), g.detach().double()
+        both_nan = torch.isnan(r64) & torch.isnan(g64)
+        d = torch.where(both_nan, 0.0, (r64 - g64).abs())
+        diff = max(diff, float(d.max()))
+        finite = r64[torch.isfinite(r64)]
+        if finite.numel():
+            scale = max(scale, float(finite.abs().max()))
+    if not any_t:
+        return None
+    return diff / scale if scale > 0 else diff
+
+
+def _run_enabled(func: Any, args_kwargs: tuple[tuple, dict]) -> Any:
+    with _registry.enable():
+        return func(*args_kwargs[0], **args_kwargs[1])
+
+
+def _on_cuda(call: Call) -> bool:
+    return any(isinstance(s, _TensorSpec) and s.device.type == "cuda"
+               for s in pytree.tree_leaves((call.args, call.kwargs)))
+
+
+def _time_rounds(fn: Callable[[], Any], sync: Callable[[], None], n: int, enabled: bool) -> float:
+    """us per call of ``n`` back-to-back calls and one synchronize."""
+    ctx = _registry.enable() if enabled else _null()
+    with ctx:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / n * 1e6
+
+
+@contextmanager
+def _null() -> Iterator[None]:
+    yield
+
+
+def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float, max_reps: int) -> AuditRow:
+    args, kwargs = _materialize(call)
+    func = call.func
+    row = AuditRow(call.op, _describe(call), call.count, call.covered, False, 0, math.nan, math.nan,
+                   has_kernel=call.has_kernel)
+    try:
+        ea, ek = _clone((args, kwargs))
+        ref = func(*ea, **ek)
+        ta, tk = _clone((args, kwargs))
+        with _registry.enable(), _count_launches() as launches:
+            got = func(*ta, **tk)
+            sync()
+        row.launches = launches[0]
+        if not row.launches and call.covered and _on_cuda(call):
+            row.launches = _device_launches(lambda: _run_enabled(func, _clone((args, kwargs))), sync) or 0
+        row.routed = row.launches > 0
+        row.max_err = _max_err(ref, got)
+        del ref, got, ea, ek, ta, tk
+        call_once = lambda: func(*args, **kwargs)  # noqa: E731
+        best = {e: _time_rounds(call_once, sync, 1, e) for e in (False, True)}  # also calibrates
+        # calls per round, per path: about min_time_s each (1 for a slow interpreted kernel)
+        n = {e: max(1, min(max_reps, int(min_time_s * 1e6 / max(t, 0.1)))) for e, t in best.items()}
+        for _ in range(rounds):
+            for enabled in (False, True):
+                best[enabled] = min(best[enabled], _time_rounds(call_once, sync, n[enabled], enabled))
+        row.eager_us, row.tritonjit_us = best[False], best[True]
+    except Exception as exc:  # a call that cannot be replayed out of its context: reported, not fatal
+        row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+    return row
+
+
+def audit(fn: Callable[..., Any], *args: Any, rounds: int = 3, min_time_s: float = 2e-3, max_reps: int = 100,
+          **kwargs: Any) -> Audit:
+    """Audit ``fn(*args, **kwargs)``: per distinct aten call, routed or not and its cost.
+
+    Runs ``fn`` once eagerly to capture its aten calls, then replays each distinct call
+    eager and under ``enable()`` (``rounds`` interleaved rounds of about ``min_time_s``,
+    at most ``max_reps`` calls each; the best round counts). Returns an :class:`Audit`
+    (a list of :class:`AuditRow`, costliest gap first) whose ``str()`` is a table.
+    Call it outside ``enable()``: it switches routing on and off itself.
+    """
+    if _registry.enabled_ops():
+        raise RuntimeError("tritonjit_ops.audit: call it outside enable(); it compares eager against enable() itself")
+    calls = capture(fn, *args, **kwargs)
+    sync = _sync_for(calls)
+    rows = [_replay(c, sync, rounds, min_time_s, max_reps) for c in calls]
+    return Audit(sorted(rows, key=_gap_key, reverse=True))
+
+
+def _gap_key(r: AuditRow) -> float:
+    g = r.gap_us
+    return -math.inf if math.isnan(g) else g
+
+
+# ------------------------------------------------------------------ rendering
+def _short(v: Any, device: torch.device | None = None) -> str:
+    if isinstance(v, _TensorSpec):
+        return _describe_tensor(v, device)
+    if isinstance(v, torch.dtype):
+        return _DTYPE_NAMES.get(v, str(v).replace("torch.", ""))
+    if isinstance(v, (list, tuple)):
+        inner = ",".join(_short(x, device) for x in v)
+        return f"[{inner}]"
+    if isinstance(v, float):
+        return repr(v) if len(repr(v)) <= 8 else f"{v:.4g}"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    expected = 1
+    for n, st in zip(reversed(shape), reversed(stride)):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _describe_tensor(s: _TensorSpec, device: torch.device | None = None) -> str:
+    """"bf16[16,1024]"; "T": the last two dims transposed; "@(strides)": another layout."""
+    dt = _DTYPE_NAMES.get(s.dtype, str(s.dtype).replace("torch.", ""))
+    text = f"{dt}[{','.join(map(str, s.shape))}]"
+    if not _contiguous(s.shape, s.stride):
+        shp, st = list(s.shape), list(s.stride)
+        if len(shp) >= 2:
+            shp[-1], shp[-2], st[-1], st[-2] = shp[-2], shp[-1], st[-2], st[-1]
+        text += "T" if len(shp) >= 2 and _contiguous(tuple(shp), tuple(st)) else "@(" + ",".join(map(str, s.stride)) + ")"
+    if device is not None and s.device != device:
+        text += f" {s.device.type}"
+    return text
+
+
+def _describe(call: Call, limit: int = 110) -> str:
+    specs = [s for s in pytree.tree_leaves((call.args, call.kwargs)) if isinstance(s, _TensorSpec)]
+    device = specs[0].device if specs else None
+    parts = [_short(a, device) for a in call.args]
+    parts += [f"{k}={_short(v, device)}" for k, v in call.kwargs.items()]
+    text = ", ".join(parts)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def summary(rows: list[AuditRow]) -> dict[str, Any]:
+    """Call counts and totals: how many calls run tritonjit kernels, what they cost."""
+    compute = [r for r in rows if r.has_kernel]
+    covered = [r for r in compute if r.covered]
+    routed = [r for r in compute if r.routed]
+    timed = [r for r in rows if r.error is None]
+    eager = sum(r.calls * r.eager_us for r in timed)
+    tj = sum(r.calls * r.tritonjit_us for r in timed)
+    n = sum(r.calls for r in compute)
+    n_cov = sum(r.calls for r in covered)
+    n_routed = sum(r.calls for r in routed)
+    n_cov_routed = sum(r.calls for r in covered if r.routed)
+    uncovered = sorted((r for r in timed if r.has_kernel and not r.routed), key=lambda r: r.calls * r.eager_us,
+                       reverse=True)
+    return {
+        "calls": sum(r.calls for r in rows), "kernel_calls": n, "covered_calls": n_cov, "routed_calls": n_routed,
+        "covered_routed_calls": n_cov_routed,
+        "routed_share_of_covered": n_cov_routed / n_cov if n_cov else math.nan,
+        "routed_share_of_kernel_calls": n_routed / n if n else math.nan,
+        "eager_us": eager, "tritonjit_us": tj, "ratio": tj / eager if eager else math.nan,
+        "errors": sum(1 for r in rows if r.error),
+        "top_unrouted": [f"{r.op} {r.args} ({r.calls}x, {r.calls * r.eager_us:.0f} us)" for r in uncovered[:5]],
+    }
+
+
+def _fmt_us(v: float) -> str:
+    return "-" if math.isnan(v) else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def audit_table(rows: list[AuditRow], limit: int | None = None, views: bool = False) -> str:
+    """A markdown table of ``rows`` (in their order; views and allocations left out unless
+    ``views``), followed by the summary."""
+    shown = [r for r in rows if views or r.has_kernel or r.error]
+    cut = len(shown) - limit if limit is not None and len(shown) > limit else 0
+    if limit is not None:
+        shown = shown[:limit]
+    head = ("| op | args | calls | covered | routed | eager us | tritonjit us | ratio | gap us (x calls) | err |\n"
+            "| --- | --- | ---: | :-: | :-: | ---: | ---: | ---: | ---: | ---: |")
+    lines = [head]
+    for r in shown:
+        err = r.error if r.error else ("-" if r.max_err is None else f"{r.max_err:.1e}")
+        lines.append(
+            f"| {r.op} | {r.args} | {r.calls} | {'yes' if r.covered else 'no'} | "
+            f"{'yes' if r.routed else 'no'} | {_fmt_us(r.eager_us)} | {_fmt_us(r.tritonjit_us)} | "
+            f"{'-' if math.isnan(r.ratio) else f'{r.ratio:.2f}x'} | {_fmt_us(r.gap_us) if not math.isnan(r.gap_us) else '-'} "
+            f"| {err} |")
+    if cut:
+        lines.append(f"| ... {cut} more rows | | | | | | | | | |")
+    s = summary(rows)
+    lines.append("")
+    lines.append(
+        f"{s['covered_routed_calls']} of {s['covered_calls']} covered calls ran tritonjit kernels "
+        f"({_pct(s['routed_share_of_covered'])}); {s['routed_calls']} of all {s['kernel_calls']} calls with a kernel "
+        f"({_pct(s['routed_share_of_kernel_calls'])}); views and allocations: {s['calls'] - s['kernel_calls']} calls")
+    lines.append(f"replayed call by call: eager {s['eager_us']:.0f} us, under enable() {s['tritonjit_us']:.0f} us "
+                 f"({s['ratio']:.2f}x)" + (f"; {s['errors']} calls could not be replayed" if s["errors"] else ""))
+    if s["top_unrouted"]:
+        lines.append("costliest calls without a tritonjit kernel:")
+        lines += [f"  {t}" for t in s["top_unrouted"][:3]]
+    return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{100 * x:.0f}%"
+
+
+class Audit(list):
+    """The rows of one audit (a list of AuditRow); ``str()`` renders the table."""
+
+    def summary(self) -> dict[str, Any]:
+        return summary(self)
+
+    def table(self, limit: int | None = None, views: bool = False) -> str:
+        return audit_table(self, limit, views)
+
+    def __str__(self) -> str:
+        return audit_table(self)
