@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else torch.bfloat16
     shapes = M.SMOKE_SHAPES if smoke else M.SHAPES
-    if not smoke:  # built in the background on first use: audit with them in use, as models.py measures
+    from tritonjit_ops import _native_ops
+
+    _native_ops.module(wait=True)  # built in the background on first use: audit it in use, as models.py measures
+    if not smoke:
         from tritonjit import _native
         from tritonjit_ops import _prologue
 

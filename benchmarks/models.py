@@ -321,15 +321,19 @@ def main(argv: list[str] | None = None) -> int:
     meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu", torch=torch.__version__,
                 transformers=transformers.__version__, backend=tritonjit.current_backend().name,
                 dtype=str(dtype).replace("torch.", ""), smoke=smoke)
-    if not smoke:  # both are built in the background on first use: measure them in use
+    from tritonjit_ops import _native_ops
+
+    # the C++ operator path is built in the background on first use: measure it in use
+    meta["cpp_operator_path"] = _native_ops.module(wait=True) is not None
+    if not smoke:  # so are these
         from tritonjit import _native
         from tritonjit_ops import _prologue
 
         meta.update(tensor_reader=_native.install_tensor_reader(wait=True), cpp_prologues=_prologue.start(wait=True))
     print(f"models on {meta['device']} ({meta['backend']} backend), {meta['dtype']}, torch {meta['torch']}, "
-          f"transformers {meta['transformers']}" + (" - smoke mode: tiny configs, agreement only" if smoke else
-                                                    f"; tensor reader {meta['tensor_reader']}, C++ prologues "
-                                                    f"{meta['cpp_prologues']}"))
+          f"transformers {meta['transformers']}, C++ operator path {meta['cpp_operator_path']}"
+          + (" - smoke mode: tiny configs, agreement only" if smoke else
+             f"; tensor reader {meta['tensor_reader']}, C++ prologues {meta['cpp_prologues']}"))
     rows = []
     for m in models:
         for s in shapes:

@@ -22,7 +22,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _registry
+from . import _native_ops, _registry
 
 __all__ = ["AuditRow", "Audit", "audit", "audit_table", "capture", "coverage"]
 
@@ -164,14 +164,29 @@ def capture(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Call]:
 
 
 # ------------------------------------------------------------------ launch counting
+class _Launches:
+    """``[0]``: the tritonjit launches so far: those through Python (counted by the wrappers
+    of _count_launches) plus those of the C++ operator path (its own counter)."""
+
+    def __init__(self) -> None:
+        self.python = 0
+        self._native0 = _native_ops.stats().get("launches", 0)
+
+    def __getitem__(self, i: int) -> int:
+        return self.python + _native_ops.stats().get("launches", 0) - self._native0
+
+    def __setitem__(self, i: int, value: int) -> None:
+        self.python = value - (self[0] - self.python)
+
+
 @contextmanager
-def _count_launches() -> Iterator[list[int]]:
-    """Counts the launches of every tritonjit kernel (``f[grid](...)``, ``f.run``, ``f.bind``)
-    while active. It wraps the class's launch entries, so it is for the audit's untimed
-    replay only: the wrapper adds a Python frame to each launch."""
+def _count_launches() -> Iterator[_Launches]:
+    """Counts the launches of every tritonjit kernel (``f[grid](...)``, ``f.run``, ``f.bind``,
+    and the C++ operator path's) while active. It wraps the class's launch entries, so it
+    is for the audit's untimed replay only: the wrapper adds a Python frame to each launch."""
     from tritonjit import KernelFunction
 
-    counter = [0]
+    counter = _Launches()
 
     def counted(launch: Callable) -> Callable:
         def call(*a: Any, **k: Any) -> Any:
