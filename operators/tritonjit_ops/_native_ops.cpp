@@ -236,7 +236,7 @@ class OpKernel final : public c10::OperatorKernel {
     for (const auto& a : schema.arguments()) {
       kwarg_only_.push_back(a.kwarg_only());
       names_.push_back(a.name());
-      auto t = a.type();
+      auto t = a.real_type();  // ScalarType, not the int it travels as
       if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
       ArgKind k = ArgKind::Other;
       if (t->kind() == c10::TypeKind::NumberType) k = ArgKind::Scalar;

@@ -76,6 +76,9 @@ def start(wait: bool = False) -> bool:
     nat = native()
     if nat is not None:
         nat.start(wait)
+    from . import _native_ops  # the operators' C++ path is built beside (no wait)
+
+    _native_ops.module()
     return binary is not binary_py
 
 

@@ -122,6 +122,58 @@ for _name, _schema, _impl, _ref in _OPS:
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
 
 
+def _first(planner: Callable) -> Callable:
+    """A planner of an op returning (out, stats...) made to return out only."""
+    def plan(*args: Any, **kwargs: Any) -> Any:
+        p = planner(*args, **kwargs)
+        return None if p is None else p._replace(result=p.result[:1])
+
+    return plan
+
+
+def _plan_group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Any:
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        return None
+    n, c = x.shape[0], x.shape[1]
+    hw = x.numel() // (n * c) if n * c else 1
+    return norm.plan_native_group_norm(x, weight, bias, n, c, hw, num_groups, eps)
+
+
+#: tritonjit:: op -> planner of the C++ operator path, for the schemas above (those that
+#: are aten's take aten's planner)
+_TJ_PLANNERS: dict[str, Callable] = {
+    **{n: p for n, p in pointwise.PLANNERS.items() if n in {o[0] for o in _OPS}},
+    "where": pointwise.plan_where,
+    "sum": lambda x, dim=None, keepdim=False, *, dtype=None: reduction.plan_reduce("sum", x, dim, keepdim, dtype),
+    "mean": lambda x, dim=None, keepdim=False, *, dtype=None: reduction.plan_reduce("mean", x, dim, keepdim, dtype),
+    **{n: reduction.PLANNERS[n] for n in ("amax", "amin", "argmax", "argmin")},
+    "softmax": lambda x, dim, dtype=None: softmax.plan_softmax(False, x, dim, dtype),
+    "log_softmax": lambda x, dim, dtype=None: softmax.plan_softmax(True, x, dim, dtype),
+    "layer_norm": _first(norm.plan_native_layer_norm),
+    "rms_norm": _first(norm.plan_fused_rms_norm),
+    "group_norm": _first(_plan_group_norm),
+    "index_select": indexing.plan_index_select,
+    "gather": indexing.plan_gather,
+    "embedding": indexing.plan_embedding,
+}
+
+
+class _TritonjitOps:
+    """The C++ kernels of the ``tritonjit::`` ops: registered over their Python kernels
+    once the C++ operator path is built, for the rest of the process."""
+
+    handle: Any = None
+
+    @classmethod
+    def register(cls, mod: Any) -> None:
+        if cls.handle is None:
+            entries = [(name, _TJ_PLANNERS.get(name), impl) for name, _, impl, _ in _OPS]
+            cls.handle = _native_ops.register("tritonjit", _KEY, entries)
+
+
+_native_ops.on_ready(_TritonjitOps.register)
+
+
 # ------------------------------------------------------------ aten routing
 def _softmax_aten(fn):
     def impl(x, dim, half_to_float):

@@ -179,11 +179,13 @@ log_softmax = _make(True, "log_softmax", "x - max - log(sum(exp(x - max))), in f
 
 
 # ----------------------------------------------------------------- plans
-def plan_softmax(log: bool, x: Any, dim: int, half_to_float: bool) -> Plan | None:
-    """aten._softmax / _log_softmax for the C++ operator path (see _plan.py)."""
+def plan_softmax(log: bool, x: Any, dim: int, dtype: Any = None) -> Plan | None:
+    """softmax / log_softmax into ``dtype`` (None: x's) for the C++ operator path (see _plan.py)."""
     if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or x.dim() == 0 or not -x.dim() <= dim < x.dim():
         return None
-    odt = torch.float32 if half_to_float else x.dtype
+    odt = x.dtype if dtype is None else dtype
+    if odt not in FLOAT_DTYPES:
+        return None
     out = (Buffer(tuple(x.shape), odt),)
     contiguous = () if x.is_contiguous() else (0,)
     if x.numel() == 0:
@@ -207,6 +209,6 @@ def plan_softmax(log: bool, x: Any, dim: int, half_to_float: bool) -> Plan | Non
 
 
 PLANNERS: dict[str, Any] = {
-    "_softmax": lambda x, dim, half_to_float: plan_softmax(False, x, dim, half_to_float),
-    "_log_softmax": lambda x, dim, half_to_float: plan_softmax(True, x, dim, half_to_float),
+    "_softmax": lambda x, dim, half_to_float: plan_softmax(False, x, dim, torch.float32 if half_to_float else None),
+    "_log_softmax": lambda x, dim, half_to_float: plan_softmax(True, x, dim, torch.float32 if half_to_float else None),
 }

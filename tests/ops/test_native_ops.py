@@ -153,3 +153,37 @@ def test_cuda_matches_eager_and_runs_in_cpp(case, dtype):
     close(got, ref, **tol)
     assert got.dtype == ref.dtype and got.shape == ref.shape
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1
+
+
+TJ_CASES = {
+    "add": (lambda a: torch.ops.tritonjit.add(a[0], a[1][..., :1], alpha=2), lambda a: a[0] + 2 * a[1][..., :1]),
+    "softmax": (lambda a: torch.ops.tritonjit.softmax(a[0], -1), lambda a: torch.softmax(a[0], -1)),
+    "log_softmax fp64 out": (lambda a: torch.ops.tritonjit.log_softmax(a[0], 1, torch.float64),
+                             lambda a: torch.log_softmax(a[0].double(), 1)),
+    "rms_norm": (lambda a: torch.ops.tritonjit.rms_norm(a[0], [32], a[1][0, 0], 1e-6),
+                 lambda a: torch.nn.functional.rms_norm(a[0], (32,), a[1][0, 0], 1e-6)),
+    "layer_norm": (lambda a: torch.ops.tritonjit.layer_norm(a[0], [32], a[1][0, 0], a[1][0, 1], 1e-5),
+                   lambda a: torch.nn.functional.layer_norm(a[0], (32,), a[1][0, 0], a[1][0, 1], 1e-5)),
+    "group_norm": (lambda a: torch.ops.tritonjit.group_norm(a[0].transpose(1, 2), 4),
+                   lambda a: torch.nn.functional.group_norm(a[0].transpose(1, 2), 4)),
+    "sum keepdim": (lambda a: torch.ops.tritonjit.sum(a[0], [1], True), lambda a: a[0].sum(1, keepdim=True)),
+    "where": (lambda a: torch.ops.tritonjit.where(a[0] > 0, a[0], a[1]), lambda a: torch.where(a[0] > 0, a[0], a[1])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TJ_CASES))
+def test_tritonjit_namespace_ops_run_in_cpp(case):
+    if _native_ops.module(wait=True) is None:
+        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    from tritonjit_ops import _registry
+
+    assert _registry._TritonjitOps.handle is not None
+    op, ref = TJ_CASES[case]
+    args = _inputs()
+    want = ref(args)
+    op(args)
+    before = _native_ops.stats()
+    got = op(args)
+    d = _delta(before, _native_ops.stats())
+    close(got, want)
+    assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1
