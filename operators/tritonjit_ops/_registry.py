@@ -155,6 +155,8 @@ _TJ_PLANNERS: dict[str, Callable] = {
     "index_select": indexing.plan_index_select,
     "gather": indexing.plan_gather,
     "embedding": indexing.plan_embedding,
+    "fused_add_rms_norm": norm.plan_fused_add_rms_norm,
+    **fused.PLANNERS,
 }
 
 

@@ -4,12 +4,15 @@ Each replaces a chain of eager ops with one pass over memory.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
 
 from . import _prologue
 from ._common import (
+    DEVICE_ASSERT,
     FLOAT_DTYPES,
     assert_options,
     cdiv,
@@ -19,6 +22,7 @@ from ._common import (
     jit,
     next_pow2,
 )
+from ._plan import Buffer, In, Out, Plan, Tmp, launch
 
 Tensor = torch.Tensor
 
@@ -266,3 +270,78 @@ def cross_entropy(logits: Tensor, target: Tensor, ignore_index: int = -100, redu
         return out.fill_(float("nan") if reduction == "mean" else 0.0)
     _ce_reduce[(1,)](loss, target, out, n, ignore_index, MEAN=reduction == "mean", BLOCK=1024)
     return out
+
+
+# ----------------------------------------------------------------- plans
+# Planners of the tritonjit:: ops for the C++ operator path (see _plan.py).
+def plan_silu_and_mul(gate: Any, up: Any = None) -> Plan | None:
+    if not isinstance(gate, Tensor) or gate.dtype not in _FLOATS or gate.dim() == 0:
+        return None
+    if up is None:
+        if gate.shape[-1] % 2:
+            return None
+        d = gate.shape[-1] // 2
+        shape = (*gate.shape[:-1], d)
+        row = 2 * d
+    else:
+        if not isinstance(up, Tensor) or up.shape != gate.shape or up.dtype != gate.dtype or up.device != gate.device:
+            return None
+        d = gate.shape[-1]
+        shape = tuple(gate.shape)
+        row = d
+    contiguous = tuple(i for i, t in ((0, gate), (1, up)) if t is not None and not t.is_contiguous())
+    out = (Buffer(shape, gate.dtype),)
+    rows = gate.numel() // (2 * d if up is None else d) if d else 0
+    if rows == 0 or d == 0:
+        return Plan(out, (), contiguous=contiguous)
+    on_cpu = gate.is_cpu
+    block = min(next_pow2(d), 1024 if on_cpu else 4096)
+    warps = 8 if block >= 2048 and not on_cpu else 4
+    L = launch(_silu_mul, (rows, cdiv(d, block)), In(0), In(0) if up is None else In(1), Out(0), d, row, row,
+               BLOCK=block, SPLIT=up is None, num_warps=warps)
+    return Plan(out, (L,), contiguous=contiguous)
+
+
+def plan_rotary_embedding(x: Any, cos: Any, sin: Any, interleaved: bool = False) -> Plan | None:
+    if not all(isinstance(t, Tensor) for t in (x, cos, sin)) or x.dim() < 3 or x.dtype not in _FLOATS:
+        return None
+    S, H, D = x.shape[-3:]
+    if (cos.shape != sin.shape or cos.dim() != 2 or cos.shape[0] != S or 2 * cos.shape[1] > D
+            or not (x.device == cos.device == sin.device)):
+        return None
+    contiguous = tuple(i for i, t in ((0, x), (1, cos), (2, sin)) if not t.is_contiguous())
+    out = (Buffer(tuple(x.shape), x.dtype),)
+    if x.numel() == 0:
+        return Plan(out, (), contiguous=contiguous)
+    r2 = cos.shape[1]
+    block_h = min(next_pow2(H), 16)
+    tail = D - 2 * r2
+    L = launch(_rotary, (x.numel() // (H * D), cdiv(H, block_h)), In(0), In(1), In(2), Out(0), S, H, D, r2, r2,
+               INTERLEAVED=bool(interleaved), BLOCK_H=block_h, BLOCK_R=next_pow2(r2),
+               BLOCK_T=next_pow2(tail) if tail else 0)
+    return Plan(out, (L,), contiguous=contiguous)
+
+
+def plan_cross_entropy(logits: Any, target: Any, ignore_index: int = -100, reduction: str = "mean") -> Plan | None:
+    if (not isinstance(logits, Tensor) or logits.dim() != 2 or logits.dtype not in _FLOATS
+            or not isinstance(target, Tensor) or target.dtype != torch.int64 or target.dim() != 1
+            or target.shape[0] != logits.shape[0] or target.device != logits.device
+            or reduction not in ("mean", "sum", "none") or host_check_allowed(target)):
+        return None  # CPU targets: the Python implementation checks their values on the host
+    n, c = logits.shape
+    if n == 0 or reduction == "none":
+        return None  # a fill, or a dtype conversion of the per-row losses
+    contiguous = tuple(i for i, ok in ((0, logits.stride(1) == 1), (1, target.is_contiguous())) if not ok)
+    block = min(next_pow2(c), 4096)
+    s_row = logits.stride(0) if logits.stride(1) == 1 else c
+    rows = launch(_ce_rows, (n,), In(0), In(1), Tmp(0), c, s_row, ignore_index, BLOCK_C=block, CHECK=True,
+                  **DEVICE_ASSERT)
+    red = launch(_ce_reduce, (1,), Tmp(0), In(1), Out(0), n, ignore_index, MEAN=reduction == "mean", BLOCK=1024)
+    return Plan((Buffer((), logits.dtype),), (rows, red), temps=(Buffer((n,), torch.float32),), contiguous=contiguous)
+
+
+PLANNERS: dict[str, Any] = {
+    "silu_and_mul": plan_silu_and_mul,
+    "rotary_embedding": plan_rotary_embedding,
+    "cross_entropy": plan_cross_entropy,
+}

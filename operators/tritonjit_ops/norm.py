@@ -414,6 +414,21 @@ def plan_native_group_norm(x: Any, weight: Any, bias: Any, N: int, C: int, HxW: 
     return Plan(outs, launches, result=(0, 1, 2), contiguous=_contiguous((0, x), (1, weight), (2, bias)))
 
 
+def plan_fused_add_rms_norm(x: Any, residual: Any, weight: Any, eps: float = 1e-6) -> Plan | None:
+    """tritonjit::fused_add_rms_norm: (rms_norm(x + residual) * weight, x + residual)."""
+    if not isinstance(x, Tensor) or x.dim() == 0 or not isinstance(residual, Tensor) or residual.shape != x.shape:
+        return None
+    n = _norm_inputs(x, (x.shape[-1],), weight)
+    if n is None or residual.dtype != x.dtype or residual.device != x.device:
+        return None
+    outs = (Buffer(tuple(x.shape), x.dtype), Buffer(tuple(x.shape), x.dtype))
+    m = x.numel() // n if n else 0
+    launches = () if m == 0 or n == 0 else (_norm_launch(
+        not x.is_cpu, In(0), In(1), In(2) if weight is not None else None, None, Out(0), Out(1), None, None,
+        m, n, float(eps), True),)
+    return Plan(outs, launches, result=(0, 1), contiguous=_contiguous((0, x), (1, residual), (2, weight)))
+
+
 PLANNERS: dict[str, Any] = {
     "native_layer_norm": plan_native_layer_norm,
     "_fused_rms_norm": plan_fused_rms_norm,
