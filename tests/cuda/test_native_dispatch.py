@@ -177,6 +177,10 @@ def test_bad_grids_are_refused_on_every_path(launch_path, grid):
 
 
 def test_grids_at_the_limits_launch_natively(recording):
+    """With the refusals above, this holds the C path's limits equal to MAX_GRID's."""
+    from tritonjit._backend import MAX_GRID
+
+    assert MAX_GRID == (MAX_X, MAX_YZ, MAX_YZ)
     f = _fresh(add_kernel)
     x = FakeTensor(4096)
     f[(1,)](x, x, x, 16, BLOCK=64)
