@@ -75,15 +75,31 @@ def test_signature_reports_the_same_errors(warm):
         f.signature(x, y, x, 2**64, BLOCK=128)
 
 
-@pytest.mark.parametrize("grid", [(0,), (4, 0), (1, 1, -2), (-1,), (1, 1, 1, 1)])
+@pytest.mark.parametrize("grid", [(0,), (4, 0), (1, 1, -2), (-1,), (1, 1, 1, 1), (), (None,), (2.0,), (True,),
+                                  ("4",), [1, None]], ids=repr)
 def test_bad_grids(warm, grid):
+    """The Python path (the interpreter has no C dispatcher): GridError naming the kernel
+    and what a grid must be, never a raw IndexError/TypeError or a launch. Oversized
+    grids are tested with a recording backend (tests/cuda/test_native_dispatch.py),
+    where a wrongly accepted one costs nothing to launch; here it would run for hours."""
     f, good_call, (x, y) = warm
     before, modules = len(f.variants()), len(module_cache)
-    with pytest.raises(tritonjit.GridError, match="kernel 'add'"):
+    expected = "must be >= 1|expected"
+    with pytest.raises(tritonjit.GridError, match=f"kernel 'add': grid .*({expected})"):
         f[grid](x, y, torch.zeros(100), 100, BLOCK=128)
-    with pytest.raises(tritonjit.GridError, match="kernel 'add'"):
+    with pytest.raises(tritonjit.GridError, match=f"kernel 'add': grid .*({expected})"):
         f[lambda meta: grid](x, y, torch.zeros(100), 100, BLOCK=128)
+    with pytest.raises(tritonjit.GridError, match="kernel 'add'"):
+        f.bind(grid, x, y, torch.zeros(100), 100, BLOCK=128)
     _caches_intact(f, good_call, before, modules)
+
+
+@pytest.mark.parametrize("grid", [(2,), 2, [2], (2, 1), (2, 1, 1), lambda meta: (2,), lambda meta: 2])
+def test_good_grid_forms(warm, grid):
+    f, _, (x, y) = warm
+    out = torch.zeros(200)
+    f[grid](torch.arange(200.0), torch.ones(200), out, 200, BLOCK=128)
+    torch.testing.assert_close(out, torch.arange(200.0) + 1)
 
 
 # ---- kernels that do not compile, and kernels that are not there -----------------------

@@ -115,6 +115,123 @@ def test_errors_come_from_the_reference_path(recording):
     assert len(f.variants()) == 1  # caches intact
 
 
+# ---- grids: the C path launches only what the Python path accepts --------------------------------
+MAX_X, MAX_YZ = 2**31 - 1, 2**16 - 1
+BAD_GRIDS = {
+    # grid: words the GridError must hold (besides the kernel's name)
+    (): "0 dimensions",
+    (None,): "NoneType",
+    (2.0,): "float",
+    (float("nan"),): "float",
+    (float("inf"),): "float",
+    (True,): "bool",
+    (1, False): "bool",
+    ("4",): "str",
+    (0,): "zero or negative",
+    (1, 1, 1, 1): "4 dimensions",
+    (MAX_X + 1,): "exceeds the limits",
+    (2**32 + 3,): "exceeds the limits",  # a c_uint would launch it as (3, 1, 1)
+    (2**64 + 1,): "exceeds the limits",
+    (1, MAX_YZ + 1): "exceeds the limits",  # within a uint32: the old C path launched it
+    (1, 1, MAX_YZ + 1): "exceeds the limits",
+}
+
+
+def _launches(f: tritonjit.KernelFunction) -> list[tuple[str, tuple[int, int, int]]]:
+    return [(c[0], tuple(c[1])) for v in f.variants() for c in v.launcher.calls]
+
+
+@pytest.fixture(params=["c", "python"])
+def launch_path(request, recording, monkeypatch):
+    """The recording backend through the C dispatcher, or with none (the Python path only)."""
+    if request.param == "python":
+        monkeypatch.setattr(_native, "make_dispatcher", lambda fn, state: None)
+    return request.param
+
+
+@pytest.mark.parametrize("grid", list(BAD_GRIDS), ids=repr)
+def test_bad_grids_are_refused_on_every_path(launch_path, grid):
+    """Each bad grid, as a tuple, from a grid callable and through a bound launcher:
+    GridError naming the kernel and what was expected, nothing launched, caches intact."""
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(1,)](x, x, x, 16, BLOCK=64)
+    f[(1,)](x, x, x, 16, BLOCK=64)  # the variant is in the memo: the next call is the C path's
+    launches = _launches(f)
+    for via in ("tuple", "callable", "bind", "bind callable"):
+        with pytest.raises(tritonjit.GridError) as err:
+            if via == "tuple":
+                f[grid](x, x, x, 16, BLOCK=64)
+            elif via == "callable":
+                f[lambda meta: grid](x, x, x, 16, BLOCK=64)
+            elif via == "bind":
+                f.bind(grid, x, x, x, 16, BLOCK=64)(x, x, x, 16)
+            else:
+                f.bind(lambda meta: grid, x, x, x, 16, BLOCK=64)(x, x, x, 16)
+        msg = str(err.value)
+        assert "kernel 'add_kernel'" in msg and BAD_GRIDS[grid] in msg, (via, msg)
+    assert _launches(f) == launches, "a refused grid must launch nothing"
+    assert len(f.variants()) == 1
+    f[(2,)](x, x, x, 16, BLOCK=64)
+    assert _launches(f)[-1] == ("native" if launch_path == "c" else "python", (2, 1, 1))
+
+
+def test_grids_at_the_limits_launch_natively(recording):
+    """With the refusals above, this holds the C path's limits equal to MAX_GRID's."""
+    from tritonjit._backend import MAX_GRID
+
+    assert MAX_GRID == (MAX_X, MAX_YZ, MAX_YZ)
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(1,)](x, x, x, 16, BLOCK=64)
+    for grid in [(MAX_X,), (1, MAX_YZ), (1, 1, MAX_YZ), (MAX_X, MAX_YZ, MAX_YZ), [3, 2]]:
+        f[grid](x, x, x, 16, BLOCK=64)
+    f[lambda meta: (MAX_X, MAX_YZ)](x, x, x, 16, BLOCK=64)
+    f.bind((MAX_X, 1, MAX_YZ), x, x, x, 16, BLOCK=64)(x, x, x, 16)
+    assert _launches(f)[1:] == [("native", (MAX_X, 1, 1)), ("native", (1, MAX_YZ, 1)), ("native", (1, 1, MAX_YZ)),
+                                ("native", (MAX_X, MAX_YZ, MAX_YZ)), ("python", (3, 2, 1)),
+                                ("native", (MAX_X, MAX_YZ, 1)), ("native", (MAX_X, 1, MAX_YZ))]
+
+
+def test_int_subclasses_are_ints_in_a_grid(recording):
+    import enum
+
+    class Blocks(enum.IntEnum):
+        FOUR = 4
+
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(Blocks.FOUR, 2)](x, x, x, 16, BLOCK=64)
+    (call,) = f.variants()[0].launcher.calls
+    assert call[1] == (4, 2, 1) and all(type(g) is int for g in call[1])
+
+
+def test_a_backend_may_declare_larger_grid_limits():
+    """BackendInfo.max_grid raises the core's limits: such grids take the Python path
+    (the C path keeps the core's), and are still refused past the declared ones."""
+    big = 2**32 - 1
+    backend = RecordingBackend(name="recording_big", max_grid=(big, big, big))
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("recording_big")
+    try:
+        f = _fresh(add_kernel)
+        x = FakeTensor(4096)
+        f[(1,)](x, x, x, 16, BLOCK=64)
+        f[(2**31, MAX_YZ + 1, big)](x, x, x, 16, BLOCK=64)
+        f[(1, MAX_YZ)](x, x, x, 16, BLOCK=64)
+        assert _launches(f)[1:] == [("python", (2**31, MAX_YZ + 1, big)), ("native", (1, MAX_YZ, 1))]
+        with pytest.raises(tritonjit.GridError, match=f"exceeds the limits of backend 'recording_big'.*x <= {big}"):
+            f[(big + 1,)](x, x, x, 16, BLOCK=64)
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend("recording_big")
+
+
+def test_max_grid_must_be_three_positive_ints():
+    with pytest.raises(ValueError, match="max_grid"):
+        tritonjit.BackendInfo(name="x", max_grid=(2**32, 1.5, 1))
+
+
 def test_second_device_uses_its_own_cache(recording):
     f = _fresh(add_kernel)
     a0, a1 = FakeTensor(4096, device=0), FakeTensor(4096, device=1)

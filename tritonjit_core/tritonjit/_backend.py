@@ -6,6 +6,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Sequence
 
+#: the grid every backend accepts, checked by the core before any launch: CUDA's
+#: limits (x < 2**31, y and z < 2**16), which also fit every driver's 32-bit dims
+MAX_GRID: tuple[int, int, int] = (2**31 - 1, 2**16 - 1, 2**16 - 1)
+
 
 @dataclass(frozen=True)
 class BackendInfo:
@@ -14,7 +18,9 @@ class BackendInfo:
     ``triton_backend`` is the name of Triton's compiler backend that produces its
     binaries ("cuda", "hip", ...), ``binary_ext`` the artifact extension it loads
     ("cubin", "hsaco", ...). ``priority`` orders automatic selection: the highest
-    available backend wins; the built-in interpreter has the lowest.
+    available backend wins; the built-in interpreter has the lowest. ``max_grid``
+    raises the core's grid limits (:data:`MAX_GRID`) for a backend whose launch takes
+    larger dimensions; a device's smaller limits are the backend's to check.
     """
 
     name: str
@@ -25,6 +31,19 @@ class BackendInfo:
     dispatch_key: str = "PrivateUse1"
     device_type: str = ""  # torch device type of its tensors ("cuda", "npu", "cpu", ...)
     description: str = ""
+    max_grid: tuple[int, int, int] | None = None  # larger (x, y, z) limits than MAX_GRID
+
+    def __post_init__(self) -> None:
+        g = self.max_grid
+        if g is not None and not (isinstance(g, tuple) and len(g) == 3
+                                  and all(type(v) is int and v >= 1 for v in g)):
+            raise ValueError(f"backend '{self.name}': max_grid must be a tuple of 3 ints >= 1 or None, got {g!r}")
+
+    @property
+    def grid_limits(self) -> tuple[int, int, int]:
+        """The largest grid the core lets through to this backend, per dimension."""
+        g = self.max_grid or MAX_GRID
+        return (max(g[0], MAX_GRID[0]), max(g[1], MAX_GRID[1]), max(g[2], MAX_GRID[2]))
 
 
 @dataclass(frozen=True)

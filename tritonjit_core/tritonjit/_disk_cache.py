@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import threading
@@ -230,6 +231,92 @@ class _LazyAsm(dict):
         return value
 
 
+# ---- what an entry may hold ---------------------------------------------------------------------
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_EXT = re.compile(r"[A-Za-z0-9_]{1,32}")
+_SCALARS = (int, float, str, bool, type(None))
+ENTRY_FIELDS = ("format", "key", "kernel", "signature", "backend", "target", "options", "triton", "artifact",
+                "stem", "binary_ext", "hash", "files", "created")
+
+
+def is_plain_name(v: Any) -> bool:
+    """One file or directory name: joined to a directory, it stays in that directory."""
+    return (isinstance(v, str) and 0 < len(v) <= 255 and v not in (".", "..")
+            and not any(c in v for c in ("/", "\\", "\0", os.sep)))
+
+
+def _is_sha256(v: Any) -> bool:
+    return isinstance(v, str) and _HEX64.fullmatch(v) is not None
+
+
+def _field_problem(entry: dict[str, Any], field: str, portable: bool) -> str | None:
+    """What is wrong with one field of an entry, and what it should be (None: nothing)."""
+    v = entry[field]
+    if field == "format":
+        return None if v == FORMAT and type(v) is int else _want(f"{FORMAT} (this tritonjit's index format)", v)
+    if field == "key":
+        return None if _is_sha256(v) else _want("a variant key: a sha256 digest, 64 lowercase hex digits", v)
+    if field in ("artifact", "stem"):
+        if is_plain_name(v) or (field == "artifact" and not portable and isinstance(v, str) and os.path.isabs(v)):
+            return None
+        where = "a directory name inside Triton's cache" if field == "artifact" else "a file name"
+        return _want(f"{where} (no '/', '\\', '.' or '..')", v)
+    if field == "binary_ext":
+        return None if isinstance(v, str) and _EXT.fullmatch(v) else _want("a file extension: letters, digits, '_'", v)
+    if field == "files":
+        if not isinstance(v, dict):
+            return _want("an object of file names to sha256 digests", v)
+        for name, digest in v.items():
+            if not is_plain_name(name) or not _is_sha256(digest):
+                return (f"holds {_short(name)}: {_short(digest)}; each must be a file name (no '/', '\\', '.' or "
+                        "'..') with its sha256 digest (64 lowercase hex digits)")
+        return None
+    if field == "options":
+        ok = isinstance(v, dict) and all(isinstance(k, str) and isinstance(o, _SCALARS) for k, o in v.items())
+        return None if ok else _want("an object of option names to numbers, strings, booleans or null", v)
+    if field == "created":
+        return None if isinstance(v, (int, float)) and not isinstance(v, bool) else _want("a number (a time stamp)", v)
+    return None if isinstance(v, str) else _want("a string", v)
+
+
+def _want(expected: str, got: Any) -> str:
+    return f"must be {expected}, got {_short(got)}"
+
+
+def entry_problem(entry: Any, portable: bool = False) -> tuple[str, str] | None:
+    """(field, what is wrong with it) for the first bad field of an index entry, else None.
+
+    Every field that becomes a path (key, artifact, stem, binary_ext, the names in
+    files) must keep that path inside the caches, and the metadata and binary the
+    entry points at must be among its hashed files. ``portable`` (a bundle's entries,
+    from another machine) also requires the artifact to be a directory name inside
+    Triton's cache and refuses unknown fields; an entry this machine wrote may hold
+    the absolute path of an artifact written outside Triton's cache.
+    """
+    if not isinstance(entry, dict):
+        return "", "must be a JSON object"
+    for field in ENTRY_FIELDS:
+        if field not in entry:
+            return field, "is missing"
+        problem = _field_problem(entry, field, portable)
+        if problem is not None:
+            return field, problem
+    for field, ext in (("stem", "json"), ("binary_ext", entry["binary_ext"])):
+        name = f"{entry['stem']}.{ext}"
+        if name not in entry["files"]:
+            return field, f"names '{name}', which is not among the entry's files {sorted(entry['files'])[:4]}"
+    if portable:
+        unknown = sorted(set(entry) - set(ENTRY_FIELDS) - {"checksum"})
+        if unknown:
+            return unknown[0], f"is an unknown field (an entry has {', '.join(ENTRY_FIELDS)})"
+    return None
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 class _Corrupt(Exception):
     def __init__(self, what: str, detail: str) -> None:
         self.what = what
@@ -278,6 +365,9 @@ class Index:
             raise _Corrupt("index entry", "checksum mismatch")
         if entry.get("format") != FORMAT or entry.get("key") != key:
             return None
+        problem = entry_problem(entry)
+        if problem is not None:  # e.g. imported by a tritonjit that did not check bundles
+            raise _Corrupt("index entry", f"field '{problem[0]}' {problem[1]}")
         return entry
 
     def artifact_dir(self, entry: dict[str, Any]) -> str:
@@ -390,10 +480,14 @@ class Index:
         return entry
 
     def write_entry(self, entry: dict[str, Any]) -> None:
-        """Install an entry as is (bundle import); its checksum is recomputed."""
+        """Install an entry as is; its checksum is recomputed."""
+        atomic_write(self.entry_path(entry["key"]), self.entry_bytes(entry))
+
+    def entry_bytes(self, entry: dict[str, Any]) -> bytes:
+        """The file content of an entry, its checksum recomputed (bundle import stages it)."""
         entry = dict(entry)
         entry["checksum"] = _checksum(entry)
-        atomic_write(self.entry_path(entry["key"]), json.dumps(entry, sort_keys=True).encode())
+        return json.dumps(entry, sort_keys=True).encode()
 
     # listing
     def keys(self) -> list[str]:

@@ -29,6 +29,7 @@ from ._specialize import SpecializationFailure, make_binder
 log = logging.getLogger("tritonjit")
 
 LAUNCH_OPTIONS = ("stream",)
+_GRID_EXPECTED = "a tuple of 1 to 3 ints >= 1 (or a callable returning one)"
 
 
 class Variant:
@@ -62,7 +63,8 @@ class Variant:
 class _State:
     """Per (function, backend): the binder and one variant cache per device."""
 
-    __slots__ = ("backend", "binder", "caches", "current_device", "current_stream", "device_of", "runtime_index")
+    __slots__ = ("backend", "binder", "caches", "current_device", "current_stream", "device_of", "runtime_index",
+                 "grid_limits")
 
     def __init__(self, backend: Backend, binder: Callable, runtime_index: tuple[int, ...] = ()) -> None:
         self.backend = backend
@@ -72,6 +74,7 @@ class _State:
         self.current_stream = backend.current_stream
         self.device_of = backend.device_of
         self.runtime_index = runtime_index  # parameters that may hold tensors
+        self.grid_limits = backend.info.grid_limits  # (x, y, z) maxima, checked on every launch
 
 
 class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
@@ -113,6 +116,8 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         state = self._state
         if state is None or state.backend is not registry._current:
             state = self._make_state()
+        if not callable(grid):  # a fixed grid is refused now, not at the first launch
+            self._checked_grid(self._grid_from_callable(grid, (), {}), state.backend)
         if self._heuristics is not None or self._autotune_configs is not None:
             kwargs = self._meta_kwargs(args, kwargs, grid)
         stream = kwargs.pop("stream", None)
@@ -144,11 +149,13 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         if grid.__class__ is not tuple:
             grid = self._grid_from_callable(grid, bound, options)
         n = len(grid)
-        g0 = grid[0]
+        g0 = grid[0] if n else 0
         g1 = grid[1] if n > 1 else 1
         g2 = grid[2] if n > 2 else 1
-        if g0 <= 0 or g1 <= 0 or g2 <= 0 or n > 3:
-            self._bad_grid(grid)
+        mx, my, mz = state.grid_limits
+        if not (n <= 3 and g0.__class__ is int and g1.__class__ is int and g2.__class__ is int
+                and 0 < g0 <= mx and 0 < g1 <= my and 0 < g2 <= mz):
+            g0, g1, g2 = self._checked_grid(grid, state.backend)
         if device == variant.device and device == state.current_device():
             variant.launcher(
                 (g0, g1, g2),
@@ -300,20 +307,41 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
                              f"and keywords {sorted(kwargs) or 'none'})", param)
 
     def _grid_from_callable(self, grid: Any, bound: tuple, options: dict) -> tuple:
+        """A grid given as a callable of the launch's meta-parameters, an int or a list,
+        as a tuple (its dimensions are checked by ``_checked_grid``)."""
         if callable(grid):
             meta = dict(zip(self._param_names, bound))
             meta.update(options)
             grid = grid(meta)
         if isinstance(grid, int):
             grid = (grid,)
-        if not isinstance(grid, (tuple, list)) or not grid:
-            raise GridError(self.name, f"grid must be a tuple of 1 to 3 ints (or a callable returning one), got {grid!r}")
-        return tuple(grid)
+        elif isinstance(grid, list):
+            grid = tuple(grid)
+        if not isinstance(grid, tuple):
+            raise GridError(self.name, f"grid must be {_GRID_EXPECTED}, got {type(grid).__name__} {grid!r}")
+        return grid
 
-    def _bad_grid(self, grid: tuple) -> None:
-        if len(grid) > 3:
-            raise GridError(self.name, f"grid has {len(grid)} dimensions; at most 3 are allowed: {grid}")
-        raise GridError(self.name, f"grid {grid} has a zero or negative dimension; every dimension must be >= 1")
+    def _checked_grid(self, grid: tuple, backend: Backend) -> tuple[int, int, int]:
+        """The grid as 3 ints, else GridError saying which dimension is wrong and why.
+        Nothing else reaches a backend: drivers take fixed-width dims, and a value that
+        does not fit them would be truncated into another grid, not refused."""
+        if not 1 <= len(grid) <= 3:
+            raise GridError(self.name, f"grid {grid!r} has {len(grid)} dimensions; expected {_GRID_EXPECTED}")
+        limits = backend.info.grid_limits
+        dims = []
+        for axis, v, limit in zip("xyz", grid, limits):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise GridError(self.name, f"grid {grid!r}: dimension {axis} is {type(v).__name__} {v!r}; expected "
+                                f"an int >= 1 (a bool or a float is not a grid dimension)")
+            if v < 1:
+                raise GridError(self.name, f"grid {grid!r} has a zero or negative dimension {axis} = {v}; "
+                                "every dimension must be >= 1")
+            if v > limit:
+                raise GridError(self.name, f"grid {grid!r}: dimension {axis} = {v} exceeds the limits of backend "
+                                f"'{backend.name}': x <= {limits[0]}, y <= {limits[1]}, z <= {limits[2]}")
+            dims.append(int(v))
+        dims += [1] * (3 - len(dims))
+        return dims[0], dims[1], dims[2]
 
     def _meta_kwargs(self, args: tuple, kwargs: dict, grid: Any = None, stream: Any = None) -> dict:
         """@triton.heuristics evaluated and the @triton.autotune config chosen (tuned on

@@ -64,6 +64,17 @@ def test_grid_limits_of_triton_gcu(gcu, tops_sim, grid, axis):
     assert len(tops_sim.launches()) == 1
 
 
+def test_values_topsrt_would_truncate_are_refused(gcu, tops_sim):
+    """The fused launcher calls topsModuleLaunchKernel through ctypes, which would pass a
+    stream of 2**64 as 0 (the default stream): refused, like a grid dimension below 1."""
+    v = _variant(gcu, tops_sim)
+    with pytest.raises(tritonjit.BackendError, match="stream handle"):
+        v.launcher((1, 1, 1), 2**64, (torch.zeros(4), False, 4))
+    with pytest.raises(tritonjit.GridError, match="refused rather than truncated"):
+        v.launcher((0, 1, 1), 0, (torch.zeros(4), False, 4))
+    assert tops_sim.launches() == []
+
+
 def test_stream_and_device_from_torch_gcu(gcu):
     class FakeTorchGcu:  # what torch_gcu's torch.gcu offers
         def current_device(self):

@@ -28,6 +28,7 @@ from tritonjit.pluginkit import (
     DriverSpec,
     LaunchState,
     PackedArgs,
+    check_launch,
 )
 
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_gcu, make_target
@@ -100,8 +101,11 @@ class GcuBackend(DriverBackend):
         gx_max, gy_max, gz_max = GRID_LIMITS
 
         def launcher(grid: tuple[int, int, int], stream: int, args: Sequence[Any]) -> None:
-            if grid[0] > gx_max or grid[1] > gy_max or grid[2] > gz_max:
-                _check_grid(name, grid)
+            gx, gy, gz = grid
+            if not (0 < gx <= gx_max and 0 < gy <= gy_max and 0 < gz <= gz_max
+                    and (stream is None or 0 <= stream < 1 << 64)):
+                _check_grid(name, grid)  # over the GCU's limits
+                check_launch(drv.spec.launch_symbol, name, grid, block_x, shared, stream)  # what ctypes would truncate
             with lock:
                 pack_into(packed.buffer, args)
                 rc = fn(function, grid[0], grid[1], grid[2], block_x, 1, 1, shared, stream, packed.params_ptr, None)

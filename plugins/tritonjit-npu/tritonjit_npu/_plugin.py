@@ -50,6 +50,8 @@ class NpuBackend:
             name="npu", priority=50, triton_backend=TARGET_BACKEND, binary_ext=BINARY_EXT, warp_size=1,
             dispatch_key="PrivateUse1", device_type=DEVICE_TYPE,
             description="Huawei Ascend NPU through CANN's ACL/rt runtime (rtKernelLaunch, packed argument buffer)",
+            # every dimension travels as an int32; _launch checks their product, the block count
+            max_grid=(_launch.I32_MAX, _launch.I32_MAX, _launch.I32_MAX),
         )
 
     @hookimpl

@@ -567,6 +567,14 @@ static Memo *lookup(Dispatcher *d, Call *c, Keyed *k) {
   return m;
 }
 
+/* The core's grid limits (_backend.MAX_GRID: x < 2**31, y and z < 2**16): a grid
+   within them is valid for every backend, so it launches from here. Anything else
+   (an empty or 4-d grid, a dimension that is not an exact int, < 1 or past these
+   limits) falls back to the Python path, which refuses it with GridError or, for a
+   backend whose BackendInfo.max_grid is larger, launches it. The C path therefore
+   never launches a grid the Python path would refuse. */
+static const long long grid_max[3] = {0x7FFFFFFFll, 0xFFFFll, 0xFFFFll};
+
 /* Grid -> 3 dims; 0 ok, 1 fallback (the Python path raises or handles it). */
 static int parse_grid(Dispatcher *d, PyObject *grid, Call *c, unsigned int g[3]) {
   PyObject *owned = NULL;
@@ -602,8 +610,8 @@ static int parse_grid(Dispatcher *d, PyObject *grid, Call *c, unsigned int g[3])
   for (Py_ssize_t k = 0; k < n; k++) {
     PyObject *x = PyTuple_GET_ITEM(grid, k);
     if (!PyLong_CheckExact(x)) goto fail;
-    long long v = PyLong_AsLongLong(x);
-    if (v < 1 || v > 0xFFFFFFFFll) goto fail;
+    long long v = PyLong_AsLongLong(x); /* -1 with OverflowError past int64: fails below */
+    if (v < 1 || v > grid_max[k]) goto fail;
     g[k] = (unsigned int)v;
   }
   Py_XDECREF(owned);

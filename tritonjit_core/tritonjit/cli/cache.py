@@ -2,7 +2,9 @@
 
 ``export FILE`` writes the index entries and their artifacts to a bundle (tar.gz,
 every file hashed); ``import FILE`` installs one on another machine of the same
-target after verifying every hash (a tampered bundle is refused whole).
+target after checking all of it (structure, paths, sizes, hashes), all or nothing:
+a tampered or malformed bundle is refused whole, with a message naming what is
+wrong, and the caches are left as they were.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--kernel", default=None, help="only this kernel")
     a.add_argument("--target", default=None, help="only this target, e.g. cuda:90")
     a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
-    a = actions.add_parser("import", help="install a bundle (every file verified by sha256 first)")
+    a = actions.add_parser("import", help="install a bundle, all or nothing (checked whole first: paths, sizes, sha256)")
     a.add_argument("file")
     a.add_argument("--sha256", default=None, help="require this bundle digest (as printed by export)")
     a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")

@@ -5,7 +5,9 @@ A CUDA-like vendor plugin is a :class:`DriverBackend` subclass with its facts
 
 - :class:`DriverSpec` / :class:`CudaLikeDriver`: a ctypes binding of a CUDA-like
   driver API, parameterized by symbol prefix, flavor and library names, with
-  :class:`DriverError` naming the symbol, the kernel and the vendor's error string.
+  :class:`DriverError` naming the symbol, the kernel and the vendor's error string;
+  :func:`check_launch` / :func:`c_int_arg` refuse a value its fixed-width C types
+  would truncate (ctypes passes 2**32 + 3 as an unsigned int 3).
 - :func:`compile_with_vendor_triton` / :class:`VendorCompilerMissing`: compiling with
   the vendor's Triton, or one clear error naming what to install.
 - :func:`find_library` / :func:`find_libraries`: locating the runtime library (or the
@@ -38,7 +40,7 @@ from ._compile import (
     require_triton_backend,
     triton_backend_for,
 )
-from ._driver import CudaLikeDriver, DriverError, DriverSpec
+from ._driver import CudaLikeDriver, DriverError, DriverSpec, c_int_arg, check_launch
 from ._library import LibraryNotFound, LibrarySearch, LibrarySet, find_libraries, find_library, sdk_lib_dirs
 from ._simdriver import (
     CompilerMissing,
@@ -69,6 +71,8 @@ __all__ = [
     "VendorCompilerMissing",
     "arch_override",
     "build_simulated_driver",
+    "c_int_arg",
+    "check_launch",
     "compile_with_vendor_triton",
     "find_libraries",
     "find_library",

@@ -25,7 +25,7 @@ from .._errors import BackendError
 from .._hookspecs import hookimpl
 from ._args import ArgLayout, Bf16Rounding, PackedArgs
 from ._compile import arch_override, compile_with_vendor_triton
-from ._driver import CudaLikeDriver, DriverSpec
+from ._driver import PTR_MAX, U32_MAX, CudaLikeDriver, DriverSpec, check_launch
 from ._library import LibrarySearch
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -286,9 +286,15 @@ class DriverBackend:
         buf, params = packed.buffer, packed.params_ptr
         pack_into, fn, lock = state.layout.pack_into, state.driver.launch_fn, threading.Lock()
         function, block_x, shared, name, drv = state.function, state.block_x, state.shared, state.name, state.driver
+        symbol = drv.spec.launch_symbol
+        check_launch(symbol, name, (1, 1, 1), block_x, shared, None)  # fixed per variant: checked once
 
         def launcher(grid: tuple[int, int, int], stream: int, args: Sequence[Any], _keep: PackedArgs = packed) -> None:
             # _keep: the buffer and the void** array must live as long as the launcher
+            gx, gy, gz = grid
+            if not (0 < gx <= U32_MAX and 0 < gy <= U32_MAX and 0 < gz <= U32_MAX
+                    and (stream is None or 0 <= stream <= PTR_MAX)):
+                check_launch(symbol, name, grid, block_x, shared, stream)  # says which value, and raises
             with lock:
                 pack_into(buf, args)
                 rc = fn(function, grid[0], grid[1], grid[2], block_x, 1, 1, shared, stream, params, None)

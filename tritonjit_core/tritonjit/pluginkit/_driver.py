@@ -7,6 +7,15 @@ launch shape; they differ in the prefix, in whether the API is a driver API
 enum values. :class:`DriverSpec` names those differences; :class:`CudaLikeDriver`
 binds the symbols once and turns every non-zero result into a :class:`DriverError`
 that names the symbol, the kernel and the vendor's own error string.
+
+ctypes converts a Python int to a fixed-width C type by truncation: 2**32 + 3 passed
+as an ``unsigned int`` grid dimension arrives as 3, so a kernel would silently run
+on another grid. Every value this module hands the driver as a fixed-width type
+(grid and block dims, shared-memory bytes, the stream, device indices and
+attributes) is checked first (:func:`check_launch`, :func:`c_int_arg`) and refused
+with an error that names it; the core's own grid check (``_function.py``) comes
+before this one, which is defence in depth for plugins that call the driver
+themselves.
 """
 
 from __future__ import annotations
@@ -16,12 +25,44 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._errors import BackendError
+from .._errors import BackendError, GridError
 from ._library import LibrarySearch, find_library, sdk_lib_dirs
 
 _u = ctypes.c_uint
 _vp = ctypes.c_void_p
 _int = ctypes.c_int
+
+#: ranges of the C types the driver entry points take, which ctypes would wrap into
+U32_MAX = 2**32 - 1  # unsigned int: grid and block dims, shared-memory bytes
+PTR_MAX = 2**64 - 1  # void*: the stream
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1  # int: device indices, attributes, byte counts
+
+
+def _fits(v: Any, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def check_launch(symbol: str, kernel: str, grid: Any, block_x: Any, shared: Any, stream: Any) -> None:
+    """Refuse (GridError for the grid, BackendError for the rest) any launch value that
+    the C types of ``symbol`` would truncate, instead of launching something else."""
+    if not (isinstance(grid, tuple) and len(grid) == 3 and all(_fits(g, 1, U32_MAX) for g in grid)):
+        raise GridError(kernel, f"grid {grid!r} does not fit {symbol}: expected 3 ints from 1 to {U32_MAX} "
+                        "(the driver's unsigned int dims); refused rather than truncated")
+    for what, v, lo, hi in (("block size", block_x, 1, U32_MAX), ("shared memory bytes", shared, 0, U32_MAX)):
+        if not _fits(v, lo, hi):
+            raise BackendError(f"{symbol} for kernel '{kernel}': {what} {v!r} does not fit its unsigned int "
+                               f"({lo} to {hi}); refused rather than truncated")
+    if stream is not None and not _fits(stream, 0, PTR_MAX):
+        raise BackendError(f"{symbol} for kernel '{kernel}': stream handle {stream!r} is not a pointer value "
+                           f"(an int from 0 to {PTR_MAX}, or None); refused rather than truncated")
+
+
+def c_int_arg(symbol: str, what: str, v: Any) -> int:
+    """``v`` when it fits the C ``int`` that ``symbol`` takes, else BackendError naming it."""
+    if not _fits(v, I32_MIN, I32_MAX):
+        raise BackendError(f"{symbol}: {what} {v!r} does not fit its int ({I32_MIN} to {I32_MAX}); "
+                           "refused rather than truncated")
+    return v
 
 
 class DriverError(BackendError):
@@ -163,11 +204,12 @@ class CudaLikeDriver:
         return n.value if self._count(ctypes.byref(n)) == 0 else 0
 
     def device_attribute(self, attr: int, device: int) -> int:
+        symbol = self.spec.symbol("DeviceGetAttribute")
         if self._dev_attr is None:
-            raise DriverError(self.spec.vendor, self.spec.symbol("DeviceGetAttribute"), -1, "not exported")
+            raise DriverError(self.spec.vendor, symbol, -1, "not exported")
         v = _int(0)
-        self.check(self._dev_attr(ctypes.byref(v), attr, device), self.spec.symbol("DeviceGetAttribute"),
-                   detail=f"attribute {attr}, device {device}")
+        rc = self._dev_attr(ctypes.byref(v), c_int_arg(symbol, "attribute", attr), c_int_arg(symbol, "device", device))
+        self.check(rc, symbol, detail=f"attribute {attr}, device {device}")
         return v.value
 
     def max_shared(self, device: int) -> int:
@@ -184,7 +226,8 @@ class CudaLikeDriver:
         ctx = _vp()
         self.check(self._ctx_get(ctypes.byref(ctx)), self.spec.symbol("CtxGetCurrent"))
         if not ctx.value:
-            self.check(self._ctx_retain(ctypes.byref(ctx), device), self.spec.symbol("DevicePrimaryCtxRetain"))
+            retain = self.spec.symbol("DevicePrimaryCtxRetain")
+            self.check(self._ctx_retain(ctypes.byref(ctx), c_int_arg(retain, "device", device)), retain)
             self.check(self._ctx_set(ctx), self.spec.symbol("CtxSetCurrent"))
 
     # ---- modules and functions -----------------------------------------------------------
@@ -212,11 +255,14 @@ class CudaLikeDriver:
         """Raise a function's dynamic shared-memory limit (CUDA-like driver APIs)."""
         if self._func_attr is None or self.spec.func_attr_max_dynamic_shared is None:
             return
-        self.check(self._func_attr(function, self.spec.func_attr_max_dynamic_shared, nbytes),
-                   self.spec.symbol("FuncSetAttribute"), kernel, f"{nbytes} bytes of shared memory")
+        symbol = self.spec.symbol("FuncSetAttribute")
+        self.check(self._func_attr(function, self.spec.func_attr_max_dynamic_shared,
+                                   c_int_arg(symbol, "shared memory bytes", nbytes)),
+                   symbol, kernel, f"{nbytes} bytes of shared memory")
 
     def launch(self, function: int, grid: tuple[int, int, int], block_x: int, shared: int, stream: int,
                params: int, kernel: str) -> None:
+        check_launch(self.spec.launch_symbol, kernel, grid, block_x, shared, stream)
         rc = self.launch_fn(function, grid[0], grid[1], grid[2], block_x, 1, 1, shared, stream, params, None)
         if rc:
             self.check(rc, self.spec.launch_symbol, kernel, f"grid {grid}, block ({block_x}, 1, 1), shared {shared}")

@@ -22,7 +22,9 @@ A plugin's test module states only its vendor's facts::
 
 and inherits the conformance suite (:class:`BackendConformance`) plus the checks every
 such plugin owes: the block is ``num_warps x warp size`` and the argument bytes are
-Triton's layout; a kernel missing from the binary is named; the user path without the
+Triton's layout; a value that the driver's fixed-width C types would truncate (a
+grid dimension of 2**32 + 3, a stream past 64 bits) is refused, not launched; a
+kernel missing from the binary is named; the user path without the
 vendor's Triton is a :class:`tritonjit.CompilationError` saying what to install and
 caches nothing; a missing library leaves the plugin inert and says how to point at it.
 The facts are stated by the test, independently of the plugin's own ``DriverSpec``,
@@ -35,7 +37,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from .._errors import CompilationError
+from .._errors import BackendError, CompilationError, GridError
 from ..pluginkit import (
     CompilerMissing,
     DriverError,
@@ -135,6 +137,35 @@ class CudaLikeSimulatedSuite(BackendConformance):
         rec = sim.launches()[-1]
         assert rec.block == (8 * self.warp_size, 1, 1) and rec.grid == (2, 3, 1) and rec.stream == 7
         assert rec.params == expected_params(compiled, (x, y, out, 4, 0.5))
+
+    def test_values_the_driver_would_truncate_are_refused(self, sim: SimulatedDriver, sim_path: str,
+                                                          stand_in_elf: bytes) -> None:
+        """Below the core's grid check: ctypes passes 2**32 + 3 as an unsigned int 3, so
+        the fused launcher, the launch hook and the device queries refuse such values."""
+        torch = pytest.importorskip("torch")
+        plugin = self.plugin_class(library=sim_path)
+        compiled = stand_in_variant("conformance_axpy", CONFORMANCE_SIGNATURE, plugin.compile_target(None, self.arch),
+                                    stand_in_elf, num_warps=4)
+        sim.expect_params("conformance_axpy", [8, 8, 8, 4, 4])
+        state = plugin.prepare(compiled, plugin.load(compiled, 0), 0)
+        launcher = plugin.make_launcher(state)
+        args = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4, 0.5)
+        for grid in [(2**32 + 3, 1, 1), (1, 2**32, 1), (1, 1, 2**33 + 1), (0, 1, 1), (-1, 1, 1), (float("nan"), 1, 1)]:
+            with pytest.raises(GridError, match=f"conformance_axpy.*{self.launch_symbol}"):
+                launcher(grid, 7, args)
+            with pytest.raises(GridError, match="refused rather than truncated"):
+                plugin.launch(state, grid, 7, plugin.pack_args(state, args))
+        for stream in (2**64, 2**64 + 7, -1):
+            with pytest.raises(BackendError, match="stream handle"):
+                launcher((1, 1, 1), stream, args)
+            with pytest.raises(BackendError, match="stream handle"):
+                plugin.launch(state, (1, 1, 1), stream, plugin.pack_args(state, args))
+        with pytest.raises(BackendError, match="device"):
+            plugin.driver().device_attribute(1, 2**32)
+        assert sim.launches() == [], "nothing may reach the driver"
+        launcher((2**31 - 1, 65535, 3), 2**64 - 1, args)  # the largest grid the (simulated) device takes
+        rec = sim.launches()[-1]
+        assert rec.grid == (2**31 - 1, 65535, 3) and rec.stream == 2**64 - 1
 
     def test_kernel_missing_from_binary_names_it(self, sim: SimulatedDriver, sim_path: str,
                                                  stand_in_elf: bytes) -> None:

@@ -36,13 +36,15 @@ class RecordingBackend:
     """Launches nothing; ``keep=False`` makes its Recorder count launches only."""
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
-                 keep: bool = True, devices: int = 2) -> None:
+                 keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None) -> None:
         self.name, self.rules, self.keep, self.devices, self.loads = (
             name, rules or SpecializationRules(), keep, devices, 0)
+        self.max_grid = max_grid
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1")
+        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1",
+                           max_grid=self.max_grid)
 
     @hookimpl
     def availability(self) -> tuple[bool, str]:
