@@ -87,7 +87,8 @@ struct Options {
   std::vector<std::pair<std::string, OptionValue>> extra;
 };
 
-/// One launch grid; every dimension >= 1, x < 2^31, y and z < 2^16 (the core's rule).
+/// One launch grid: every dimension >= 1; past x < 2^31, y and z < 2^16 the backend's
+/// declared limits decide (through the Python path).
 struct Grid {
   unsigned int x = 1, y = 1, z = 1;
 };
@@ -338,6 +339,7 @@ class Function {
   void launch(uint64_t stream, Grid grid, const Options& options, const Slot* slots, size_t n) {
     check_grid(grid);
     ensure_spec();
+    const bool big_grid = grid.x >= (1u << 31) || grid.y >= (1u << 16) || grid.z >= (1u << 16);
     if (n != nparams_)
       throw Error("tritonjit: kernel '" + name_ + "' takes " + std::to_string(nparams_) + " arguments (" + params_text() +
                   "), got " + std::to_string(n));
@@ -351,7 +353,8 @@ class Function {
     if (device < 0) device = current_device();
     key.push(static_cast<uint64_t>(static_cast<uint32_t>(device)) << 8 | static_cast<uint8_t>(dev_type));
     detail::Entry e = find(key, slots, n, options, device);
-    if (e.tj == nullptr) return launch_python(stream, grid, options, slots, n, device);
+    // no C entry, or a grid past the core's limits (a backend may declare larger ones): Python decides
+    if (e.tj == nullptr || big_grid) return launch_python(stream, grid, options, slots, n, device);
     if (stream == 0) stream = current_stream(e, dev_type, device);
     const unsigned int g[3] = {grid.x, grid.y, grid.z};
     if (e.tj->flags & TJ_LAUNCH_F_NOGIL) {
@@ -556,9 +559,9 @@ class Function {
   }
 
   static void check_grid(const Grid& g) {
-    if (g.x < 1 || g.y < 1 || g.z < 1 || g.x >= (1u << 31) || g.y >= (1u << 16) || g.z >= (1u << 16))
+    if (g.x < 1 || g.y < 1 || g.z < 1)
       throw Error("tritonjit: grid (" + std::to_string(g.x) + ", " + std::to_string(g.y) + ", " + std::to_string(g.z) +
-                  ") is out of range: every dimension must be >= 1, x < 2^31, y and z < 2^16");
+                  ") has a zero dimension: every dimension must be >= 1");
   }
 
   // The backend's current device where no tensor says it: from torch's device guard
