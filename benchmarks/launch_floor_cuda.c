@@ -88,7 +88,10 @@ int floor_setup(floor_t **out, const void *image, const char *name, unsigned sha
 typedef CUresult (*param_info_t)(CUfunction, size_t, size_t *, size_t *);
 
 int floor_param_sizes(const floor_t *f, int max, unsigned *sizes) {
-  param_info_t info = (param_info_t)dlsym(RTLD_DEFAULT, "cuFuncGetParamInfo");
+  /* looked up at run time: a driver older than CUDA 12.4 lacks it (the library loads anyway) */
+  void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  param_info_t info = (param_info_t)dlsym(cuda != NULL ? cuda : RTLD_DEFAULT, "cuFuncGetParamInfo");
+  if (cuda != NULL) dlclose(cuda);
   if (info == NULL) return -1;
   int n = 0;
   for (;; n++) {

@@ -217,6 +217,11 @@ def build_floor(tmp: str) -> Any:
     if p.returncode != 0:
         print("floor: gcc failed:", p.stderr[-2000:], file=sys.stderr)
         return None
+    return load_floor(lib)
+
+
+def load_floor(lib: str) -> Any:
+    """The built floor library, its functions typed for ctypes."""
     so = ctypes.CDLL(lib)
     so.floor_setup.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint,
                                ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong),

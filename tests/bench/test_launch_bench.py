@@ -120,3 +120,62 @@ def test_generated_cpp_loops_on_the_interpreter(tmp_path_factory, interpreter):
         assert ran.startswith("ok"), (key, ran)
         f = tritonjit.function(L.KERNELS, case.kernel)
         assert f.signature(*case.args, **case.constexprs) in {v.signature for v in f.variants()}, key
+
+
+_SHIM = "int cuStreamSynchronize(void *stream) { (void)stream; return 0; }\n"
+
+
+@pytest.fixture(scope="module")
+def simulated_floor(tmp_path_factory):
+    """The floor library linked against tritonjit's SIMULATED CUDA driver (one instance
+    per process: the floor's DT_NEEDED would bind a second build to the first anyway)."""
+    import ctypes
+    import shutil
+
+    from triton.backends.nvidia import driver as nv
+    from tritonjit.pluginkit import DriverSpec, SimulatedDriver, build_simulated_driver
+
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    tmp = tmp_path_factory.mktemp("sim_floor")
+    spec = DriverSpec(vendor="CUDA (simulated)", prefix="cu", libraries=("libcuda.so.1",), env_var="UNUSED",
+                      contexts=True)
+    sim_path = build_simulated_driver(spec, tmp)
+    sim = SimulatedDriver(sim_path)
+    sim.configure()
+    ctx = ctypes.c_void_p()
+    assert sim.lib.cuInit(0) == 0 and sim.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    sim.lib.cuCtxSetCurrent(ctx)
+    (tmp / "shim.c").write_text(_SHIM)
+    lib = str(tmp / "floor.so")
+    inc = os.path.join(os.path.dirname(nv.__file__), "include")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", os.path.join(BENCH, "launch_floor_cuda.c"), str(tmp / "shim.c"),
+                    "-I", inc, "-L", str(tmp), f"-l:{os.path.basename(sim_path)}", f"-Wl,-rpath,{tmp}", "-ldl", "-o", lib],
+                   check=True, capture_output=True)
+    return sim, L.load_floor(lib)
+
+
+@pytest.mark.parametrize("key", ["0", "58", "mixed"])
+def test_floor_on_the_simulated_driver(key, simulated_floor, interpreter):
+    """The floor on the simulated driver (it records each cuLaunchKernel's parameter
+    bytes; no GPU): the bytes it passes are the packed values, one launch per
+    iteration, on the stream given, grid (1, 1, 1), the kernel's block."""
+    from triton.backends.compiler import GPUTarget
+
+    sim, so = simulated_floor
+    case = L.make_cases("cpu", (key,))[key]
+    jit = tritonjit.function(L.KERNELS, case.kernel).wrapped
+    ck = ref.compile_like_triton(jit, case.args, case.constexprs, GPUTarget("cuda", 90, 32))
+    params = L.floor_params(list(ck.src.signature.values()), case.full_args, ck.metadata)
+    sim.expect_params(ck.name, [s for _, s in params])
+    timed, note = L.floor_path(so, ck, params, 77)
+    assert timed is not None, note
+    assert "no cuFuncGetParamInfo" in note  # the simulated driver has none: the sizes go unchecked here
+    sim.reset()
+    assert timed(3) >= 0, sim.last_error
+    launches = sim.launches()
+    assert len(launches) == 3, sim.records()
+    want = tuple(v.to_bytes(s, "little") for v, s in params)
+    for rec in launches:
+        assert rec.kernel == ck.name and rec.grid == (1, 1, 1) and rec.stream == 77
+        assert rec.block == (32 * ck.metadata.num_warps, 1, 1) and rec.params == want
