@@ -1,24 +1,40 @@
 // The physical floor of host-side launch cost: a tight C loop of cuLaunchKernel on
-// a cubin that Triton produced, with the same arguments a Python call passes.
+// a cubin that Triton produced, with exactly the argument list that kernel takes.
 //
 // Built as a shared library by launch_overhead.py and called through ctypes in the
 // same process, on the same context and stream as the Python paths it is compared
 // with, so its rounds interleave with theirs (a shared host's noise then hits all
 // paths alike). The loop itself runs entirely in C: ctypes is entered once per round.
+// One floor per kernel: each loads its own module from the cubin.
 //
-//   floor_setup(image, size, name, shared, num_warps, argspec) -> 0, or a CUresult
-//     argspec: one letter per kernel parameter: p (a device pointer to 64 KiB),
-//     i (int32 = 1000), s (a null scratch pointer).
-//   floor_run(stream, iters) -> microseconds per launch (iters launches, then one
-//     cuStreamSynchronize), or a negative CUresult.
+//   floor_setup(&floor, image, name, shared, num_warps, nargs, values, sizes)
+//     -> 0, or a CUresult. The kernel's device parameters, in order: values[k] holds
+//     parameter k in its low sizes[k] bytes (little-endian: a pointer or an i64 in 8,
+//     an i32 or an fp32's bits in 4, a bool in 1), packed once in Python from
+//     Triton's signature of the compiled kernel and the call's arguments, Triton's
+//     trailing scratch pointers included. Each value gets its own 8-byte slot and
+//     the launch passes a pointer to each slot, as Triton's launcher does.
+//   floor_param_sizes(floor, max, sizes) -> how many parameters the driver says the
+//     kernel takes (cuFuncGetParamInfo, CUDA 12.4+), their sizes written to sizes;
+//     -1 where the driver lacks that call. The caller compares them with its own.
+//   floor_run(floor, stream, iters) -> microseconds per launch (iters launches of
+//     grid (1, 1, 1), then one cuStreamSynchronize), or a negative CUresult.
+//   floor_free(floor)
+#define _GNU_SOURCE
 #include <cuda.h>
+#include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static CUfunction g_fn;
-static unsigned g_shared, g_threads;
-static unsigned long long g_store[64];
-static void *g_args[64];
+typedef struct {
+  CUmodule mod;
+  CUfunction fn;
+  unsigned shared, threads;
+  int nargs;
+  unsigned long long *store; /* one 8-byte slot per parameter */
+  void **args;               /* &store[k] */
+} floor_t;
 
 static double now(void) {
   struct timespec t;
@@ -26,39 +42,72 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-int floor_setup(const void *image, size_t size, const char *name, unsigned shared, int num_warps, const char *spec) {
-  (void)size;
+void floor_free(floor_t *f) {
+  if (f == NULL) return;
+  if (f->mod != NULL) cuModuleUnload(f->mod);
+  free(f->store);
+  free(f->args);
+  free(f);
+}
+
+int floor_setup(floor_t **out, const void *image, const char *name, unsigned shared, int num_warps, int nargs,
+                const unsigned long long *values, const unsigned *sizes) {
   CUresult r;
   CUcontext ctx;
+  *out = NULL;
+  if (nargs < 0) return CUDA_ERROR_INVALID_VALUE;
   if ((r = cuCtxGetCurrent(&ctx)) != CUDA_SUCCESS) return r;
   if (ctx == NULL) return CUDA_ERROR_INVALID_CONTEXT; /* the caller's torch made one current */
-  CUmodule mod;
-  if ((r = cuModuleLoadData(&mod, image)) != CUDA_SUCCESS) return r;
-  if ((r = cuModuleGetFunction(&g_fn, mod, name)) != CUDA_SUCCESS) return r;
-  int n = (int)strlen(spec);
-  if (n > 64) return CUDA_ERROR_INVALID_VALUE;
-  for (int k = 0; k < n; k++) {
-    g_store[k] = 0;
-    if (spec[k] == 'p') {
-      CUdeviceptr p;
-      if ((r = cuMemAlloc(&p, 1 << 16)) != CUDA_SUCCESS) return r;
-      g_store[k] = p;
-    } else if (spec[k] == 'i') {
-      int v = 1000;
-      memcpy(&g_store[k], &v, 4);
-    }
-    g_args[k] = &g_store[k];
+  floor_t *f = (floor_t *)calloc(1, sizeof(floor_t));
+  if (f == NULL) return CUDA_ERROR_OUT_OF_MEMORY;
+  f->store = (unsigned long long *)calloc(nargs > 0 ? nargs : 1, sizeof(unsigned long long));
+  f->args = (void **)calloc(nargs > 0 ? nargs : 1, sizeof(void *));
+  if (f->store == NULL || f->args == NULL) {
+    floor_free(f);
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  g_shared = shared;
-  g_threads = 32u * (unsigned)num_warps;
+  for (int k = 0; k < nargs; k++) {
+    if (sizes[k] == 0 || sizes[k] > 8) {
+      floor_free(f);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    f->store[k] = values[k];
+    f->args[k] = &f->store[k];
+  }
+  f->nargs = nargs;
+  if ((r = cuModuleLoadData(&f->mod, image)) != CUDA_SUCCESS || (r = cuModuleGetFunction(&f->fn, f->mod, name)) != CUDA_SUCCESS) {
+    floor_free(f);
+    return r;
+  }
+  f->shared = shared;
+  f->threads = 32u * (unsigned)num_warps;
+  *out = f;
   return 0;
 }
 
-double floor_run(CUstream s, int iters) {
+typedef CUresult (*param_info_t)(CUfunction, size_t, size_t *, size_t *);
+
+int floor_param_sizes(const floor_t *f, int max, unsigned *sizes) {
+  /* looked up at run time: a driver older than CUDA 12.4 lacks it (the library loads anyway) */
+  void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  param_info_t info = (param_info_t)dlsym(cuda != NULL ? cuda : RTLD_DEFAULT, "cuFuncGetParamInfo");
+  if (cuda != NULL) dlclose(cuda);
+  if (info == NULL) return -1;
+  int n = 0;
+  for (;; n++) {
+    size_t offset = 0, size = 0;
+    if (info(f->fn, (size_t)n, &offset, &size) != CUDA_SUCCESS) break;
+    if (n < max) sizes[n] = (unsigned)size;
+  }
+  return n;
+}
+
+double floor_run(const floor_t *f, CUstream s, int iters) {
   CUresult r;
   double t0 = now();
   for (int i = 0; i < iters; i++)
-    if ((r = cuLaunchKernel(g_fn, 1, 1, 1, g_threads, 1, 1, g_shared, s, g_args, NULL)) != CUDA_SUCCESS) return -(double)r;
+    if ((r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, s, f->args, NULL)) != CUDA_SUCCESS)
+      return -(double)r;
   if ((r = cuStreamSynchronize(s)) != CUDA_SUCCESS) return -(double)r;
   return (now() - t0) / iters * 1e6;
 }
