@@ -36,18 +36,18 @@ def add_parser(sub: Any) -> None:
 
 
 def _native_helpers() -> list[Any]:
-    """The AsyncModules --native builds: the core's reader, and tritonjit_ops' prologues."""
+    """The AsyncModules --native builds: the core's reader, tritonjit_ops' prologues and its
+    C++ operator path."""
     import torch  # noqa: F401 - the helpers are built against it
 
     from .._native import torch_reader
 
     mods = [torch_reader._module]
     try:
-        from tritonjit_ops import _prologue
+        from tritonjit_ops import _native_ops, _prologue
     except ImportError:  # the operator library is not installed
         return mods
-    nat = _prologue.native()
-    return mods + ([nat] if nat is not None else [])
+    return mods + [m for m in (_prologue.native(), _native_ops.native()) if m is not None]
 
 
 def run(args: argparse.Namespace) -> int:
