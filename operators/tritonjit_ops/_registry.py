@@ -197,8 +197,9 @@ def _native_layer_norm(x, normalized_shape, weight, bias, eps):
 
 
 def _native_group_norm(x, weight, bias, n, c, hw, group, eps):
+    # aten's group_norm gives its statistics in the input dtype on every device
     out, mean, rstd = norm.native_group_norm(x, weight, bias, n, c, hw, group, eps)
-    return (out, *_stats_dtype(x, mean, rstd))
+    return out, mean.to(x.dtype), rstd.to(x.dtype)
 
 
 def _sum_full(x, *, dtype=None):

@@ -344,9 +344,10 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
 
 
 # ----------------------------------------------------------------- plans
-# Planners of the aten overloads for the C++ operator path (see _plan.py). Statistics
-# are fp32 (aten's CUDA kernels); aten's CPU kernels give them in the input dtype, so
-# CPU calls of 16-bit inputs take the Python implementation.
+# Planners of the aten overloads for the C++ operator path (see _plan.py). layer_norm's and
+# rms_norm's statistics are fp32 (aten's CUDA kernels); aten's CPU kernels give them in
+# the input dtype, so CPU calls of 16-bit inputs take the Python implementation.
+# group_norm's are in the input dtype everywhere.
 def _norm_inputs(x: Any, normalized_shape: Any, *params: Any) -> int | None:
     """n (the normalized size) where a plan can serve the call, else None."""
     if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (x.is_cpu and x.dtype != torch.float32):
@@ -406,7 +407,8 @@ def plan_native_group_norm(x: Any, weight: Any, bias: Any, N: int, C: int, HxW: 
         if p is not None and (not isinstance(p, Tensor) or p.dim() != 1 or p.numel() != C or p.dtype != x.dtype
                               or p.device != x.device):
             return None
-    outs = (Buffer(tuple(x.shape), x.dtype), Buffer((N, group), torch.float32), Buffer((N, group), torch.float32))
+    # aten's group_norm gives its statistics in the input dtype (the kernel stores its fp32 ones converted)
+    outs = (Buffer(tuple(x.shape), x.dtype), Buffer((N, group), x.dtype), Buffer((N, group), x.dtype))
     cpg = C // group
     launches = () if not (N * group and cpg * HxW) else (_norm_launch(
         not x.is_cpu, In(0), None, In(1) if weight is not None else None, In(2) if bias is not None else None,

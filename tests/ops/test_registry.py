@@ -113,19 +113,30 @@ class Model(nn.Module):
         return F.log_softmax(self.head(self.blocks(self.emb(ids))), -1)
 
 
+_KERNELS = ((matmul, "_mm"), (norm, "_norm"), (softmax, "_softmax"), (pointwise, "_binary_flat"))
+
+
 def _model_check(device, monkeypatch):
     torch.manual_seed(0)
     model = Model().to(device).eval()
     ids = torch.randint(0, 50, (2, 7), device=device)
-    counters = {}
-    for mod, name in ((matmul, "_mm"), (norm, "_norm"), (softmax, "_softmax"), (pointwise, "_binary_flat")):
-        counters[name] = _Counter(monkeypatch, getattr(mod, name))
+    counters = {name: _Counter(monkeypatch, getattr(mod, name)) for mod, name in _KERNELS}
     with torch.no_grad():
         ref = model(ids)
-        with T.enable():
-            got = model(ids)
-    for name, c in counters.items():
-        assert c.n > 0, f"{name} never launched under enable()"
+        with T.enable(wait_native=True):
+            if device == "cpu":
+                got = model(ids)
+                launched = {name for name, c in counters.items() if c.n}
+            else:  # launches from C++ reach no Python: the profiler sees them on the device
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    got = model(ids)
+                    torch.cuda.synchronize()
+                names = {e.name for e in prof.events()}
+                launched = {name for mod, name in _KERNELS if getattr(mod, name).name in names}
+    for _, name in _KERNELS:
+        assert name in launched, f"{name} never launched under enable()"
     close(got, ref, rtol=1e-4, atol=1e-4)
 
 

@@ -134,17 +134,38 @@ class AsyncModule:
         callback(self.module)
 
     def start(self, wait: bool = False) -> Any:
-        """Begin the build (once); with ``wait``, block until it is done. The module or None."""
+        """Begin the build (once); with ``wait``, block until it is done. The module or None.
+
+        A module already built (by an earlier process, or ``tritonjit warmup --native``)
+        is loaded at once, in the calling thread: callers then take its path from their
+        first call on, not only once a background thread got to it."""
         with self._lock:
             if self._thread is None and not self._done.is_set():
                 if "torch" not in sys.modules:
                     return None
                 self.reason = "building"
-                self._thread = threading.Thread(target=self._run, name=f"tritonjit-build-{self.name}", daemon=True)
-                self._thread.start()
+                if self._built():
+                    self._thread = threading.current_thread()
+                    sync = True
+                else:
+                    self._thread = threading.Thread(target=self._run, name=f"tritonjit-build-{self.name}", daemon=True)
+                    self._thread.start()
+                    sync = False
+            else:
+                sync = False
+        if sync:
+            self._run()
         if wait:
             self._done.wait()
         return self.module
+
+    def _built(self) -> bool:
+        cxx = compiler()
+        try:
+            return cxx is not None and os.path.exists(
+                artifact(self.name, (self.source, *self.headers), sys.modules["torch"], cxx))
+        except OSError:
+            return False
 
     def _run(self) -> None:
         try:
