@@ -329,10 +329,12 @@ class Function {
   /// The same with an Options object (any backend option by name).
   template <typename... Args>
   void operator()(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
-    Slot slots[sizeof...(Args) > 0 ? sizeof...(Args) : 1];
-    size_t n = 0;
-    (digest(slots, n, args), ...);
-    launch(stream, grid, options, slots, n);
+    if constexpr (sizeof...(Args) == 0) {
+      launch(stream, grid, options, nullptr, 0);
+    } else {
+      const Slot slots[] = {slot(args)...};  // each built in place
+      launch(stream, grid, options, slots, sizeof...(Args));
+    }
   }
 
   /// Launch with digested arguments (one Slot per kernel parameter, in order).
@@ -395,13 +397,14 @@ class Function {
     constexpr_.clear();
     param_names_.clear();
     for (Py_ssize_t i = 0; i < PyTuple_Size(cflags); i++) {
-      constexpr_.push_back(PyTuple_GET_ITEM(cflags, i) == Py_True);
+      constexpr_.push_back(PyTuple_GET_ITEM(cflags, i) == Py_True ? 1 : 0);
       param_names_.emplace_back(PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i)));
     }
     nparams_ = constexpr_.size();
     if (2 * nparams_ + 4 > static_cast<size_t>(detail::kMaxWords))
       throw Error("tritonjit: kernel '" + name_ + "' has too many parameters for the C++ API");
     div_ = static_cast<uint64_t>(div);
+    div_mask_ = (div_ != 0 && (div_ & (div_ - 1)) == 0) ? div_ - 1 : 0;
     exact_ints_ = exact != 0;
     torch_type_ = PyUnicode_AsUTF8(torch_type);
     device_type_ = detail::device_type_of(torch_type_);
@@ -433,42 +436,37 @@ class Function {
     return s;
   }
 
-  // ---- digest: C++ values -> slots ------------------------------------------------------
-  static void digest(Slot* s, size_t& n, const at::Tensor& t) {
-    s[n++] = t.defined() ? Slot::of(t) : Slot::none();
+  // ---- C++ values -> slots ---------------------------------------------------------------
+  static Slot slot(const at::Tensor& t) { return t.defined() ? Slot::of(t) : Slot::none(); }
+  static Slot slot(const std::optional<at::Tensor>& t) {
+    return t.has_value() && t->defined() ? Slot::of(*t) : Slot::none();
   }
-  static void digest(Slot* s, size_t& n, const std::optional<at::Tensor>& t) {
-    s[n++] = t.has_value() && t->defined() ? Slot::of(*t) : Slot::none();
-  }
-  static void digest(Slot* s, size_t& n, std::nullopt_t) { s[n++] = Slot::none(); }
-  static void digest(Slot* s, size_t& n, std::nullptr_t) { s[n++] = Slot::none(); }
-  static void digest(Slot* s, size_t& n, bool b) { s[n++] = Slot::of_bool(b); }
-  static void digest(Slot* s, size_t& n, float x) { s[n++] = Slot::of_float(x); }
-  static void digest(Slot* s, size_t& n, double x) { s[n++] = Slot::of_float(x); }
-  static void digest(Slot* s, size_t& n, DevicePtr p) { s[n++] = Slot::of_ptr(p); }
-  static void digest(Slot* s, size_t& n, const char* x) { s[n++] = Slot::of_str(x); }
-  static void digest(Slot* s, size_t& n, const std::string& x) { s[n++] = Slot::of_str(x); }
-  static void digest(Slot* s, size_t& n, std::string_view x) { s[n++] = Slot::of_str(x); }
-  static void digest(Slot* s, size_t& n, const c10::Scalar& x) {
-    if (x.isBoolean())
-      s[n++] = Slot::of_bool(x.toBool());
-    else if (x.isIntegral(false))
-      s[n++] = Slot::of_int(x.toLong());
-    else if (x.isFloatingPoint())
-      s[n++] = Slot::of_float(x.toDouble());
-    else
-      throw Error("tritonjit: a complex or symbolic c10::Scalar cannot be a kernel argument");
+  static Slot slot(std::nullopt_t) { return Slot::none(); }
+  static Slot slot(std::nullptr_t) { return Slot::none(); }
+  static Slot slot(bool b) { return Slot::of_bool(b); }
+  static Slot slot(float x) { return Slot::of_float(x); }
+  static Slot slot(double x) { return Slot::of_float(x); }
+  static Slot slot(DevicePtr p) { return Slot::of_ptr(p); }
+  static Slot slot(const char* x) { return Slot::of_str(x); }
+  static Slot slot(const std::string& x) { return Slot::of_str(x); }
+  static Slot slot(std::string_view x) { return Slot::of_str(x); }
+  static Slot slot(const c10::Scalar& x) {
+    if (x.isBoolean()) return Slot::of_bool(x.toBool());
+    if (x.isIntegral(false)) return Slot::of_int(x.toLong());
+    if (x.isFloatingPoint()) return Slot::of_float(x.toDouble());
+    throw Error("tritonjit: a complex or symbolic c10::Scalar cannot be a kernel argument");
   }
   template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
-  static void digest(Slot* s, size_t& n, T x) {
+  static Slot slot(T x) {
     if constexpr (std::is_unsigned_v<T>)
-      s[n++] = Slot::of_uint(static_cast<uint64_t>(x));
+      return Slot::of_uint(static_cast<uint64_t>(x));
     else
-      s[n++] = Slot::of_int(static_cast<int64_t>(x));
+      return Slot::of_int(static_cast<int64_t>(x));
   }
   template <typename... T>
-  static void digest(Slot* s, size_t& n, const std::tuple<T...>&) {
+  static Slot slot(const std::tuple<T...>&) {
     static_assert(sizeof...(T) < 0, "tuple kernel arguments are not supported by the C++ API yet");
+    return Slot::none();
   }
 
   // ---- slots -> key words and launch arguments -------------------------------------------
@@ -496,7 +494,7 @@ class Function {
       case Slot::Kind::Tensor:
       case Slot::Kind::Ptr: {
         a.kind = TJ_ARG_PTR;
-        uint64_t aligned = (div_ != 0 && s.v.u % div_ == 0) ? 1 : 0;
+        uint64_t aligned = divisible(s.v.u) ? 1 : 0;
         key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(s.dtype)) << 8 | aligned << 16 |
                  static_cast<uint64_t>(static_cast<uint8_t>(s.device_type)) << 24);
         if (s.kind == Slot::Kind::Tensor) {
@@ -520,14 +518,14 @@ class Function {
         int64_t x = s.v.i;
         uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
         cls |= (x == 1) ? 2 : 0;
-        cls |= (div_ != 0 && x % static_cast<int64_t>(div_) == 0) ? 4 : 0;
+        cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
         key.push(3 | cls << 8);
         if (exact_ints_) key.push(s.v.u);
         break;
       }
       case Slot::Kind::UInt:
         a.kind = TJ_ARG_UINT;
-        key.push(4 | ((div_ != 0 && s.v.u % div_ == 0) ? 1ull << 8 : 0));
+        key.push(4 | (divisible(s.v.u) ? 1ull << 8 : 0));
         if (exact_ints_) key.push(s.v.u);
         break;
       case Slot::Kind::Float:
@@ -543,6 +541,12 @@ class Function {
         throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
                     "': a string is only valid for a tl.constexpr parameter");
     }
+  }
+
+  // divisible by the backend's divisibility: a mask for a power of two (two's complement
+  // makes it exact for negative ints too), a division otherwise; never with div 0
+  bool divisible(uint64_t x) const {
+    return div_mask_ != 0 ? (x & div_mask_) == 0 : (div_ != 0 && static_cast<int64_t>(x) % static_cast<int64_t>(div_) == 0);
   }
 
   static uint64_t hash_options(const Options& o) {
@@ -567,6 +571,7 @@ class Function {
   // The backend's current device where no tensor says it: from torch's device guard
   // for torch's device types, else from the plugin (Python).
   int current_device() const {
+    if (device_type_ == c10::DeviceType::CPU) return 0;
     if (guarded_) return c10::impl::getDeviceGuardImpl(device_type_)->getDevice().index();
     detail::Gil gil;
     detail::Ref r(detail::check(PyObject_CallMethod(backend_, "current_device", nullptr), "tritonjit: "));
@@ -688,10 +693,11 @@ class Function {
   PyObject* cell_ = nullptr;     // registry.current_cell
   PyObject* backend_ = nullptr;  // the backend the spec below was read for
   std::string name_;
-  std::vector<bool> constexpr_;
+  std::vector<uint8_t> constexpr_;  // per parameter (bytes: read per argument on the hot path)
   std::vector<std::string> param_names_;
   size_t nparams_ = 0;
   uint64_t div_ = 16;
+  uint64_t div_mask_ = 15;
   bool exact_ints_ = false;
   std::string torch_type_;  // the backend's torch device type ("cuda", ...)
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
