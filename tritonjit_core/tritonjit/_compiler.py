@@ -167,6 +167,13 @@ def compile_variant(
     """Compile one variant; errors carry Triton's message and the kernel's location.
 
     ``frozen``: load it from tritonjit's index or raise FrozenError, never compile."""
+    out = _compile_variant(jit_fn, params, slots, target, options, kernel, backend, frozen)
+    out.runtime_params = tuple(p.index for p, s in zip(params, slots) if not s.is_constant)
+    return out
+
+
+def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot], target: Any,
+                     options: dict[str, Any], kernel: str, backend: Backend | None, frozen: bool) -> CompiledVariant:
     signature = render(slots)
     src = build_source(jit_fn, params, slots)
     # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)
