@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ._signature import NULLOPT, SCALAR_TYPES, TENSORDESC, _split
+from ._signature import NULLOPT, SCALAR_TYPES, TENSORDESC, _split, split_tuple
 
 Path = tuple[int, ...]
 
@@ -80,11 +80,11 @@ def flattener(plan: Sequence[RuntimeParam]) -> Callable[[Sequence[Any]], list[An
 
 
 def _leaves(token: str, path: Path) -> list[tuple[Path, str]]:
-    if token.startswith("(") and token.endswith(")"):
-        inner = token[1:-1].strip()
+    tup = split_tuple(token)
+    if tup is not None:
         out: list[tuple[Path, str]] = []
-        for i, t in enumerate(_split(inner) if inner else []):
-            out.extend(_leaves(t.strip(), (*path, i)))
+        for i, (_, t) in enumerate(tup[1]):
+            out.extend(_leaves(t, (*path, i)))
         return out
     if token == NULLOPT or token.endswith(":1"):
         return []
@@ -93,11 +93,12 @@ def _leaves(token: str, path: Path) -> list[tuple[Path, str]]:
 
 def _is_runtime(token: str, top: bool = False) -> bool:
     """A type, a descriptor type, or a tuple of these (constants allowed inside)."""
-    if token.startswith("(") and token.endswith(")"):
-        inner = token[1:-1].strip()
-        if not inner:
+    tup = split_tuple(token)
+    if tup is not None:
+        name, items = tup
+        if not items:
             return not top
-        return all(_is_runtime(t.strip()) for t in _split(inner))
+        return all((f is not None or name is None) and _is_runtime(t) for f, t in items)
     if token.startswith(TENSORDESC):
         return True
     ty, _, hint = token.partition(":")

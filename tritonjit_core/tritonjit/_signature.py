@@ -10,14 +10,19 @@ The signature string is libtriton_jit's: the tokens joined by commas, constexprs
 written as their value. ``render`` and ``parse`` are inverse. Two kinds go beyond
 libtriton_jit's format, as Triton accepts them: a tuple argument is its element
 tokens in parentheses, nested (``(*fp32:16,(i32,nullopt))``; an int 1 or a None in
-it is a constant, as at the top level), and a host ``TensorDescriptor`` is Triton's
-own type string (``tensordesc<fp16[64, 64]>``: element type and block shape).
+it is a constant, as at the top level; a namedtuple is written with its class name
+and fields, ``Pair(x=*fp32:16,scale=fp32)``, which is what its compile needs), and a
+host ``TensorDescriptor`` is Triton's own type string (``tensordesc<fp16[64, 64]>``:
+element type and block shape).
 """
 
 from __future__ import annotations
 
 import ast
+import collections
+import functools
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -107,6 +112,9 @@ class Slot:
 
     def token(self) -> str:
         if self.items is not None:
+            if self.cls is not None:
+                fields = ",".join(f"{f}={s.token()}" for f, s in zip(self.cls._fields, self.items))
+                return f"{self.cls.__name__}({fields})"
             return "(" + ",".join(s.token() for s in self.items) + ")"
         if self.type is None:
             return render_value(self.value)
@@ -196,14 +204,46 @@ def parse(signature: str, params: Sequence[Param], kernel: str) -> list[Slot]:
     return slots
 
 
+_NAMED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\((.*)\)", re.S)
+
+
+def split_tuple(token: str) -> tuple[str | None, list[tuple[str | None, str]]] | None:
+    """A tuple token -> (namedtuple class name or None, [(field or None, element)]);
+    None for a token that is no tuple. ``(a,b)`` and ``Name(f=a,g=b)``."""
+    named = _NAMED.fullmatch(token)
+    if named is None and not (token.startswith("(") and token.endswith(")")):
+        return None
+    inner = (named.group(2) if named else token[1:-1]).strip()
+    parts = [p.strip() for p in _split(inner)] if inner else []
+    if named is None:
+        return None, [(None, p) for p in parts]
+    fields = [p.partition("=") for p in parts]
+    return named.group(1), [(f.strip(), t.strip()) if eq else (None, f) for f, eq, t in fields]
+
+
+@functools.cache
+def named_tuple_class(name: str, fields: tuple[str, ...]) -> type:
+    """A namedtuple class of this name and fields (one per pair, so parses compare
+    equal): what compiling a namedtuple argument read from a signature needs."""
+    return collections.namedtuple(name, fields)
+
+
 def _parse_runtime(part: str, kernel: str, signature: str, param: Param) -> Slot:
     """One runtime entry: a type with hint, nullopt, a descriptor type or a tuple."""
-    if part.startswith("(") and part.endswith(")"):
-        inner = part[1:-1].strip()
-        items = [p.strip() for p in _split(inner)] if inner else []
-        if any(not p for p in items):
-            raise SignatureError(kernel, signature, f"parameter '{param.name}': tuple '{part}' has an empty element")
-        return tuple_slot([_parse_runtime(p, kernel, signature, param) for p in items])
+    tup = split_tuple(part)
+    if tup is not None:
+        name, items = tup
+        if any(not t for _, t in items) or (name is not None and any(f is None for f, _ in items)):
+            raise SignatureError(kernel, signature, f"parameter '{param.name}': tuple '{part}' has an empty element "
+                                 "or a namedtuple element without its field name")
+        slots = [_parse_runtime(t, kernel, signature, param) for _, t in items]
+        if name is None:
+            return tuple_slot(slots)
+        try:
+            cls = named_tuple_class(name, tuple(f for f, _ in items))  # type: ignore[misc]
+        except ValueError as exc:
+            raise SignatureError(kernel, signature, f"parameter '{param.name}': '{part}': {exc}") from None
+        return tuple_slot(slots, cls)
     if part == NULLOPT:
         return Slot(None, value=None)
     if part.startswith(TENSORDESC):
