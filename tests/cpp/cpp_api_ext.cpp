@@ -68,6 +68,28 @@ int64_t hammer(const std::string& path, int64_t threads, int64_t iters, uint64_t
   return done.load();
 }
 
+// a tuple argument (nested; an int 1 in it is a constant of the variant): through Python
+at::Tensor tuple_axpby(const std::string& path, const at::Tensor& x, const at::Tensor& y, double a, int64_t b) {
+  auto& f = tritonjit::Function::get_instance(path, "tuple_axpby");
+  at::Tensor out = at::empty_like(x);
+  const int64_t n = x.numel();
+  f(0, static_cast<unsigned>((n + 127) / 128), 1, 1, 4, 1, std::make_tuple(x, std::make_tuple(y, out)), n,
+    std::make_tuple(a, b), 128);
+  return out;
+}
+
+// a tuple holding something the kernel cannot take (a str): the Python error, as tritonjit::Error
+std::string tuple_error(const std::string& path, const at::Tensor& x) {
+  try {
+    auto& f = tritonjit::Function::get_instance(path, "tuple_axpby");
+    f(0, 1, 1, 1, 4, 1, std::make_tuple(x, std::make_tuple(x, std::string("oops"))), x.numel(),
+      std::make_tuple(1.0, 2.0), 128);
+  } catch (const tritonjit::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // what the C++ API throws for a call that cannot work
 std::string error_of(const std::string& path, const std::string& which) {
   try {
@@ -94,4 +116,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mixed", &mixed);
   m.def("hammer", &hammer);
   m.def("error_of", &error_of);
+  m.def("tuple_axpby", &tuple_axpby);
+  m.def("tuple_error", &tuple_error);
 }

@@ -173,3 +173,30 @@ def test_errors_are_cpp_exceptions_with_the_python_message(ext):
     assert "KernelNotFoundError" in ext.error_of(KERNELS, "missing") and "no_such_kernel" in ext.error_of(
         KERNELS, "missing")
     assert "ArgumentError" in ext.error_of(KERNELS, "autotuned") and "autotuned" in ext.error_of(KERNELS, "autotuned")
+
+
+@pytest.fixture
+def backend_named(request):
+    tritonjit.set_backend(request.param)
+    yield request.param
+    tritonjit.set_backend(None)
+
+
+@pytest.mark.parametrize("backend_named", ["interpreter"], indirect=True)
+def test_tuple_arguments_launch_through_python(ext, backend_named):
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 2.0, 3), 2.0 * x + 3 * y)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 0.5, 1), 0.5 * x + y)
+    f = tritonjit.function(KERNELS, "tuple_axpby")
+    assert sorted(v.signature for v in f.variants()) == [
+        "(*fp32:16,(*fp32:16,*fp32:16)),i32,(fp32,i32),128", "(*fp32:16,(*fp32:16,*fp32:16)),i32,(fp32,i32:1),128"]
+    msg = ext.tuple_error(KERNELS, x)
+    assert "parameter 'ptrs' of kernel 'tuple_axpby': element [1][1]" in msg and "got str" in msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend_named", ["cuda"], indirect=True)
+def test_tuple_arguments_on_cuda(ext, backend_named):
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 2.0, 3), 2.0 * x + 3 * y)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 0.5, 1), 0.5 * x + y)
