@@ -50,23 +50,37 @@ def tokens(jit_fn: Any, spec: list) -> list[tuple[str, Any]]:
 
     attr 'D' -> hint 16; ('constexpr', 1) of a non-constexpr parameter -> "i32:1";
     ('constexpr', None) -> "nullopt"; any other attr (None, '', 1 of an annotated int)
-    -> no hint.
+    -> no hint. A tuple's (types, attrs) -> its element tokens in parentheses.
     """
     out: list[tuple[str, Any]] = []
     for kp, (ty, attr) in zip(jit_fn.params, spec, strict=False):
         if kp.is_constexpr:
             out.append(("const", attr))
-        elif ty == "constexpr":
-            if attr is None:
-                out.append(("type", "nullopt"))
-            elif attr == 1 and type(attr) is int:
-                out.append(("type", "i32:1"))
-            else:  # pragma: no cover - a rule this adapter does not know yet
-                raise AssertionError(f"unknown constant specialization {attr!r} of {kp.name}")
         else:
-            hint = ":16" if isinstance(attr, str) and "D" in attr else ""
-            out.append(("type", f"{ty}{hint}"))
+            out.append(("type", runtime_token(kp.name, ty, attr)))
     return out
+
+
+def runtime_token(name: str, ty: Any, attr: Any) -> str:
+    """The signature token of one runtime (type, attr) pair of Triton's binder."""
+    if isinstance(ty, tuple):
+        return "(" + ",".join(runtime_token(name, t, a) for t, a in zip(ty, attr, strict=True)) + ")"
+    if ty == "constexpr":
+        if attr is None:
+            return "nullopt"
+        if attr == 1 and type(attr) is int:
+            return "i32:1"
+        raise AssertionError(f"unknown constant specialization {attr!r} of {name}")  # pragma: no cover
+    hint = ":16" if isinstance(attr, str) and "D" in attr else ""
+    return f"{ty}{hint}"
+
+
+def pack_like_triton(jit_fn: Any, args: tuple, kwargs: dict, target: GPUTarget | None = None) -> tuple:
+    """Triton's (signature, constexprs, attrs) of the ASTSource its launcher would build."""
+    backend = make_backend(target)
+    bound, spec, opts = specialize(jit_fn, backend, args, kwargs)
+    _, signature, constexprs, attrs = type(jit_fn)._pack_args(jit_fn, backend, opts, bound, spec, opts)
+    return signature, constexprs, attrs
 
 
 def compile_like_triton(jit_fn: Any, args: tuple, kwargs: dict, target: GPUTarget, **options: Any) -> Any:

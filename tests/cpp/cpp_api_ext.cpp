@@ -94,6 +94,28 @@ void hammer_tensors(const std::string& path, const at::Tensor& x, const at::Tens
   for (auto& th : pool) th.join();
 }
 
+// a tuple argument (nested; an int 1 in it is a constant of the variant): through Python
+at::Tensor tuple_axpby(const std::string& path, const at::Tensor& x, const at::Tensor& y, double a, int64_t b) {
+  auto& f = tritonjit::Function::get_instance(path, "tuple_axpby");
+  at::Tensor out = at::empty_like(x);
+  const int64_t n = x.numel();
+  f(0, static_cast<unsigned>((n + 127) / 128), 1, 1, 4, 1, std::make_tuple(x, std::make_tuple(y, out)), n,
+    std::make_tuple(a, b), 128);
+  return out;
+}
+
+// a tuple holding something the kernel cannot take (a str): the Python error, as tritonjit::Error
+std::string tuple_error(const std::string& path, const at::Tensor& x) {
+  try {
+    auto& f = tritonjit::Function::get_instance(path, "tuple_axpby");
+    f(0, 1, 1, 1, 4, 1, std::make_tuple(x, std::make_tuple(x, std::string("oops"))), x.numel(),
+      std::make_tuple(1.0, 2.0), 128);
+  } catch (const tritonjit::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // what the C++ API throws for a call that cannot work
 std::string error_of(const std::string& path, const std::string& which) {
   try {
@@ -122,4 +144,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("error_of", &error_of);
   m.def("add_on", &add_on);
   m.def("hammer_tensors", &hammer_tensors);
+  m.def("tuple_axpby", &tuple_axpby);
+  m.def("tuple_error", &tuple_error);
 }

@@ -20,3 +20,13 @@ def mixed_kernel(P, Q, i, u, f, b, j, OP: tl.constexpr):
 @triton.jit
 def tuned_kernel(X, n, BLOCK: tl.constexpr):
     pass
+
+
+@triton.jit
+def tuple_axpby(ptrs, n, coef, BLOCK: tl.constexpr):
+    """out = coef[0] * x + coef[1] * y with ptrs = (x, (y, out))."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(ptrs[0] + offs, mask=m)
+    y = tl.load(ptrs[1][0] + offs, mask=m)
+    tl.store(ptrs[1][1] + offs, coef[0] * x + coef[1] * y, mask=m)

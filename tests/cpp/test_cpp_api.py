@@ -242,3 +242,28 @@ def test_cuda_errors(ext, cuda_backend):
     x = torch.randn(16, device="cuda")
     with pytest.raises(RuntimeError, match="on one device|cuda"):
         ext.add(KERNELS, x, torch.randn(16), 16)  # a CPU tensor beside a CUDA one
+@pytest.fixture
+def backend_named(request):
+    tritonjit.set_backend(request.param)
+    yield request.param
+    tritonjit.set_backend(None)
+
+
+@pytest.mark.parametrize("backend_named", ["interpreter"], indirect=True)
+def test_tuple_arguments_launch_through_python(ext, backend_named):
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 2.0, 3), 2.0 * x + 3 * y)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 0.5, 1), 0.5 * x + y)
+    f = tritonjit.function(KERNELS, "tuple_axpby")
+    assert sorted(v.signature for v in f.variants()) == [
+        "(*fp32:16,(*fp32:16,*fp32:16)),i32,(fp32,i32),128", "(*fp32:16,(*fp32:16,*fp32:16)),i32,(fp32,i32:1),128"]
+    msg = ext.tuple_error(KERNELS, x)
+    assert "parameter 'ptrs' of kernel 'tuple_axpby': element [1][1]" in msg and "got str" in msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend_named", ["cuda"], indirect=True)
+def test_tuple_arguments_on_cuda(ext, backend_named):
+    x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 2.0, 3), 2.0 * x + 3 * y)
+    torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 0.5, 1), 0.5 * x + y)

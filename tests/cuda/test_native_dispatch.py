@@ -353,3 +353,29 @@ def test_dtype_fast_path_follows_changes_to_the_tensor_type(recording):
     assert f._dispatcher.key(x, x, x, 16, BLOCK=64)[0][0] == "*fp32:16"
     y = torch.empty(64, dtype=torch.int8).as_subclass(DevTensor)  # same type, other dtype
     assert f._dispatcher.key(y, x, x, 16, BLOCK=64)[0][0] == "*i8:16"
+
+
+@triton.jit
+def tuple_kernel(ptrs, n, coef, BLOCK: tl.constexpr):
+    pass
+
+
+def test_tuple_calls_take_the_python_path_with_their_checks(recording):
+    # the C dispatcher keys plain arguments only: a tuple argument goes to the reference path,
+    # whose variant has no C entry (its device arguments are the tuple's leaves, not one per parameter)
+    f = _fresh(tuple_kernel)
+    x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
+    f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+    f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+    (variant,) = f.variants()
+    assert variant.native is None and variant.signature == "(*fp32:16,(*fp32:16,nullopt)),i32,(fp32,i32:1),64"
+    assert [c[0] for c in variant.launcher.calls] == ["python", "python"]
+    assert variant.launcher.calls[-1][3] == ((x, (y, None)), 100, (2.0, 1))  # whole tuples: the backend flattens
+    launch = f.bind((2,), (x, (y, None)), 100, (2.0, 1), BLOCK=64)
+    launch((y, (x, None)), 100, (2.0, 1))
+    assert variant.launcher.calls[-1][3][0] == (y, (x, None))
+    with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'ptrs\[1\]\[0\]'.*CPU tensor"):
+        f[(2,)]((x, (FakeTensor(4096, device=-1), None)), 100, (2.0, 1), BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'ptrs\[1\]\[0\]'.*device 0 but 'ptrs\[0\]'"):
+        f[(2,)]((FakeTensor(4096, device=1), (x, None)), 100, (2.0, 1), BLOCK=64)
+    assert len(f.variants()) == 1  # caches intact

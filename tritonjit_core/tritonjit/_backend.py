@@ -73,6 +73,9 @@ class CompiledVariant:
     cache_dir: str | None = None
     artifact: Any = None  # the compiler's own object (Triton's CompiledKernel, ...)
     binary_ext: str = ""  # "cubin", "hsaco", ...
+    #: the kernel parameter of each argument the launcher receives, in order (set by the
+    #: core; None: read from the signature, see tritonjit._flatten)
+    runtime_params: tuple[int, ...] | None = None
 
     @property
     def num_warps(self) -> int:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from . import _disk_cache
 from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, FrozenError, format_source_location
-from ._signature import Param, Slot, render
+from ._signature import Param, Slot, leaves, render
 
 log = logging.getLogger("tritonjit")
 
@@ -64,10 +64,11 @@ def parse_target(text: str, registry_get: Any = None) -> tuple[str, Any]:
 
 
 @functools.cache
-def _constexpr_slots_have_attrs() -> bool:
-    """Does this Triton give constant slots an empty attribute list?
+def _constant_attrs() -> tuple[bool, bool]:
+    """Does this Triton give constant slots an empty attribute list: (a constexpr
+    parameter, a constant element of a tuple)?
 
-    Triton >= 3.7 does (``attrs[(i,)] = []`` for every constexpr), 3.6 does not; the
+    Triton >= 3.7 does for constexprs (``attrs[(i,)] = []``), 3.6 does not; the
     attributes enter ``ASTSource.hash``, so matching them keeps our artifacts the ones
     Triton's own launcher builds and finds in the cache. Probed on Triton's own code.
     """
@@ -77,15 +78,16 @@ def _constexpr_slots_have_attrs() -> bool:
     from triton.runtime.jit import JITFunction
 
     try:
-        probe = SimpleNamespace(params=[SimpleNamespace(name="a")])
+        probe = SimpleNamespace(params=[SimpleNamespace(name="a"), SimpleNamespace(name="b")])
         shim = SimpleNamespace(parse_options=lambda kw: SimpleNamespace(), parse_attr=BaseBackend.parse_attr)
-        attrs = JITFunction._pack_args(probe, shim, {}, {"a": 3}, [("constexpr", 3)], {})[3]
-        return bool(attrs)
+        spec = [("constexpr", 3), (("constexpr", "fp32"), (1, None))]
+        attrs = JITFunction._pack_args(probe, shim, {}, {"a": 3, "b": (1, 2.0)}, spec, {})[3]
+        return (0,) in attrs, (1, 0) in attrs
     except Exception:  # a Triton whose _pack_args changed shape: decide by version
         import triton
 
         major, minor = (int(x) for x in triton.__version__.split(".")[:2])
-        return (major, minor) >= (3, 7)
+        return (major, minor) >= (3, 7), False
 
 
 def _triton_attr_is_empty_string(p: Param, s: Slot) -> bool:
@@ -105,12 +107,15 @@ def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) ->
     give it (so ``src.hash()`` and the cache entry are Triton's own)."""
     from triton.compiler import ASTSource
 
-    signature: dict[str, str] = {}
+    signature: dict[str, Any] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
-    constant_attrs = _constexpr_slots_have_attrs()
+    constant_attrs, element_attrs = _constant_attrs()
     for p, s in zip(params, slots):
-        if s.is_constant:
+        if s.items is not None:
+            signature[p.name] = _tuple_signature(s)
+            _tuple_constants_and_attrs(s, (p.index,), constexprs, attrs, element_attrs)
+        elif s.is_constant:
             signature[p.name] = "constexpr"
             constexprs[(p.index,)] = s.value
             if constant_attrs:
@@ -126,6 +131,29 @@ def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) ->
     return ASTSource(jit_fn, signature, constexprs, attrs)
 
 
+def _tuple_signature(s: Slot) -> Any:
+    """A tuple's signature type as Triton's binder makes it: element types, "constexpr"
+    for constants, nested; a namedtuple keeps its class (its fields reach the compiler)."""
+    types = [_tuple_signature(i) if i.items is not None else "constexpr" if i.is_constant else i.type
+             for i in s.items or ()]
+    return s.cls(*types) if s.cls is not None else tuple(types)
+
+
+def _tuple_constants_and_attrs(s: Slot, path: tuple[int, ...], constexprs: dict, attrs: dict,
+                               element_attrs: bool) -> None:
+    """A tuple's constants and attributes by path, depth first (Triton's order). Every
+    element is specialized, so each int and pointer has an attribute ('' -> [])."""
+    for sub, leaf in leaves(s, path):
+        if leaf.is_constant:
+            constexprs[sub] = leaf.value
+            if element_attrs:
+                attrs[sub] = []
+        elif leaf.hint == 16:
+            attrs[sub] = [["tt.divisibility", 16]]
+        elif leaf.type is not None and (leaf.type.startswith("*") or (leaf.type[0] in "iu" and leaf.type != "u1")):
+            attrs[sub] = []
+
+
 def compile_variant(
     jit_fn: Any,
     params: Sequence[Param],
@@ -139,6 +167,13 @@ def compile_variant(
     """Compile one variant; errors carry Triton's message and the kernel's location.
 
     ``frozen``: load it from tritonjit's index or raise FrozenError, never compile."""
+    out = _compile_variant(jit_fn, params, slots, target, options, kernel, backend, frozen)
+    out.runtime_params = tuple(p.index for p, s in zip(params, slots) if not s.is_constant)
+    return out
+
+
+def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot], target: Any,
+                     options: dict[str, Any], kernel: str, backend: Backend | None, frozen: bool) -> CompiledVariant:
     signature = render(slots)
     src = build_source(jit_fn, params, slots)
     # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)

@@ -23,13 +23,31 @@ from ._backend import Backend, CompiledVariant
 from ._compiler import compile_variant, known_options, parse_target
 from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
 from ._registry import registry
-from ._signature import Param, Slot, parse, render, slot_from_token, static_signature
+from ._signature import Param, Slot, is_compound, parse, render, slot_from_token, static_signature
 from ._specialize import SpecializationFailure, make_binder
 
 log = logging.getLogger("tritonjit")
 
 LAUNCH_OPTIONS = ("stream",)
 _GRID_EXPECTED = "a tuple of 1 to 3 ints >= 1 (or a callable returning one)"
+_SCALARS = frozenset((int, float, bool, type(None)))
+
+
+def nested_tensors(a: Any, where: str = "") -> list[tuple[Any, str]]:
+    """(tensor, where) inside a tuple argument (``where``: ``[1][0]``) or a tensor
+    descriptor (its base, ``.base``); empty for anything else."""
+    if isinstance(a, tuple):
+        out = []
+        for i, x in enumerate(a):
+            if getattr(x, "data_ptr", None) is not None and x.__class__ not in _SCALARS:
+                out.append((x, f"{where}[{i}]"))
+            elif x.__class__ not in _SCALARS:
+                out.extend(nested_tensors(x, f"{where}[{i}]"))
+        return out
+    base = getattr(a, "base", None)
+    if getattr(base, "data_ptr", None) is not None and getattr(a, "block_shape", None) is not None:
+        return [(base, f"{where}.base")]
+    return []
 
 
 class Variant:
@@ -52,8 +70,10 @@ class Variant:
         else:
             self.runtime_args = itemgetter(*idx)
         self.launcher = launcher
-        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher
-        self.native = getattr(launcher, "tritonjit_launch", None)
+        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher;
+        # its arguments are one per parameter, so tuples and descriptors keep to Python
+        compound = any(is_compound(s) for s in slots)
+        self.native = None if compound else getattr(launcher, "tritonjit_launch", None)
 
     @property
     def signature(self) -> str:
@@ -207,22 +227,29 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
                 self._heuristics is not None, backend.name, backend.info.device_type or "cpu")
 
     def _launch_device(self, state: _State, bound: tuple) -> int:
-        """The device of the tensor arguments (all on one), else the current device."""
+        """The device of the tensor arguments (all on one), else the current device.
+        Tensors inside tuples and the bases of tensor descriptors count too."""
         device = first = None
         for i in state.runtime_index:
             a = bound[i]
             if getattr(a, "data_ptr", None) is None or a.__class__ in (int, float, bool):
-                continue
-            try:
-                d = state.device_of(a)
-            except ValueError as exc:
-                raise ArgumentError(self.name, str(exc), self._param_names[i]) from None
-            if device is None:
-                device, first = d, self._param_names[i]
-            elif d != device:
-                raise ArgumentError(
-                    self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
-                    "launch must be on one device", self._param_names[i])
+                if a.__class__ in _SCALARS:
+                    continue
+                tensors = nested_tensors(a)
+            else:
+                tensors = ((a, ""),)
+            for t, where in tensors:
+                name = self._param_names[i] + where
+                try:
+                    d = state.device_of(t)
+                except ValueError as exc:
+                    raise ArgumentError(self.name, str(exc), name) from None
+                if device is None:
+                    device, first = d, name
+                elif d != device:
+                    raise ArgumentError(
+                        self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
+                        "launch must be on one device", name)
         return state.current_device() if device is None else device
 
     def _bind(self, state: _State, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:

@@ -10,6 +10,9 @@ The rules reproduce the installed Triton's (3.4 and newer): pointers by dtype an
 16-byte alignment; ints by range (i32, i64, u64), divisibility by 16 and equality
 to 1; floats as fp32; bools as u1; None as a constant; constexprs by value;
 ``do_not_specialize`` and ``do_not_specialize_on_alignment``; annotated types.
+Tuples are specialized element by element (nested), every element with the full
+rules whatever the parameter's own flags, as Triton's ``specialize_impl`` does; a
+host ``TensorDescriptor`` by its element type and block shape (never by alignment).
 tests/core/test_specialize_property.py checks them against Triton's own binder.
 """
 
@@ -18,7 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ._backend import SpecializationRules
-from ._signature import NULLOPT, Param
+from ._signature import NULLOPT, Param, TupleToken, tensordesc_type
 
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -61,6 +64,34 @@ class _PointerTokens(dict):
         value = None if name is None else (f"{self.prefix}{name}:16", f"{self.prefix}{name}")
         self[dtype] = value
         return value
+
+
+_EXPECTED = "expected a tensor, int, float, bool, None, tuple or TensorDescriptor"
+
+
+def _descriptor_types() -> tuple[type, ...]:
+    """Triton's host tensor descriptor class (an empty tuple where this Triton has none)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError:  # pragma: no cover - every supported Triton has it
+        return ()
+    return (TensorDescriptor,)
+
+
+def _descriptor_token(a: Any, fail: Callable[[Any, str], SpecializationFailure]) -> str:
+    """``tensordesc<fp16[64, 64]>``: Triton keys a descriptor by element type and block shape."""
+    base = getattr(a, "base", None)
+    name = triton_dtype_name(getattr(base, "dtype", None))
+    if name is None:
+        raise fail(a, f"TensorDescriptor base must be a tensor of a Triton dtype, got {type(base).__name__}"
+                      f"{' of ' + str(base.dtype) if hasattr(base, 'dtype') else ''}")
+    return tensordesc_type(name, list(a.block_shape))
+
+
+def _element_rules(param: Param) -> Param:
+    """The parameter as its tuple's elements see it: Triton specializes every element
+    (value and alignment, no const pointers), whatever the parameter's own flags."""
+    return Param(param.index, param.name, False, False, False, "", False)
 
 
 def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]:
@@ -111,7 +142,28 @@ def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]
             return tokens[1]
         if isinstance(a, int):  # numpy-free int subclasses (IntEnum, ...)
             return int_token(int(a))
-        raise fail(a, f"expected a tensor, int, float, bool or None, got {type(a).__name__}")
+        if isinstance(a, tuple):
+            return tuple_token(a)
+        if isinstance(a, descriptor_types):
+            return _descriptor_token(a, fail)
+        raise fail(a, f"{_EXPECTED}, got {type(a).__name__}")
+
+    descriptor_types = _descriptor_types()
+    elements: list[Callable[[Any], Any]] = []  # the element spec, made on the first tuple
+
+    def tuple_token(a: tuple) -> TupleToken:
+        if not elements:
+            plain = not (param.do_not_specialize or param.do_not_specialize_on_alignment or param.is_const
+                         or param.annotation_type)
+            elements.append(spec if plain else _make_spec(_element_rules(param), rules))
+        elem = elements[0]
+        items = []
+        for i, x in enumerate(a):
+            try:
+                items.append(elem(x))
+            except SpecializationFailure as exc:
+                raise SpecializationFailure(name, _element_message(i, str(exc))) from None
+        return TupleToken(tuple(items), None if a.__class__ is tuple else a.__class__)
 
     ann = param.annotation_type
     if not ann:
@@ -128,9 +180,18 @@ def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]
         token = spec(a)
         if token == NULLOPT:
             return token
+        if not isinstance(token, str) or token.startswith("tensordesc"):
+            raise fail(a, f"is annotated '{ann}' and takes a value of that type, got {type(a).__name__}")
         _, _, hint = token.partition(":")
         return f"{ann}:{hint}" if hint and hint != "1" else ann
     return spec_annotated
+
+
+def _element_message(i: int, message: str) -> str:
+    """Prefix a failure inside a tuple with the element's index path: ``element [1][0]: ...``."""
+    if message.startswith("element ["):
+        return f"element [{i}]{message[len('element '):]}"
+    return f"element [{i}]: {message}"
 
 
 def _constexpr_key(v: Any) -> Any:

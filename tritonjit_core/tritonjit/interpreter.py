@@ -149,7 +149,8 @@ class InterpreterBackend:
 
     @hookimpl
     def compile(self, src: Any, target: Any, options: dict) -> CompiledVariant:
-        constants = {k[0]: v for k, v in src.constants.items()}
+        # constant parameters; a tuple's constant elements (longer paths) travel in the tuple itself
+        constants = {k[0]: v for k, v in src.constants.items() if len(k) == 1}
         nparams = len(src.fn.params)
         artifact = _Artifact(src.fn, nparams, constants)
         return CompiledVariant(

@@ -24,3 +24,42 @@ def mm_kernel(A, B, C, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.const
         b = tl.load(B + (k + rk)[:, None] * N + rn[None, :])
         acc += tl.dot(a, b)
     tl.store(C + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def tuple_axpby_kernel(ptrs, n, coef, BLOCK: tl.constexpr):
+    """out = coef[0] * x + coef[1] * y, with ptrs = (x, (y, out)) and coef = (a, b)."""
+    x_ptr = ptrs[0]
+    y_ptr = ptrs[1][0]
+    out_ptr = ptrs[1][1]
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, coef[0] * tl.load(x_ptr + offs, mask=m) + coef[1] * tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+@triton.jit
+def desc_copy_kernel(src, dst, BM: tl.constexpr, BN: tl.constexpr):
+    """dst = src tile by tile through two host tensor descriptors (TMA on sm_90+)."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    dst.store([m, n], src.load([m, n]))
+
+
+@triton.jit
+def desc_load_padded_kernel(src, Out, ld, BM: tl.constexpr, BN: tl.constexpr):
+    """Out[BM, BN] (row stride ld) = the tile of src at (0, 0) past its bounds: shows the padding."""
+    tile = src.load([0, 0])
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    tl.store(Out + rm[:, None] * ld + rn[None, :], tile)
+
+
+@triton.jit
+def desc_tuple_scale_kernel(pair, alpha, n_rows, BM: tl.constexpr, BN: tl.constexpr):
+    """pair = (src descriptor, (dst descriptor, unused None)): dst = src * alpha."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    src = pair[0]
+    dst = pair[1][0]
+    if m < n_rows:
+        dst.store([m, n], (src.load([m, n]) * alpha).to(dst.dtype))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 import tritonjit
-from cuda_test_kernels import add_kernel, mm_kernel
+from cuda_test_kernels import add_kernel, desc_copy_kernel, desc_tuple_scale_kernel, mm_kernel, tuple_axpby_kernel
+from triton.tools.tensor_descriptor import TensorDescriptor
 from tritonjit_cuda import _types
 from tritonjit_cuda._backend import _driver
 
@@ -111,3 +112,116 @@ def test_abi_headers_match_the_core(header):
     core = Path(tritonjit._native.__file__).with_name(header)
     mine = Path(tritonjit_cuda.__file__).with_name(header)
     assert mine.read_bytes() == core.read_bytes()
+
+
+# ---- tuples and tensor descriptors: the device ABI, checked against the compiled PTX ----------
+_PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
+
+
+def _ptx_params(ptx: str, name: str) -> list[tuple[int, bool]]:
+    """(size in bytes, is a pointer) of each parameter of the kernel's PTX entry."""
+    import re
+
+    entry = ptx[ptx.index(f".entry {name}("):]
+    decls = re.findall(r"\.param\s+([^,)\n]*?)\s+" + name + r"_param_\d+(\[\d+\])?", entry[: entry.index(")")])
+    out = []
+    for ty, array in decls:
+        size = int(array[1:-1]) if array else _PTX_SIZES[re.search(r"\.[busf](\d+)", ty).group(1)]
+        out.append((size, ".ptr" in ty))
+    return out
+
+
+def _abi_sizes(abi: _types.DeviceAbi) -> list[tuple[int, bool]]:
+    sizes = [(_types.TYPE_SIZES[t], t == "*") for t in (tuple(_types.TYPE_CODES)[c] for c in abi.codes)]
+    return sizes + [(8, True), (8, True)]  # global and profile scratch
+
+
+def _abi_of(kernel, args, kwargs, arch):
+    f = tritonjit.function(kernel)
+    v = f.compile(f.signature(*args, **kwargs), target=f"cuda:{arch}", num_warps=4)
+    return v, _types.device_abi(v.signature, v.metadata, v.runtime_params, _fake_fill)
+
+
+def _fake_fill(address, swizzle, elem_size, elem_type, box, shape, strides, padding):
+    _fake_fill.calls.append((address, swizzle, elem_size, elem_type, list(box), list(shape), list(strides), padding))
+    return bytes(range(128))
+
+
+_fake_fill.calls = []
+
+
+def _descs(dtype=torch.float16, block=(64, 64), padding="zero"):
+    t = torch.zeros(128, 192, dtype=dtype)
+    return TensorDescriptor.from_tensor(t, list(block), padding)
+
+
+@pytest.fixture
+def interpreter():
+    tritonjit.set_backend("interpreter")
+    yield
+    tritonjit.set_backend(None)
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+def test_tuple_abi_matches_the_ptx(arch, interpreter):
+    x = torch.empty(64)
+    v, abi = _abi_of(tuple_axpby_kernel, ((x, (x, x[1:])), 64, (2.0, 1)), {"BLOCK": 64}, arch)
+    assert v.signature == "(*fp32:16,(*fp32:16,*fp32)),i32:16,(fp32,i32:1),64"
+    assert _abi_sizes(abi) == _ptx_params(v.asm["ptx"], v.name)
+    assert abi.param_index == (0, 0, 0, 1, 2)
+    args = abi.expand([(x, (x, x[1:])), 64, (2.0, 1)])  # the launcher's arguments: one per runtime parameter
+    assert args[0] is x and args[2] is not x and args[3:] == [64, 2.0]
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_descriptor_abi_matches_the_ptx_and_tritons_expansion(arch, padding, interpreter, monkeypatch):
+    import triton
+    from triton.backends.nvidia import driver as nv
+
+    src, dst = _descs(padding=padding), _descs()
+    v, abi = _abi_of(desc_copy_kernel, (src, dst), {"BM": 64, "BN": 64}, arch)
+    assert _abi_sizes(abi) == _ptx_params(v.asm["ptx"], v.name)
+    # Triton's own launcher expansion of the same descriptors (make_tensordesc_arg), its
+    # TMA filler recorded the same way
+    metas = v.metadata.get("tensordesc_meta") or [None, None]
+    theirs_calls: list = []
+
+    def theirs_fill(*a):
+        theirs_calls.append((*a[:4], list(a[4]), list(a[5]), list(a[6]), a[7]))
+        return bytes(range(128))
+
+    fake = type("D", (), {"active": type("A", (), {"utils": type("U", (), {"fill_tma_descriptor": staticmethod(
+        theirs_fill)})})})
+    monkeypatch.setattr(triton.runtime, "driver", fake)
+    theirs = [*nv.make_tensordesc_arg(src, metas[0]), *nv.make_tensordesc_arg(dst, metas[1])]
+    _fake_fill.calls.clear()
+    ours = abi.expand([src, dst])
+    assert [a.data_ptr() if torch.is_tensor(a) else a for a in ours] == \
+        [a.data_ptr() if torch.is_tensor(a) else a for a in theirs]
+    assert _fake_fill.calls == theirs_calls
+    assert (arch == 90) == bool(theirs_calls)  # TMA on sm_90 only
+    if arch == 90 and _driver is not None:
+        (packed,) = _driver.pack(abi.codes[:1], ours[:1])
+        assert packed == bytes(range(128))  # the CUtensorMap travels by value
+
+
+def test_descriptors_inside_tuples_follow_the_same_abi(interpreter):
+    pair = (_descs(block=(32, 64)), (_descs(block=(32, 64)), None))
+    v, abi = _abi_of(desc_tuple_scale_kernel, (pair, 2.0, 128), {"BM": 32, "BN": 64}, 90)
+    assert v.signature.startswith("(tensordesc<fp16[32, 64]>,(tensordesc<fp16[32, 64]>,nullopt)),fp32,")
+    assert _abi_sizes(abi) == _ptx_params(v.asm["ptx"], v.name)
+    _fake_fill.calls.clear()
+    out = abi.expand([pair, 2.0, 128])
+    assert len(_fake_fill.calls) == 2 and out[-2:] == [2.0, 128]
+
+
+@needs_ext
+def test_tma_descriptor_argument_is_128_bytes_by_value():
+    code = _types.type_code("nvTmaDesc")
+    (packed,) = _driver.pack(bytes([code]), [bytes(range(128))])
+    assert packed == bytes(range(128))
+    with pytest.raises(TypeError, match="128 bytes of a CUtensorMap"):
+        _driver.pack(bytes([code]), [b"short"])
+    with pytest.raises(TypeError, match="128 bytes of a CUtensorMap"):
+        _driver.pack(bytes([code]), [3])

@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tritonjit import ArgumentError, BackendError, BackendInfo, CompiledVariant, GridError, hookimpl
 
 from . import _torch_glue
-from ._types import scratch_layout, type_codes
+from ._types import device_abi, scratch_layout
 
 try:
     from . import _driver
@@ -57,6 +57,8 @@ class LaunchState:
     device: int
     types: bytes
     param_index: tuple[int, ...]
+    #: tuples and tensor descriptors: the launcher's arguments -> the device's (else None)
+    expand: Callable[[Sequence[Any]], list[Any]] | None = None
 
 
 _hooks_ready = False
@@ -210,7 +212,8 @@ class CudaBackend:
             drv.set_dynamic_shared(handle.function, device, props["max_shared_optin"] - handle.static_shared)
         if num_ctas == 16:
             drv.allow_nonportable_cluster(handle.function, device)
-        types, index = type_codes(kernel.signature)
+        abi = device_abi(kernel.signature, md, kernel.runtime_params, drv.fill_tma_descriptor)
+        types, index = abi.codes, abi.param_index
         n_scratch, scratch = scratch_layout(md)
         _torch_glue.share_stream_reader(drv)
         launcher = drv.Launcher(
@@ -221,11 +224,11 @@ class CudaBackend:
             max_grid=(props["max_grid_x"], props["max_grid_y"], props["max_grid_z"]),
             scratch_alloc=_torch_glue.scratch_alloc, scratch_free=_torch_glue.scratch_free,
         )
-        return LaunchState(launcher, kernel.name, kernel.signature, device, types, index)
+        return LaunchState(launcher, kernel.name, kernel.signature, device, types, index, abi.expand)
 
     @hookimpl
     def pack_args(self, state: LaunchState, args: Sequence[Any]) -> list[bytes]:
-        return _driver_or_raise().pack(state.types, args)
+        return _driver_or_raise().pack(state.types, args if state.expand is None else state.expand(args))
 
     @hookimpl
     def launch(self, state: LaunchState, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
@@ -233,7 +236,17 @@ class CudaBackend:
 
     @hookimpl
     def make_launcher(self, state: LaunchState) -> Any:
-        return state.launcher
+        if state.expand is None:
+            return state.launcher
+        # tuples and descriptors: expanded in Python (host TMA descriptors are made per
+        # launch, as Triton's launcher makes them), then the same C launcher; having no
+        # C launch entry, these variants never take the native dispatcher's path
+        launch, expand = state.launcher, state.expand
+
+        def launcher(grid: tuple[int, int, int], stream: int, args: Sequence[Any]) -> None:
+            launch(grid, stream, expand(args))
+
+        return launcher
 
 
 def _refuse_during_capture(kernel: CompiledVariant, device: int) -> None:

@@ -11,6 +11,8 @@
  *   load_binary(name, cubin, dev) -> (module, function, ctx, n_regs, n_spills, max_threads, static_shared)
  *   set_dynamic_shared(fn, dev, n), is_capturing(stream)
  *   pack(type_codes, values)      -> [bytes]: the exact bytes each kernel parameter gets
+ *   fill_tma_descriptor(...)      -> bytes: a CUtensorMap (cuTensorMapEncodeTiled), the
+ *                                    128-byte nvTmaDesc parameter of a tensor descriptor
  *   Launcher(...)                 -> the fused pack + launch; callable(grid, stream, args),
  *                                    and a ``tritonjit_launch`` capsule (tritonjit_launch.h)
  *                                    through which the core's C dispatcher launches with no
@@ -105,6 +107,11 @@ typedef struct {
      void **))                                                                                               \
   X(cuLaunchKernelEx, CUresult, (const CUlaunchConfig *, CUfunction, void **, void **))                      \
   X(cuStreamIsCapturing, CUresult, (CUstream, int *))
+
+/* CUDA 12+ (Hopper TMA), resolved on first use so that an older driver still loads */
+typedef CUresult (*cuTensorMapEncodeTiled_t)(void *, int, unsigned int, void *, const uint64_t *, const uint64_t *,
+                                             const unsigned int *, const unsigned int *, int, int, int, int);
+static cuTensorMapEncodeTiled_t p_cuTensorMapEncodeTiled = NULL;
 
 #define DECLARE(name, ret, args) static ret(*p_##name) args = NULL;
 CU_FUNCS(DECLARE)
@@ -351,13 +358,17 @@ fail:
 }
 
 /* ---- argument packing: Python values -> the bytes the kernel parameters hold ------------ */
+/* TY_TMA: a CUtensorMap passed by value (a tensor descriptor lowered to TMA), 128 bytes
+ * taken from a bytes-like object; variants with one launch through Python only. */
 enum ty {
   TY_PTR = 0, TY_I1, TY_I8, TY_I16, TY_I32, TY_I64, TY_U1, TY_U8, TY_U16, TY_U32, TY_U64,
-  TY_FP16, TY_BF16, TY_FP32, TY_FP64, TY_COUNT
+  TY_FP16, TY_BF16, TY_FP32, TY_FP64, TY_TMA, TY_COUNT
 };
-static const int ty_size[TY_COUNT] = {8, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 2, 2, 4, 8};
+static const int ty_size[TY_COUNT] = {8, 1, 1, 2, 4, 8, 1, 1, 2, 4, 8, 2, 2, 4, 8, 128};
 static const char *ty_name[TY_COUNT] = {"pointer", "i1", "i8", "i16", "i32", "i64", "u1", "u8",
-                                        "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"};
+                                        "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64", "nvTmaDesc"};
+#define TMA_BYTES 128
+#define MAX_TMA 16 /* tensor-descriptor (TMA) arguments of one kernel */
 
 static PyObject *data_ptr_str = NULL;
 
@@ -416,9 +427,24 @@ static int pack_error(PyObject *kernel, int index, const char *fmt, const char *
   return -1;
 }
 
+/* 128 bytes of a TMA descriptor (fill_tma_descriptor's bytes) into ``dst``. */
+static int pack_tma(PyObject *o, void *dst, PyObject *kernel, int index) {
+  Py_buffer b;
+  if (PyObject_GetBuffer(o, &b, PyBUF_SIMPLE) < 0) {
+    PyErr_Clear();
+    return pack_error(kernel, index, "expected the 128 bytes of a CUtensorMap, got %s %R", ty_name[TY_TMA], o);
+  }
+  int ok = b.len == TMA_BYTES;
+  if (ok) memcpy(dst, b.buf, TMA_BYTES);
+  PyBuffer_Release(&b);
+  return ok ? 0 : pack_error(kernel, index, "expected the 128 bytes of a CUtensorMap, got %s %R", ty_name[TY_TMA], o);
+}
+
 /* Pack one argument of type ``ty`` into ``dst`` (8 bytes, zeroed by the caller). */
 static int pack_one(int ty, const tj_arg *a, void *dst, PyObject *kernel, int index) {
   PyObject *o = a->obj;
+  if (ty == TY_TMA) return pack_error(kernel, index, "%s %R: a TMA descriptor is packed from Python only",
+                                      ty_name[ty], o);
   if (ty == TY_PTR) {
     uint64_t p;
     switch (a->kind) {
@@ -546,12 +572,14 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
   PyObject *out = PyList_New(n);
   for (Py_ssize_t k = 0; out && k < n; k++) {
     tj_arg a;
-    uint64_t slot = 0;
-    if (digest(PySequence_Fast_GET_ITEM(seq, k), &a) < 0 || pack_one(ty[k], &a, &slot, NULL, (int)k) < 0) {
+    uint64_t slot[TMA_BYTES / 8] = {0};
+    int bad = ty[k] == TY_TMA ? pack_tma(PySequence_Fast_GET_ITEM(seq, k), slot, NULL, (int)k)
+                              : (digest(PySequence_Fast_GET_ITEM(seq, k), &a) < 0 || pack_one(ty[k], &a, slot, NULL, (int)k) < 0);
+    if (bad) {
       Py_CLEAR(out);
       break;
     }
-    PyList_SET_ITEM(out, k, PyBytes_FromStringAndSize((const char *)&slot, ty_size[ty[k]]));
+    PyList_SET_ITEM(out, k, PyBytes_FromStringAndSize((const char *)slot, ty_size[ty[k]]));
   }
   Py_DECREF(seq);
   return out;
@@ -566,6 +594,7 @@ typedef struct {
   int device;
   unsigned int block_x, shared, num_ctas, max_grid[3];
   int coop, pdl, nonportable;
+  int n_tma;              /* TMA descriptor arguments: the Python path packs them (no C entry) */
   Py_ssize_t n_rt;        /* runtime (device) arguments, scratch excluded */
   int n_scratch;          /* trailing scratch pointers the kernel declares (0, 1 or 2) */
   uint64_t scratch_size[2], scratch_align[2];
@@ -683,6 +712,10 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
   Launcher *L = (Launcher *)self;
   uint64_t store[MAX_ARGS + 2];
   void *params[MAX_ARGS + 2];
+  if (L->n_tma) {
+    PyErr_Format(PyExc_SystemError, "kernel '%U' takes tensor descriptors: it launches through Python", L->name);
+    return -1;
+  }
   for (Py_ssize_t k = 0; k < L->n_rt; k++) {
     int pi = L->param_index[k];
     if (pi >= nargs) {
@@ -768,6 +801,7 @@ static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stre
   uint64_t store[MAX_ARGS + 2];
   void *params[MAX_ARGS + 2];
   static uint64_t no_scratch = 0;
+  if (L->n_tma) return 1;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return 0;
   if ((uint64_t)grid[0] * L->num_ctas > L->max_grid[0] || grid[1] > L->max_grid[1] || grid[2] > L->max_grid[2])
     return 1;
@@ -855,12 +889,20 @@ static PyObject *Launcher_vectorcall(PyObject *self, PyObject *const *a, size_t 
   }
   uint64_t store[MAX_ARGS + 2];
   void *params[MAX_ARGS + 2];
+  _Alignas(64) unsigned char tma[MAX_TMA][TMA_BYTES];
+  int t = 0;
   for (Py_ssize_t k = 0; k < L->n_rt; k++) {
     tj_arg arg;
     store[k] = 0;
     params[k] = &store[k];
-    if (digest(PySequence_Fast_GET_ITEM(seq, k), &arg) < 0 ||
-        pack_one(L->ty[k], &arg, &store[k], L->name, (int)k) < 0) {
+    if (L->ty[k] == TY_TMA) {
+      params[k] = tma[t];
+      if (pack_tma(PySequence_Fast_GET_ITEM(seq, k), tma[t++], L->name, (int)k) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+      }
+    } else if (digest(PySequence_Fast_GET_ITEM(seq, k), &arg) < 0 ||
+               pack_one(L->ty[k], &arg, &store[k], L->name, (int)k) < 0) {
       Py_DECREF(seq);
       return NULL;
     }
@@ -884,10 +926,17 @@ static PyObject *Launcher_launch_packed(PyObject *self, PyObject *args) {
                         PyList_GET_SIZE(packed), L->n_rt);
   uint64_t store[MAX_ARGS + 2];
   void *params[MAX_ARGS + 2];
+  _Alignas(64) unsigned char tma[MAX_TMA][TMA_BYTES];
+  int t = 0;
   for (Py_ssize_t k = 0; k < L->n_rt; k++) {
     PyObject *b = PyList_GET_ITEM(packed, k);
     if (!PyBytes_Check(b) || PyBytes_GET_SIZE(b) != ty_size[L->ty[k]])
       return PyErr_Format(PyExc_TypeError, "packed argument %zd must be %d bytes", k, ty_size[L->ty[k]]);
+    if (L->ty[k] == TY_TMA) {
+      memcpy(tma[t], PyBytes_AS_STRING(b), TMA_BYTES);
+      params[k] = tma[t++];
+      continue;
+    }
     store[k] = 0;
     memcpy(&store[k], PyBytes_AS_STRING(b), ty_size[L->ty[k]]);
     params[k] = &store[k];
@@ -938,6 +987,12 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
     return -1;
   if (ensure_libcuda() < 0) return -1;
   if (parse_types(types, L->ty, MAX_ARGS, &L->n_rt) < 0) return -1;
+  L->n_tma = 0;
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) L->n_tma += L->ty[k] == TY_TMA;
+  if (L->n_tma > MAX_TMA) {
+    PyErr_Format(PyExc_ValueError, "at most %d tensor-descriptor (TMA) arguments are supported", MAX_TMA);
+    return -1;
+  }
   PyObject *pi = PySequence_Fast(pindex, "param_index must be a sequence");
   if (!pi) return -1;
   if (PySequence_Fast_GET_SIZE(pi) != L->n_rt) {
@@ -1054,6 +1109,59 @@ static PyObject *py_set_stream_reader(PyObject *self, PyObject *cap) {
   Py_RETURN_NONE;
 }
 
+/* fill_tma_descriptor(address, swizzle, elem_size, elem_type, block_shape, shape, strides, padding)
+ * -> bytes: the CUtensorMap of a host tensor descriptor, as Triton's driver.c fills it
+ * (dimensions innermost first, byte strides of all but the innermost, element strides 1,
+ * no interleave, L2 promotion 128B, NaN fill when padding is 1). */
+static PyObject *py_fill_tma_descriptor(PyObject *self, PyObject *args) {
+  unsigned long long address;
+  int swizzle, elem_size, elem_type, padding;
+  PyObject *block, *shape, *strides;
+  if (!PyArg_ParseTuple(args, "KiiiOOOi", &address, &swizzle, &elem_size, &elem_type, &block, &shape, &strides,
+                        &padding))
+    return NULL;
+  if (ensure_libcuda() < 0) return NULL;
+  if (p_cuTensorMapEncodeTiled == NULL) {
+    p_cuTensorMapEncodeTiled = (cuTensorMapEncodeTiled_t)dlsym(libcuda, "cuTensorMapEncodeTiled");
+    if (p_cuTensorMapEncodeTiled == NULL)
+      return PyErr_Format(PyExc_RuntimeError, "libcuda.so.1 lacks cuTensorMapEncodeTiled (a CUDA 12 driver is "
+                          "needed for tensor descriptors)");
+  }
+  PyObject *seqs[3] = {PySequence_Fast(block, "block_shape must be a sequence"), NULL, NULL};
+  if (seqs[0]) seqs[1] = PySequence_Fast(shape, "shape must be a sequence");
+  if (seqs[1]) seqs[2] = PySequence_Fast(strides, "strides must be a sequence");
+  PyObject *out = NULL;
+  unsigned int box[5], elem_strides[5] = {1, 1, 1, 1, 1};
+  uint64_t dims[5], byte_strides[5];
+  Py_ssize_t rank = seqs[2] ? PySequence_Fast_GET_SIZE(seqs[0]) : 0;
+  if (seqs[2] == NULL) goto done;
+  if (rank < 1 || rank > 5 || PySequence_Fast_GET_SIZE(seqs[1]) != rank || PySequence_Fast_GET_SIZE(seqs[2]) != rank) {
+    PyErr_SetString(PyExc_ValueError, "block_shape, shape and strides must have one rank, 1 to 5");
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < rank; i++) {
+    box[rank - 1 - i] = (unsigned int)PyLong_AsUnsignedLong(PySequence_Fast_GET_ITEM(seqs[0], i));
+    dims[rank - 1 - i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seqs[1], i));
+    if (i + 1 < rank)
+      byte_strides[rank - 2 - i] = (uint64_t)elem_size * PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seqs[2], i));
+  }
+  if (PyErr_Occurred()) goto done;
+  byte_strides[rank - 1] = dims[rank - 1] * (rank == 1 ? (uint64_t)elem_size : byte_strides[rank - 2]);
+  _Alignas(64) unsigned char map[TMA_BYTES];
+  memset(map, 0, sizeof map);
+  CUresult r = p_cuTensorMapEncodeTiled(map, elem_type, (unsigned int)rank, (void *)(uintptr_t)address, dims,
+                                        byte_strides, box, elem_strides, 0 /* interleave none */, swizzle,
+                                        2 /* L2 promotion 128B */, padding == 1 ? 1 : 0 /* NaN fill */);
+  if (r != CUDA_SUCCESS) {
+    cu_fail(r, "cuTensorMapEncodeTiled", NULL);
+    goto done;
+  }
+  out = PyBytes_FromStringAndSize((const char *)map, TMA_BYTES);
+done:
+  for (int k = 0; k < 3; k++) Py_XDECREF(seqs[k]);
+  return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_stream_reader", py_set_stream_reader, METH_O, "set_stream_reader(capsule or None)"},
     {"probe", py_probe, METH_NOARGS, "probe() -> (ok, reason)"},
@@ -1063,6 +1171,8 @@ static PyMethodDef module_methods[] = {
     {"allow_nonportable_cluster", py_allow_nonportable_cluster, METH_VARARGS, "(function, device)"},
     {"is_capturing", py_is_capturing, METH_O, "is_capturing(stream) -> bool"},
     {"pack", py_pack, METH_VARARGS, "pack(type_codes, values) -> [bytes]"},
+    {"fill_tma_descriptor", py_fill_tma_descriptor, METH_VARARGS,
+     "fill_tma_descriptor(address, swizzle, elem_size, elem_type, block_shape, shape, strides, padding) -> bytes"},
     {"set_hooks", py_set_hooks, METH_VARARGS, "set_hooks(GridError, ArgumentError, raw_stream_fn)"},
     {NULL}};
 

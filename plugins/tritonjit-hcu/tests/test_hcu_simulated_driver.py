@@ -132,3 +132,29 @@ def test_hygon_arch_without_dtk_triton_says_what_to_install():
 def test_info_reports_missing_library_and_stays_inert():
     ok, reason = HcuBackend(library="/nonexistent/libamdhip64.so").availability()
     assert not ok and "libamdhip64.so" in reason and "TRITONJIT_HCU_DRIVER_LIB" in reason
+
+
+@triton.jit
+def tuple_mix_kernel(ptrs, scal, n, BLOCK: tl.constexpr):
+    """A tuple of pointers and a tuple of mixed scalars (an i8-wide bool, an i64, a float)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(ptrs[0] + offs, mask=m)
+    v = x * scal[2] + scal[1].to(tl.float32) + scal[0].to(tl.float32)
+    tl.store(ptrs[1][0] + offs, v, mask=m)
+
+
+def test_tuple_arguments_lay_out_as_the_amd_compiler_expects():
+    # pluginkit's layout of a tuple variant (its elements depth first, constants left out)
+    # against the kernarg offsets the real AMD compiler wrote
+    f = tritonjit.function(tuple_mix_kernel)
+    sig = "(*fp32:16,(*fp32:16,nullopt)),(u1,i64,fp32),i32,64"
+    compiled = f.compile(sig, target=f"hcu:{ARCH}")
+    layout = ArgLayout.for_variant(compiled)
+    assert [s.type for s in layout.slots[:6]] == ["*fp32", "*fp32", "u1", "i64", "fp32", "i32"]
+    assert [(s.offset, s.size) for s in layout.slots] == kernarg_args(compiled)
+    x, out = torch.zeros(4), torch.zeros(4)
+    buf = layout.pack([(x, (out, None)), (True, 2**40, 0.5), 7])
+    assert buf[:16] == x.data_ptr().to_bytes(8, "little") + out.data_ptr().to_bytes(8, "little")
+    i64_at = layout.slots[3].offset
+    assert buf[i64_at:i64_at + 8] == (2**40).to_bytes(8, "little")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tritonjit import ArgumentError, BackendError, CompiledVariant, GridError
+from tritonjit._flatten import has_compound, runtime_plan
 
 from ._abi import ArgBufferLayout, abi_of, layout_from_metadata, runtime_types
 from ._compile import BINARY_EXT
@@ -113,6 +114,10 @@ def load(driver: AscendDriver, kernel: CompiledVariant, device: int) -> NpuModul
 
 def prepare(driver: AscendDriver, kernel: CompiledVariant, module: NpuModule, device: int,
             device_type: str) -> NpuLaunchState:
+    if has_compound(runtime_plan(kernel.signature, kernel.runtime_params)):
+        raise ArgumentError(kernel.name, f"variant '{kernel.signature}' takes a tuple or a tensor descriptor, "
+                            "which the NPU argument buffer (libtriton_jit's layout) cannot hold yet; pass the "
+                            "tensors and scalars as separate parameters")
     types = runtime_types(kernel.signature)
     if types:
         abi = [abi_of(t) for t in types]

@@ -12,6 +12,10 @@ a Triton type to the one it travels as (Enflame and Cambricon widen ``i1`` to a
 4-byte int; Cambricon passes fp16/bf16 scalars as fp32), and ``bf16`` chooses how an
 fp32 value becomes bf16 bits (round to nearest even, as torch does, or truncate, as
 Enflame's triton_gcu launcher does).
+
+A tuple argument is laid out as its non-constant elements, depth first, as Triton's
+launchers pass it (``tritonjit._flatten``); tensor descriptors have no layout here
+(their expansion is a backend's own ABI) and are refused with a clear error.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._errors import ArgumentError
-from .._signature import SCALAR_TYPES, _split
+from .._flatten import flattener, runtime_plan
+from .._signature import TENSORDESC
 
 # Triton scalar type -> (struct code, size); alignment is the size (natural).
 SCALAR_CODES: dict[str, tuple[str, int]] = {
@@ -51,24 +56,20 @@ class ArgSlot:
         return self.type.startswith("*")
 
 
-def runtime_types(signature: str) -> list[str]:
+def runtime_types(signature: str, runtime_params: Sequence[int] | None = None) -> list[str]:
     """Runtime parameter types of a libtriton_jit signature string, in order.
 
     Constants (constexpr values, ``i32:1``, ``nullopt``) are not kernel parameters;
     a token is a runtime type exactly when it is a Triton type with an optional
-    ``:16`` hint (string constexprs are quoted, so they never look like types).
+    ``:16`` hint (string constexprs are quoted, so they never look like types). A tuple
+    contributes its non-constant elements, depth first; ``runtime_params`` (a
+    CompiledVariant's) says which parameters are runtime ones where the string alone
+    cannot.
     """
     out = []
-    for tok in _split(signature):
-        tok = tok.strip()
-        ty, _, hint = tok.partition(":")
-        if hint == "1" or hint not in ("", "16"):
-            continue
-        base = ty.removeprefix("*")
-        if ty.startswith("*") and base.startswith("k") and base[1:] in SCALAR_TYPES:
-            ty, base = "*" + base[1:], base[1:]
-        if base in SCALAR_TYPES:
-            out.append(ty)
+    for p in runtime_plan(signature, runtime_params):
+        for _, ty in p.leaves:
+            out.append("*" + ty[2:] if ty.startswith("*k") else ty)
     return out
 
 
@@ -105,8 +106,10 @@ class ArgLayout:
 
     def __init__(self, kernel: str, types: Sequence[str], names: Sequence[str] | None = None,
                  trailing: Sequence[str] = (), *, abi_types: Mapping[str, str] | None = None,
-                 bf16: Bf16Rounding = "nearest_even") -> None:
+                 bf16: Bf16Rounding = "nearest_even",
+                 flatten: Callable[[Sequence[Any]], list[Any]] | None = None) -> None:
         self.kernel = kernel
+        self._flatten = flatten  # tuple arguments -> their leaves (None: none)
         if abi_types:
             types = [abi_types.get(t, t) for t in types]
         if names is None or len(names) != len(types):
@@ -116,6 +119,9 @@ class ArgLayout:
         for name, ty in [*zip(names, types), *((t, "*i8") for t in trailing)]:
             if ty.startswith("*"):
                 code, size = "Q", POINTER_SIZE
+            elif ty.startswith(TENSORDESC):
+                raise ArgumentError(kernel, f"takes a tensor descriptor ({ty}), which this backend cannot pass yet; "
+                                    "pass the tensor and its shape and strides instead", name)
             else:
                 try:
                     code, size = SCALAR_CODES[ty]
@@ -146,9 +152,12 @@ class ArgLayout:
     def for_variant(cls, kernel: Any, *, abi_types: Mapping[str, str] | None = None,
                     bf16: Bf16Rounding = "nearest_even") -> ArgLayout:
         """Layout of a :class:`tritonjit.CompiledVariant` (signature + metadata)."""
-        types = runtime_types(kernel.signature)
-        return cls(kernel.name, types, param_names(kernel), scratch_params(kernel.metadata), abi_types=abi_types,
-                   bf16=bf16)
+        runtime = getattr(kernel, "runtime_params", None)
+        types = runtime_types(kernel.signature, runtime)
+        flatten = flattener(runtime_plan(kernel.signature, runtime))
+        names = param_names(kernel) if flatten is None else None
+        return cls(kernel.name, types, names, scratch_params(kernel.metadata), abi_types=abi_types,
+                   bf16=bf16, flatten=flatten)
 
     @property
     def sizes(self) -> list[int]:
@@ -160,6 +169,8 @@ class ArgLayout:
 
     def values(self, args: Sequence[Any], scratch: Sequence[int] | None = None) -> tuple:
         """Python arguments -> the numbers that go into the buffer."""
+        if self._flatten is not None:
+            args = self._flatten(args)
         if len(args) != self.num_user:
             raise ArgumentError(self.kernel, f"expected {self.num_user} runtime arguments "
                                 f"({', '.join(s.name for s in self.slots[: self.num_user])}), got {len(args)}")

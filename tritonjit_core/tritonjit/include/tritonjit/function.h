@@ -9,7 +9,10 @@
 // in Python): at::Tensor, std::optional<at::Tensor> (None), std::nullopt, the integer
 // types, float, double, bool, c10::Scalar, a raw device pointer with its dtype
 // (tritonjit::DevicePtr), and strings for str constexprs. ``stream`` is the backend's
-// native stream handle; 0 means the current stream of the tensors' device.
+// native stream handle; 0 means the current stream of the tensors' device. A std::tuple
+// of these (nested) is a tuple argument; a call with one launches through Python
+// (KernelFunction._run, the GIL taken): correct, not fast. Tensor descriptors are not
+// supported from C++.
 //
 // A call whose variant this process already launched from C++ stays in C++: the
 // arguments are digested, a key of what can change the variant (dtypes, pointer
@@ -271,6 +274,13 @@ inline c10::DeviceType device_type_of(const std::string& torch_type) {
   }
 }
 
+template <typename T>
+struct is_tuple : std::false_type {};
+template <typename... T>
+struct is_tuple<std::tuple<T...>> : std::true_type {};
+template <typename T>
+inline constexpr bool is_tuple_v = is_tuple<std::decay_t<T>>::value;
+
 inline PyObject* dtype_object(c10::ScalarType t) {
   PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(t));
   Py_INCREF(d);
@@ -329,7 +339,9 @@ class Function {
   /// The same with an Options object (any backend option by name).
   template <typename... Args>
   void operator()(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
-    if constexpr (sizeof...(Args) == 0) {
+    if constexpr ((detail::is_tuple_v<Args> || ...)) {
+      launch_with_tuples(stream, grid, options, args...);
+    } else if constexpr (sizeof...(Args) == 0) {
       launch(stream, grid, options, nullptr, 0);
     } else {
       const Slot slots[] = {slot(args)...};  // each built in place
@@ -463,11 +475,7 @@ class Function {
     else
       return Slot::of_int(static_cast<int64_t>(x));
   }
-  template <typename... T>
-  static Slot slot(const std::tuple<T...>&) {
-    static_assert(sizeof...(T) < 0, "tuple kernel arguments are not supported by the C++ API yet");
-    return Slot::none();
-  }
+  // (std::tuple arguments never reach slot(): operator() sends those calls to launch_with_tuples)
 
   // ---- slots -> key words and launch arguments -------------------------------------------
   void digest_slot(size_t i, const Slot& s, detail::Key& key, tj_arg& a, int& device, int8_t& dev_type) const {
@@ -685,6 +693,40 @@ class Function {
     detail::Ref kwargs(options_kwargs(options, stream, true));
     detail::Ref run(detail::check(PyObject_GetAttrString(kf_, "_run"), "tritonjit: "));
     detail::Ref r(detail::check(PyObject_Call(run.p, args.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
+  }
+
+  // ---- tuple arguments: the whole call through Python (correct, not fast) ----------------
+  template <typename... Args>
+  void launch_with_tuples(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
+    check_grid(grid);
+    ensure_spec();
+    detail::Gil gil;
+    const int device = current_device();  // for DevicePtr arguments, as launch_python's
+    detail::Ref py(detail::check(PyTuple_New(static_cast<Py_ssize_t>(sizeof...(Args) + 1)), "tritonjit: "));
+    PyTuple_SET_ITEM(py.p, 0, detail::check(Py_BuildValue("(III)", grid.x, grid.y, grid.z), "tritonjit: "));
+    Py_ssize_t i = 1;
+    (PyTuple_SET_ITEM(py.p, i++, to_python_value(args, device)), ...);
+    detail::Ref kwargs(options_kwargs(options, stream, true));
+    detail::Ref run(detail::check(PyObject_GetAttrString(kf_, "_run"), "tritonjit: "));
+    detail::Ref r(detail::check(PyObject_Call(run.p, py.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
+  }
+
+  // One C++ argument as a Python value: a std::tuple as a Python tuple (nested), anything
+  // else as digest + to_python make it. A new reference.
+  template <typename T>
+  PyObject* to_python_value(const T& x, int device) const {
+    if constexpr (detail::is_tuple_v<T>) {
+      return std::apply(
+          [&](const auto&... e) {
+            detail::Ref t(detail::check(PyTuple_New(static_cast<Py_ssize_t>(sizeof...(e))), "tritonjit: "));
+            Py_ssize_t k = 0;
+            (PyTuple_SET_ITEM(t.p, k++, to_python_value(e, device)), ...);
+            return t.release();
+          },
+          x);
+    } else {
+      return detail::check(to_python(slot(x), device), "tritonjit: ");
+    }
   }
 
   static constexpr size_t kMaxVariants = 4096;
