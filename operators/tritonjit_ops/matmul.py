@@ -45,6 +45,7 @@ from ._common import cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_F32 = torch.float32
 
 
 @triton.jit
@@ -436,33 +437,91 @@ def choose(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Se
     plan = _plans.get(key)
     if plan is not None:
         return plan
-    sa = _strides3(a_strides, m, k)
-    sb = _strides3(b_strides, k, n)
-    dev = torch.device(device)
-    size = dtype.itemsize
-    base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=key[-1], DOT_F32=dev.type == "cpu" and dtype == torch.bfloat16,
-                A_KC=sa[2] == 1, B_KC=sb[1] == 1)
-    work = batch * m * n * k
-    split = 1
-    if dev.type == "cpu" and not _tuned(dev, work):  # the interpreter: small tiles, no tuning
-        bm, bn, bk = (max(16, min(32, next_pow2(d))) for d in (m, n, k))
-        cfg, source = (bm, bn, bk, 1, 1, False), "interpreter"
-        split = _split_k(cdiv(m, bm) * cdiv(n, bn) * batch, k, bk, 4, cpu=True)
-    else:
-        cfg, source = _default_config(dtype, m, n, k, batch, _sms(dev)), "default"
-        if m <= SKINNY_M and _env_on("TRITONJIT_MM_SPLIT_K", "1"):
-            split = _split_k(cdiv(m, cfg[0]) * cdiv(n, cfg[1]) * batch, k, cfg[2], _sms(dev))
-        if split > 1:
-            source = "split"
-        elif _tuned(dev, work):
-            cfg, source = _tuned_config(m, n, k, batch, dtype, sa, sb, dev, base, operands), "tuned"
-    if cfg[5] and not tma_ok(size, sa, sb, m, n, k, aligned):
-        cfg = cfg[:5] + (False,)  # tuned on an operand TMA could read; this one it cannot
-    plan = _make(m, n, k, batch, base, cfg, split, source)
+    p = _Problem(m, n, k, batch, dtype, a_strides, b_strides, has_bias, device, scale, aligned)
+    cfg, split, source = p.untuned()
+    if cfg is None:
+        cfg, source = _tuned_config(m, n, k, batch, dtype, p.sa, p.sb, p.dev, p.base, operands), "tuned"
+    plan = p.plan(cfg, split, source)
     if len(_plans) >= PLAN_CACHE_SIZE:
         _plans.clear()
     _plans[key] = plan
     return plan
+
+
+class _Problem:
+    """One problem's facts, and the decisions that need no tuning."""
+
+    def __init__(self, m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Sequence[int],
+                 b_strides: Sequence[int], has_bias: bool, device: Any, scale: bool, aligned: bool) -> None:
+        self.m, self.n, self.k, self.batch, self.dtype, self.aligned = m, n, k, batch, dtype, aligned
+        self.sa = _strides3(a_strides, m, k)
+        self.sb = _strides3(b_strides, k, n)
+        self.dev = torch.device(device)
+        self.base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
+                         DOT_F32=self.dev.type == "cpu" and dtype == torch.bfloat16,
+                         A_KC=self.sa[2] == 1, B_KC=self.sb[1] == 1)
+
+    def untuned(self) -> tuple[tuple | None, int, str]:
+        """(config, split, source) where no tuning is needed; config None where the tuner decides."""
+        m, n, k, batch, dev = self.m, self.n, self.k, self.batch, self.dev
+        work = batch * m * n * k
+        if dev.type == "cpu" and not _tuned(dev, work):  # the interpreter: small tiles, no tuning
+            bm, bn, bk = (max(16, min(32, next_pow2(d))) for d in (m, n, k))
+            split = _split_k(cdiv(m, bm) * cdiv(n, bn) * batch, k, bk, 4, cpu=True)
+            return (bm, bn, bk, 1, 1, False), split, "interpreter"
+        cfg = _default_config(self.dtype, m, n, k, batch, _sms(dev))
+        if m <= SKINNY_M and _env_on("TRITONJIT_MM_SPLIT_K", "1"):
+            split = _split_k(cdiv(m, cfg[0]) * cdiv(n, cfg[1]) * batch, k, cfg[2], _sms(dev))
+            if split > 1:
+                return cfg, split, "split"
+        if _tuned(dev, work):
+            return None, 1, "tuned"
+        return cfg, 1, "default"
+
+    def plan(self, cfg: tuple, split: int, source: str) -> Plan:
+        if cfg[5] and not tma_ok(self.dtype.itemsize, self.sa, self.sb, self.m, self.n, self.k, self.aligned):
+            cfg = cfg[:5] + (False,)  # tuned on an operand TMA could read; this one it cannot
+        return _make(self.m, self.n, self.k, self.batch, self.base, cfg, split, source)
+
+
+def candidates(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None, scale: bool = False) -> list[Plan]:
+    """The plans a launch on 3-D operands a (B, M, K), b (B, K, N), c (B, M, N) may take: the
+    one chosen without tuning, or one per config the tuner would time (for warm-up compiles)."""
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    p = _Problem(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale, aligned)
+    cfg, split, source = p.untuned()
+    if cfg is not None:
+        return [p.plan(cfg, split, source)]
+    nargs = dict(zip(_mm_kernel.arg_names, _args(a, b, c, bias, m, n, k, 1.0, 0.0)))
+    configs = _prune(MM_CONFIGS, nargs, **p.base, SPLIT_K=1)
+    return [p.plan(_config_tuple(cf), 1, "tuned") for cf in configs]
+
+
+def _config_tuple(c: triton.Config) -> tuple:
+    kw = c.kwargs
+    return kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], c.num_warps, c.num_stages, bool(kw["TMA"])
+
+
+def signatures(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None) -> list[tuple]:
+    """(kernel, signature, options) of each launch of ``plan`` on 3-D operands: what a
+    warm-up compiles (``tritonjit.ManifestEntry``-ready)."""
+    bsz, m, k = a.shape
+    n = b.shape[2]
+    meta = dict(plan.meta)
+    opts = {"num_warps": meta.pop("num_warps"), "num_stages": meta.pop("num_stages")}
+    if plan.split_k == 1:
+        return [(_mm, _mm.signature(*_args(a, b, c, bias, m, n, k, 1.0, 1.0), **meta), opts)]
+    ws = torch.empty((bsz * plan.split_k, m, n), dtype=torch.float32, device=a.device)
+    out = [(_mm, _mm.signature(*_args(a, b, ws, None, m, n, k, 1.0, 1.0), **meta), opts)]
+    rmeta = dict(plan.reduce_meta)
+    ropts = {"num_warps": rmeta.pop("num_warps")}
+    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    sc = c.stride()
+    out.append((_splitk_reduce, _splitk_reduce.signature(ws, c, bias if bias is not None else c, m, n, *sc,
+                                                         *si, 1.0, 1.0, **rmeta), ropts))
+    return out
 
 
 def _split_k(tiles: int, k: int, bk: int, sms: int, cpu: bool = False) -> int:
@@ -568,9 +627,21 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
     if k == 0:
         c.zero_() if bias is None else c.copy_(bias.expand_as(c) * beta)
         return c
-    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
-    plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
-                  aligned=aligned, operands=(a, b, c, bias))
+    sa, sb, dtype = a.stride(), b.stride(), a.dtype
+    aligned = (a.data_ptr() | b.data_ptr()) & 15 == 0
+    # choose()'s cache key, built here to skip the call on a hit
+    key = (m, n, k, bsz, dtype, sa, sb, bias is not None, scale, aligned, a.device,
+           "tf32" if dtype is not _F32 else _precision(dtype))
+    plan = _plans.get(key)
+    if plan is None:
+        plan = choose(m, n, k, bsz, dtype, sa, sb, bias is not None, a.device, scale=scale, aligned=aligned,
+                      operands=(a, b, c, bias))
+    if plan.split_k == 1:
+        si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+        sc = c.stride()
+        _mm[plan.grid](a, b, c, bias if bias is not None else c, m, n, k, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
+                       sc[0], sc[1], sc[2], si[0], si[1], alpha, beta, **plan.meta)
+        return c
     return run(plan, a, b, c, bias, alpha, beta)
 
 

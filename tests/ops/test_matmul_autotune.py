@@ -307,3 +307,17 @@ def test_tuned_skinny_path_matches_torch(tuned_on_cpu):
     x, w = torch.randn(5, 40), torch.randn(24, 40)
     close(T.mm(x, w.t()), torch.mm(x, w.t()), rtol=1e-4, atol=1e-4)  # BLOCK_M 16 skinny configs, untimed first
     assert {s[0] for s in tuned_on_cpu} == {16} and len(tuned_on_cpu) == len(matmul._SKINNY_SHAPES)
+
+
+def test_launch_finds_the_plan_choose_cached():
+    """mm builds choose()'s cache key itself: a repeated call adds no plan, and choose()
+    answers the call's problem with the very plan the call used."""
+    matmul.clear_plans()
+    x, w = torch.randn(5, 40), torch.randn(24, 40)
+    T.mm(x, w.t())
+    (plan,) = matmul._plans.values()
+    T.mm(x, w.t())
+    assert len(matmul._plans) == 1
+    a3, b3 = x.unsqueeze(0), w.t().unsqueeze(0)
+    assert matmul.choose(5, 24, 40, 1, x.dtype, a3.stride(), b3.stride(), False, x.device) is plan
+    matmul.clear_plans()

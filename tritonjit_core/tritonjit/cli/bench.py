@@ -21,12 +21,13 @@ BENCHMARKS = {
     "warmstart": ("warmstart.py", "first launch of a cached variant in a fresh process, tritonjit vs Triton"),
     "warmup": ("warmup_parallel.py", "parallel warm-up compile: j workers against one"),
     "autotune": ("autotune_cache.py", "autotuning in a first process, the stored config in the next"),
+    "mm": ("mm_shapes.py", "mm/addmm at model shapes against cuBLAS; --sweep times config grids (GPU)"),
 }
 
 
 def add_parser(sub: Any) -> None:
     lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
-    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune)",
+    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, mm)",
                        description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")
