@@ -319,7 +319,7 @@ def sweep_configs(m: int, n: int, k: int, tma_possible: bool) -> list[tuple[tupl
     if m <= 256:
         bms = (matmul._skinny_bm(m),) if m <= matmul.SKINNY_M else (64, 128)
         splits = (1, 2, 4, 8) if m <= matmul.SKINNY_M else (1, 2, 4)
-        for bm, bn, bk, stages in itertools.product(bms, (32, 64, 128), (64, 128, 256), (3, 5)):
+        for bm, bn, bk, stages in itertools.product(bms, (16, 32, 64, 128), (64, 128, 256), (3, 5)):
             if not fits(bm, bn, bk, stages):
                 continue
             for split in splits:

@@ -24,7 +24,8 @@ fp32 inputs use IEEE products unless torch allows TF32, matching torch.mm.
 Which kernel, tile, warps, stages, grid and split a call gets is decided in one place,
 :func:`choose`, which returns a :class:`Plan` (cached per exact problem, in a bounded
 dict) that ``mm``/``bmm``/``addmm`` launch and a C++ host path can reuse. On a GPU,
-problems of at least ``TUNE_MIN_WORK`` multiply-adds are autotuned through tritonjit
+problems of at least ``TUNE_MIN_WORK`` multiply-adds, and skinny ones with a weight of
+at least ``SKINNY_TUNE_MIN_NK`` elements, are autotuned through tritonjit
 (``_mm_tuned``, once per key, the choice stored on disk): the key is (M, N, K)
 rounded up to powers of two, the precision, which axis of a and b is contiguous
 (``A_KC``, ``B_KC``) and the dtypes. ``_prune`` leaves the configs of the problem's
@@ -163,15 +164,18 @@ def _splitk_reduce_kernel(
 _mm = jit(_mm_kernel)
 _splitk_reduce = jit(_splitk_reduce_kernel)
 
-#: problems with fewer multiply-adds (batch * M * N * K) than this are not tuned
+#: problems with fewer multiply-adds (batch * M * N * K) than this are not tuned...
 TUNE_MIN_WORK = 1 << 24
+#: ...unless skinny with a b operand of at least this many elements (1024 x 1024)
+SKINNY_TUNE_MIN_NK = 1 << 20
 #: skinny: M at most this takes the skinny configs (BLOCK_M 16..64, narrow N tiles, long K tiles)
 SKINNY_M = 64
 #: medium: M at most this also tries the skinny BLOCK_M 64 configs beside the large ones
 MEDIUM_M = 256
 #: split-K (skinny problems only): when fewer output tiles than SMS_FRACTION of the SMs, and
-#: K at least SPLIT_MIN_K, K is split so each split keeps at least SPLIT_MIN_CHUNK of it
-SPLIT_MIN_K = 1024
+#: K at least SPLIT_MIN_K, K is split so each split keeps at least SPLIT_MIN_CHUNK of it (a
+#: split costs a second launch and a workspace: at K = 1024 one launch is likely as fast)
+SPLIT_MIN_K = 2048
 SPLIT_MIN_CHUNK = 256
 SPLIT_MAX = 8
 SMS_FRACTION = 0.5
@@ -205,7 +209,7 @@ LARGE_16_TMA = [
 LARGE_32 = [_cfg(128, 128, 32, 8, 3), _cfg(64, 128, 32, 4, 4), _cfg(64, 64, 32, 4, 4), _cfg(128, 64, 32, 4, 4)]
 #: skinny (BLOCK_N, BLOCK_K bytes, warps, stages): long K tiles keep many loads in flight
 _SKINNY_SHAPES = [(64, 256, 4, 4), (32, 512, 4, 4), (64, 512, 4, 3), (128, 256, 4, 3), (32, 256, 4, 6),
-                  (128, 128, 4, 4)]
+                  (128, 128, 4, 4), (16, 512, 4, 4)]
 SKINNY_16 = [_cfg(bm, bn, nbytes // 2, w, s) for bm in (16, 32, 64) for bn, nbytes, w, s in _SKINNY_SHAPES]
 SKINNY_32 = [_cfg(bm, bn, nbytes // 4, w, s) for bm in (16, 32, 64) for bn, nbytes, w, s in _SKINNY_SHAPES]
 MM_CONFIGS = LARGE_16 + LARGE_16_TMA + LARGE_32 + SKINNY_16 + SKINNY_32
@@ -414,10 +418,14 @@ def _strides3(s: Sequence[int], rows: int, cols: int) -> tuple[int, int, int]:
     return rows * cols, int(s[0]), int(s[1])
 
 
-def _tuned(device: Any, work: int) -> bool:
+def _tuned(device: Any, work: int, weight: int = 0, skinny: bool = False) -> bool:
     """Whether a problem is autotuned: on a device, with at least TUNE_MIN_WORK
-    multiply-adds (the interpreter never is: its tiles stay small and it never tunes)."""
-    return torch.device(device).type != "cpu" and work >= TUNE_MIN_WORK
+    multiply-adds, or skinny (M <= SKINNY_M) with a b operand (``weight`` = batch * K * N
+    elements) of at least SKINNY_TUNE_MIN_NK: decode calls it at every step. The
+    interpreter never tunes (its tiles stay small)."""
+    if torch.device(device).type == "cpu":
+        return False
+    return work >= TUNE_MIN_WORK or (skinny and weight >= SKINNY_TUNE_MIN_NK)
 
 
 def choose(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Sequence[int],
@@ -465,7 +473,8 @@ class _Problem:
         """(config, split, source) where no tuning is needed; config None where the tuner decides."""
         m, n, k, batch, dev = self.m, self.n, self.k, self.batch, self.dev
         work = batch * m * n * k
-        if dev.type == "cpu" and not _tuned(dev, work):  # the interpreter: small tiles, no tuning
+        tuned = _tuned(dev, work, batch * n * k, m <= SKINNY_M)
+        if dev.type == "cpu" and not tuned:  # the interpreter: small tiles, no tuning
             bm, bn, bk = (max(16, min(32, next_pow2(d))) for d in (m, n, k))
             split = _split_k(cdiv(m, bm) * cdiv(n, bn) * batch, k, bk, 4, cpu=True)
             return (bm, bn, bk, 1, 1, False), split, "interpreter"
@@ -474,7 +483,7 @@ class _Problem:
             split = _split_k(cdiv(m, cfg[0]) * cdiv(n, cfg[1]) * batch, k, cfg[2], _sms(dev))
             if split > 1:
                 return cfg, split, "split"
-        if _tuned(dev, work):
+        if tuned:
             return None, 1, "tuned"
         return cfg, 1, "default"
 
@@ -531,7 +540,10 @@ def _split_k(tiles: int, k: int, bk: int, sms: int, cpu: bool = False) -> int:
     if k < min_k or tiles >= sms * SMS_FRACTION:
         return 1
     s = min(SPLIT_MAX, max(2, sms // max(tiles, 1)), k // max(chunk, bk))
-    return max(1, s)
+    if s <= 1:
+        return 1
+    k_tiles = cdiv(k, bk)
+    return cdiv(k_tiles, cdiv(k_tiles, s))  # as many splits as get K tiles (no empty split)
 
 
 def _default_config(dtype: torch.dtype, m: int, n: int, k: int, batch: int, sms: int) -> tuple:

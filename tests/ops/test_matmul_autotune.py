@@ -41,7 +41,8 @@ def fresh_cache(tmp_path, monkeypatch):
 
 def test_configs_include_the_defaults_and_are_distinct_per_family():
     got = [_shape(c) for c in matmul.MM_CONFIGS]
-    for default in [(128, 256, 64, 8, 3), (64, 64, 64, 4, 4), (128, 128, 32, 8, 3), (16, 64, 128, 4, 4)]:
+    for default in [(128, 256, 64, 8, 3), (64, 64, 64, 4, 4), (128, 128, 32, 8, 3), (16, 64, 128, 4, 4),
+                    (16, 16, 256, 4, 4)]:
         assert default in got
     for family in (matmul.LARGE_16, matmul.LARGE_16_TMA, matmul.LARGE_32, matmul.SKINNY_16, matmul.SKINNY_32):
         shapes = [_shape(c) for c in family]
@@ -124,9 +125,8 @@ def test_prune_skinny_matches_block_m_to_m(dtype, m, bm):
 
 
 def test_prune_medium_adds_skinny_tiles_when_the_large_ones_are_too_few():
-    kept = _prune(torch.bfloat16, 128, 1024, 1024)  # 128x1024: at most 32 large tiles
-    assert [_shape(c)[:3] for c in kept] == [(64, 64, 64), (64, 64, 128), (64, 32, 256), (64, 64, 256),
-                                              (64, 32, 128)]
+    kept = _prune(torch.bfloat16, 128, 1024, 1024)  # 128x1024: at most 32 large tiles; then those making >= 64
+    assert [_shape(c)[:3] for c in kept] == [(64, 32, 256), (64, 32, 128), (64, 16, 256)]
 
 
 def test_prune_offers_tma_configs_only_when_enabled_and_readable(monkeypatch):
@@ -154,6 +154,10 @@ def test_tma_ok():
 def test_small_problems_and_the_interpreter_are_not_tuned():
     assert not matmul._tuned(torch.device("cpu"), 1 << 40)
     assert not matmul._tuned("cuda", matmul.TUNE_MIN_WORK - 1) and matmul._tuned("cuda", matmul.TUNE_MIN_WORK)
+    # skinny: a weight of SKINNY_TUNE_MIN_NK elements is tuned at any M (decode runs it at every step)
+    assert matmul._tuned("cuda", 1 << 20, 1 << 20, skinny=True)
+    assert not matmul._tuned("cuda", 1 << 19, 1 << 19, skinny=True)
+    assert not matmul._tuned("cuda", 1 << 20, 1 << 20)
 
 
 # ---- choose() ---------------------------------------------------------------------------------
@@ -185,17 +189,27 @@ def _linear(m, n, k, **kw):
 
 
 @pytest.mark.parametrize("m", [1, 4, 16])
-def test_choose_splits_k_of_skinny_problems_with_few_tiles(gpu_like, m):
-    plan = _linear(m, 1024, 1024)  # 32 tiles of 16x32 on 132 SMs: split K in 4
+def test_choose_splits_k_of_skinny_problems_with_few_tiles_and_long_k(gpu_like, m):
+    plan = _linear(m, 1024, 2816)  # the down projection: 32 tiles of 16x32 on 132 SMs, K 2816: split in 4
     bm, bn, bk, warps, stages, tma, split = plan.config
     assert (bm, bn, split) == (16, 32, 4) and bk * 2 >= 256 and not tma and plan.source == "split"
     assert plan.grid == (32, 1, 4) and plan.workspace == 4 * m * 1024
     assert plan.reduce_grid == (matmul.cdiv(m * 1024, matmul.REDUCE_BLOCK), 1)
     assert plan.meta["SPLIT_K"] == 4 and plan.reduce_meta["SPLIT_K"] == 4
-    assert plan.meta["B_KC"] and plan.meta["A_KC"]
-    down = _linear(m, 1024, 2816)
-    assert down.split_k == 4 and down.meta["BLOCK_M"] == 16 and down.meta["EVEN_K"] == (2816 % bk == 0)
+    assert plan.meta["B_KC"] and plan.meta["A_KC"] and plan.meta["EVEN_K"] == (2816 % bk == 0)
+    assert matmul.choose(m, 768, 3072, 1, BF16, (3072, 1), (768, 1), True, "cuda").split_k == 4  # GPT-2 mlp.c_proj
     assert gpu_like == []  # split plans are not tuned
+    short = _linear(m, 1024, 1024)  # K 1024: one launch, tuned (a 1024x1024 weight is worth tuning at any M)
+    assert short.split_k == 1 and short.source == "tuned" and short.reduce_kernel is None
+    assert gpu_like == [(m, 1024, 1024, True, True)]
+
+
+def test_split_k_gives_every_split_k_tiles():
+    assert matmul._split_k(32, 2816, 256, 132) == 4  # 11 K tiles: 3, 3, 3, 2
+    assert matmul._split_k(24, 3072, 256, 132) == 4  # 5 asked, 12 K tiles: 3 each in 4 splits
+    assert matmul._split_k(64, 2816, 256, 132) == 2
+    assert matmul._split_k(66, 8192, 256, 132) == 1  # tiles fill half the SMs
+    assert matmul._split_k(8, 1024, 256, 132) == 1  # K too short
 
 
 def test_choose_tunes_skinny_problems_that_fill_the_device(gpu_like):
@@ -263,7 +277,7 @@ def test_choose_on_the_interpreter(monkeypatch):
 def tuned_on_cpu(fresh_cache, monkeypatch):
     """mm/bmm/addmm through _mm_tuned on the interpreter, tuning forced on, a fake timer
     that prefers the 64x32 tile (so the grid must follow the chosen BLOCK_M/N)."""
-    monkeypatch.setattr(matmul, "_tuned", lambda device, work: True)
+    monkeypatch.setattr(matmul, "_tuned", lambda *args: True)
     monkeypatch.setattr(_autotune, "tunes_on", lambda backend: True)
     _autotune._tuners.pop(id(matmul._mm_tuned), None)
     matmul.clear_plans()
@@ -288,7 +302,7 @@ def test_tuned_path_matches_torch_and_tunes_once_per_bucket(tuned_on_cpu, dtype)
     (chosen,) = _autotune.tuner_of(matmul._mm_tuned).chosen.values()
     assert _shape(chosen)[:2] == (64, 32)
     tried = len(tuned_on_cpu)
-    assert tried == 5 and (64, 32) in [s[:2] for s in tuned_on_cpu]
+    assert tried == 3 and (64, 32) in [s[:2] for s in tuned_on_cpu]
     a2, b2 = torch.randn(120, 96, dtype=dtype), torch.randn(96, 90, dtype=dtype)
     close(T.mm(a2, b2), torch.mm(a2, b2), **tol)  # the same (128, 128, 128) bucket: not tuned again; EVEN_K
     bias = torch.randn(90, dtype=dtype)
