@@ -105,15 +105,16 @@ def cases(smoke: bool = False) -> list[Case]:
 
 @dataclass
 class Built:
-    """A case's tensors and calls. a3/b3/c3/bias3: the 3-D operands matmul launches on."""
+    """A case's tensors and calls; a, b, c, bias: the operands as mm/addmm launch them
+    (bias expanded to (M, N))."""
 
     torch_fn: Callable[[], Any]
     tj_fn: Callable[[], Any]
     model_fn: Callable[[], Any]  # the model's own call (F.linear / addmm / mm), run eager or under enable()
-    a3: Any
-    b3: Any
-    c3: Any
-    bias3: Any
+    a: Any
+    b: Any
+    c: Any
+    bias: Any
     keep: list = field(default_factory=list)
 
 
@@ -150,12 +151,11 @@ def build(case: Case, dev: str) -> Built:
         raise ValueError(case.kind)
     m, n, _ = case.mnk
     c = torch.empty(m, n, device=dev, dtype=DTYPE)
-    bias3 = bias.expand(m, n).unsqueeze(0) if bias is not None else None
-    return Built(*fns, a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), bias3, keep=[a, b, bias])
+    return Built(*fns, a, b, c, bias.expand(m, n) if bias is not None else None, keep=[bias])
 
 
 def layout(b: Built) -> str:
-    return ("N" if b.a3.stride(2) == 1 else "T") + ("N" if b.b3.stride(2) == 1 else "T")
+    return ("N" if b.a.stride(1) == 1 else "T") + ("N" if b.b.stride(1) == 1 else "T")
 
 
 # ---- checking and timing -----------------------------------------------------------------------
@@ -222,7 +222,7 @@ def warm(plan_sets: list[tuple[list, Built]], jobs: int, target: str | None) -> 
     entries: dict[ManifestEntry, None] = {}
     for plans, b in plan_sets:
         for plan in plans:
-            for fn, sig, opts in matmul.signatures(plan, b.a3, b.b3, b.c3, b.bias3):
+            for fn, sig, opts in matmul.signatures(plan, b.a, b.b, b.c, b.bias):
                 entries[ManifestEntry(kernel=fn.name, file=matmul.__file__, signature=sig,
                                       options=tuple(sorted(opts.items())), module="tritonjit_ops.matmul")] = None
     t0 = time.perf_counter()
@@ -244,11 +244,10 @@ def plan_of(b: Built) -> Any:
     """The plan tritonjit's call took (choose() is cached: this is a lookup)."""
     from tritonjit_ops import matmul
 
-    a3, b3 = b.a3, b.b3
-    _, m, k = a3.shape
-    aligned = a3.data_ptr() % 16 == 0 and b3.data_ptr() % 16 == 0
-    return matmul.choose(m, b3.shape[2], k, 1, a3.dtype, a3.stride(), b3.stride(), b.bias3 is not None, a3.device,
-                         aligned=aligned)
+    a, w = b.a, b.b
+    aligned = (a.data_ptr() | w.data_ptr()) & 15 == 0
+    return matmul.choose(a.shape[0], w.shape[1], a.shape[1], 1, a.dtype, a.stride(), w.stride(), b.bias is not None,
+                         a.device, aligned=aligned)
 
 
 def run_default(all_cases: list[Case], dev: str, args: argparse.Namespace, out: dict) -> list[dict]:
@@ -256,7 +255,7 @@ def run_default(all_cases: list[Case], dev: str, args: argparse.Namespace, out: 
 
     built = {c.name: build(c, dev) for c in all_cases}
     t0 = time.perf_counter()
-    out["warmup"] = warm([(matmul.candidates(b.a3, b.b3, b.c3, b.bias3), b) for b in built.values()], args.jobs,
+    out["warmup"] = warm([(matmul.candidates(b.a, b.b, b.c, b.bias), b) for b in built.values()], args.jobs,
                          _target(dev))
     print(f"warm-up: {out['warmup']}", file=sys.stderr)
     t1 = time.perf_counter()
@@ -348,14 +347,14 @@ def run_sweep(all_cases: list[Case], dev: str, args: argparse.Namespace, out: di
     for c in all_cases:
         b = built[c.name]
         m, n, k = c.mnk
-        tma_possible = matmul.tma_ok(2, b.a3.stride(), b.b3.stride(), m, n, k, True)
+        tma_possible = matmul.tma_ok(2, b.a.stride(), b.b.stride(), m, n, k, True)
         grid = sweep_configs(m, n, k, tma_possible)
         if args.smoke:
             grid = [g for g in grid if not g[0][5]][:4] + [((16, 16, 16, 1, 1, True), 1)] * tma_possible
-        grids[c.name] = [(cfg, split, matmul.make_plan(m, n, k, 1, DTYPE, b.a3.stride(), b.b3.stride(),
-                                                       b.bias3 is not None, dev, cfg, split))
+        grids[c.name] = [(cfg, split, matmul.make_plan(m, n, k, 1, DTYPE, b.a.stride(), b.b.stride(),
+                                                       b.bias is not None, dev, cfg, split))
                          for cfg, split in grid]
-    plan_sets = [([p for _, _, p in grids[c.name]] + matmul.candidates(b.a3, b.b3, b.c3, b.bias3), b)
+    plan_sets = [([p for _, _, p in grids[c.name]] + matmul.candidates(b.a, b.b, b.c, b.bias), b)
                  for c in all_cases for b in (built[c.name],)]
     out["warmup"] = warm(plan_sets, args.jobs, _target(dev))
     print(f"warm-up: {out['warmup']}", file=sys.stderr)
@@ -375,12 +374,12 @@ def run_sweep(all_cases: list[Case], dev: str, args: argparse.Namespace, out: di
             for cfg, split, plan in grids[c.name]:
                 if cfg[5] != (phase == "tma"):
                     continue
-                c3 = torch.empty_like(b.c3)
+                out_c = torch.empty_like(b.c)
 
-                def call(plan: Any = plan, c3: torch.Tensor = c3) -> Any:
-                    return matmul.run(plan, b.a3, b.b3, c3, b.bias3, 1.0, 1.0)
+                def call(plan: Any = plan, out_c: torch.Tensor = out_c) -> Any:
+                    return matmul.run(plan, b.a, b.b, out_c, b.bias, 1.0, 1.0)
 
-                ok, err = check(call()[0], ref)
+                ok, err = check(call(), ref)
                 ms = device_ms(call, dev, rep=20, warmup=5) if ok else math.inf
                 row["configs"].append(dict(config=list(cfg), split_k=split, ms=ms, check=ok, err=err,
                                            ratio=row["torch_ms"] / ms if ok else 0.0))

@@ -318,11 +318,12 @@ def _tma_layout_ok(nargs: dict, kwargs: dict) -> bool:
 
 
 def tma_ok(size: int, sa: Sequence[int], sb: Sequence[int], m: int, n: int, k: int, aligned: bool) -> bool:
-    """TMA descriptors can read a (strides sa = batch, M, K) and b (sb = batch, K, N):
+    """TMA descriptors can read a (strides sa = [batch,] M, K) and b (sb = [batch,] K, N):
     16-bit elements, base pointers 16-byte aligned, one unit stride per operand, and the
     other strides (batch included) multiples of 16 bytes."""
     if size != 2 or not aligned:
         return False
+    sa, sb = _strides3(sa, m, k), _strides3(sb, k, n)
 
     def ok(s_batch: int, s_x: int, s_k: int) -> bool:
         if s_k == 1:
@@ -412,10 +413,10 @@ def _precision(dtype: torch.dtype) -> str:
 
 
 def _strides3(s: Sequence[int], rows: int, cols: int) -> tuple[int, int, int]:
-    """(batch, row, col) strides from 2 or 3 given."""
+    """(batch, row, col) strides from 2 (one matrix: batch stride 0) or 3 given."""
     if len(s) == 3:
         return int(s[0]), int(s[1]), int(s[2])
-    return rows * cols, int(s[0]), int(s[1])
+    return 0, int(s[0]), int(s[1])
 
 
 def _tuned(device: Any, work: int, weight: int = 0, skinny: bool = False) -> bool:
@@ -494,11 +495,11 @@ class _Problem:
 
 
 def candidates(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None, scale: bool = False) -> list[Plan]:
-    """The plans a launch on 3-D operands a (B, M, K), b (B, K, N), c (B, M, N) may take: the
-    one chosen without tuning, or one per config the tuner would time (for warm-up compiles)."""
-    bsz, m, k = a.shape
-    n = b.shape[2]
-    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    """The plans a launch on operands a (M, K), b (K, N), c (M, N), or batched (B, M, K) ...,
+    may take: the one chosen without tuning, or one per config the tuner would time (what
+    a warm-up compiles; see :func:`signatures`)."""
+    bsz, m, k, n = _dims(a, b)
+    aligned = (a.data_ptr() | b.data_ptr()) & 15 == 0
     p = _Problem(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale, aligned)
     cfg, split, source = p.untuned()
     if cfg is not None:
@@ -514,23 +515,18 @@ def _config_tuple(c: triton.Config) -> tuple:
 
 
 def signatures(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None) -> list[tuple]:
-    """(kernel, signature, options) of each launch of ``plan`` on 3-D operands: what a
-    warm-up compiles (``tritonjit.ManifestEntry``-ready)."""
-    bsz, m, k = a.shape
-    n = b.shape[2]
+    """(kernel, signature, options) of each launch of ``plan`` on these operands (2-D or
+    3-D, as mm/addmm or bmm pass them): what a warm-up compiles."""
+    bsz, m, k, n = _dims(a, b)
     meta = dict(plan.meta)
     opts = {"num_warps": meta.pop("num_warps"), "num_stages": meta.pop("num_stages")}
     if plan.split_k == 1:
         return [(_mm, _mm.signature(*_args(a, b, c, bias, m, n, k, 1.0, 1.0), **meta), opts)]
     ws = torch.empty((bsz * plan.split_k, m, n), dtype=torch.float32, device=a.device)
-    out = [(_mm, _mm.signature(*_args(a, b, ws, None, m, n, k, 1.0, 1.0), **meta), opts)]
     rmeta = dict(plan.reduce_meta)
     ropts = {"num_warps": rmeta.pop("num_warps")}
-    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    sc = c.stride()
-    out.append((_splitk_reduce, _splitk_reduce.signature(ws, c, bias if bias is not None else c, m, n, *sc,
-                                                         *si, 1.0, 1.0, **rmeta), ropts))
-    return out
+    return [(_mm, _mm.signature(*_args(a, b, ws, None, m, n, k, 1.0, 1.0), **meta), opts),
+            (_splitk_reduce, _splitk_reduce.signature(*_reduce_args(ws, c, bias, m, n, 1.0, 1.0), **rmeta), ropts)]
 
 
 def _split_k(tiles: int, k: int, bk: int, sms: int, cpu: bool = False) -> int:
@@ -566,11 +562,13 @@ def _tuned_config(m: int, n: int, k: int, batch: int, dtype: torch.dtype, sa: tu
     """The tritonjit autotuner's config for the problem's key (tuned now if not stored)."""
     from tritonjit import _autotune
 
-    if operands is None:
+    if operands is None:  # scratch operands of the problem's strides
         a = torch.empty_strided((batch, m, k), sa, dtype=dtype, device=dev).normal_()
         b = torch.empty_strided((batch, k, n), sb, dtype=dtype, device=dev).normal_()
         c = torch.empty((batch, m, n), dtype=dtype, device=dev)
         bias = torch.zeros((m, n), dtype=dtype, device=dev) if base["HAS_BIAS"] else None
+        if batch == 1 and sa[0] == 0 and sb[0] == 0:  # as mm passes them
+            a, b, c = a[0], b[0], c[0]
     else:
         a, b, c, bias = operands
     args = _args(a, b, c, bias, m, n, k, 1.0, 0.0)
@@ -608,38 +606,59 @@ def _make(m: int, n: int, k: int, batch: int, base: dict, cfg: tuple, split: int
 
 
 # ---- launching --------------------------------------------------------------------------------
+def _dims(a: Tensor, b: Tensor) -> tuple[int, int, int, int]:
+    """(batch, M, K, N) of 2-D (one matrix) or 3-D operands."""
+    if a.dim() == 2:
+        m, k = a.shape
+        return 1, m, k, b.shape[1]
+    bsz, m, k = a.shape
+    return bsz, m, k, b.shape[2]
+
+
+def _s3(t: Tensor) -> tuple:
+    """(batch, row, col) strides of a 2-D (batch stride 0) or 3-D tensor."""
+    s = t.stride()
+    return s if len(s) == 3 else (0,) + s
+
+
 def _args(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, k: int, alpha, beta) -> tuple:
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    sa, sb, sc = a.stride(), b.stride(), c.stride()
+    sa, sb, sc = _s3(a), _s3(b), _s3(c)
     return (a, b, c, bias if bias is not None else c, m, n, k,
             sa[0], sa[1], sa[2], sb[0], sb[1], sb[2], sc[0], sc[1], sc[2], si[0], si[1], alpha, beta)
 
 
+def _reduce_args(ws: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, alpha, beta) -> tuple:
+    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    sc = _s3(c)
+    return (ws, c, bias if bias is not None else c, m, n, sc[0], sc[1], sc[2], si[0], si[1], alpha, beta)
+
+
 def run(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha=1.0, beta=0.0) -> Tensor:
-    """Launch ``plan`` on 3-D a (B, M, K), b (B, K, N) into c (B, M, N); bias (M, N) or None."""
-    bsz, m, k = a.shape
-    n = b.shape[2]
+    """Launch ``plan`` on a (M, K), b (K, N) into c (M, N), or batched (B, M, K) ...; bias
+    (M, N) (any strides, e.g. expanded) or None."""
+    bsz, m, k, n = _dims(a, b)
     if plan.split_k == 1:
         _mm[plan.grid](*_args(a, b, c, bias, m, n, k, alpha, beta), **plan.meta)
         return c
     ws = torch.empty((bsz * plan.split_k, m, n), dtype=torch.float32, device=a.device)
     _mm[plan.grid](*_args(a, b, ws, None, m, n, k, alpha, beta), **plan.meta)
-    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    sc = c.stride()
-    _splitk_reduce[plan.reduce_grid](ws, c, bias if bias is not None else c, m, n, sc[0], sc[1], sc[2],
-                                     si[0], si[1], alpha, beta, **plan.reduce_meta)
+    _splitk_reduce[plan.reduce_grid](*_reduce_args(ws, c, bias, m, n, alpha, beta), **plan.reduce_meta)
     return c
 
 
 def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, scale: bool) -> Tensor:
-    bsz, m, k = a.shape
-    n = b.shape[2]
+    """c = alpha * a @ b (+ beta * bias) for 2-D (mm, addmm) or 3-D (bmm) operands."""
+    sa, sb, dtype = a.stride(), b.stride(), a.dtype
+    if len(sa) == 2:
+        bsz, (m, k), n = 1, a.shape, b.shape[1]
+    else:
+        (bsz, m, k), n = a.shape, b.shape[2]
     if c.numel() == 0:
         return c
     if k == 0:
         c.zero_() if bias is None else c.copy_(bias.expand_as(c) * beta)
         return c
-    sa, sb, dtype = a.stride(), b.stride(), a.dtype
     aligned = (a.data_ptr() | b.data_ptr()) & 15 == 0
     # choose()'s cache key, built here to skip the call on a hit
     key = (m, n, k, bsz, dtype, sa, sb, bias is not None, scale, aligned, a.device,
@@ -648,11 +667,11 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
     if plan is None:
         plan = choose(m, n, k, bsz, dtype, sa, sb, bias is not None, a.device, scale=scale, aligned=aligned,
                       operands=(a, b, c, bias))
-    if plan.split_k == 1:
-        si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    if plan.split_k == 1 and bsz == 1 and len(sa) == 2:  # mm/addmm: the launch, unrolled
+        si = (bias.stride(0), bias.stride(1)) if bias is not None else (0, 0)
         sc = c.stride()
-        _mm[plan.grid](a, b, c, bias if bias is not None else c, m, n, k, sa[0], sa[1], sa[2], sb[0], sb[1], sb[2],
-                       sc[0], sc[1], sc[2], si[0], si[1], alpha, beta, **plan.meta)
+        _mm[plan.grid](a, b, c, bias if bias is not None else c, m, n, k, 0, sa[0], sa[1], 0, sb[0], sb[1],
+                       0, sc[0], sc[1], si[0], si[1], alpha, beta, **plan.meta)
         return c
     return run(plan, a, b, c, bias, alpha, beta)
 
@@ -677,8 +696,7 @@ def mm(a: Tensor, b: Tensor) -> Tensor:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied "
                            f"({a.shape[0]}x{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
     c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    _launch(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), None, 1.0, 0.0, False)
-    return c
+    return _launch(a, b, c, None, 1.0, 0.0, False)
 
 
 def bmm(a: Tensor, b: Tensor) -> Tensor:
@@ -707,7 +725,4 @@ def addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float =
         raise RuntimeError(f"The size of tensor a ({list(bias.shape)}) must match the size of tensor b "
                            f"([{m}, {n}]) for addmm") from None
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    use_bias = beta != 0
-    _launch(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0), bias2 if use_bias else None,
-            float(alpha), float(beta), alpha != 1)
-    return c
+    return _launch(a, b, c, bias2 if beta != 0 else None, float(alpha), float(beta), alpha != 1)
