@@ -306,7 +306,7 @@ def run_default(all_cases: list[Case], dev: str, args: argparse.Namespace, out: 
 
 # ---- the sweep ---------------------------------------------------------------------------------------
 def sweep_configs(m: int, n: int, k: int, tma_possible: bool) -> list[tuple[tuple, int]]:
-    """(config, split_k) candidates of a problem; config = (BM, BN, BK, warps, stages, TMA)."""
+    """(config, split_k) candidates of a problem; config = (BM, BN, BK, warps, stages, TMA, PERSISTENT)."""
     from tritonjit_ops import matmul
 
     budget = matmul.SMEM_BUDGET
@@ -316,26 +316,27 @@ def sweep_configs(m: int, n: int, k: int, tma_possible: bool) -> list[tuple[tupl
         return (bm + bn) * bk * 2 * stages <= budget
 
     if m <= 256:
-        bms = (matmul._skinny_bm(m),) if m <= matmul.SKINNY_M else (64, 128)
-        splits = (1, 2, 4, 8) if m <= matmul.SKINNY_M else (1, 2, 4)
-        for bm, bn, bk, stages in itertools.product(bms, (16, 32, 64, 128), (64, 128, 256), (3, 5)):
+        skinny = m <= matmul.SKINNY_M
+        bms = (matmul._skinny_bm(m),) if skinny else (64, 128)
+        splits = (1, 2, 4) if skinny else (1, 2)
+        bns = (16, 32, 64, 128) if skinny else (32, 64, 128)
+        bks = (128, 256) if skinny else (64, 128)
+        for bm, bn, bk, stages in itertools.product(bms, bns, bks, (3, 5)):
             if not fits(bm, bn, bk, stages):
                 continue
             for split in splits:
                 if split == 1 or k // split >= max(bk, 256):
-                    out.append(((bm, bn, bk, 4 if bm * bn <= 64 * 128 else 8, stages, False), split))
+                    out.append(((bm, bn, bk, 4 if bm * bn <= 64 * 128 else 8, stages, False, False), split))
         return out
     large = [(128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (256, 128, 64, 8, 3), (256, 128, 64, 8, 4),
              (128, 128, 64, 4, 4), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 8, 5),
              (64, 256, 64, 4, 3), (64, 256, 64, 4, 4), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
              (64, 64, 64, 4, 4), (128, 128, 128, 8, 3), (128, 256, 128, 8, 2)]
-    for cfg in large:
-        if fits(cfg[0], cfg[1], cfg[2], cfg[4]):
-            out.append((cfg + (False,), 1))
-    if tma_possible:
-        for cfg in large:
-            if fits(cfg[0], cfg[1], cfg[2], cfg[4]):
-                out.append((cfg + (True,), 1))
+    persistent = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 128, 64, 8, 4), (128, 128, 64, 4, 4),
+                  (128, 128, 64, 8, 3), (64, 256, 64, 4, 3)]
+    for tma in (False, True) if tma_possible else (False,):
+        out += [(cfg + (tma, False), 1) for cfg in large if fits(cfg[0], cfg[1], cfg[2], cfg[4])]
+        out += [(cfg + (tma, True), 1) for cfg in persistent]
     return out
 
 
@@ -350,7 +351,8 @@ def run_sweep(all_cases: list[Case], dev: str, args: argparse.Namespace, out: di
         tma_possible = matmul.tma_ok(2, b.a.stride(), b.b.stride(), m, n, k, True)
         grid = sweep_configs(m, n, k, tma_possible)
         if args.smoke:
-            grid = [g for g in grid if not g[0][5]][:4] + [((16, 16, 16, 1, 1, True), 1)] * tma_possible
+            grid = ([g for g in grid if not g[0][5]][:4] + [((16, 16, 16, 1, 1, False, True), 1)]
+                    + [((16, 16, 16, 1, 1, True, True), 1)] * tma_possible)
         grids[c.name] = [(cfg, split, matmul.make_plan(m, n, k, 1, DTYPE, b.a.stride(), b.b.stride(),
                                                        b.bias is not None, dev, cfg, split))
                          for cfg, split in grid]

@@ -50,45 +50,24 @@ _F32 = torch.float32
 
 
 @triton.jit
-def _mm_kernel(
-    a, b, c, bias, M, N, K,
-    s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_im, s_in,
-    alpha, beta,
-    HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
-    DOT_F32: tl.constexpr, A_KC: tl.constexpr, B_KC: tl.constexpr, TMA: tl.constexpr, SPLIT_K: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    batch = tl.program_id(1).to(tl.int64)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
+def _tile_of(tile, num_m, num_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of a tile index in grouped order (GROUP_M row tiles share B in L2)."""
     group = GROUP_M * num_n
-    first_m = (pid // group) * GROUP_M
+    first_m = (tile // group) * GROUP_M
     size_m = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % group) % size_m)
-    pid_n = (pid % group) // size_m
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    if SPLIT_K == 1:
-        k_lo = 0
-        k_hi = k_tiles
-    else:  # this program's share of the K tiles; the last splits may get none
-        per = tl.cdiv(k_tiles, SPLIT_K)
-        k_lo = tl.minimum(tl.program_id(2) * per, k_tiles)
-        k_hi = tl.minimum(k_lo + per, k_tiles)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return first_m + ((tile % group) % size_m), (tile % group) // size_m
+
+
+@triton.jit
+def _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, k_lo, k_hi,
+              EVEN_K: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr, A_KC: tl.constexpr,
+              B_KC: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr):
+    """fp32 sum over K tiles [k_lo, k_hi) of one output tile; a, b point at this batch."""
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     if TMA:
         off_m = pid_m * BLOCK_M
         off_n = pid_n * BLOCK_N
-        if A_KC:
-            a_desc = tl.make_tensor_descriptor(a + batch * s_ab, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
-        else:
-            a_desc = tl.make_tensor_descriptor(a + batch * s_ab, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
-        if B_KC:
-            b_desc = tl.make_tensor_descriptor(b + batch * s_bb, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
-        else:
-            b_desc = tl.make_tensor_descriptor(b + batch * s_bb, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
         for kt in range(k_lo, k_hi):
             off_k = kt * BLOCK_K
             if A_KC:
@@ -105,11 +84,13 @@ def _mm_kernel(
             acc = tl.dot(xa, xb, acc, input_precision=PRECISION)
     else:
         # rows/columns past the edge wrap: they read real elements and are masked at the store
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         ram = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
         rbn = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
         rk = k_lo * BLOCK_K + tl.arange(0, BLOCK_K)
-        pa = a + batch * s_ab + ram[:, None] * s_am + rk[None, :] * s_ak
-        pb = b + batch * s_bb + rk[:, None] * s_bk + rbn[None, :] * s_bn
+        pa = a + ram[:, None] * s_am + rk[None, :] * s_ak
+        pb = b + rk[:, None] * s_bk + rbn[None, :] * s_bn
         for kt in range(k_lo, k_hi):
             if EVEN_K:
                 xa = tl.load(pa)
@@ -124,18 +105,75 @@ def _mm_kernel(
             acc = tl.dot(xa, xb, acc, input_precision=PRECISION)
             pa += BLOCK_K * s_ak
             pb += BLOCK_K * s_bk
+    return acc
+
+
+@triton.jit
+def _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
+              HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """c = alpha * acc (+ beta * bias), cast to c's dtype; c points at this batch (or split)."""
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm < M)[:, None] & (rn < N)[None, :]
-    if SPLIT_K == 1:
-        if SCALE:
-            acc = acc * alpha
-        if HAS_BIAS:
-            bv = tl.load(bias + rm[:, None] * s_im + rn[None, :] * s_in, mask=mask, other=0.0).to(tl.float32)
-            acc = acc + beta * bv
-        pc = c + batch * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-        tl.store(pc, acc.to(c.dtype.element_ty), mask=mask)
-    else:  # the fp32 partial of split program_id(2), slice (batch, split) of the workspace
-        pc = c + (batch * SPLIT_K + tl.program_id(2)) * s_cb + rm[:, None] * s_cm + rn[None, :] * s_cn
-        tl.store(pc, acc, mask=mask)
+    if SCALE:
+        acc = acc * alpha
+    if HAS_BIAS:
+        bv = tl.load(bias + rm[:, None] * s_im + rn[None, :] * s_in, mask=mask, other=0.0).to(tl.float32)
+        acc = acc + beta * bv
+    tl.store(c + rm[:, None] * s_cm + rn[None, :] * s_cn, acc.to(c.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _mm_kernel(
+    a, b, c, bias, M, N, K,
+    s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_im, s_in,
+    alpha, beta,
+    HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
+    DOT_F32: tl.constexpr, A_KC: tl.constexpr, B_KC: tl.constexpr, TMA: tl.constexpr, SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+):
+    batch = tl.program_id(1).to(tl.int64)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    a += batch * s_ab
+    b += batch * s_bb
+    if TMA:
+        if A_KC:
+            a_desc = tl.make_tensor_descriptor(a, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
+        else:
+            a_desc = tl.make_tensor_descriptor(a, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
+        if B_KC:
+            b_desc = tl.make_tensor_descriptor(b, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(b, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
+    else:
+        a_desc = a
+        b_desc = b
+    if PERSISTENT:  # grid: at most one program per SM, each walks tiles; the tile loops flattened
+        c += batch * s_cb
+        for tile in tl.range(tl.program_id(0), num_m * num_n, tl.num_programs(0), flatten=True):
+            pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
+            acc = _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0, k_tiles,
+                            EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
+            _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
+                      HAS_BIAS, SCALE, BLOCK_M, BLOCK_N)
+    else:
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, GROUP_M)
+        if SPLIT_K == 1:
+            k_lo = 0
+            k_hi = k_tiles
+            c += batch * s_cb
+        else:  # this split's share of the K tiles, its fp32 partial to slice (batch, split) of c
+            per = tl.cdiv(k_tiles, SPLIT_K)
+            k_lo = tl.minimum(tl.program_id(2) * per, k_tiles)
+            k_hi = tl.minimum(k_lo + per, k_tiles)
+            c += (batch * SPLIT_K + tl.program_id(2)) * s_cb
+        acc = _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, k_lo, k_hi,
+                        EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
+        _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
+                  HAS_BIAS, SCALE, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -189,21 +227,26 @@ def _env_on(name: str, default: str) -> bool:
     return os.environ.get(name, default).strip().lower() not in ("0", "false", "no", "off", "")
 
 
-def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, tma: bool = False) -> triton.Config:
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "TMA": tma},
-                         num_warps=warps, num_stages=stages)
+def _cfg(bm: int, bn: int, bk: int, warps: int, stages: int, tma: bool = False,
+         persistent: bool = False) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "TMA": tma,
+                          "PERSISTENT": persistent}, num_warps=warps, num_stages=stages)
 
 
 # ---- the tuned configs, by regime and dtype (16-bit: fp16/bf16; 32: fp32) ---------------------
-#: large problems (M > SKINNY_M), 16-bit: BLOCK_K 64 (128 bytes); _default_config's first
+#: large problems (M > SKINNY_M), 16-bit: BLOCK_K 64 (128 bytes); _default_config's first. The
+#: persistent ones launch at most one program per SM, each walking tiles in one flattened loop
+#: (the next tile's loads overlap this one's epilogue: pays where K is short, e.g. 1024)
 LARGE_16 = [
     _cfg(128, 256, 64, 8, 3), _cfg(64, 64, 64, 4, 4), _cfg(128, 128, 64, 4, 4), _cfg(256, 128, 64, 8, 3),
     _cfg(64, 128, 64, 4, 4), _cfg(128, 64, 64, 4, 4), _cfg(128, 128, 64, 8, 4), _cfg(64, 256, 64, 4, 4),
+    _cfg(128, 256, 64, 8, 3, persistent=True), _cfg(128, 128, 64, 8, 4, persistent=True),
 ]
 #: TMA-descriptor variants of the large 16-bit tiles (only with TRITONJIT_MM_TMA=1)
 LARGE_16_TMA = [
     _cfg(128, 256, 64, 8, 3, True), _cfg(256, 128, 64, 8, 3, True), _cfg(128, 128, 64, 8, 4, True),
     _cfg(128, 128, 64, 4, 4, True), _cfg(64, 128, 64, 4, 4, True),
+    _cfg(128, 256, 64, 8, 3, True, True), _cfg(128, 128, 64, 8, 4, True, True),
 ]
 #: large problems, fp32: BLOCK_K 32 (128 bytes)
 LARGE_32 = [_cfg(128, 128, 32, 8, 3), _cfg(64, 128, 32, 4, 4), _cfg(64, 64, 32, 4, 4), _cfg(128, 64, 32, 4, 4)]
@@ -372,15 +415,18 @@ class Plan:
 
     @property
     def config(self) -> tuple:
-        """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA, SPLIT_K)"""
+        """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA, PERSISTENT, SPLIT_K)"""
         m = self.meta
-        return (m["BLOCK_M"], m["BLOCK_N"], m["BLOCK_K"], m["num_warps"], m["num_stages"], m["TMA"], self.split_k)
+        return (m["BLOCK_M"], m["BLOCK_N"], m["BLOCK_K"], m["num_warps"], m["num_stages"], m["TMA"],
+                m["PERSISTENT"], self.split_k)
 
     def describe(self) -> str:
-        bm, bn, bk, w, s, tma, sk = self.config
+        bm, bn, bk, w, s, tma, persistent, sk = self.config
         text = f"{bm}x{bn}x{bk} w{w} s{s}"
         if tma:
             text += " tma"
+        if persistent:
+            text += " persistent"
         if sk > 1:
             text += f" splitk{sk}"
         return f"{text} ({self.source})"
@@ -478,7 +524,7 @@ class _Problem:
         if dev.type == "cpu" and not tuned:  # the interpreter: small tiles, no tuning
             bm, bn, bk = (max(16, min(32, next_pow2(d))) for d in (m, n, k))
             split = _split_k(cdiv(m, bm) * cdiv(n, bn) * batch, k, bk, 4, cpu=True)
-            return (bm, bn, bk, 1, 1, False), split, "interpreter"
+            return (bm, bn, bk, 1, 1, False, False), split, "interpreter"
         cfg = _default_config(self.dtype, m, n, k, batch, _sms(dev))
         if m <= SKINNY_M and _env_on("TRITONJIT_MM_SPLIT_K", "1"):
             split = _split_k(cdiv(m, cfg[0]) * cdiv(n, cfg[1]) * batch, k, cfg[2], _sms(dev))
@@ -490,8 +536,9 @@ class _Problem:
 
     def plan(self, cfg: tuple, split: int, source: str) -> Plan:
         if cfg[5] and not tma_ok(self.dtype.itemsize, self.sa, self.sb, self.m, self.n, self.k, self.aligned):
-            cfg = cfg[:5] + (False,)  # tuned on an operand TMA could read; this one it cannot
-        return _make(self.m, self.n, self.k, self.batch, self.base, cfg, split, source)
+            cfg = cfg[:5] + (False,) + cfg[6:]  # tuned on an operand TMA could read; this one it cannot
+        sms = _sms(self.dev) if self.dev.type != "cpu" else 4
+        return _make(self.m, self.n, self.k, self.batch, self.base, cfg, split, source, sms)
 
 
 def candidates(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None, scale: bool = False) -> list[Plan]:
@@ -510,8 +557,10 @@ def candidates(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None, scal
 
 
 def _config_tuple(c: triton.Config) -> tuple:
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA, PERSISTENT) of a config."""
     kw = c.kwargs
-    return kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], c.num_warps, c.num_stages, bool(kw["TMA"])
+    return (kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], c.num_warps, c.num_stages, bool(kw["TMA"]),
+            bool(kw["PERSISTENT"]))
 
 
 def signatures(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None = None) -> list[tuple]:
@@ -543,18 +592,18 @@ def _split_k(tiles: int, k: int, bk: int, sms: int, cpu: bool = False) -> int:
 
 
 def _default_config(dtype: torch.dtype, m: int, n: int, k: int, batch: int, sms: int) -> tuple:
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA) of the untuned path on a GPU."""
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, TMA, PERSISTENT) of the untuned path on a GPU."""
     size = dtype.itemsize
     if m <= SKINNY_M:
         bm = _skinny_bm(m)
         bn = 64 if cdiv(n, 64) * cdiv(m, bm) * batch >= sms else 32
         bk = min(512 // size, max(16, next_pow2(k)))
-        return bm, bn, bk, 4, _stages(bm, bn, bk, size, 4), False
+        return bm, bn, bk, 4, _stages(bm, bn, bk, size, 4), False, False
     if dtype == torch.float32:
-        return 128, 128, 32, 8, 3, False
+        return 128, 128, 32, 8, 3, False, False
     if m >= 1024 and n >= 1024:
-        return 128, 256, 64, 8, 3, False
-    return 64, 64, 64, 4, 4, False
+        return 128, 256, 64, 8, 3, False, False
+    return 64, 64, 64, 4, 4, False, False
 
 
 def _tuned_config(m: int, n: int, k: int, batch: int, dtype: torch.dtype, sa: tuple, sb: tuple, dev: torch.device,
@@ -572,31 +621,41 @@ def _tuned_config(m: int, n: int, k: int, batch: int, dtype: torch.dtype, sa: tu
     else:
         a, b, c, bias = operands
     args = _args(a, b, c, bias, m, n, k, 1.0, 0.0)
-    grid = lambda meta: (cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"]), batch, 1)  # noqa: E731
+    sms = _sms(dev)
+
+    def grid(meta: dict) -> tuple:
+        tiles = cdiv(m, meta["BLOCK_M"]) * cdiv(n, meta["BLOCK_N"])
+        return min(tiles, sms) if meta["PERSISTENT"] else tiles, batch, 1
+
     _mm_tuned._make_state()  # the tuner reads the backend from it (a launch would make it first)
     kw = _autotune.meta_kwargs(_mm_tuned, args, dict(base, SPLIT_K=1), grid)
-    return kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["num_warps"], kw["num_stages"], bool(kw["TMA"])
+    return (kw["BLOCK_M"], kw["BLOCK_N"], kw["BLOCK_K"], kw["num_warps"], kw["num_stages"], bool(kw["TMA"]),
+            bool(kw["PERSISTENT"]))
 
 
 def make_plan(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Sequence[int],
               b_strides: Sequence[int], has_bias: bool, device: Any, config: Sequence, split_k: int = 1, *,
               scale: bool = False) -> Plan:
-    """A plan with an explicit config (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, TMA]):
-    for sweeps and tests. Not cached; the caller checks that a TMA config can read the operands."""
+    """A plan with an explicit config (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages[, TMA[,
+    PERSISTENT]]): for sweeps and tests. Not cached; the caller checks that a TMA config can read
+    the operands."""
     sa = _strides3(a_strides, m, k)
     sb = _strides3(b_strides, k, n)
     base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
                 DOT_F32=torch.device(device).type == "cpu" and dtype == torch.bfloat16,
                 A_KC=sa[2] == 1, B_KC=sb[1] == 1)
-    cfg = tuple(config) + (False,) * (6 - len(config))
-    return _make(m, n, k, batch, base, cfg, split_k, "explicit")
+    cfg = tuple(config) + (False,) * (7 - len(config))
+    dev = torch.device(device)
+    return _make(m, n, k, batch, base, cfg, split_k, "explicit", _sms(dev) if dev.type != "cpu" else 4)
 
 
-def _make(m: int, n: int, k: int, batch: int, base: dict, cfg: tuple, split: int, source: str) -> Plan:
-    bm, bn, bk, warps, stages, tma = cfg
+def _make(m: int, n: int, k: int, batch: int, base: dict, cfg: tuple, split: int, source: str, sms: int) -> Plan:
+    bm, bn, bk, warps, stages, tma, persistent = cfg
+    persistent = bool(persistent) and split == 1
     meta = dict(base, EVEN_K=k % bk == 0, TMA=bool(tma), SPLIT_K=split, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                GROUP_M=8, num_warps=warps, num_stages=stages)
-    grid = (cdiv(m, bm) * cdiv(n, bn), batch, split)
+                GROUP_M=8, PERSISTENT=persistent, num_warps=warps, num_stages=stages)
+    tiles = cdiv(m, bm) * cdiv(n, bn)
+    grid = (min(tiles, sms) if persistent else tiles, batch, split)
     if split == 1:
         return Plan(_mm, grid, meta, source=source)
     meta.update(HAS_BIAS=False, SCALE=False)

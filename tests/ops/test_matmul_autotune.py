@@ -30,6 +30,11 @@ def _shape(c: triton.Config) -> tuple:
     return c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages
 
 
+def _full(c: triton.Config) -> tuple:
+    """_shape, TMA, PERSISTENT: what make_plan takes."""
+    return _shape(c) + (c.kwargs["TMA"], c.kwargs["PERSISTENT"])
+
+
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     d = tmp_path / "triton-cache"
@@ -45,8 +50,9 @@ def test_configs_include_the_defaults_and_are_distinct_per_family():
                     (16, 16, 256, 4, 4)]:
         assert default in got
     for family in (matmul.LARGE_16, matmul.LARGE_16_TMA, matmul.LARGE_32, matmul.SKINNY_16, matmul.SKINNY_32):
-        shapes = [_shape(c) for c in family]
+        shapes = [_full(c) for c in family]
         assert len(set(shapes)) == len(shapes)
+    assert not any(c.kwargs["PERSISTENT"] for c in matmul.SKINNY_16 + matmul.SKINNY_32)
     assert all(c.kwargs["TMA"] for c in matmul.LARGE_16_TMA)
     assert not any(c.kwargs["TMA"] for c in matmul.MM_CONFIGS if c not in matmul.LARGE_16_TMA)
 
@@ -70,7 +76,7 @@ def test_every_config_cross_compiles_for_sm90(dtype, fresh_cache):
     families = (matmul.LARGE_16 + matmul.LARGE_16_TMA + matmul.SKINNY_16 if dtype != torch.float32
                 else matmul.LARGE_32 + matmul.SKINNY_32)
     for i, c in enumerate(families):
-        cfg = _shape(c) + (c.kwargs["TMA"],)
+        cfg = _full(c)
         layout = list(LAYOUTS)[i % 4]
         sig, warps, stages = _signature(f, dtype, layout, cfg)
         compiled = f.compile(sig, target="cuda:90", num_warps=warps, num_stages=stages)
@@ -99,13 +105,13 @@ def _prune(dtype, m, n, k):
 
 @pytest.mark.parametrize("dtype,mnk,expected", [
     (torch.bfloat16, (8192, 8192, 8192), [(128, 256), (64, 64), (128, 128), (256, 128), (64, 128), (128, 64),
-                                          (128, 128), (64, 256)]),
+                                          (128, 128), (64, 256), (128, 256), (128, 128)]),
     (torch.bfloat16, (8192, 1024, 1024), [(128, 256), (64, 64), (128, 128), (256, 128), (64, 128), (128, 64),
-                                          (128, 128), (64, 256)]),
+                                          (128, 128), (64, 256), (128, 256), (128, 128)]),
     (torch.float32, (8192, 16, 8192), [(64, 64), (128, 64)]),
     (torch.float32, (4096, 4096, 4096), [(128, 128), (64, 128), (64, 64), (128, 64)]),
     (torch.bfloat16, (128, 32000, 1024), [(128, 256), (64, 64), (128, 128), (64, 128), (128, 64), (128, 128),
-                                          (64, 256)]),
+                                          (64, 256), (128, 256), (128, 128)]),
 ])
 def test_prune_large_keeps_tiles_that_fit_the_problem(dtype, mnk, expected):
     kept = _prune(dtype, *mnk)
@@ -179,7 +185,7 @@ def gpu_like(monkeypatch):
     matmul.clear_plans()
 
 
-TUNED = (128, 128, 64, 8, 4, True)
+TUNED = (128, 128, 64, 8, 4, True, False)
 BF16 = torch.bfloat16
 
 
@@ -191,7 +197,7 @@ def _linear(m, n, k, **kw):
 @pytest.mark.parametrize("m", [1, 4, 16])
 def test_choose_splits_k_of_skinny_problems_with_few_tiles_and_long_k(gpu_like, m):
     plan = _linear(m, 1024, 2816)  # the down projection: 32 tiles of 16x32 on 132 SMs, K 2816: split in 4
-    bm, bn, bk, warps, stages, tma, split = plan.config
+    bm, bn, bk, warps, stages, tma, persistent, split = plan.config
     assert (bm, bn, split) == (16, 32, 4) and bk * 2 >= 256 and not tma and plan.source == "split"
     assert plan.grid == (32, 1, 4) and plan.workspace == 4 * m * 1024
     assert plan.reduce_grid == (matmul.cdiv(m * 1024, matmul.REDUCE_BLOCK), 1)
@@ -215,7 +221,7 @@ def test_split_k_gives_every_split_k_tiles():
 def test_choose_tunes_skinny_problems_that_fill_the_device(gpu_like):
     for n in (2816, 32000):
         plan = _linear(16, n, 1024)
-        assert plan.split_k == 1 and plan.source == "tuned" and plan.config[:6] == TUNED
+        assert plan.split_k == 1 and plan.source == "tuned" and plan.config[:7] == TUNED
     assert gpu_like == [(16, 2816, 1024, True, True), (16, 32000, 1024, True, True)]
 
 
@@ -243,6 +249,18 @@ def test_choose_layouts_and_the_tuned_prefill(gpu_like):
     assert gpu_like[1:] == [(1024, 1024, 8192, False, False), (8192, 2304, 768, True, False)]
 
 
+def test_persistent_plans_launch_at_most_one_program_per_sm(gpu_like, monkeypatch):
+    plan = matmul.make_plan(8192, 1024, 1024, 1, BF16, (1024, 1), (1, 1024), False, "cuda",
+                            (128, 256, 64, 8, 3, False, True))
+    assert plan.grid == (132, 1, 1) and plan.meta["PERSISTENT"] and "persistent" in plan.describe()
+    small = matmul.make_plan(256, 256, 1024, 1, BF16, (1024, 1), (1, 1024), False, "cuda",
+                             (128, 128, 64, 8, 4, False, True))
+    assert small.grid == (4, 1, 1)  # fewer tiles than SMs: one program per tile
+    split = matmul.make_plan(16, 1024, 4096, 1, BF16, (4096, 1), (1, 4096), False, "cuda",
+                             (16, 32, 256, 4, 4, False, True), 4)
+    assert not split.meta["PERSISTENT"] and split.grid == (32, 1, 4)  # split-K plans are never persistent
+
+
 def test_choose_never_gives_tma_to_operands_it_cannot_read(gpu_like):
     dev = torch.device("cuda")
     assert _linear(8192, 1024, 1024).meta["TMA"]
@@ -263,7 +281,7 @@ def test_choose_caches_plans_per_problem_in_a_bounded_dict(gpu_like, monkeypatch
 def test_choose_on_the_interpreter(monkeypatch):
     matmul.clear_plans()
     plan = matmul.choose(16, 16, 16, 1, torch.float32, (16, 1), (16, 1), False, torch.device("cpu"))
-    assert plan.source == "interpreter" and plan.config == (16, 16, 16, 1, 1, False, 1)
+    assert plan.source == "interpreter" and plan.config == (16, 16, 16, 1, 1, False, False, 1)
     plan = matmul.choose(8, 24, 600, 1, BF16, (600, 1), (1, 600), True, "cpu", scale=True)
     assert plan.split_k == 4 and plan.meta["DOT_F32"] and plan.meta["SCALE"] is False
     assert plan.reduce_meta["HAS_BIAS"] and plan.reduce_meta["SCALE"]

@@ -66,18 +66,22 @@ def test_split_k(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
-@pytest.mark.parametrize("split", [1, 2])
-def test_tma_descriptor_path_on_the_interpreter(dtype, layout, split):
-    """The TMA branch (descriptors, transposed tiles read with .T, zero-filled edges)
-    computes the same as torch; on the GPU it is taken only with TRITONJIT_MM_TMA=1."""
+@pytest.mark.parametrize("split,tma,persistent", [(1, True, False), (2, True, False), (1, True, True),
+                                                  (1, False, True)])
+def test_tma_and_persistent_paths_on_the_interpreter(dtype, layout, split, tma, persistent):
+    """The TMA branch (descriptors, transposed tiles read with .T, zero-filled edges; on the
+    GPU taken only with TRITONJIT_MM_TMA=1) and the persistent one (min(tiles, SMs) programs
+    walking the tiles; the interpreter counts 4 SMs) compute the same as torch, batched,
+    with bias and alpha/beta."""
     from tritonjit_ops import matmul
 
     a = torch.randn(2, 40, 48).to(dtype) if layout[0] == "N" else torch.randn(2, 48, 40).to(dtype).transpose(1, 2)
     b = torch.randn(2, 48, 24).to(dtype) if layout[1] == "N" else torch.randn(2, 24, 48).to(dtype).transpose(1, 2)
     bias = torch.randn(40, 24).to(dtype)
     assert matmul.tma_ok(2, a.stride(), b.stride(), 40, 24, 48, True)
-    plan = matmul.make_plan(40, 24, 48, 2, dtype, a.stride(), b.stride(), True, "cpu", (32, 16, 16, 1, 1, True),
-                            split, scale=True)
+    plan = matmul.make_plan(40, 24, 48, 2, dtype, a.stride(), b.stride(), True, "cpu",
+                            (16, 16, 16, 1, 1, tma, persistent), split, scale=True)
+    assert plan.grid == ((4, 2, 1) if persistent else (6, 2, split))  # 3x2 tiles; persistent: 4 programs walk 6
     c = torch.empty(2, 40, 24, dtype=dtype)
     matmul.run(plan, a, b, c, bias, 2.0, 0.5)
     ref = (2.0 * torch.bmm(a.float(), b.float()) + 0.5 * bias.float()).to(dtype)
