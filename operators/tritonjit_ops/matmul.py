@@ -384,11 +384,17 @@ def _even_k(a: dict) -> bool:
     return a["K"] % a["BLOCK_K"] == 0
 
 
+def _precision_key(precision: str) -> tuple:
+    """PRECISION in the tuning key, with whether TMA configs are candidates: a choice made
+    without them is not reused when they are (TRITONJIT_MM_TMA=1), nor the other way."""
+    return precision, "tma" if tma_enabled() else ""
+
+
 _mm_tuned = jit(
     triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "PRECISION", "A_KC", "B_KC"],
                     prune_configs_by={"early_config_prune": _prune})(
         triton.heuristics({"EVEN_K": _even_k})(_mm_kernel)),
-    key_buckets={"M": "log2", "N": "log2", "K": "log2"},
+    key_buckets={"M": "log2", "N": "log2", "K": "log2", "PRECISION": _precision_key},
 )
 
 

@@ -353,3 +353,18 @@ def test_launch_finds_the_plan_choose_cached():
     assert matmul.choose(5, 24, 40, 1, x.dtype, x.stride(), w.t().stride(), False, x.device) is plan
     assert plan.to_dict()["grid"] == [1, 1, 1]
     matmul.clear_plans()
+
+
+def test_tuning_key_says_whether_tma_configs_were_candidates(monkeypatch):
+    """A choice tuned without the TMA configs is not reused once they are candidates."""
+    from tritonjit._autotune import layers_of, tuning_key
+
+    (_, at), _ = layers_of(matmul._mm_tuned.wrapped)
+    a = torch.empty(64, 64, dtype=torch.bfloat16)
+    args = matmul._args(a, a, a, None, 4096, 4096, 4096, 1.0, 0.0)
+    kw = dict(HAS_BIAS=False, SCALE=False, PRECISION="tf32", DOT_F32=False, A_KC=True, B_KC=False, SPLIT_K=1)
+    monkeypatch.delenv("TRITONJIT_MM_TMA", raising=False)
+    plain = tuning_key(at, args, kw, matmul._mm_tuned.key_buckets)
+    monkeypatch.setenv("TRITONJIT_MM_TMA", "1")
+    with_tma = tuning_key(at, args, kw, matmul._mm_tuned.key_buckets)
+    assert plain != with_tma and plain[:3] == with_tma[:3] == (4096, 4096, 4096)
