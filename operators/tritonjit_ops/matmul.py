@@ -14,6 +14,10 @@ ways to read the operands, chosen per launch by the constexpr ``TMA``:
   (``A_KC`` / ``B_KC`` say which axis of a / b has stride 1). Out-of-range tiles are
   zero-filled by the hardware, so no load is masked.
 
+``PERSISTENT`` launches min(tiles, SMs) programs that walk the output tiles in one
+loop that Triton flattens with the K loop (``tl.range(..., flatten=True)``), so the next
+tile's loads overlap this tile's epilogue (checked in the sm_90 TTGIR: one pipelined loop).
+
 ``SPLIT_K`` > 1 splits the K loop over the grid's third axis: each split writes its
 fp32 partial tile to a workspace, and ``_splitk_reduce_kernel`` sums the partials in
 split order (deterministic: no atomics), scales, adds the bias and casts. It is for
@@ -30,8 +34,10 @@ at least ``SKINNY_TUNE_MIN_NK`` elements, are autotuned through tritonjit
 rounded up to powers of two, the precision, which axis of a and b is contiguous
 (``A_KC``, ``B_KC``) and the dtypes. ``_prune`` leaves the configs of the problem's
 regime: skinny (M <= 64: BLOCK_M 16/32/64 matched to M, narrow N tiles, long K
-tiles) or large (the Hopper tiles; TMA configs when ``TRITONJIT_MM_TMA=1``). Smaller
-problems use ``_default_config`` untuned; the CPU interpreter uses small tiles.
+tiles) or large (the Hopper tiles, two persistent; TMA configs when
+``TRITONJIT_MM_TMA=1``, which the key also records). Smaller problems use
+``_default_config`` untuned; the CPU interpreter uses small tiles. ``candidates`` and
+``signatures`` list the variants a call may launch, for a warm-up to compile first.
 """
 from __future__ import annotations
 
