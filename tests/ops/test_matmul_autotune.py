@@ -368,3 +368,42 @@ def test_tuning_key_says_whether_tma_configs_were_candidates(monkeypatch):
     monkeypatch.setenv("TRITONJIT_MM_TMA", "1")
     with_tma = tuning_key(at, args, kw, matmul._mm_tuned.key_buckets)
     assert plain != with_tma and plain[:3] == with_tma[:3] == (4096, 4096, 4096)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("cfg,split", [
+    ((16, 32, 256, 4, 4), 1), ((16, 16, 256, 4, 4), 1), ((32, 64, 128, 4, 4), 1), ((64, 32, 256, 4, 4), 1),
+    ((16, 32, 256, 4, 4), 4), ((128, 256, 64, 8, 3), 1), ((128, 256, 64, 8, 3, False, True), 1),
+    ((128, 128, 64, 8, 4, True), 1), ((128, 256, 64, 8, 3, True, True), 1), ((64, 128, 64, 4, 4, True), 2),
+])
+def test_gpu_every_plan_kind_matches_torch(layout, cfg, split):
+    """Skinny tiles, split-K, persistent and TMA plans on the device, in every layout, with
+    ragged M and N edges, a bias and alpha/beta."""
+    dev = "cuda"
+    m, n, k = (5 if cfg[0] <= 32 else 304), 1000, 2048  # ragged edges; 304 rows: 16-byte aligned for TMA
+    a = torch.randn(m, k, device=dev).to(BF16) if layout[0] == "N" else torch.randn(k, m, device=dev).to(BF16).t()
+    b = (torch.randn(k, n, device=dev) / 45).to(BF16) if layout[1] == "N" \
+        else (torch.randn(n, k, device=dev) / 45).to(BF16).t()
+    bias = torch.randn(n, device=dev).to(BF16).expand(m, n)
+    if len(cfg) > 5 and cfg[5]:
+        assert matmul.tma_ok(2, a.stride(), b.stride(), m, n, k, True)
+    plan = matmul.make_plan(m, n, k, 1, BF16, a.stride(), b.stride(), True, dev, cfg, split, scale=True)
+    c = torch.empty(m, n, device=dev, dtype=BF16)
+    matmul.run(plan, a, b, c, bias, 0.5, 2.0)
+    ref = 0.5 * (a.float() @ b.float()) + 2.0 * bias.float()
+    close(c, ref.to(BF16), rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 16, 64, 128, 1000])
+def test_gpu_linear_shapes_through_choose(m):
+    """mm/addmm as nn.Linear, GPT-2's Conv1D and a backward call them, tuned or split."""
+    dev = "cuda"
+    x = torch.randn(m, 2816, device=dev).to(BF16)
+    w = (torch.randn(1024, 2816, device=dev) / 53).to(BF16)
+    bias = torch.randn(1024, device=dev).to(BF16)
+    for got, ref in ((T.mm(x, w.t()), x.float() @ w.float().t()),
+                     (T.addmm(bias, x, w.t()), torch.addmm(bias.float(), x.float(), w.float().t())),
+                     (T.mm(x.t(), x[:, :1024]), x.float().t() @ x[:, :1024].float())):
+        close(got, ref.to(BF16), rtol=2e-2, atol=0.25 if got.shape[0] == 2816 else 5e-2)
