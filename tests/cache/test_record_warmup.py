@@ -147,5 +147,6 @@ def test_cli_warmup_native_builds_the_helpers(caches, capsys):
     rc = cli_main(["warmup", "--native", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
-    assert set(out["native"]) == {"tritonjit._native._torch_tensor", "tritonjit_ops._prologue_native", "tritonjit_ops._native_ops"}
+    assert set(out["native"]) == {"tritonjit._native._torch_tensor", "tritonjit_ops._prologue_native",
+                                  "tritonjit_ops._native_ops"}
     assert all(why.startswith("in use (") for why in out["native"].values()), out

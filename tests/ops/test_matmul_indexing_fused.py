@@ -31,6 +31,63 @@ def test_bmm_addmm(dtype):
     close(T.addmm(nan_bias, x, w, beta=0), torch.addmm(nan_bias, x, w, beta=0), **MM_TOL[dtype])
 
 
+def _layout(t, transposed):
+    """t with the same values, stored transposed (its first axis contiguous) when asked."""
+    return t.t().contiguous().t() if transposed else t
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m", [1, 4, 16, 33])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+def test_mm_skinny_in_every_layout(dtype, m, layout):
+    """Decode-like M with a and/or b transposed: NT is nn.Linear's x @ W.t(), TN a grad_W."""
+    a = _layout(torch.randn(m, 72).to(dtype), layout[0] == "T")
+    b = _layout(torch.randn(72, 40).to(dtype), layout[1] == "T")
+    close(T.mm(a, b), torch.mm(a, b), **MM_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_split_k(dtype):
+    """One output tile and K >= 512 split K on the interpreter: fp32 partials, then the
+    reduce kernel (bias, alpha and beta applied there)."""
+    from tritonjit_ops import matmul
+
+    x, w = torch.randn(8, 600).to(dtype), torch.randn(24, 600).to(dtype)
+    assert matmul.choose(8, 24, 600, 1, dtype, (600, 1), (1, 600), False, torch.device("cpu")).split_k > 1
+    tol = dict(MM_TOL[dtype], atol=MM_TOL[dtype]["atol"] * 4)  # sums over 600 products
+    close(T.mm(x, w.t()), torch.mm(x, w.t()), **tol)
+    for bias in (torch.randn(24).to(dtype), torch.randn(8, 1).to(dtype), torch.randn(8, 24).to(dtype)):
+        close(T.addmm(bias, x, w.t(), beta=0.5, alpha=2.0), torch.addmm(bias, x, w.t(), beta=0.5, alpha=2.0),
+              **dict(tol, atol=tol["atol"] * 2))
+    xs, ws = torch.randn(3, 5, 520).to(dtype), torch.randn(3, 520, 20).to(dtype)
+    close(T.bmm(xs, ws), torch.bmm(xs, ws), **tol)
+    close(T.mm(x.t().contiguous().t(), w.t()), torch.mm(x, w.t()), **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT"])
+@pytest.mark.parametrize("split,tma,persistent", [(1, True, False), (2, True, False), (1, True, True),
+                                                  (1, False, True)])
+def test_tma_and_persistent_paths_on_the_interpreter(dtype, layout, split, tma, persistent):
+    """The TMA branch (descriptors, transposed tiles read with .T, zero-filled edges; on the
+    GPU taken only with TRITONJIT_MM_TMA=1) and the persistent one (min(tiles, SMs) programs
+    walking the tiles; the interpreter counts 4 SMs) compute the same as torch, batched,
+    with bias and alpha/beta."""
+    from tritonjit_ops import matmul
+
+    a = torch.randn(2, 40, 48).to(dtype) if layout[0] == "N" else torch.randn(2, 48, 40).to(dtype).transpose(1, 2)
+    b = torch.randn(2, 48, 24).to(dtype) if layout[1] == "N" else torch.randn(2, 24, 48).to(dtype).transpose(1, 2)
+    bias = torch.randn(40, 24).to(dtype)
+    assert matmul.tma_ok(2, a.stride(), b.stride(), 40, 24, 48, True)
+    plan = matmul.make_plan(40, 24, 48, 2, dtype, a.stride(), b.stride(), True, "cpu",
+                            (16, 16, 16, 1, 1, tma, persistent), split, scale=True)
+    assert plan.grid == ((4, 2, 1) if persistent else (6, 2, split))  # 3x2 tiles; persistent: 4 programs walk 6
+    c = torch.empty(2, 40, 24, dtype=dtype)
+    matmul.run(plan, a, b, c, bias, 2.0, 0.5)
+    ref = (2.0 * torch.bmm(a.float(), b.float()) + 0.5 * bias.float()).to(dtype)
+    close(c, ref, **MM_TOL[dtype])
+
+
 def test_mm_empty():
     close(T.mm(torch.randn(0, 3), torch.randn(3, 4)), torch.mm(torch.randn(0, 3), torch.randn(3, 4)))
     close(T.mm(torch.randn(2, 0), torch.randn(0, 4)), torch.zeros(2, 4))
