@@ -3,7 +3,8 @@
 // One boxed kernel per operator (an aten overload under enable(), or a tritonjit::
 // op) is registered with torch's dispatcher from C++. A call builds a key from its
 // arguments (each tensor's dtype, device, sizes and strides; the values of the
-// non-Scalar arguments; only the types of Scalar arguments), finds the plan of that
+// non-Scalar arguments; of Scalar arguments only the type and whether they are 0 or 1),
+// finds the plan of that
 // key, allocates the plan's outputs and launches its kernels through
 // tritonjit::Function (tritonjit/function.h): on a device backend without the GIL
 // and without any Python call. A key seen for the first time takes the GIL and asks
@@ -293,9 +294,13 @@ class OpKernel final : public c10::OperatorKernel {
         }
       } else if (v.isNone()) {
         key.push(3);
-      } else if (kinds_[i] == ArgKind::Scalar) {  // by type: plans pass the value at run time
-        key.push(v.isBool() ? 4 : v.isInt() ? 5 : v.isDouble() ? 6 : 7);
+      } else if (kinds_[i] == ArgKind::Scalar) {
+        // by type, and whether it is 0 or 1: plans pass the value at run time (Arg), and may
+        // count on those two (an addmm's beta == 0 ignores the bias, alpha == 1 needs no scaling)
         if (!(v.isBool() || v.isInt() || v.isDouble())) return false;
+        const double d = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : v.toBool();
+        key.push((v.isBool() ? 4 : v.isInt() ? 5 : 6) | static_cast<uint64_t>(d == 0.0) << 8 |
+                 static_cast<uint64_t>(d == 1.0) << 9);
       } else if (v.isInt()) {
         key.push(8);
         key.push(static_cast<uint64_t>(v.toInt()));

@@ -15,7 +15,8 @@ general paths) and the C++ operator path (``_native_ops.cpp``), which caches pla
 per call key and executes them without Python. The key rule both rely on: a plan may
 bake in anything about the call except the values of Scalar arguments (and of 0-dim
 CPU tensors used as scalars), which it must pass through ``Arg(i)``: the C++ key
-holds their types, not their values.
+holds their types, not their values (of a Scalar argument, only whether it is 0 or
+1 besides: a plan may depend on that, e.g. addmm's beta == 0).
 """
 from __future__ import annotations
 

@@ -157,6 +157,7 @@ _TJ_PLANNERS: dict[str, Callable] = {
     "embedding": indexing.plan_embedding,
     "fused_add_rms_norm": norm.plan_fused_add_rms_norm,
     **fused.PLANNERS,
+    **matmul.PLANNERS,
 }
 
 
@@ -250,7 +251,7 @@ _ATEN: dict[str, Callable] = {
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
-                                  **indexing.PLANNERS}
+                                  **indexing.PLANNERS, **matmul.PLANNERS}
 
 
 class _State:

@@ -48,6 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _plan as P
 from ._common import cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
@@ -797,3 +798,76 @@ def addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float =
                            f"([{m}, {n}]) for addmm") from None
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
     return _launch(a, b, c, bias2 if beta != 0 else None, float(alpha), float(beta), alpha != 1)
+
+
+# ---- plans of the C++ operator path (see _plan.py) ---------------------------------------------
+def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: Any, beta: Any, scale: bool,
+                 out_shape: tuple) -> P.Plan | None:
+    """The launches of c = alpha * a @ b (+ beta * bias) into a new contiguous c, from
+    :func:`choose`; ``refs`` = (a, b, bias) references of the call. TMA configs are left
+    out (they need 16-byte aligned base pointers, which a plan cannot know)."""
+    bsz, m, k, n = _dims(a, b)
+    out = (P.Buffer(out_shape, a.dtype),)
+    if m * n * bsz == 0:
+        return P.Plan(out, ())
+    if k == 0:
+        return None  # a fill: the Python implementation
+    c = torch.empty(out_shape, dtype=a.dtype, device=a.device)  # only for tuning, on a plan miss
+    plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
+                  aligned=False, operands=(a, b, c, bias))
+    sa, sb, sc = _s3(a), _s3(b), _s3(c)
+    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    a_ref, b_ref, bias_ref = refs
+    meta = dict(plan.meta)
+    warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
+    if plan.split_k == 1:
+        L = P.launch(_mm, plan.grid, a_ref, b_ref, P.Out(0), bias_ref if bias is not None else P.Out(0), m, n, k,
+                     *sa, *sb, *sc, *si, alpha, beta, num_warps=warps, num_stages=stages, **meta)
+        return P.Plan(out, (L,))
+    ws = (P.Buffer((bsz * plan.split_k, m, n), torch.float32),)
+    sw = (m * n, n, 1)
+    first = P.launch(_mm, plan.grid, a_ref, b_ref, P.Tmp(0), P.Tmp(0), m, n, k, *sa, *sb, *sw, 0, 0, alpha, beta,
+                     num_warps=warps, num_stages=stages, **meta)
+    rmeta = dict(plan.reduce_meta)
+    rwarps = rmeta.pop("num_warps")
+    second = P.launch(_splitk_reduce, plan.reduce_grid, P.Tmp(0), P.Out(0),
+                      bias_ref if bias is not None else P.Out(0), m, n, *sc, *si, alpha, beta, num_warps=rwarps,
+                      **rmeta)
+    return P.Plan(out, (first, second), temps=ws)
+
+
+def _mm_ok(a: Any, b: Any, rank: int) -> bool:
+    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.dim() == rank and b.dim() == rank
+            and a.dtype == b.dtype and a.dtype in _DTYPES and a.device == b.device)
+
+
+def plan_mm(a: Any, b: Any) -> P.Plan | None:
+    if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0]:
+        return None
+    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], b.shape[1]))
+
+
+def plan_bmm(a: Any, b: Any) -> P.Plan | None:
+    if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        return None
+    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], a.shape[1], b.shape[2]))
+
+
+def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
+    """addmm: beta and alpha are passed at run time; the key says whether beta is 0 (the bias
+    is ignored, NaN too) and alpha 1 (no scaling)."""
+    if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0] or not isinstance(bias, Tensor) or bias.dtype != a.dtype:
+        return None
+    if bias.device != a.device or isinstance(beta, complex) or isinstance(alpha, complex):
+        return None
+    m, n = a.shape[0], b.shape[1]
+    try:
+        bias2 = bias.expand(m, n)
+    except RuntimeError:
+        return None
+    use_bias = beta != 0
+    return _matmul_plan(a, b, bias2 if use_bias else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
+                        alpha != 1, (m, n))
+
+
+PLANNERS: dict[str, Any] = {"mm": plan_mm, "bmm": plan_bmm, "addmm": plan_addmm}

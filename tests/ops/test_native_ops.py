@@ -56,6 +56,12 @@ CASES = {
     "log_softmax over dim 1": lambda a: torch.log_softmax(a[0], dim=1),
     "layer_norm": lambda a: torch.nn.functional.layer_norm(a[0], (32,), a[1][0, 0], a[1][0, 1]),
     "group_norm": lambda a: torch.nn.functional.group_norm(a[0].transpose(1, 2), 4),
+    "linear (mm, transposed weight)": lambda a: torch.nn.functional.linear(a[0], a[2][:, :8].t().contiguous().t()[:4]
+                                                                          .repeat(1, 4)),
+    "linear with bias (addmm)": lambda a: torch.nn.functional.linear(a[0][0], a[1][0, :8], a[1][0, 8, :8]),
+    "addmm beta 0 alpha 2": lambda a: torch.addmm(a[1][0, 0, :8], a[0][0], a[1][0].t()[:, :8], beta=0, alpha=2),
+    "bmm": lambda a: torch.bmm(a[0].transpose(0, 1)[:4], a[1].transpose(0, 1)[:4].transpose(1, 2)),
+    "split-K mm": lambda a: torch.mm(a[0][0, :4].repeat(1, 32), a[1].reshape(-1).repeat(32).reshape(1024, 16)),
 }
 
 
