@@ -92,7 +92,8 @@ def test_matches_eager_and_runs_in_cpp(native, case):
 
 def test_scalar_values_are_runtime_arguments(native):
     x, y = torch.randn(64), torch.randn(64)
-    x * 1.0, torch.add(x, y, alpha=5)  # the two call keys, planned once
+    # the call keys, planned once (a Scalar's key says whether it is 0 or 1, nothing more)
+    x * 2.0, torch.add(x, y, alpha=5), torch.add(x, y, alpha=1)
     before = native.stats()
     got = [torch.add(x, y, alpha=alpha) for alpha in (1, 2, 3)] + [x * c for c in (0.5, 1.5, -2.0)]
     d = _delta(before, native.stats())
