@@ -24,6 +24,15 @@
 #include <torch/library.h>
 #include <tritonjit/function.h>
 
+#include <ATen/ops/addmm_cpu_dispatch.h>
+#include <ATen/ops/bmm_cpu_dispatch.h>
+#include <ATen/ops/mm_cpu_dispatch.h>
+#ifdef TJ_TORCH_CUDA  // torch_build defines it where torch has its CUDA library (linked in)
+#include <ATen/ops/addmm_cuda_dispatch.h>
+#include <ATen/ops/bmm_cuda_dispatch.h>
+#include <ATen/ops/mm_cuda_dispatch.h>
+#endif
+
 #include <atomic>
 #include <mutex>
 #include <deque>
@@ -42,7 +51,44 @@ using tritonjit::detail::Ref;
 // ---- the classes of _plan.py, resolved once ------------------------------------------------
 PyObject *g_In, *g_Out, *g_Tmp, *g_Arg;
 
-std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0};
+std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0}, g_aten_calls{0};
+
+// ---- aten's own kernels of a few operators, called directly ---------------------------------
+// enable() puts our kernel at the backend's dispatch key, so the dispatcher cannot reach
+// aten's any more; a plan that measured aten's faster (Plan.aten) calls it here instead.
+using AtenKernel = at::Tensor (*)(const c10::IValue* args, c10::DeviceType type);
+
+at::Tensor aten_mm(const c10::IValue* a, c10::DeviceType t) {
+#ifdef TJ_TORCH_CUDA
+  if (t == c10::DeviceType::CUDA) return at::cuda::mm(a[0].toTensor(), a[1].toTensor());
+#endif
+  if (t == c10::DeviceType::CPU) return at::cpu::mm(a[0].toTensor(), a[1].toTensor());
+  throw std::runtime_error("tritonjit_ops: no aten mm kernel for this device in this build");
+}
+
+at::Tensor aten_bmm(const c10::IValue* a, c10::DeviceType t) {
+#ifdef TJ_TORCH_CUDA
+  if (t == c10::DeviceType::CUDA) return at::cuda::bmm(a[0].toTensor(), a[1].toTensor());
+#endif
+  if (t == c10::DeviceType::CPU) return at::cpu::bmm(a[0].toTensor(), a[1].toTensor());
+  throw std::runtime_error("tritonjit_ops: no aten bmm kernel for this device in this build");
+}
+
+at::Tensor aten_addmm(const c10::IValue* a, c10::DeviceType t) {
+  const c10::Scalar beta = a[3].toScalar(), alpha = a[4].toScalar();
+#ifdef TJ_TORCH_CUDA
+  if (t == c10::DeviceType::CUDA) return at::cuda::addmm(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), beta, alpha);
+#endif
+  if (t == c10::DeviceType::CPU) return at::cpu::addmm(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), beta, alpha);
+  throw std::runtime_error("tritonjit_ops: no aten addmm kernel for this device in this build");
+}
+
+AtenKernel aten_kernel_of(const std::string& name) {
+  if (name == "aten::mm") return aten_mm;
+  if (name == "aten::bmm") return aten_bmm;
+  if (name == "aten::addmm") return aten_addmm;
+  return nullptr;
+}
 
 // A Python error as the exception torch's bindings turn back into that Python error.
 [[noreturn]] void rethrow_python() {
@@ -88,6 +134,7 @@ struct NBuffer {
 
 struct NPlan {
   bool fallback = false;  // the planner said None: the Python implementation runs
+  bool aten = false;      // aten's own kernel of the device runs (Plan.aten)
   std::vector<NBuffer> outputs, temps;
   std::vector<NLaunch> launches;
   std::vector<int> result, contiguous;
@@ -160,7 +207,11 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     plan->fallback = true;
     return plan;
   }
-  // Plan(outputs, launches, result, temps, contiguous)
+  // Plan(outputs, launches, result, temps, contiguous, aten)
+  if (PyTuple_Size(p) > 5 && PyTuple_GetItem(p, 5) == Py_True) {
+    plan->aten = true;
+    return plan;
+  }
   plan->outputs = buffers_of(PyTuple_GetItem(p, 0));
   plan->result = [&] {
     auto v = ints_of(PyTuple_GetItem(p, 2));
@@ -248,6 +299,7 @@ class OpKernel final : public c10::OperatorKernel {
     nargs_ = schema.arguments().size();
     nreturns_ = schema.returns().size();
     if (planner_ != nullptr) cache_ = cache_for(name_, planner_);
+    aten_ = aten_kernel_of(schema.name());
   }
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -256,7 +308,15 @@ class OpKernel final : public c10::OperatorKernel {
     int dev_arg = -1;
     if (planner_ != nullptr && build_key(args, key, dev_arg)) {
       std::shared_ptr<NPlan> plan = find(key, args);
-      if (!plan->fallback) {
+      if (plan->aten && aten_ != nullptr) {
+        g_hits++;
+        g_aten_calls++;
+        at::Tensor out = aten_(args, args[dev_arg].toTensor().device().type());
+        torch::jit::drop(*stack, nargs_);
+        stack->emplace_back(std::move(out));
+        return;
+      }
+      if (!plan->fallback && !plan->aten) {
         g_hits++;
         return execute(*plan, args, dev_arg, stack);
       }
@@ -454,6 +514,7 @@ class OpKernel final : public c10::OperatorKernel {
   std::vector<ArgKind> kinds_;
   size_t nargs_ = 0, nreturns_ = 0;
   std::shared_ptr<PlanCache> cache_;
+  AtenKernel aten_ = nullptr;  // aten's own kernel of the op, where a plan may choose it
 };
 
 // ---- module functions -----------------------------------------------------------------------
@@ -500,10 +561,43 @@ PyObject* py_release(PyObject*, PyObject* cap) {
 }
 
 PyObject* py_stats(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
                        "plans_made", static_cast<unsigned long long>(g_plans.load()), "python_calls",
                        static_cast<unsigned long long>(g_fallback_calls.load()), "launches",
-                       static_cast<unsigned long long>(g_launches.load()));
+                       static_cast<unsigned long long>(g_launches.load()), "aten_calls",
+                       static_cast<unsigned long long>(g_aten_calls.load()));
+}
+
+// aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm") on args' device,
+// whatever enable() registered: what a planner times ours against.
+PyObject* py_aten(PyObject*, PyObject* args) {
+  HANDLE_TH_ERRORS
+  const Py_ssize_t n = PyTuple_GET_SIZE(args);
+  if (n < 1) throw std::runtime_error("aten(name, *args)");
+  const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+  if (name == nullptr) return nullptr;
+  AtenKernel k = aten_kernel_of(std::string("aten::") + name);
+  if (k == nullptr) throw std::runtime_error(std::string("tritonjit_ops: no direct aten kernel for ") + name);
+  std::vector<c10::IValue> iv;
+  for (Py_ssize_t i = 1; i < n; i++) {
+    PyObject* o = PyTuple_GET_ITEM(args, i);
+    if (THPVariable_Check(o))
+      iv.emplace_back(THPVariable_Unpack(o));
+    else if (PyBool_Check(o))
+      iv.emplace_back(c10::Scalar(o == Py_True));
+    else if (PyLong_Check(o))
+      iv.emplace_back(c10::Scalar(static_cast<int64_t>(PyLong_AsLongLong(o))));
+    else
+      iv.emplace_back(c10::Scalar(PyFloat_AsDouble(o)));
+  }
+  if (iv.empty() || !iv[0].isTensor()) throw std::runtime_error("aten(): the first argument must be a tensor");
+  at::Tensor out;
+  {
+    pybind11::gil_scoped_release nogil;
+    out = k(iv.data(), iv[0].toTensor().device().type());
+  }
+  return THPVariable_Wrap(std::move(out));
+  END_HANDLE_TH_ERRORS
 }
 
 PyObject* py_init(PyObject*, PyObject* args) {
@@ -520,7 +614,8 @@ PyMethodDef kMethods[] = {
     {"register", py_register, METH_VARARGS,
      "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
     {"release", py_release, METH_O, "release(registration): undo a register()"},
-    {"stats", py_stats, METH_NOARGS, "counters: plan_hits, plans_made, python_calls, launches"},
+    {"stats", py_stats, METH_NOARGS, "counters: plan_hits, plans_made, python_calls, launches, aten_calls"},
+    {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, called directly"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_ops", "tritonjit_ops' C++ operator path", -1, kMethods};

@@ -26,7 +26,7 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["In", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "launch", "execute", "run"]
+__all__ = ["In", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run"]
 
 
 class In(NamedTuple):
@@ -86,6 +86,14 @@ class Plan(NamedTuple):
     result: tuple[int, ...] = (0,)  # the outputs the call returns, in order (one: a Tensor)
     temps: tuple[Buffer, ...] = ()
     contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
+    aten: bool = False  # run the device's own aten kernel instead (measured faster; C++ path only)
+
+
+def aten_plan() -> Plan:
+    """The plan of a call that aten's own kernel for the device serves faster than ours
+    (decided by measuring; see matmul's planners). The C++ path calls that kernel
+    directly (not through the dispatcher, where enable() put ours)."""
+    return Plan((), (), (), aten=True)
 
 
 _NO_DEFAULT = object()
@@ -125,6 +133,8 @@ def _scalar(v: Any) -> Any:
 
 def run(plan: Plan, args: Sequence[Any]) -> Any:
     """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference)."""
+    if plan.aten:
+        raise RuntimeError("tritonjit_ops: an aten plan runs on the C++ operator path only")
     args = list(args)
     for i in plan.contiguous:
         args[i] = args[i].contiguous()

@@ -401,7 +401,9 @@ _mm_tuned = jit(
     triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "PRECISION", "A_KC", "B_KC"],
                     prune_configs_by={"early_config_prune": _prune})(
         triton.heuristics({"EVEN_K": _even_k})(_mm_kernel)),
-    key_buckets={"M": "log2", "N": "log2", "K": "log2", "PRECISION": _precision_key},
+    # M (the tokens) varies per call and is bucketed; N and K are a model's weight shapes, few
+    # and fixed: tuned exactly (a config tuned for 8192x1024x4096 lost 15% on 8192x768x3072)
+    key_buckets={"M": "log2", "PRECISION": _precision_key},
 )
 
 
@@ -815,6 +817,8 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
     c = torch.empty(out_shape, dtype=a.dtype, device=a.device)  # only for tuning, on a plan miss
     plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
                   aligned=False, operands=(a, b, c, bias))
+    if _aten_is_faster(plan, a, b, c, bias, m, n, k, bsz):
+        return P.aten_plan()
     sa, sb, sc = _s3(a), _s3(b), _s3(c)
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
     a_ref, b_ref, bias_ref = refs
@@ -834,6 +838,46 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
                       bias_ref if bias is not None else P.Out(0), m, n, *sc, *si, alpha, beta, num_warps=rwarps,
                       **rmeta)
     return P.Plan(out, (first, second), temps=ws)
+
+
+#: problems of at least this many multiply-adds are timed against aten's own kernel (cuBLAS)
+#: when planned; smaller ones are launch-bound, where tritonjit's host path is the cheaper one
+ATEN_COMPARE_MIN_WORK = 1 << 30
+#: aten's kernel is taken where tritonjit's takes longer than this multiple of its time
+ATEN_MARGIN = 1.03
+
+
+def _aten_mode() -> str:
+    """TRITONJIT_OPS_MM_ATEN: "auto" (default: measure), "never", "always" (tests)."""
+    mode = os.environ.get("TRITONJIT_OPS_MM_ATEN", "auto").strip().lower()
+    return mode if mode in ("auto", "never", "always") else "auto"
+
+
+def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, k: int,
+                    bsz: int) -> bool:
+    """Whether a planned call goes to aten's own kernel instead: where it measured faster than
+    tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands),
+    for problems of ATEN_COMPARE_MIN_WORK or more on a device. The audit shows such calls
+    as not routed."""
+    mode = _aten_mode()
+    if mode != "auto":
+        return mode == "always"
+    if a.device.type == "cpu" or bsz * m * n * k < ATEN_COMPARE_MIN_WORK:
+        return False
+    from . import _native_ops
+
+    mod = _native_ops.module()
+    if mod is None:
+        return False
+    import triton.testing
+
+    if bias is not None:
+        ours = triton.testing.do_bench(lambda: run(plan, a, b, c, bias, 1.0, 1.0), rep=50)
+        theirs = triton.testing.do_bench(lambda: mod.aten("addmm", bias, a, b, 1, 1), rep=50)
+    else:
+        ours = triton.testing.do_bench(lambda: run(plan, a, b, c, None), rep=50)
+        theirs = triton.testing.do_bench(lambda: mod.aten("bmm" if a.dim() == 3 else "mm", a, b), rep=50)
+    return ours > theirs * ATEN_MARGIN
 
 
 def _mm_ok(a: Any, b: Any, rank: int) -> bool:

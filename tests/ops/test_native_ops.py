@@ -211,3 +211,23 @@ def test_tritonjit_namespace_ops_run_in_cpp(case):
     for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
         close(g, w, rtol=1e-5, atol=1e-5)
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1
+
+
+def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
+    """A plan may give a call to aten's own kernel (where it measured faster): the C++ path
+    calls it directly, although enable() holds the dispatcher's entry."""
+    monkeypatch.setenv("TRITONJIT_OPS_MM_ATEN", "always")
+    g = torch.Generator().manual_seed(3)
+    a, b, bias = torch.randn(7, 13, generator=g), torch.randn(13, 5, generator=g), torch.randn(5, generator=g)
+    x, y = torch.randn(3, 7, 13, generator=g), torch.randn(3, 13, 5, generator=g)
+    before = native.stats()
+    got = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]
+    d = _delta(before, native.stats())
+    assert d["aten_calls"] == 3 and d["launches"] == 0 and d["python_calls"] == 0
+    T.disable()
+    want = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]
+    T.enable(wait_native=True)
+    for gt, w in zip(got, want):
+        close(gt, w, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="C\\+\\+ operator path only"):
+        _plan.run(_plan.aten_plan(), [a, b])
