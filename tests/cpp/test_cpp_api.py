@@ -230,11 +230,12 @@ def test_cuda_graph_capture_and_replay(ext, kernel, cuda_backend):
 def test_cuda_eight_cpp_threads(ext, kernel, cuda_backend):
     x, y = torch.randn(10000, device="cuda"), torch.randn(10000, device="cuda")
     outs = [torch.zeros_like(x) for _ in range(8)]
+    before = len(kernel.variants())
     ext.hammer_tensors(KERNELS, x, y, outs, 200)
     torch.cuda.synchronize()
     for o in outs:
         torch.testing.assert_close(o, x + y)
-    assert len(kernel.variants()) == 1
+    assert len(kernel.variants()) <= before + 1  # one variant for all threads (none new if an earlier test made it)
 
 
 @gpu

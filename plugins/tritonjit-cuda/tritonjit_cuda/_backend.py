@@ -170,7 +170,6 @@ class CudaBackend:
     @hookimpl
     def load(self, kernel: CompiledVariant, device: int) -> LoadedModule:
         drv = _driver_or_raise()
-        _refuse_during_capture(kernel, device)
         arch = _arch_of(kernel.target)
         props = device_props(device)
         have = props["major"] * 10 + props["minor"]
@@ -247,21 +246,6 @@ class CudaBackend:
             launch(grid, stream, expand(args))
 
         return launcher
-
-
-def _refuse_during_capture(kernel: CompiledVariant, device: int) -> None:
-    """Loading a module is not allowed while a CUDA graph is being captured."""
-    try:
-        import torch
-
-        capturing = torch.cuda.is_current_stream_capturing()
-    except Exception:
-        capturing = False
-    if capturing:
-        raise BackendError(
-            f"kernel '{kernel.name}': variant '{kernel.signature}' is not loaded on CUDA device {device} and a CUDA "
-            f"graph is being captured; module loading is not allowed during capture. Launch it once (or "
-            f"f.compile('{kernel.signature}') and launch) before capturing")
 
 
 plugin = CudaBackend()

@@ -285,6 +285,21 @@ fail:
   return NULL;
 }
 
+/* cuThreadExchangeStreamCaptureMode (CUDA 10.1+), resolved on first use: loading a module
+ * while a CUDA graph is captured (the first launch of a variant inside torch.cuda.graph) is
+ * a "potentially unsafe" call that global capture mode refuses; it enqueues nothing on the
+ * capturing stream, so this thread switches to relaxed mode for the load, then back. */
+typedef CUresult (*cuThreadExchangeStreamCaptureMode_t)(int *);
+static cuThreadExchangeStreamCaptureMode_t p_exchange_capture_mode = NULL;
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
+
+static int relax_capture_mode(int *saved) {
+  if (p_exchange_capture_mode == NULL && libcuda != NULL)
+    p_exchange_capture_mode = (cuThreadExchangeStreamCaptureMode_t)dlsym(libcuda, "cuThreadExchangeStreamCaptureMode");
+  *saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  return p_exchange_capture_mode != NULL && p_exchange_capture_mode(saved) == CUDA_SUCCESS;
+}
+
 static PyObject *py_load_binary(PyObject *self, PyObject *args) {
   const char *name;
   Py_buffer data;
@@ -293,10 +308,13 @@ static PyObject *py_load_binary(PyObject *self, PyObject *args) {
   CUcontext ctx = device_ctx(dev);
   CUmodule mod = NULL;
   CUfunction fn = NULL;
-  int n_regs = 0, n_spills = 0, max_threads = 0, static_shared = 0, pushed = 0;
+  int n_regs = 0, n_spills = 0, max_threads = 0, static_shared = 0, pushed = 0, capture_mode = 0, relaxed = 0;
   if (ctx == NULL) goto fail_nopop;
   if (ctx_enter(ctx, &pushed) < 0) goto fail_nopop;
-  CU_CHECK(p_cuModuleLoadData(&mod, data.buf), NULL);
+  relaxed = relax_capture_mode(&capture_mode);
+  CUresult load_rc = p_cuModuleLoadData(&mod, data.buf);
+  if (relaxed) p_exchange_capture_mode(&capture_mode); /* the caller's mode again */
+  CU_CHECK(load_rc, NULL);
   CU_CHECK(p_cuModuleGetFunction(&fn, mod, name), NULL);
   CU_CHECK(p_cuFuncGetAttribute(&n_regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn), NULL);
   CU_CHECK(p_cuFuncGetAttribute(&n_spills, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn), NULL);
