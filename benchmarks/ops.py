@@ -213,11 +213,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     from tritonjit import _native
-    from tritonjit_ops import _prologue
+    from tritonjit_ops import _native_ops, _prologue
 
-    # both are built in the background on first use: measure them in use
+    # all three are built in the background on first use: measure them in use
     print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}; "
-          f"C++ call prologues in use: {_prologue.start(wait=True)}")
+          f"C++ call prologues in use: {_prologue.start(wait=True)}; "
+          f"C++ operator path (torch.ops) in use: {_native_ops.module(wait=True) is not None}")
     impls = _other_impls(_others()) if dev == "cuda" else {}
     if dev == "cpu":
         print("no CUDA device: small cases only, through the interpreter (a smoke test, not a measurement)")
