@@ -817,7 +817,7 @@ def addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float =
 
 # ---- plans of the C++ operator path (see _plan.py) ---------------------------------------------
 def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: Any, beta: Any, scale: bool,
-                 out_shape: tuple) -> P.Plan | None:
+                 out_shape: tuple, call: tuple) -> P.Plan | None:
     """The launches of c = alpha * a @ b (+ beta * bias) into a new contiguous c, from
     :func:`choose`; ``refs`` = (a, b, bias) references of the call. TMA configs are left
     out (they need 16-byte aligned base pointers, which a plan cannot know)."""
@@ -830,7 +830,7 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
     c = torch.empty(out_shape, dtype=a.dtype, device=a.device)  # only for tuning, on a plan miss
     plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
                   aligned=False, operands=(a, b, c, bias))
-    if _aten_is_faster(plan, a, b, c, bias, m, n, k, bsz):
+    if _aten_is_faster(plan, a, b, c, bias, m, n, k, bsz, call):
         return P.aten_plan()
     sa, sb, sc = _s3(a), _s3(b), _s3(c)
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
@@ -867,11 +867,12 @@ def _aten_mode() -> str:
 
 
 def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, k: int,
-                    bsz: int) -> bool:
+                    bsz: int, call: tuple) -> bool:
     """Whether a planned call goes to aten's own kernel instead: where it measured faster than
-    tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands),
-    for problems of ATEN_COMPARE_MIN_WORK or more on a device. The audit shows such calls
-    as not routed."""
+    tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands;
+    ``call`` = (op, *arguments) as the call gave them: addmm's bias unexpanded, which is
+    what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK or
+    more on a device. The audit shows such calls as not routed."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
@@ -884,12 +885,8 @@ def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | 
         return False
     import triton.testing
 
-    if bias is not None:
-        ours = triton.testing.do_bench(lambda: run(plan, a, b, c, bias, 1.0, 1.0), rep=50)
-        theirs = triton.testing.do_bench(lambda: mod.aten("addmm", bias, a, b, 1, 1), rep=50)
-    else:
-        ours = triton.testing.do_bench(lambda: run(plan, a, b, c, None), rep=50)
-        theirs = triton.testing.do_bench(lambda: mod.aten("bmm" if a.dim() == 3 else "mm", a, b), rep=50)
+    ours = triton.testing.do_bench(lambda: run(plan, a, b, c, bias, 1.0, 1.0), rep=50)
+    theirs = triton.testing.do_bench(lambda: mod.aten(*call), rep=50)
     return ours > theirs * ATEN_MARGIN
 
 
@@ -901,13 +898,15 @@ def _mm_ok(a: Any, b: Any, rank: int) -> bool:
 def plan_mm(a: Any, b: Any) -> P.Plan | None:
     if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0]:
         return None
-    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], b.shape[1]))
+    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], b.shape[1]),
+                        ("mm", a, b))
 
 
 def plan_bmm(a: Any, b: Any) -> P.Plan | None:
     if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         return None
-    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], a.shape[1], b.shape[2]))
+    return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], a.shape[1], b.shape[2]),
+                        ("bmm", a, b))
 
 
 def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
@@ -924,7 +923,7 @@ def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P
         return None
     use_bias = beta != 0
     return _matmul_plan(a, b, bias2 if use_bias else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
-                        alpha != 1, (m, n))
+                        alpha != 1, (m, n), ("addmm", bias, a, b, beta, alpha))
 
 
 PLANNERS: dict[str, Any] = {"mm": plan_mm, "bmm": plan_bmm, "addmm": plan_addmm}

@@ -623,26 +623,6 @@ fail:
   return 1;
 }
 
-/* TRITONJIT_LAUNCH_HOLD_GIL=1: call the plugin's GIL-free entry while holding the GIL,
- * instead of its ``launch`` (which releases the GIL around the driver call). One GIL
- * release and re-acquire less per launch; other Python threads wait while the driver
- * call runs. Off by default: the benchmarks measure both. */
-static int g_hold_gil = 0;
-
-static inline int launch_entry(const tj_launch *tj, const unsigned int g[3], uint64_t stream, const tj_arg *args,
-                               Py_ssize_t n) {
-  if (g_hold_gil && (tj->flags & TJ_LAUNCH_F_NOGIL)) {
-    char err[512];
-    int rc = tj->launch_nogil(tj->self, g, stream, args, n, err, sizeof err);
-    if (rc == 0) return 0;
-    if (rc < 0) {
-      PyErr_SetString(PyExc_RuntimeError, err);
-      return -1;
-    }
-  }
-  return tj->launch(tj->self, g, stream, args, n);
-}
-
 /* Dispatch a bound call. Returns the variant (new ref), NULL with an error, or
    NULL with *fallback = 1 and no error. */
 static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback) {
@@ -681,7 +661,7 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
     if (stream == (uint64_t)-1 && PyErr_Occurred()) goto out;
   }
   *fallback = 0;
-  if (launch_entry(tj, g, stream, k.args, d->P) < 0) goto out;
+  if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
   d->n_native++;
   Py_DECREF(cap);
   return variant;
@@ -1444,10 +1424,6 @@ PyMODINIT_FUNC PyInit__dispatch(void) {
   INTERN(s_stream, "stream") INTERN(s_current, "_current") INTERN(s_native, "native")
   INTERN(s_py_getitem, "_py_getitem")
 #undef INTERN
-  {
-    const char *hold = getenv("TRITONJIT_LAUNCH_HOLD_GIL");
-    g_hold_gil = hold != NULL && hold[0] != '\0' && strcmp(hold, "0") != 0;
-  }
   if (!(g_ck_true = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_True))) return NULL;
   if (!(g_ck_false = PyTuple_Pack(2, (PyObject *)&PyBool_Type, Py_False))) return NULL;
   if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&GridLaunchType) < 0 || PyType_Ready(&BoundLaunchType) < 0 ||
