@@ -24,15 +24,6 @@
 #include <torch/library.h>
 #include <tritonjit/function.h>
 
-#include <ATen/ops/addmm_cpu_dispatch.h>
-#include <ATen/ops/bmm_cpu_dispatch.h>
-#include <ATen/ops/mm_cpu_dispatch.h>
-#ifdef TJ_TORCH_CUDA  // torch_build defines it where torch has its CUDA library (linked in)
-#include <ATen/ops/addmm_cuda_dispatch.h>
-#include <ATen/ops/bmm_cuda_dispatch.h>
-#include <ATen/ops/mm_cuda_dispatch.h>
-#endif
-
 #include <atomic>
 #include <mutex>
 #include <deque>
@@ -53,42 +44,9 @@ PyObject *g_In, *g_Out, *g_Tmp, *g_Arg;
 
 std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0}, g_aten_calls{0};
 
-// ---- aten's own kernels of a few operators, called directly ---------------------------------
-// enable() puts our kernel at the backend's dispatch key, so the dispatcher cannot reach
-// aten's any more; a plan that measured aten's faster (Plan.aten) calls it here instead.
-using AtenKernel = at::Tensor (*)(const c10::IValue* args, c10::DeviceType type);
-
-at::Tensor aten_mm(const c10::IValue* a, c10::DeviceType t) {
-#ifdef TJ_TORCH_CUDA
-  if (t == c10::DeviceType::CUDA) return at::cuda::mm(a[0].toTensor(), a[1].toTensor());
-#endif
-  if (t == c10::DeviceType::CPU) return at::cpu::mm(a[0].toTensor(), a[1].toTensor());
-  throw std::runtime_error("tritonjit_ops: no aten mm kernel for this device in this build");
-}
-
-at::Tensor aten_bmm(const c10::IValue* a, c10::DeviceType t) {
-#ifdef TJ_TORCH_CUDA
-  if (t == c10::DeviceType::CUDA) return at::cuda::bmm(a[0].toTensor(), a[1].toTensor());
-#endif
-  if (t == c10::DeviceType::CPU) return at::cpu::bmm(a[0].toTensor(), a[1].toTensor());
-  throw std::runtime_error("tritonjit_ops: no aten bmm kernel for this device in this build");
-}
-
-at::Tensor aten_addmm(const c10::IValue* a, c10::DeviceType t) {
-  const c10::Scalar beta = a[3].toScalar(), alpha = a[4].toScalar();
-#ifdef TJ_TORCH_CUDA
-  if (t == c10::DeviceType::CUDA) return at::cuda::addmm(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), beta, alpha);
-#endif
-  if (t == c10::DeviceType::CPU) return at::cpu::addmm(a[0].toTensor(), a[1].toTensor(), a[2].toTensor(), beta, alpha);
-  throw std::runtime_error("tritonjit_ops: no aten addmm kernel for this device in this build");
-}
-
-AtenKernel aten_kernel_of(const std::string& name) {
-  if (name == "aten::mm") return aten_mm;
-  if (name == "aten::bmm") return aten_bmm;
-  if (name == "aten::addmm") return aten_addmm;
-  return nullptr;
-}
+// Keys below BackendSelect: where a kernel registered at BackendSelect (enable()'s) passes a
+// call on to aten's own kernel of the tensors' backend.
+const c10::DispatchKeySet kAfterBackendSelect(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::BackendSelect);
 
 // A Python error as the exception torch's bindings turn back into that Python error.
 [[noreturn]] void rethrow_python() {
@@ -281,7 +239,13 @@ enum class ArgKind : uint8_t { Other, Tensor, Scalar, ScalarType };
 
 class OpKernel final : public c10::OperatorKernel {
  public:
-  OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl) : planner_(planner), impl_(impl) {
+  // redispatch: registered at BackendSelect (enable() over aten), so that calls it does not
+  // serve (another device type; a plan that measured aten faster; a Python implementation
+  // that cannot take the call) go on to aten's own kernel, as in eager. device_type: the
+  // active backend's, whose tensors the plans are for.
+  OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl, bool redispatch,
+           c10::DeviceType device_type)
+      : planner_(planner), impl_(impl), redispatch_(redispatch), device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
     name_ = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
@@ -299,22 +263,18 @@ class OpKernel final : public c10::OperatorKernel {
     nargs_ = schema.arguments().size();
     nreturns_ = schema.returns().size();
     if (planner_ != nullptr) cache_ = cache_for(name_, planner_);
-    aten_ = aten_kernel_of(schema.name());
   }
 
-  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     c10::IValue* args = stack->data() + (stack->size() - nargs_);
+    if (redispatch_ && !on_backend(args)) return to_aten(op, ks, stack);
     tritonjit::detail::Key key;
     int dev_arg = -1;
     if (planner_ != nullptr && build_key(args, key, dev_arg)) {
       std::shared_ptr<NPlan> plan = find(key, args);
-      if (plan->aten && aten_ != nullptr) {
+      if (plan->aten && redispatch_) {
         g_hits++;
-        g_aten_calls++;
-        at::Tensor out = aten_(args, args[dev_arg].toTensor().device().type());
-        torch::jit::drop(*stack, nargs_);
-        stack->emplace_back(std::move(out));
-        return;
+        return to_aten(op, ks, stack);
       }
       if (!plan->fallback && !plan->aten) {
         g_hits++;
@@ -322,10 +282,32 @@ class OpKernel final : public c10::OperatorKernel {
       }
     }
     g_fallback_calls++;
-    call_python(op, stack);
+    if (!call_python(op, stack)) to_aten(op, ks, stack);  // the implementation could not: aten's, as eager
   }
 
  private:
+  // Whether the call's tensors are the active backend's (0-dim CPU tensors are scalars).
+  bool on_backend(const c10::IValue* args) const {
+    bool any = false;
+    for (size_t i = 0; i < nargs_; i++) {
+      if (!args[i].isTensor()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!t.defined()) continue;
+      const c10::DeviceType dt = t.device().type();
+      if (dt == device_type_) {
+        any = true;
+      } else if (!(dt == c10::DeviceType::CPU && t.dim() == 0)) {
+        return false;
+      }
+    }
+    return any;
+  }
+
+  void to_aten(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) const {
+    g_aten_calls++;
+    op.redispatchBoxed(ks & kAfterBackendSelect, stack);
+  }
+
   // Key words of the call; false where a call cannot have a plan (an argument kind the
   // key does not describe, a lazily negated or conjugated view, a non-strided layout).
   bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, int& dev_arg) const {
@@ -491,11 +473,19 @@ class OpKernel final : public c10::OperatorKernel {
     return {std::move(pos), std::move(kw)};
   }
 
-  void call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // The Python implementation. False (the stack untouched) where it raised and the call can
+  // go on to aten's own kernel instead (redispatch_): a dtype or layout it does not take,
+  // or bad input, whose error is then aten's own, as in eager.
+  bool call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Gil gil;
     c10::IValue* args = stack->data() + (stack->size() - nargs_);
     auto [pargs, kwargs] = python_args(args);
-    Ref r(checked(PyObject_Call(impl_, pargs.p, kwargs.p)));
+    PyObject* result = PyObject_Call(impl_, pargs.p, kwargs.p);
+    if (result == nullptr && redispatch_) {
+      PyErr_Clear();
+      return false;
+    }
+    Ref r(checked(result));
     torch::jit::drop(*stack, nargs_);
     const auto& returns = op.schema().returns();
     if (nreturns_ == 1) {
@@ -504,6 +494,7 @@ class OpKernel final : public c10::OperatorKernel {
       for (size_t k = 0; k < nreturns_; k++)
         stack->emplace_back(torch::jit::toIValue(PyTuple_GetItem(r.p, static_cast<Py_ssize_t>(k)), returns[k].type()));
     }
+    return true;
   }
 
   PyObject* planner_;  // None-able: no planner, every call is the Python implementation's
@@ -514,7 +505,8 @@ class OpKernel final : public c10::OperatorKernel {
   std::vector<ArgKind> kinds_;
   size_t nargs_ = 0, nreturns_ = 0;
   std::shared_ptr<PlanCache> cache_;
-  AtenKernel aten_ = nullptr;  // aten's own kernel of the op, where a plan may choose it
+  bool redispatch_ = false;
+  c10::DeviceType device_type_ = c10::DeviceType::CPU;
 };
 
 // ---- module functions -----------------------------------------------------------------------
@@ -522,13 +514,17 @@ void free_library(PyObject* cap) {
   delete static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
 }
 
-// register(namespace, dispatch_key, [(overload, planner or None, impl), ...]) -> a capsule;
-// the registrations last until the capsule is released (release()) or collected.
+// register(namespace, dispatch_key, [(overload, planner or None, impl), ...], redispatch, device
+// type) -> a capsule; the registrations last until the capsule is released (release()) or
+// collected. redispatch: at BackendSelect, over aten's own kernels (see OpKernel).
 PyObject* py_register(PyObject*, PyObject* args) {
-  const char *ns, *key;
+  const char *ns, *key, *device;
   PyObject* entries;
-  if (!PyArg_ParseTuple(args, "ssO", &ns, &key, &entries)) return nullptr;
+  int redispatch = 0;
+  if (!PyArg_ParseTuple(args, "ssOps", &ns, &key, &entries, &redispatch, &device)) return nullptr;
   HANDLE_TH_ERRORS
+  const std::string dev(device);
+  const c10::DeviceType device_type = dev.empty() || dev == "cpu" ? c10::DeviceType::CPU : c10::Device(dev).type();
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::parseDispatchKey(key), __FILE__,
                                               __LINE__);
   Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));
@@ -545,7 +541,8 @@ PyObject* py_register(PyObject*, PyObject* args) {
     const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
                                                                        overload.c_str());
     lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(
-                        std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl)));
+                        std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl,
+                                                   redispatch != 0, device_type)));
   }
   return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
   END_HANDLE_TH_ERRORS
@@ -568,35 +565,39 @@ PyObject* py_stats(PyObject*, PyObject*) {
                        static_cast<unsigned long long>(g_aten_calls.load()));
 }
 
-// aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm") on args' device,
-// whatever enable() registered: what a planner times ours against.
+// aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm") for the tensors'
+// backend, below enable()'s kernel (redispatched past BackendSelect): what a planner times
+// tritonjit's launches against.
 PyObject* py_aten(PyObject*, PyObject* args) {
   HANDLE_TH_ERRORS
   const Py_ssize_t n = PyTuple_GET_SIZE(args);
-  if (n < 1) throw std::runtime_error("aten(name, *args)");
+  if (n < 2) throw std::runtime_error("aten(name, *args)");
   const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
   if (name == nullptr) return nullptr;
-  AtenKernel k = aten_kernel_of(std::string("aten::") + name);
-  if (k == nullptr) throw std::runtime_error(std::string("tritonjit_ops: no direct aten kernel for ") + name);
-  std::vector<c10::IValue> iv;
+  const std::string op_name(name);
+  if (op_name != "mm" && op_name != "bmm" && op_name != "addmm")
+    throw std::runtime_error("tritonjit_ops: aten() times mm, bmm and addmm, not " + op_name);
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + op_name).c_str(), "");
+  torch::jit::Stack stack;
+  c10::DispatchKeySet ks;
   for (Py_ssize_t i = 1; i < n; i++) {
     PyObject* o = PyTuple_GET_ITEM(args, i);
-    if (THPVariable_Check(o))
-      iv.emplace_back(THPVariable_Unpack(o));
-    else if (PyBool_Check(o))
-      iv.emplace_back(c10::Scalar(o == Py_True));
-    else if (PyLong_Check(o))
-      iv.emplace_back(c10::Scalar(static_cast<int64_t>(PyLong_AsLongLong(o))));
-    else
-      iv.emplace_back(c10::Scalar(PyFloat_AsDouble(o)));
+    if (THPVariable_Check(o)) {
+      stack.emplace_back(THPVariable_Unpack(o));
+      ks = ks | THPVariable_Unpack(o).key_set();
+    } else if (PyBool_Check(o)) {
+      stack.emplace_back(c10::Scalar(o == Py_True));
+    } else if (PyLong_Check(o)) {
+      stack.emplace_back(c10::Scalar(static_cast<int64_t>(PyLong_AsLongLong(o))));
+    } else {
+      stack.emplace_back(c10::Scalar(PyFloat_AsDouble(o)));
+    }
   }
-  if (iv.empty() || !iv[0].isTensor()) throw std::runtime_error("aten(): the first argument must be a tensor");
-  at::Tensor out;
   {
     pybind11::gil_scoped_release nogil;
-    out = k(iv.data(), iv[0].toTensor().device().type());
+    op.redispatchBoxed(ks & kAfterBackendSelect, &stack);
   }
-  return THPVariable_Wrap(std::move(out));
+  return THPVariable_Wrap(stack.back().toTensor());
   END_HANDLE_TH_ERRORS
 }
 
@@ -615,7 +616,7 @@ PyMethodDef kMethods[] = {
      "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
     {"release", py_release, METH_O, "release(registration): undo a register()"},
     {"stats", py_stats, METH_NOARGS, "counters: plan_hits, plans_made, python_calls, launches, aten_calls"},
-    {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, called directly"},
+    {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_ops", "tritonjit_ops' C++ operator path", -1, kMethods};

@@ -46,16 +46,23 @@ def on_ready(callback: Callable[[Any], None]) -> None:
         nat.on_ready(callback)
 
 
-def register(namespace: str, dispatch_key: str, entries: Sequence[tuple[str, Any, Callable]]) -> Any:
+def register(namespace: str, dispatch_key: str, entries: Sequence[tuple[str, Any, Callable]], *,
+             redispatch: bool = False, device_type: str = "cpu") -> Any:
     """Register C++ kernels for ``entries`` (overload, planner or None, Python implementation);
     the registrations last until :func:`release` of the returned handle. None where the
-    module is not ready."""
+    module is not ready.
+
+    ``redispatch``: the kernels sit at BackendSelect, above aten's own kernels of every
+    backend, and pass on to those what they do not serve: tensors of another device type
+    than ``device_type`` (the active backend's), calls a plan gives to aten (measured
+    faster), calls the Python implementation cannot take (aten then answers, or raises
+    its own error, as in eager)."""
     mod = module()
     if mod is None:
         return None
-    with warnings.catch_warnings():  # replacing aten's kernels is the point of enable()
+    with warnings.catch_warnings():  # replacing the kernels of an op is the point
         warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
-        return mod.register(namespace, dispatch_key, list(entries))
+        return mod.register(namespace, dispatch_key, list(entries), redispatch, device_type)
 
 
 def release(handle: Any) -> None:
@@ -64,7 +71,8 @@ def release(handle: Any) -> None:
 
 def stats() -> dict[str, int]:
     """Counters of the C++ path: plan_hits (calls served in C++), plans_made, python_calls
-    (calls sent to the Python implementation), launches, aten_calls (calls a plan gave to
-    aten's own kernel, measured faster). Empty where it is not in use."""
+    (calls sent to the Python implementation), launches, aten_calls (calls passed on to
+    aten's own kernel: another device type, a plan that measured aten faster, a call the
+    Python implementation could not take). Empty where it is not in use."""
     mod = _native.module if _native is not None else None
     return mod.stats() if mod is not None else {}

@@ -91,8 +91,8 @@ class Plan(NamedTuple):
 
 def aten_plan() -> Plan:
     """The plan of a call that aten's own kernel for the device serves faster than ours
-    (decided by measuring; see matmul's planners). The C++ path calls that kernel
-    directly (not through the dispatcher, where enable() put ours)."""
+    (decided by measuring; see matmul's planners). The C++ path under enable() passes
+    such calls on to aten's kernel (it sits above it, at BackendSelect)."""
     return Plan((), (), (), aten=True)
 
 

@@ -171,7 +171,8 @@ class _TritonjitOps:
     def register(cls, mod: Any) -> None:
         if cls.handle is None:
             entries = [(name, _TJ_PLANNERS.get(name), impl) for name, _, impl, _ in _OPS]
-            cls.handle = _native_ops.register("tritonjit", _KEY, entries)
+            device = tritonjit.current_backend().info.device_type or "cpu"
+            cls.handle = _native_ops.register("tritonjit", _KEY, entries, device_type=device)
 
 
 _native_ops.on_ready(_TritonjitOps.register)
@@ -311,8 +312,11 @@ def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = (), *,
 
 
 def _register_native() -> None:
+    """The C++ kernels at BackendSelect, over aten's kernels of every backend: calls of the
+    active backend's tensors take tritonjit's plans, the others go on to aten's own."""
     entries = [(n, _PLANNERS.get(n), _ATEN[n]) for n in _State.ops]
-    _State.native = _native_ops.register("aten", _State.key, entries)
+    device = tritonjit.current_backend().info.device_type or "cpu"
+    _State.native = _native_ops.register("aten", "BackendSelect", entries, redispatch=True, device_type=device)
 
 
 def _swap_to_native(generation: int) -> None:

@@ -478,6 +478,11 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     rdtype = torch.result_type(x, y)
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
+    if rdtype == torch.bool and op in _BOOL_OPS and isinstance(x, Tensor) and isinstance(y, Tensor) and not (xs or ys):
+        # aten's bool arithmetic is logic: add/maximum = or, mul/minimum = and (alpha ignored)
+        refs = [In(0), In(1)]
+        shape = list(x.shape) if x.shape == y.shape else _broadcast_shape(tuple(x.shape), tuple(y.shape))
+        return _plan_of(_BOOL_OPS[op], 2, [x, y], refs, shape, torch.bool, 1)
     if rdtype not in _ALLOWED[op]:
         return None
     if op in ("add", "sub"):
@@ -491,6 +496,10 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     shapes = [tuple(t.shape) for t in operands if isinstance(t, Tensor)]
     shape = list(shapes[0]) if len(shapes) == 1 or shapes[0] == shapes[1] else _broadcast_shape(*shapes)
     return _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref)
+
+
+#: the logical op of aten's arithmetic on two bool tensors
+_BOOL_OPS = {"add": "maximum", "maximum": "maximum", "mul": "minimum", "minimum": "minimum"}
 
 
 def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,

@@ -105,18 +105,40 @@ def test_scalar_values_are_runtime_arguments(native):
         close(g, w)
 
 
-def test_unplannable_calls_take_the_python_implementation(native):
-    a, b = torch.tensor([True, False]), torch.tensor([True, True])
+def test_calls_tritonjit_cannot_take_go_on_to_aten_as_in_eager(native):
+    """Under enable() a model keeps working where eager works: a call no plan and no Python
+    implementation of tritonjit takes (complex numbers, exp of bools) gets aten's own
+    kernel, below enable()'s."""
+    z, b = torch.tensor([1 + 2j, 3 - 1j]), torch.tensor([True, False])
+    T.disable()
+    want = [z + z, torch.exp(b)]
+    T.enable(wait_native=True)
     before = native.stats()
-    close(a + b, torch.tensor([True, True]))  # bool add: the Python implementation's logical or
-    assert _delta(before, native.stats())["python_calls"] == 1
+    got = [z + z, torch.exp(b)]
+    d = _delta(before, native.stats())
+    assert d["aten_calls"] == 2 and d["launches"] == 0
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and torch.equal(g, w)
 
 
-def test_errors_keep_their_python_type(native):
+@pytest.mark.parametrize("op", ["add", "mul", "maximum", "minimum"])
+def test_bool_arithmetic_is_logic(native, op):
+    a = torch.tensor([[True, False, True, False]])
+    b = torch.tensor([[True], [False]])
+    T.disable()
+    want = getattr(torch, op)(a, b)
+    T.enable(wait_native=True)
+    before = native.stats()
+    got = getattr(torch, op)(a, b)
+    assert _delta(before, native.stats())["python_calls"] == 0
+    assert got.dtype == torch.bool and torch.equal(got, want)
+
+
+def test_errors_are_eagers(native):
     with pytest.raises(RuntimeError, match="must match the size of tensor b"):
         torch.randn(3, 4) + torch.randn(5)
-    with pytest.raises(TypeError, match="unsupported dtype"):
-        torch.exp(torch.tensor([True]))
+    with pytest.raises(IndexError, match="index out of range"):  # CPU indices: checked on the host
+        torch.nn.functional.embedding(torch.tensor([[0, 9]]), torch.randn(4, 3))
 
 
 def test_autograd_through_the_cpp_path(native):
@@ -135,7 +157,7 @@ def test_python_executor_runs_the_same_plans():
     x, y = torch.randn(2, 3, 4), torch.randn(4)
     p = pointwise.plan_binary("sub", x.transpose(0, 1), y, 2)
     close(_plan.run(p, [x.transpose(0, 1), y, 2]), x.transpose(0, 1) - 2 * y)
-    assert pointwise.plan_binary("add", torch.tensor([True]), torch.tensor([False])) is None
+    assert pointwise.plan_binary("add", torch.tensor([1 + 1j]), torch.tensor([2j])) is None
 
 
 @pytest.mark.gpu

@@ -66,11 +66,7 @@ def _command(source: str, include_dirs: Sequence[str], torch: Any, cxx: str, out
     cmd = [cxx, "-O2", "-shared", "-fPIC", "-std=" + cxx_standard(torch), f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-w"]
     for inc in (*include_dirs, sysconfig.get_paths()["include"], *cpp_extension.include_paths()):
         cmd += ["-I", inc]
-    libs = ["-ltorch_python", "-ltorch", "-ltorch_cpu", "-lc10"]
-    if os.path.exists(os.path.join(lib, "libtorch_cuda.so")):  # a CUDA build: its own kernels are callable
-        cmd.append("-DTJ_TORCH_CUDA=1")
-        libs.append("-ltorch_cuda")
-    return cmd + [source, "-L", lib, *libs, f"-Wl,-rpath,{lib}", "-o", out]
+    return cmd + [source, "-L", lib, "-ltorch_python", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{lib}", "-o", out]
 
 
 def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Sequence[str] = ()) -> str:
