@@ -104,7 +104,10 @@ def _default_specialization_rules() -> SpecializationRules:
 class Backend:
     """A backend plugin with its hook implementations resolved once.
 
-    The runtime calls these attributes directly: no hook relay on the hot path.
+    The runtime calls these attributes directly: no hook relay on the hot path. One
+    field per hook of ``_hookspecs.HOOKS`` (``backend_info``'s result is ``info``),
+    with a default exactly for the optional ones; written out for the type hints,
+    and held equal to the spec list by tests/core/test_contract.py.
     """
 
     info: BackendInfo
