@@ -102,6 +102,18 @@ class _Complete(_Named):
     def make_launcher(self, state):
         return None
 
+    @hookimpl
+    def synchronize(self, device):
+        pass
+
+    @hookimpl
+    def benchmarker(self):
+        return None
+
+    @hookimpl
+    def device_name(self, device):
+        return "contract device"
+
 
 def _forgetful(base: type, hook: str) -> object:
     """A subclass of ``base`` overriding ``hook`` without ``@hookimpl``, as a plugin."""

@@ -124,6 +124,9 @@ class Backend:
     prepare: Callable[[CompiledVariant, Any, int], Any]
     pack_args: Callable[[Any, Sequence[Any]], Any]
     launch: Callable[[Any, tuple[int, int, int], int, Any], None]
+    synchronize: Callable[[int], None] | None = None
+    benchmarker: Callable[[], Callable[[Callable[[], Any]], float] | None] | None = None
+    device_name: Callable[[int], str] | None = None
     specialization_rules: Callable[[], SpecializationRules] = _default_specialization_rules
     compile: Callable[[Any, Any, dict], Any] | None = None
     make_launcher: Callable[[Any], Any] | None = None

@@ -68,6 +68,26 @@ class BackendSpec:
     def device_guard(self, device: int) -> ContextManager[None]:
         """A context manager making ``device`` current (for launches and allocations)."""
 
+    # ---- device facts (the autotuner asks them instead of branching on a device type) ----
+    @optional
+    @hookspec
+    def synchronize(self, device: int) -> None:
+        """Block until the work queued on ``device`` is done. Default: nothing (a
+        backend whose launches return when the work is done)."""
+
+    @optional
+    @hookspec
+    def benchmarker(self) -> Callable[[Callable[[], Any]], float] | None:
+        """A callable ``bench(fn) -> ms``: the median time of the zero-argument ``fn``
+        on the current device (Triton's ``DriverBase.get_benchmarker()``). Default
+        (or None): the core's wall clock around ``synchronize``."""
+
+    @optional
+    @hookspec
+    def device_name(self, device: int) -> str:
+        """The model of ``device`` ("NVIDIA H200"); tuned configs are stored per device
+        name. Default: the backend name and compile target alone name it."""
+
     # ---- compilation ----------------------------------------------------------------
     @hookspec
     def compile_target(self, device: int | None, arch: str | None) -> Any:
