@@ -6,9 +6,9 @@ hooks below through pluggy only to discover and validate plugins; after that it
 resolves each plugin's implementations once (:class:`tritonjit.Backend`) and calls
 them directly, so the per-launch hot path never pays for a hook relay.
 
-This class is the one list of the contract: :data:`HOOKS`, :data:`REQUIRED` and
-:data:`OPTIONAL` are read off it, and a hook marked :func:`optional` has a default in
-the core. The registry, the :class:`tritonjit.Backend` fields and the hook table of
+:class:`BackendSpec` is the one list of the contract: :data:`HOOKS`, :data:`REQUIRED`
+and :data:`OPTIONAL` are read off it, and a hook marked :func:`optional` has a default
+in the core. The registry, the :class:`tritonjit.Backend` fields and the hook table of
 docs/plugin-guide.md follow it (tests/core/test_contract.py holds them equal).
 """
 
