@@ -8,12 +8,17 @@ reset_to_zero / restore_value effects, memory and disk persistence, TRITONJIT_AU
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 import tritonjit
-from tritonjit import _autotune
+from tritonjit import BackendInfo, _autotune, hookimpl
+from tritonjit._registry import Registry
+from tritonjit.interpreter import InterpreterBackend
+from tritonjit.testing import installed_as_current
 
 torch = pytest.importorskip("torch")
 import triton  # noqa: E402
@@ -275,3 +280,95 @@ def test_untuned_fallback_is_the_first_config_that_survives_pruning(tuning, monk
         make_kernels().fn)
     _launch(tritonjit.function(one), 256, seen)
     assert tuning == [] and seen[-1]["BLOCK"] == 128  # one config left: used without timing
+
+
+# ---- device facts come from the backend's hooks, never from its device type ------------------------------
+class TimedDevice(InterpreterBackend):
+    """The interpreter with the autotuner's device facts as hooks: a benchmarker that
+    reads a script of timings, a device name, and a device guard that is recorded."""
+
+    def __init__(self, times: dict[int, float], device_type: str = "cpu") -> None:
+        self.times, self.device_type, self.timed, self.guarded = times, device_type, [], []
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(name="timed", priority=-200, triton_backend="interpreter", warp_size=1,
+                           dispatch_key="CPU", device_type=self.device_type)
+
+    @hookimpl
+    def device_guard(self, device: int):
+        self.guarded.append(device)
+        return contextlib.nullcontext()
+
+    @hookimpl
+    def benchmarker(self):
+        def bench(fn):
+            before = len(self.timed)
+            fn()
+            assert len(self.timed) == before + 1, "the launch runs through the grid recorder"
+            return self.times[self.timed[-1]]
+        return bench
+
+    @hookimpl
+    def device_name(self, device: int) -> str:
+        return f"Timed Device {device}"
+
+
+class SyncOnly(InterpreterBackend):
+    """A 'cuda'-typed backend with only a synchronize hook: the core must not reach for
+    torch.cuda or triton.testing, only for the hook."""
+
+    def __init__(self) -> None:
+        self.synced: list[int] = []
+
+    @hookimpl
+    def backend_info(self) -> BackendInfo:
+        return BackendInfo(name="synconly", triton_backend="interpreter", device_type="cuda")
+
+    @hookimpl
+    def synchronize(self, device: int) -> None:
+        self.synced.append(device)
+
+
+def test_configs_are_timed_by_the_backends_benchmarker_and_stored_per_device_name(caches, monkeypatch):
+    monkeypatch.setattr(_autotune, "tunes_on", lambda backend: True)
+    plugin = TimedDevice({32: 3.0, 64: 1.0, 128: 2.0})
+    seen = []
+
+    def grid(meta):
+        plugin.timed.append(meta["BLOCK"])
+        seen.append(meta["BLOCK"])
+        return (triton.cdiv(meta["n"], meta["BLOCK"]),)
+
+    x, acc, io = _args(256)
+    with installed_as_current(plugin):
+        tritonjit.function(make_kernels())[grid](x, acc, io, 256)
+    assert plugin.timed[:3] == [32, 64, 128] and seen[-1] == 64  # the fastest by the benchmarker
+    assert plugin.guarded.count(0) >= 3  # each timing with the tuned device current
+    torch.testing.assert_close(acc, x)
+    (store,) = [n for n in os.listdir(os.path.join(_autotune.cache_root(), "autotune")) if n.endswith(".json")]
+    with open(os.path.join(_autotune.cache_root(), "autotune", store)) as fh:
+        device = json.load(fh)["device"]
+    assert device.startswith("timed/") and device.endswith("/Timed Device 0")
+
+
+def test_without_a_benchmarker_the_wall_clock_around_the_synchronize_hook(monkeypatch):
+    import triton.testing
+
+    monkeypatch.setattr(triton.testing, "do_bench", lambda *a, **k: pytest.fail("no CUDA branch in the core"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "looked up by device type")
+    plugin = SyncOnly()
+    backend = Registry().register(plugin)
+    assert backend.benchmarker is None and backend.device_name is None
+    calls = []
+    ms = _autotune.device_timer(backend, object(), 3)(lambda: calls.append(1), None)
+    assert ms >= 0.0 and calls and set(plugin.synced) == {3}
+    name = _autotune.device_name(backend, 3)
+    assert name.startswith("synconly/") and "looked up by device type" not in name
+
+
+def test_the_autotuners_own_do_bench_comes_first():
+    backend = Registry().register(TimedDevice({}))
+    at = SimpleNamespace(_do_bench=lambda call, quantiles: [0.25, 0.2, 0.3])
+    assert _autotune.device_timer(backend, at, 0)(lambda: None, None) == 0.25
+    assert backend.plugin.timed == []

@@ -12,10 +12,12 @@ config that fails to compile or is out of resources times as infinity.
 What tritonjit adds: the best config per key is kept in memory and on disk, keyed by
 device name, Triton version and the kernel's source hash (which covers its callees),
 so the next process does not tune again; configs are timed on the backend's device
-(``triton.testing.do_bench`` on CUDA, wall clock + the device's synchronize
-elsewhere); ``TRITONJIT_AUTOTUNE=0`` never tunes (stored config, else the first that
-survives ``early_config_prune``); on the interpreter tuning is skipped and that first
-config used; a single config left by pruning is used without timing, as in Triton.
+by its ``benchmarker`` hook (the CUDA plugin's is ``triton.testing.do_bench``), else
+by the wall clock around its ``synchronize`` hook: the core asks the backend for
+device facts and never branches on a device type; ``TRITONJIT_AUTOTUNE=0`` never
+tunes (stored config, else the first that survives ``early_config_prune``); on the
+interpreter tuning is skipped and that first config used; a single config left by
+pruning is used without timing, as in Triton.
 
 Opt-in key buckets (``tritonjit.function(kernel, key_buckets={"M": "log2", ...})``)
 map the values of named ``key`` arguments before they form the tuning key, so nearby
@@ -33,7 +35,6 @@ import json
 import logging
 import math
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +42,7 @@ from typing import Any
 
 from ._disk_cache import atomic_write, cache_root, file_lock, target_str, triton_fingerprint
 from ._errors import ArgumentError, BackendError, CompilationError
+from ._timing import no_sync, wall_clock_bench
 
 log = logging.getLogger("tritonjit")
 
@@ -234,62 +236,34 @@ def select(at: Any, configs: Sequence[Any], nargs: dict[str, Any], kwargs: dict[
 
 
 # ---- timing ------------------------------------------------------------------------------------------
-def device_timer(backend: Any, at: Any) -> Timer:
-    """The timer of a backend: the autotuner's own ``do_bench`` if it has one,
-    ``triton.testing.do_bench`` (CUDA events on torch's current stream, which is the
-    CUDA backend's) on CUDA, else wall clock around the device's synchronize."""
+def device_timer(backend: Any, at: Any, device: int) -> Timer:
+    """The timer of a backend: the autotuner's own ``do_bench`` if it has one, else the
+    backend's ``benchmarker``, else wall clock around its ``synchronize``. Each timing
+    runs with ``device`` current, as the benchmarker and synchronize expect."""
     user = getattr(at, "_do_bench", None)
     if user is not None:
-        return lambda call, cfg: _first(user(call, quantiles=(0.5, 0.2, 0.8)))
-    if backend.info.device_type == "cuda":
-        def cuda_timer(call: Callable[[], None], cfg: Any) -> float:
-            import triton.testing
+        bench: Callable[[Callable[[], None]], Any] = lambda call: user(call, quantiles=(0.5, 0.2, 0.8))
+    else:
+        bench = backend.benchmarker() if backend.benchmarker is not None else None
+        if bench is None:
+            sync = _synchronize_of(backend, device)
+            bench = lambda call: wall_clock_bench(call, sync)
+    guard = backend.device_guard
 
-            return _first(triton.testing.do_bench(call, quantiles=(0.5, 0.2, 0.8)))
+    def timer(call: Callable[[], None], cfg: Any) -> float:
+        with guard(device):
+            return _first(bench(call))
 
-        return cuda_timer
-    sync = _synchronize_of(backend)
-    return lambda call, cfg: wall_clock_bench(call, sync)
+    return timer
 
 
 def _first(x: Any) -> float:
     return float(x[0]) if isinstance(x, (list, tuple)) else float(x)
 
 
-def _synchronize_of(backend: Any) -> Callable[[], None]:
-    kind = backend.info.device_type
-    if kind and kind != "cpu":
-        try:
-            import torch
-
-            mod = getattr(torch, kind, None)
-            if mod is not None and hasattr(mod, "synchronize"):
-                return mod.synchronize
-        except Exception:
-            pass
-    return lambda: None
-
-
-def wall_clock_bench(call: Callable[[], None], sync: Callable[[], None], warmup_ms: float = 25.0,
-                     rep_ms: float = 100.0) -> float:
-    """Median milliseconds of ``call`` (do_bench's shape, timed on the host)."""
-    call()
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(3):
-        call()
-    sync()
-    est = max((time.perf_counter() - t0) / 3 * 1e3, 1e-3)
-    for _ in range(max(1, int(warmup_ms / est))):
-        call()
-    sync()
-    times = []
-    for _ in range(max(3, min(1000, int(rep_ms / est)))):
-        t = time.perf_counter()
-        call()
-        sync()
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+def _synchronize_of(backend: Any, device: int) -> Callable[[], None]:
+    sync = backend.synchronize
+    return no_sync if sync is None else lambda: sync(device)
 
 
 # ---- the on-disk store ----------------------------------------------------------------------------------
@@ -419,7 +393,7 @@ class Tuner:
                     return self._untuned(at, args, kwargs)  # f.signature(): no launch to time; do not remember
                 cfg = self._untuned(at, args, kwargs)
             if cfg is None:
-                cfg = self._tune(i, at, args, kwargs, key, mkey, store, backend, grid, stream)
+                cfg = self._tune(i, at, args, kwargs, key, mkey, store, backend, device, grid, stream)
             self.chosen[mkey] = cfg
             return cfg
 
@@ -430,7 +404,7 @@ class Tuner:
         return prune(at, dict(zip(at.arg_names, args, strict=False)), kwargs)[0]
 
     def _tune(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], key: tuple, mkey: tuple,
-              store: ConfigStore, backend: Any, grid: Any, stream: Any) -> Any:
+              store: ConfigStore, backend: Any, device: int, grid: Any, stream: Any) -> Any:
         nargs = dict(zip(at.arg_names, args, strict=False))
         configs = prune(at, nargs, kwargs)
         if len(configs) == 1:  # nothing to compare (Triton does not time it either); not stored
@@ -441,7 +415,7 @@ class Tuner:
             with resolved():
                 self.fn._run(grid, *args, stream=stream, **full)
 
-        timer = _timer_override or device_timer(backend, at)
+        timer = _timer_override or device_timer(backend, at, device)
         t0 = time.perf_counter()
         best, timings = select(at, configs, nargs, kwargs, launch, timer)
         index = next(j for j, c in enumerate(at.configs) if c is best)
@@ -483,21 +457,18 @@ def resolved() -> Iterator[None]:
 
 
 def device_name(backend: Any, device: int) -> str:
-    """A name for the device configs were tuned on: torch's device name where the
-    backend has a torch device module, and always the compile target."""
+    """A name for the device configs were tuned on: the backend, the compile target
+    and, where the backend has the ``device_name`` hook, the device's model."""
     parts = [backend.name]
     try:
         parts.append(target_str(backend.compile_target(device, None)))
     except Exception:
         pass
-    kind = backend.info.device_type
-    if kind and kind != "cpu":
+    if backend.device_name is not None:
         try:
-            import torch
-
-            mod = getattr(torch, kind, None)
-            if mod is not None and hasattr(mod, "get_device_name"):
-                parts.append(str(mod.get_device_name(device)))
+            name = backend.device_name(device)
+            if name:
+                parts.append(str(name))
         except Exception:
             pass
     return "/".join(parts)

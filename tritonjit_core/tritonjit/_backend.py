@@ -104,7 +104,10 @@ def _default_specialization_rules() -> SpecializationRules:
 class Backend:
     """A backend plugin with its hook implementations resolved once.
 
-    The runtime calls these attributes directly: no hook relay on the hot path.
+    The runtime calls these attributes directly: no hook relay on the hot path. One
+    field per hook of ``_hookspecs.HOOKS`` (``backend_info``'s result is ``info``),
+    with a default exactly for the optional ones; written out for the type hints,
+    and held equal to the spec list by tests/core/test_contract.py.
     """
 
     info: BackendInfo
@@ -121,6 +124,9 @@ class Backend:
     prepare: Callable[[CompiledVariant, Any, int], Any]
     pack_args: Callable[[Any, Sequence[Any]], Any]
     launch: Callable[[Any, tuple[int, int, int], int, Any], None]
+    synchronize: Callable[[int], None] | None = None
+    benchmarker: Callable[[], Callable[[Callable[[], Any]], float] | None] | None = None
+    device_name: Callable[[int], str] | None = None
     specialization_rules: Callable[[], SpecializationRules] = _default_specialization_rules
     compile: Callable[[Any, Any, dict], Any] | None = None
     make_launcher: Callable[[Any], Any] | None = None

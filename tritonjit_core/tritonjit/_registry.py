@@ -8,6 +8,7 @@ highest-priority available backend; the interpreter is the fallback.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import threading
@@ -19,18 +20,53 @@ import pluggy
 
 from ._backend import Backend, BackendInfo
 from ._errors import BackendError
-from ._hookspecs import PROJECT, BackendSpec
+from ._hookspecs import HOOKS, OPTIONAL, PROJECT, REQUIRED, BackendSpec
 
 log = logging.getLogger("tritonjit")
 
 ENTRY_POINT_GROUP = "tritonjit.backends"
 ENV_BACKEND = "TRITONJIT_BACKEND"
 
-_REQUIRED = (
-    "backend_info", "availability", "device_count", "current_device", "device_of",
-    "current_stream", "device_guard", "compile_target", "load", "prepare", "pack_args", "launch",
-)
-_OPTIONAL = ("specialization_rules", "compile", "make_launcher")
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager with the one rule of what counts as a hook of the contract.
+
+    A routine named like a hook but not marked ``@hookimpl`` is refused rather than
+    skipped: skipped, a subclass's unmarked override of ``compile`` would hide both
+    itself and the base class's hook, and the backend would silently run the core's
+    default instead (libtriton_jit's ``static_assert(BackendPolicy<X>)``, at
+    registration).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self.add_hookspecs(BackendSpec)
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name in HOOKS and _is_routine(plugin, name):
+            owner = _defined_in(plugin, name)
+            raise pluggy.PluginValidationError(
+                plugin, f"{owner}.{name} is named like the '{name}' hook but is not marked @hookimpl "
+                "(an unmarked override hides the hook it replaces); decorate it with "
+                "tritonjit.hookimpl, or rename it if it is not meant as the hook")
+        return opts
+
+
+def _is_routine(plugin: Any, name: str) -> bool:
+    """Whether ``plugin.name`` is a function or method, read without running descriptors."""
+    attr = inspect.getattr_static(plugin, name, None)
+    return isinstance(attr, (staticmethod, classmethod)) or inspect.isroutine(attr)
+
+
+def _defined_in(plugin: Any, name: str) -> str:
+    """Where ``name`` is written: the class of the MRO that defines it, or the module."""
+    if inspect.ismodule(plugin):
+        return plugin.__name__
+    for cls in type(plugin).__mro__:
+        if name in vars(cls):
+            return cls.__qualname__
+    return type(plugin).__qualname__
 
 
 @dataclass(frozen=True)
@@ -46,8 +82,7 @@ class Registry:
     """Holds the plugin manager, the resolved backends and the current selection."""
 
     def __init__(self) -> None:
-        self.pm = pluggy.PluginManager(PROJECT)
-        self.pm.add_hookspecs(BackendSpec)
+        self.pm = PluginManager()
         self._backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []
         #: [current backend or None]: the native dispatcher reads the selection from this
@@ -92,9 +127,11 @@ class Registry:
         try:
             self.pm.register(plugin, name=f"tritonjit-backend:{label}:{id(plugin)}")
         except (ValueError, pluggy.PluginValidationError) as exc:
+            if isinstance(exc, pluggy.PluginValidationError) and self.pm.is_registered(plugin):
+                self.pm.unregister(plugin)  # older pluggy registers part of a plugin before failing
             raise BackendError(f"plugin '{label}' does not fit the hookspecs: {exc}") from exc
         impls = _resolve(self.pm, plugin)
-        missing = [h for h in _REQUIRED if h not in impls]
+        missing = [h for h in REQUIRED if h not in impls]
         if missing:
             self.pm.unregister(plugin)
             raise BackendError(f"plugin '{label}' lacks required hooks: {', '.join(missing)}")
@@ -113,8 +150,8 @@ class Registry:
                     f"two plugins are named '{info.name}': {dist or label} and {other}; "
                     "uninstall one of them"
                 )
-            fields = {k: impls[k] for k in _REQUIRED if k != "backend_info"}
-            fields.update({k: impls[k] for k in _OPTIONAL if k in impls})
+            fields = {k: impls[k] for k in REQUIRED if k != "backend_info"}
+            fields.update({k: impls[k] for k in OPTIONAL if k in impls})
             backend = Backend(info=info, plugin=plugin, dist=dist, **fields)
             self._backends[info.name] = backend
         return backend
@@ -191,7 +228,7 @@ def _entry_points() -> list[metadata.EntryPoint]:
 def _resolve(pm: pluggy.PluginManager, plugin: Any) -> dict[str, Any]:
     """The plugin's own implementation function of each hook, looked up once."""
     impls: dict[str, Any] = {}
-    for hook_name in _REQUIRED + _OPTIONAL:
+    for hook_name in HOOKS:
         caller = getattr(pm.hook, hook_name)
         for impl in caller.get_hookimpls():
             if impl.plugin is plugin:

@@ -225,3 +225,27 @@ def test_tma_descriptor_argument_is_128_bytes_by_value():
         _driver.pack(bytes([code]), [b"short"])
     with pytest.raises(TypeError, match="128 bytes of a CUtensorMap"):
         _driver.pack(bytes([code]), [3])
+
+
+def test_device_facts_for_the_autotuner_come_from_torch_cuda_and_triton(monkeypatch):
+    """synchronize / device_name / benchmarker are hooks (the core never branches on
+    'cuda'); without a GPU, torch's and Triton's entry points are stand-ins here."""
+    import triton.testing
+    from tritonjit_cuda import plugin
+
+    backend = tritonjit.get_backend("cuda")
+    assert backend.synchronize is not None and backend.device_name is not None and backend.benchmarker is not None
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: synced.append(device))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: f"NVIDIA Stand-in {device}")
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, quantiles=None: (fn(), [0.5, 0.4, 0.6])[1])
+    backend.synchronize(1)
+    assert synced == [1] and backend.device_name(1) == "NVIDIA Stand-in 1"
+    calls = []
+    assert backend.benchmarker()(lambda: calls.append(1)) == 0.5 and calls == [1]
+    # streams through torch's C reader of the raw stream, devices from torch.cuda
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0xC0DE + device, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert plugin.current_stream(2) == 0xC0DE + 2 and plugin.current_device() == 1
+    with pytest.raises(ValueError, match=r"CUDA tensor.*cpu"):
+        plugin.device_of(torch.zeros(1))

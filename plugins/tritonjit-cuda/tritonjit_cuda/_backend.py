@@ -3,16 +3,17 @@
 The driver calls live in the C extension ``_driver`` (libcuda opened with dlopen, no
 CUDA headers needed to build it). The hot path never comes back here: the launcher
 made by ``make_launcher`` is a C object the core's dispatcher calls through a capsule.
+Devices and streams are pluginkit's :class:`TorchDevices` over ``torch.cuda``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from tritonjit import ArgumentError, BackendError, BackendInfo, CompiledVariant, GridError, hookimpl
+from tritonjit.pluginkit import TorchDevices
 
 from . import _torch_glue
 from ._types import device_abi, scratch_layout
@@ -93,16 +94,18 @@ def _arch_of(target: Any) -> int:
     return int(arch)
 
 
-class CudaBackend:
+class CudaBackend(TorchDevices):
     """Hook implementations of the ``cuda`` backend."""
+
+    info = BackendInfo(
+        name="cuda", priority=100, triton_backend="cuda", binary_ext="cubin", warp_size=32,
+        dispatch_key="CUDA", device_type="cuda",
+        description="NVIDIA GPUs through the CUDA driver API (cuModuleLoadData, cuLaunchKernelEx)",
+    )
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
-        return BackendInfo(
-            name="cuda", priority=100, triton_backend="cuda", binary_ext="cubin", warp_size=32,
-            dispatch_key="CUDA", device_type="cuda",
-            description="NVIDIA GPUs through the CUDA driver API (cuModuleLoadData, cuLaunchKernelEx)",
-        )
+        return self.info
 
     @hookimpl
     def availability(self) -> tuple[bool, str]:
@@ -131,28 +134,28 @@ class CudaBackend:
         except Exception:
             return 0
 
-    @hookimpl
-    def current_device(self) -> int:
-        import torch
+    # ---- devices and streams: TorchDevices over torch.cuda ------------------------------------
+    def find_torch_module(self) -> Any:
+        try:
+            import torch
+        except ImportError:  # the backend is unavailable then (availability says why)
+            return None
+        return torch.cuda
 
-        return torch.cuda.current_device()
-
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        dev = tensor.device
-        if dev.type != "cuda":
-            raise ValueError(f"expected a CUDA tensor, got a tensor on '{dev}'")
-        return dev.index if dev.index is not None else 0
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
+    def raw_stream(self, mod: Any, device: int) -> int:
+        """torch's C reader of the raw stream: no stream object per call."""
         return _torch_glue.raw_stream_fn()(device)
 
     @hookimpl
-    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
-        import torch
+    def benchmarker(self) -> Callable[[Callable[[], Any]], float]:
+        """``triton.testing.do_bench``: CUDA events on torch's current stream (the one
+        launches go to), its median."""
+        import triton.testing
 
-        return torch.cuda.device(device)
+        def bench(fn: Callable[[], Any]) -> float:
+            return float(triton.testing.do_bench(fn, quantiles=(0.5, 0.2, 0.8))[0])
+
+        return bench
 
     @hookimpl
     def compile_target(self, device: int | None, arch: str | None) -> Any:

@@ -54,7 +54,7 @@ class GcuBackend(DriverBackend):
     abi_types = {"i1": "i32", "u1": "u32"}  # triton_gcu's ty_to_cpp widens booleans
     bf16 = "truncate"
 
-    def _find_torch_module(self) -> Any:
+    def find_torch_module(self) -> Any:
         try:
             import torch
 

@@ -7,19 +7,19 @@ Launch rules are FlagTree's Cambricon launcher and libtriton_jit's ``MluBackend`
 the kernel either promotes shared memory or fits on the device's cores; grid
 dimensions are checked against the device's task-dimension limits. Parameters are a
 ``void*[]`` of pointers to each value (``cnInvokeKernel``'s kernelParams): pointers
-8 bytes, ``i1``/``u1`` widened to 4, fp16/bf16 scalars passed as fp32.
+8 bytes, ``i1``/``u1`` widened to 4, fp16/bf16 scalars passed as fp32. Devices and
+streams are pluginkit's :class:`TorchDevices` over torch_mlu's ``torch.mlu``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tritonjit import BackendError, BackendInfo, CompiledVariant, GridError, hookimpl
-from tritonjit.pluginkit import ArgLayout, PackedArgs
+from tritonjit.pluginkit import ArgLayout, PackedArgs, TorchDevices
 
 from . import _driver as d
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_mlu, make_target
@@ -47,12 +47,16 @@ class MluLaunchState:
     driver: d.CnDriver
 
 
-class MluBackend:
+class MluBackend(TorchDevices):
     """Hook implementations of the Cambricon MLU backend."""
+
+    info = BackendInfo(name="mlu", priority=50, triton_backend=TARGET_BACKEND, binary_ext=BINARY_EXT,
+                       warp_size=1, dispatch_key="PrivateUse1", device_type="mlu",
+                       description="Cambricon MLU through CNDrv (cnModuleLoadFatBinary, cnInvokeKernel)")
+    stream_attr = "mlu_stream"
 
     def __init__(self, library: str | None = None) -> None:
         self._explicit = library
-        self._torch: Any = False
 
     def driver(self) -> d.CnDriver:
         drv, search = d.open_driver(self._explicit)
@@ -60,22 +64,18 @@ class MluBackend:
             raise BackendError(f"backend 'mlu': CNDrv unavailable: {search.reason()}")
         return drv
 
-    def torch_mlu(self) -> Any:
-        if self._torch is False:
-            try:
-                import torch
-                import torch_mlu  # noqa: F401  (registers torch.mlu)
+    def find_torch_module(self) -> Any:
+        try:
+            import torch
+            import torch_mlu  # noqa: F401  (registers torch.mlu)
 
-                self._torch = torch.mlu
-            except Exception:  # noqa: BLE001
-                self._torch = None
-        return self._torch
+            return torch.mlu
+        except Exception:  # noqa: BLE001
+            return None
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
-        return BackendInfo(name="mlu", priority=50, triton_backend=TARGET_BACKEND, binary_ext=BINARY_EXT,
-                           warp_size=1, dispatch_key="PrivateUse1", device_type="mlu",
-                           description="Cambricon MLU through CNDrv (cnModuleLoadFatBinary, cnInvokeKernel)")
+        return self.info
 
     @hookimpl
     def availability(self) -> tuple[bool, str]:
@@ -93,31 +93,9 @@ class MluBackend:
         return 0 if drv is None else drv.device_count()
 
     @hookimpl
-    def current_device(self) -> int:
-        mlu = self.torch_mlu()
-        return int(mlu.current_device()) if mlu is not None else 0
-
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        dev = getattr(tensor, "device", None)
-        if getattr(dev, "type", None) != "mlu":
-            raise ValueError(f"expected a tensor on an 'mlu' device, got one on '{dev}'")
-        return int(dev.index or 0)
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
-        mlu = self.torch_mlu()
-        return int(mlu.current_stream(device).mlu_stream) if mlu is not None else 0
-
-    @hookimpl
-    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
-        mlu = self.torch_mlu()
-        return mlu.device(device) if mlu is not None else contextlib.nullcontext()
-
-    @hookimpl
     def compile_target(self, device: int | None, arch: str | None) -> Any:
         if arch is None:
-            mlu = self.torch_mlu()
+            mlu = self.torch_device_module()
             if mlu is None:
                 raise BackendError("backend 'mlu': without torch_mlu the device's ISA version is unknown; "
                                    "name the target, e.g. mlu:592")

@@ -3,8 +3,9 @@
 Devices and streams come from torch_npu when it is installed (``torch.npu``: the
 current device, ``torch.npu.current_stream(d).npu_stream``); without it the ACL
 runtime answers (``aclrtGetDevice``/``aclrtSetDevice``) and launches go to the
-default stream 0. Nothing here imports torch_npu or opens the driver at import time,
-so an absent runtime leaves the plugin inert and never breaks discovery.
+default stream 0 (pluginkit's :class:`TorchDevices`, with those fallbacks). Nothing
+here imports torch_npu or opens the driver at import time, so an absent runtime
+leaves the plugin inert and never breaks discovery.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tritonjit import (
     SpecializationRules,
     hookimpl,
 )
+from tritonjit.pluginkit import TorchDevices
 
 from . import _launch
 from ._compile import BINARY_EXT, TARGET_BACKEND, compile_for_npu, make_target
@@ -41,18 +43,21 @@ def torch_npu() -> Any:
         return None
 
 
-class NpuBackend:
+class NpuBackend(TorchDevices):
     """Hook implementations of the Ascend NPU backend."""
+
+    info = BackendInfo(
+        name="npu", priority=50, triton_backend=TARGET_BACKEND, binary_ext=BINARY_EXT, warp_size=1,
+        dispatch_key="PrivateUse1", device_type=DEVICE_TYPE,
+        description="Huawei Ascend NPU through CANN's ACL/rt runtime (rtKernelLaunch, packed argument buffer)",
+        # every dimension travels as an int32; _launch checks their product, the block count
+        max_grid=(_launch.I32_MAX, _launch.I32_MAX, _launch.I32_MAX),
+    )
+    stream_attr = "npu_stream"
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
-        return BackendInfo(
-            name="npu", priority=50, triton_backend=TARGET_BACKEND, binary_ext=BINARY_EXT, warp_size=1,
-            dispatch_key="PrivateUse1", device_type=DEVICE_TYPE,
-            description="Huawei Ascend NPU through CANN's ACL/rt runtime (rtKernelLaunch, packed argument buffer)",
-            # every dimension travels as an int32; _launch checks their product, the block count
-            max_grid=(_launch.I32_MAX, _launch.I32_MAX, _launch.I32_MAX),
-        )
+        return self.info
 
     @hookimpl
     def availability(self) -> tuple[bool, str]:
@@ -81,39 +86,21 @@ class NpuBackend:
         except Exception:  # noqa: BLE001
             return 0
 
-    @hookimpl
-    def current_device(self) -> int:
-        npu = torch_npu()
-        if npu is not None:
-            return npu.current_device()
+    # the other device hooks: TorchDevices over torch.npu, with ACL where torch_npu is absent
+    def torch_device_module(self) -> Any:
+        return torch_npu()  # cached by the function (tests replace it)
+
+    def fallback_device(self) -> int:
         return load_driver().get_device()
 
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        dev = getattr(tensor, "device", None)
-        if dev is None or dev.type != DEVICE_TYPE:
-            raise ValueError(f"expected a tensor on an '{DEVICE_TYPE}' device, got one on '{dev}'")
-        return dev.index or 0
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
-        npu = torch_npu()
-        if npu is not None:
-            return npu.current_stream(device).npu_stream
-        return 0  # the default stream
-
-    @hookimpl
-    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
-        npu = torch_npu()
-        if npu is not None:
-            return npu.device(device)
+    def fallback_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
         return _acl_device(device)
 
     # ---- compilation -----------------------------------------------------------------
     @hookimpl
     def compile_target(self, device: int | None, arch: str | None) -> Any:
         if arch is None:
-            npu = torch_npu()
+            npu = self.torch_device_module()
             arch = npu.get_device_name(device) if npu is not None else load_driver().soc_name()
             if not arch:
                 raise BackendError("the Ascend runtime reports no SoC name (aclrtGetSocName); "

@@ -8,6 +8,11 @@ A CUDA-like vendor plugin is a :class:`DriverBackend` subclass with its facts
   :class:`DriverError` naming the symbol, the kernel and the vendor's error string;
   :func:`check_launch` / :func:`c_int_arg` refuse a value its fixed-width C types
   would truncate (ctypes passes 2**32 + 3 as an unsigned int 3).
+- :class:`TorchDevices`: the device hooks (``device_of``, ``current_device``,
+  ``current_stream``, ``device_guard``) and the autotuner's device facts
+  (``synchronize``, ``device_name``, ``benchmarker``) over the vendor's torch device
+  module, for every plugin, CUDA-like or not; :func:`wall_clock_bench`, the timer
+  they fall back to.
 - :func:`compile_with_vendor_triton` / :class:`VendorCompilerMissing`: compiling with
   the vendor's Triton, or one clear error naming what to install.
 - :func:`find_library` / :func:`find_libraries`: locating the runtime library (or the
@@ -19,10 +24,11 @@ A CUDA-like vendor plugin is a :class:`DriverBackend` subclass with its facts
   :func:`stand_in_variant`: the SIMULATED driver for tests on machines without the
   hardware.
 
-Plugins whose driver is not CUDA-like (NPU, MLU, GCU) still use the argument layout,
-library search, error type and the simulated-driver tooling.
+Plugins whose driver is not CUDA-like (NPU, MLU, GCU) still use the device mixin,
+argument layout, library search, error type and the simulated-driver tooling.
 """
 
+from .._timing import wall_clock_bench
 from ._args import (
     SCALAR_CODES,
     ArgLayout,
@@ -40,6 +46,7 @@ from ._compile import (
     require_triton_backend,
     triton_backend_for,
 )
+from ._devices import TorchDevices
 from ._driver import CudaLikeDriver, DriverError, DriverSpec, c_int_arg, check_launch
 from ._library import LibraryNotFound, LibrarySearch, LibrarySet, find_libraries, find_library, sdk_lib_dirs
 from ._simdriver import (
@@ -68,6 +75,7 @@ __all__ = [
     "LoadedKernel",
     "PackedArgs",
     "SimulatedDriver",
+    "TorchDevices",
     "VendorCompilerMissing",
     "arch_override",
     "build_simulated_driver",
@@ -84,4 +92,5 @@ __all__ = [
     "sdk_lib_dirs",
     "stand_in_variant",
     "triton_backend_for",
+    "wall_clock_bench",
 ]

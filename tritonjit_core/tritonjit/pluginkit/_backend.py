@@ -4,16 +4,16 @@
 over a :class:`CudaLikeDriver`. A vendor plugin subclasses it, sets ``info`` and
 ``driver_spec``, and overrides only what is truly its own: the compile target, a
 compile hook where its Triton is not upstream's, how its torch extension exposes
-devices and streams. Facts with a default here: the argument ABI (``abi_types``,
-``bf16``), architectures as capability numbers (``target``), and a ``compile`` hook
-that says which vendor Triton to install when it is missing (``vendor_triton``).
-The core's ModuleCache keeps what ``load`` returns, so nothing
+devices and streams (``torch_module``, ``stream_attr``; the device hooks themselves
+are :class:`TorchDevices`'). Facts with a default here: the argument ABI
+(``abi_types``, ``bf16``), architectures as capability numbers (``target``), and a
+``compile`` hook that says which vendor Triton to install when it is missing
+(``vendor_triton``). The core's ModuleCache keeps what ``load`` returns, so nothing
 here caches modules.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import threading
 from collections.abc import Mapping, Sequence
@@ -25,6 +25,7 @@ from .._errors import BackendError
 from .._hookspecs import hookimpl
 from ._args import ArgLayout, Bf16Rounding, PackedArgs
 from ._compile import arch_override, compile_with_vendor_triton
+from ._devices import TorchDevices
 from ._driver import PTR_MAX, U32_MAX, CudaLikeDriver, DriverSpec, check_launch
 from ._library import LibrarySearch
 
@@ -53,7 +54,7 @@ class LaunchState:
     driver: CudaLikeDriver
 
 
-class DriverBackend:
+class DriverBackend(TorchDevices):
     """Hook implementations shared by every CUDA-like vendor plugin."""
 
     info: BackendInfo
@@ -62,8 +63,6 @@ class DriverBackend:
     torch_module: str | None = None
     #: extension imported first to register the device with torch ("torch_musa")
     torch_extension: str | None = None
-    #: attribute of the vendor's torch stream object holding the raw handle
-    stream_attr: str = "cuda_stream"
     #: Triton type -> the type the vendor's launcher passes it as ({"i1": "i32"})
     abi_types: Mapping[str, str] = {}
     #: how bf16 scalars are made from Python floats (the vendor launcher's way)
@@ -81,7 +80,6 @@ class DriverBackend:
         self._explicit = library
         self._driver: CudaLikeDriver | None = None
         self._search: LibrarySearch | None = None
-        self._torch: Any = False  # False: not looked up yet
         self._lock = threading.Lock()
 
     # ---- the driver, opened lazily and once -------------------------------------------------
@@ -100,14 +98,9 @@ class DriverBackend:
         return drv
 
     # ---- the vendor's torch extension (devices, streams), when present ------------------------
-    def torch_device_module(self) -> Any:
+    def find_torch_module(self) -> Any:
         """The vendor's torch device module (``torch.cuda`` on ROCm, ``torch.musa``...),
         or None when torch or the vendor's build of it is absent."""
-        if self._torch is False:
-            self._torch = self._find_torch_module()
-        return self._torch
-
-    def _find_torch_module(self) -> Any:
         if self.torch_module is None:
             return None
         try:
@@ -144,37 +137,10 @@ class DriverBackend:
             return False, f"{search.reason()} loaded, but it reports no {vendor} device"
         return True, f"{n} {vendor} device(s) through the {search.reason()}"
 
-    # ---- devices and streams ------------------------------------------------------------------
     @hookimpl
     def device_count(self) -> int:
         drv, _ = self._open()
         return 0 if drv is None else drv.device_count()
-
-    @hookimpl
-    def current_device(self) -> int:
-        mod = self.torch_device_module()
-        return int(mod.current_device()) if mod is not None else 0
-
-    @hookimpl
-    def device_of(self, tensor: Any) -> int:
-        dev = getattr(tensor, "device", None)
-        kind = getattr(dev, "type", None)
-        if kind != self.info.device_type:
-            raise ValueError(f"expected a tensor on a '{self.info.device_type}' device ({self.info.name} backend), "
-                             f"got one on '{dev}'")
-        return int(dev.index or 0)
-
-    @hookimpl
-    def current_stream(self, device: int) -> int:
-        mod = self.torch_device_module()
-        if mod is None:
-            return 0  # the default (null) stream
-        return int(getattr(mod.current_stream(device), self.stream_attr))
-
-    @hookimpl
-    def device_guard(self, device: int) -> contextlib.AbstractContextManager[None]:
-        mod = self.torch_device_module()
-        return mod.device(device) if mod is not None else contextlib.nullcontext()
 
     # ---- compilation ----------------------------------------------------------------------------
     @hookimpl
