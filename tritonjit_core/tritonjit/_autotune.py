@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ._disk_cache import atomic_write, cache_root, file_lock, target_str, triton_fingerprint
-from ._errors import ArgumentError, BackendError, CompilationError
+from ._errors import ArgumentError, BackendError, CompilationError, HookError
 
 log = logging.getLogger("tritonjit")
 
@@ -216,6 +216,8 @@ def select(at: Any, configs: Sequence[Any], nargs: dict[str, Any], kwargs: dict[
 
         try:
             ms = float(timer(call, cfg))
+        except HookError:  # a plugin's bug, not a config that does not fit
+            raise
         except (CompilationError, BackendError) as exc:  # does not compile / out of resources
             log.info("tritonjit autotune: config %s failed: %s", cfg, exc)
             ms = math.inf

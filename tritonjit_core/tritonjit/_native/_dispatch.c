@@ -456,7 +456,9 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
   }
   if (d->device_mode && k->device < 0) { /* no tensor argument: the current device */
     PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
-    long dev = r ? PyLong_AsLong(r) : -1;
+    /* a bool, a negative or a non-int (or a raising hook) goes to the Python path,
+       which names the backend and the hook */
+    long dev = r && !PyBool_Check(r) ? PyLong_AsLong(r) : -1;
     Py_XDECREF(r);
     if (dev < 0) {
       PyErr_Clear();
@@ -655,10 +657,24 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
     PyObject *dev = PyLong_FromLong(k.device);
     PyObject *s = dev ? PyObject_CallOneArg(d->current_stream_fn, dev) : NULL;
     Py_XDECREF(dev);
-    if (!s) goto out;
-    stream = PyLong_AsUnsignedLongLong(s);
-    Py_DECREF(s);
-    if (stream == (uint64_t)-1 && PyErr_Occurred()) goto out;
+    if (s && PyBool_Check(s)) {
+      Py_DECREF(s);
+      s = NULL;
+      PyErr_SetString(PyExc_TypeError, "bool stream");
+    }
+    if (s) {
+      stream = PyLong_AsUnsignedLongLong(s);
+      Py_DECREF(s);
+    }
+    if (!s || (stream == (uint64_t)-1 && PyErr_Occurred())) {
+      /* the hook raised or returned no stream handle: nothing was launched, so the
+         Python path runs the call again and raises a HookError naming backend and hook */
+      if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        *fallback = 1;
+      }
+      goto out;
+    }
   }
   *fallback = 0;
   if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
