@@ -36,6 +36,7 @@ import os
 import statistics
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -505,18 +506,21 @@ def device_name(backend: Any, device: int) -> str:
     return "/".join(parts)
 
 
-_tuners: dict[int, tuple[Any, Tuner]] = {}
+#: the Tuner of each live KernelFunction, by id: weak, as the KernelFunction holds its own
+#: (``fn._tuner``), so a kernel that is dropped frees its tuner too; removing an entry
+#: makes the next call start a fresh Tuner (what a new process would do)
+_tuners: weakref.WeakValueDictionary[int, Tuner] = weakref.WeakValueDictionary()
 _tuners_lock = threading.Lock()
 
 
 def tuner_of(fn: Any) -> Tuner:
-    entry = _tuners.get(id(fn))
-    if entry is None or entry[0] is not fn:
+    tuner = _tuners.get(id(fn))
+    if tuner is None or tuner.fn is not fn:
         with _tuners_lock:
-            entry = _tuners.get(id(fn))
-            if entry is None or entry[0] is not fn:
-                entry = _tuners[id(fn)] = (fn, Tuner(fn))
-    return entry[1]
+            tuner = _tuners.get(id(fn))
+            if tuner is None or tuner.fn is not fn:
+                tuner = fn._tuner = _tuners[id(fn)] = Tuner(fn)
+    return tuner
 
 
 def meta_kwargs(fn: Any, args: tuple, kwargs: dict[str, Any], grid: Any = None, stream: Any = None) -> dict[str, Any]:

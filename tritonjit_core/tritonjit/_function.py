@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
@@ -492,14 +493,22 @@ def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Sl
 
 
 class ModuleCache:
-    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins."""
+    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins.
+
+    Kept for the life of the process: one entry per distinct artifact and device, so
+    the kernels of one source share a module however many runtime objects wrap them.
+    A variant without a hash (the interpreter's, a test backend's) is loaded but not
+    kept: nothing could share it, and keying it by the object's id would hand a later
+    variant that reuses the id a module that is not its own."""
 
     def __init__(self) -> None:
         self._handles: dict[tuple[str, str, int], Any] = {}
         self._lock = threading.Lock()
 
     def load(self, backend: Backend, compiled: CompiledVariant, device: int, kernel: str | None = None) -> Any:
-        key = (backend.name, compiled.hash or f"{compiled.name}:{compiled.signature}:{id(compiled)}", device)
+        if not compiled.hash:
+            return call_hook(backend, "load", compiled, device, kernel=kernel)
+        key = (backend.name, compiled.hash, device)
         handle = self._handles.get(key)
         if handle is None:
             with self._lock:
@@ -565,12 +574,24 @@ def _unwrap(kernel: Any) -> tuple[Any, list | None, list | None]:
 
 
 # ---- tritonjit.function ----------------------------------------------------------------------
-_instances: dict[Any, KernelFunction] = {}
+#: the attribute of a kernel object holding its runtime object: the kernel keeps its
+#: KernelFunction alive, and nothing in tritonjit keeps the kernel alive, so a kernel the
+#: user drops takes its runtime object, variants and launch state with it (a cycle
+#: kernel <-> runtime object that the garbage collector frees)
+_ATTR = "__tritonjit_function__"
+#: every live runtime object by id(kernel) or (path, name), for introspection (audit);
+#: weak, so it keeps nothing alive
+_instances: weakref.WeakValueDictionary[Any, KernelFunction] = weakref.WeakValueDictionary()
+#: runtime objects kept for the life of the process: those of ``function(path, name)``
+#: (their module is imported once and kept, see ``_modules``) and those of kernel
+#: objects that take no attribute (no ``__dict__``)
+_pinned: dict[Any, KernelFunction] = {}
 _instances_lock = threading.RLock()  # function(path, name) re-enters through function(jit)
 
 
 def function(kernel: Any, name: str | None = None, *, key_buckets: Any = None) -> KernelFunction:
-    """The tritonjit runtime object of a kernel, one per kernel.
+    """The tritonjit runtime object of a kernel, one per kernel, alive as long as the
+    kernel object is (``function(path, name)``'s: as long as the process).
 
     ``function(jit_fn)`` wraps a ``@triton.jit`` function (autotuned or heuristics
     wrapped ones too); ``function("path/to/file.py", "kernel")`` imports the file by
@@ -590,25 +611,44 @@ def function(kernel: Any, name: str | None = None, *, key_buckets: Any = None) -
             raise TypeError("tritonjit.function(path, name): name of the kernel is missing")
         path = os.path.abspath(os.fspath(kernel))
         key: Any = (path, name)
-        inst = _instances.get(key)
+        inst = _pinned.get(key)
         if inst is None:
             jit = load_kernel(path, name)
             with _instances_lock:
-                inst = _instances.get(key)
+                inst = _pinned.get(key)
                 if inst is None:
-                    inst = _instances[key] = function(jit, key_buckets=key_buckets)
+                    inst = _pinned[key] = _instances[key] = function(jit, key_buckets=key_buckets)
         elif key_buckets is not None:
             _check_same_buckets(inst, key_buckets)
         return inst
-    inst = _instances.get(id(kernel))
-    if inst is None or inst.wrapped is not kernel:
+    inst = _runtime_object(kernel)
+    if inst is None:
         with _instances_lock:
-            inst = _instances.get(id(kernel))
-            if inst is None or inst.wrapped is not kernel:
-                inst = _instances[id(kernel)] = KernelFunction(kernel, key_buckets=key_buckets)
-                return inst
+            inst = _runtime_object(kernel)
+            if inst is None:
+                return _attach(kernel, KernelFunction(kernel, key_buckets=key_buckets))
     if key_buckets is not None:
         _check_same_buckets(inst, key_buckets)
+    return inst
+
+
+def _runtime_object(kernel: Any) -> KernelFunction | None:
+    """The runtime object ``function`` made for this very kernel object, if any."""
+    inst = getattr(kernel, _ATTR, None)
+    if inst is None or inst.wrapped is not kernel:  # (a wrapper may forward attributes)
+        inst = _pinned.get(id(kernel))
+        if inst is None or inst.wrapped is not kernel:
+            return None
+    return inst
+
+
+def _attach(kernel: Any, inst: KernelFunction) -> KernelFunction:
+    """Let ``kernel`` keep ``inst`` alive; pin it where the kernel takes no attribute."""
+    try:
+        vars(kernel)[_ATTR] = inst
+    except TypeError:  # no __dict__
+        _pinned[id(kernel)] = inst
+    _instances[id(kernel)] = inst
     return inst
 
 
