@@ -683,10 +683,14 @@ def load_kernel(path: str, name: str) -> Any:
             sys.modules.pop(modname, None)
             raise
         _modules[path] = mod
+    found = ", ".join(sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))) or "none"
     if not hasattr(mod, name):
-        found = sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))
-        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {', '.join(found) or 'none'})")
-    return getattr(mod, name)
+        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {found})")
+    obj = getattr(mod, name)
+    if not _looks_like_kernel(obj):
+        raise KernelNotFoundError(f"'{path}': '{name}' is of type {type(obj).__name__}, not a @triton.jit kernel "
+                                  f"(kernels in it: {found})")
+    return obj
 
 
 def _looks_like_kernel(obj: Any) -> bool:

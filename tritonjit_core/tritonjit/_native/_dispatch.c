@@ -1315,11 +1315,18 @@ static PyObject *Recorder_get_count(PyObject *self, void *closure) {
   return PyLong_FromUnsignedLongLong(n);
 }
 
+/* The Python path's launcher(grid, stream, args): counted like the C entries, and
+   recorded as ("python", grid, stream, args) only where ``keep`` asks for it. */
 static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
+  Recorder *r = (Recorder *)self;
   if (PyVectorcall_NARGS(nargsf) != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args)");
-  if (rec_flush((Recorder *)self) < 0) return NULL;
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  pthread_mutex_unlock(&r->mu);
+  if (!r->keep) Py_RETURN_NONE;
+  if (rec_flush(r) < 0) return NULL;
   PyObject *rec = Py_BuildValue("(sOOO)", "python", args[0], args[1], args[2]);
-  if (!rec || PyList_Append(((Recorder *)self)->calls, rec) < 0) {
+  if (!rec || PyList_Append(r->calls, rec) < 0) {
     Py_XDECREF(rec);
     return NULL;
   }
@@ -1366,7 +1373,8 @@ static PyGetSetDef Recorder_getset[] = {
     {"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"},
     {"calls", Recorder_get_calls, NULL, "recorded launches: (path, grid, stream, args) with path 'python', 'native' "
                                         "or 'nogil'"},
-    {"count", Recorder_get_count, NULL, "launches through the C entries (Recorder(keep=False) only counts them)"},
+    {"count", Recorder_get_count, NULL, "every launch, through the C entries or the Python path "
+                                        "(Recorder(keep=False) only counts them)"},
     {NULL}};
 static PyTypeObject RecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Recorder",
