@@ -29,8 +29,7 @@ torch = pytest.importorskip("torch")
 import _spec_kernels as K  # noqa: E402
 import tritonjit  # noqa: E402
 import tritonjit.interpreter  # noqa: E402
-from tritonjit import BackendInfo, hookimpl  # noqa: E402
-from tritonjit._errors import HookError  # noqa: E402
+from tritonjit import BackendInfo, HookError, hookimpl  # noqa: E402
 from tritonjit._registry import BUILTIN, ENTRY_POINT_GROUP, Registry  # noqa: E402
 from tritonjit.interpreter import InterpreterBackend  # noqa: E402
 
