@@ -106,6 +106,8 @@ def _norm_kernel(
 
 _norm = jit(_norm_kernel)
 
+# Per (device kind, N) launch parameters, bounded like fused._silu_plans: cleared when full.
+_PLANS_MAX = 4096
 _plans: dict[tuple, tuple] = {}
 
 
@@ -118,6 +120,8 @@ def _plan(on_gpu: bool, n: int) -> tuple:
         block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
         block_m = max(1, min((2048 if on_gpu else 1024) // block_n, 16))
         warps = 4 if not on_gpu else (16 if block_n >= 8192 else 8 if block_n >= 2048 else 4)
+        if len(_plans) >= _PLANS_MAX:
+            _plans.clear()
         p = _plans[key] = (one_pass, block_n, block_m, warps)
     return p
 

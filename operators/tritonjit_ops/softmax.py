@@ -67,6 +67,9 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
 _softmax = jit(_softmax_kernel)
 
 # Per (device kind, R, K==1) launch parameters, computed once: the hot path is a dict hit.
+# Bounded like fused._silu_plans: a model meets a handful of sizes, a sweep over sizes must
+# not grow it forever; when full it is cleared (a plan is a few arithmetic operations).
+_PLANS_MAX = 4096
 _plans: dict[tuple, tuple] = {}
 
 
@@ -80,6 +83,8 @@ def _plan(on_gpu: bool, r: int, rows: bool) -> tuple:
         tile = 8192 if on_gpu else 2048
         block_k = max(1, min(tile // block_r, 64))
         warps = 4 if not on_gpu else (16 if block_r >= 8192 else 8 if block_r >= 2048 else 4)
+        if len(_plans) >= _PLANS_MAX:
+            _plans.clear()
         p = _plans[key] = (one_pass, block_r, block_k, warps)
     return p
 

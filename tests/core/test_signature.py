@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import _spec_kernels as K  # noqa: E402
+import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 import tritonjit  # noqa: E402
 from tritonjit._signature import Slot, parse, render  # noqa: E402
@@ -101,3 +102,21 @@ def test_bad_signature_in_compile_leaves_no_trace(f, tmp_path, monkeypatch):
     with pytest.raises(tritonjit.SignatureError):
         f.compile("*fp32:16,i32", target="cuda:90")
     assert not any(tmp_path.iterdir())
+
+
+@triton.jit
+def no_params():
+    pass
+
+
+def test_a_kernel_without_parameters_has_the_empty_signature():
+    # "" is the signature of no parameters: it parses to no slots (not to one empty entry)
+    assert parse("", [], "no_params") == [] and parse("  ", [], "no_params") == [] and render([]) == ""
+    f = tritonjit.function(no_params)
+    assert f.signature() == "" and f.parse_signature("") == []
+    v = f.compile("")  # for the current device (the interpreter)
+    assert v.name == "no_params"
+    f[(2,)]()
+    assert [x.signature for x in f.variants()] == [""]
+    with pytest.raises(tritonjit.SignatureError, match="has 1 entries, the kernel has 0 parameters"):
+        f.compile("i32")

@@ -379,3 +379,27 @@ def test_tuple_calls_take_the_python_path_with_their_checks(recording):
     with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'ptrs\[1\]\[0\]'.*device 0 but 'ptrs\[0\]'"):
         f[(2,)]((FakeTensor(4096, device=1), (x, None)), 100, (2.0, 1), BLOCK=64)
     assert len(f.variants()) == 1  # caches intact
+
+
+def test_counting_recorder_counts_python_path_launches_without_recording_them():
+    # Recorder(keep=False) only counts: the Python path's launches too (a tuple call, f.run)
+    backend = RecordingBackend(name="counting-only", keep=False)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("counting-only")
+    try:
+        x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
+        f = _fresh(tuple_kernel)
+        f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+        f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+        (variant,) = f.variants()
+        assert variant.launcher.calls == [] and variant.launcher.count == 2
+        g = _fresh(add_kernel)
+        g[(1,)](x, x, x, 16, BLOCK=64)  # a miss: the Python path
+        g[(1,)](x, x, x, 16, BLOCK=64)  # the C entry
+        g.run(x, x, x, 16, BLOCK=64, grid=(1,))  # the Python path again
+        (variant,) = g.variants()
+        assert variant.launcher.calls == [] and variant.launcher.count == 3
+        assert g._dispatcher.stats()["native"] == 1
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend("counting-only")

@@ -107,3 +107,20 @@ def test_gpu_softmax_norm(dtype):
     close(T.layer_norm(x, [4096], w, w), F.layer_norm(x, [4096], w, w))
     big = torch.randn(64, 40000, device="cuda", dtype=dtype)
     close(T.softmax(big, -1), torch.softmax(big, -1))
+
+
+def test_softmax_and_norm_plans_are_bounded():
+    """One plan per reduced size: a sweep over sizes must not grow the plan caches
+    forever (bounded like fused._silu_plans: cleared when full)."""
+    import importlib
+
+    softmax, norm = (importlib.import_module(f"tritonjit_ops.{m}") for m in ("softmax", "norm"))
+    for mod, plan in ((softmax, lambda n: softmax._plan(False, n, False)), (norm, lambda n: norm._plan(False, n))):
+        mod._plans.clear()
+        for n in range(1, 3 * mod._PLANS_MAX):
+            plan(n)
+        assert 0 < len(mod._plans) <= mod._PLANS_MAX
+        assert plan(7) == plan(7)  # still answers (recomputed after a clear)
+    x = torch.randn(3, 40)
+    close(T.softmax(x, -1), torch.softmax(x, -1))  # and the operators still run
+    close(T.rms_norm(x, (40,)), F.rms_norm(x, (40,)))

@@ -28,6 +28,7 @@ from ._errors import (
     CompilationError,
     FrozenError,
     GridError,
+    HookError,
     KernelNotFoundError,
     SignatureError,
     TritonJITError,
@@ -43,8 +44,8 @@ except PackageNotFoundError:  # running from a source tree
 
 __all__ = [
     "ArgumentError", "Backend", "BackendError", "BackendInfo", "CompilationError", "CompiledVariant",
-    "FrozenError", "GridError", "KernelFunction", "KernelNotFoundError", "SignatureError", "SpecializationRules",
-    "TritonJITError", "Variant", "backends", "broken_plugins", "current_backend", "function",
+    "FrozenError", "GridError", "HookError", "KernelFunction", "KernelNotFoundError", "SignatureError",
+    "SpecializationRules", "TritonJITError", "Variant", "backends", "broken_plugins", "current_backend", "function",
     "get_backend", "hookimpl", "hookspec", "register_backend", "set_backend", "unregister_backend",
     "freeze", "unfreeze", "is_frozen", "get_include", "get_cmake_dir", "__version__",
 ]

@@ -37,11 +37,12 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ._disk_cache import atomic_write, cache_root, file_lock, target_str, triton_fingerprint
-from ._errors import ArgumentError, BackendError, CompilationError
+from ._errors import ArgumentError, BackendError, CompilationError, HookError
 from ._timing import no_sync, wall_clock_bench
 
 log = logging.getLogger("tritonjit")
@@ -218,6 +219,8 @@ def select(at: Any, configs: Sequence[Any], nargs: dict[str, Any], kwargs: dict[
 
         try:
             ms = float(timer(call, cfg))
+        except HookError:  # a plugin's bug, not a config that does not fit
+            raise
         except (CompilationError, BackendError) as exc:  # does not compile / out of resources
             log.info("tritonjit autotune: config %s failed: %s", cfg, exc)
             ms = math.inf
@@ -474,18 +477,21 @@ def device_name(backend: Any, device: int) -> str:
     return "/".join(parts)
 
 
-_tuners: dict[int, tuple[Any, Tuner]] = {}
+#: the Tuner of each live KernelFunction, by id: weak, as the KernelFunction holds its own
+#: (``fn._tuner``), so a kernel that is dropped frees its tuner too; removing an entry
+#: makes the next call start a fresh Tuner (what a new process would do)
+_tuners: weakref.WeakValueDictionary[int, Tuner] = weakref.WeakValueDictionary()
 _tuners_lock = threading.Lock()
 
 
 def tuner_of(fn: Any) -> Tuner:
-    entry = _tuners.get(id(fn))
-    if entry is None or entry[0] is not fn:
+    tuner = _tuners.get(id(fn))
+    if tuner is None or tuner.fn is not fn:
         with _tuners_lock:
-            entry = _tuners.get(id(fn))
-            if entry is None or entry[0] is not fn:
-                entry = _tuners[id(fn)] = (fn, Tuner(fn))
-    return entry[1]
+            tuner = _tuners.get(id(fn))
+            if tuner is None or tuner.fn is not fn:
+                tuner = fn._tuner = _tuners[id(fn)] = Tuner(fn)
+    return tuner
 
 
 def meta_kwargs(fn: Any, args: tuple, kwargs: dict[str, Any], grid: Any = None, stream: Any = None) -> dict[str, Any]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Sequence
+
+from ._errors import HookError, TritonJITError
 
 #: the grid every backend accepts, checked by the core before any launch: CUDA's
 #: limits (x < 2**31, y and z < 2**16), which also fit every driver's 32-bit dims
@@ -150,7 +153,9 @@ class Backend:
         if self._avail is None:
             try:
                 ok, reason = self.availability()
-            except Exception as exc:  # a plugin must never break discovery
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a plugin must never break discovery, sys.exit() included
                 ok, reason = False, f"availability check raised {type(exc).__name__}: {exc}"
             self._avail = (bool(ok), str(reason))
         return self._avail
@@ -169,3 +174,45 @@ class Backend:
         ok, why = self.is_available()
         state = "available" if ok else f"unavailable: {why}"
         return f"<Backend {self.name!r} priority={self.info.priority} {state}>"
+
+
+#: what the hooks whose results enter the launch path must return
+_EXPECTED = {
+    "current_device": "a device index (an int >= 0, not a bool)",
+    "device_of": "a device index (an int >= 0, not a bool)",
+    "current_stream": "a stream handle (an int >= 0, not a bool)",
+}
+
+
+def checked_index(backend: Backend, hook: str, value: Any, kernel: str | None = None) -> int:
+    """A device index or stream handle from ``hook``, checked where it enters the
+    runtime: an int >= 0 (a bool is a plugin bug, not device 1), else HookError naming
+    the backend and the hook. Drivers take these as fixed-width integers, so garbage
+    let through would select another device or stream rather than fail."""
+    if value.__class__ is int and value >= 0:
+        return value
+    if not isinstance(value, bool):
+        try:
+            index = operator.index(value)
+        except TypeError:
+            pass
+        else:
+            if index >= 0:
+                return index
+    raise HookError.returned(backend.name, hook, value, _EXPECTED[hook], kernel)
+
+
+def call_hook(backend: Backend, hook: str, *args: Any, kernel: str | None = None) -> Any:
+    """``backend.<hook>(*args)`` off the hot path (a miss, an ahead-of-time compile): an
+    exception that is not tritonjit's own becomes a HookError naming backend and hook."""
+    try:
+        return getattr(backend, hook)(*args)
+    except TritonJITError:
+        raise
+    except Exception as exc:
+        raise HookError.raised(backend.name, hook, exc, kernel) from exc
+
+
+def launch_hook(backend: Backend) -> str:
+    """The name of what runs a launch on ``backend``, for errors raised in it."""
+    return "make_launcher's launcher" if backend.make_launcher is not None else "pack_args/launch"

@@ -29,6 +29,7 @@ in their key).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -163,8 +164,19 @@ def export_bundle(path: str, kernel: str | None = None, target: str | None = Non
         _add(tar, MANIFEST, raw)
         for member in sorted(blobs):
             _add(tar, member, blobs[member])
-    atomic_write(os.path.abspath(path), buf.getvalue())
+    _write_bundle(path, buf.getvalue())
     return ExportResult(path, len(entries), len(blobs), len(buf.getvalue()), sha256_bytes(raw), skipped)
+
+
+def _write_bundle(path: str, data: bytes) -> None:
+    """Write the bundle atomically; an error names ``path`` as the user gave it, not the
+    temporary file beside it that the write goes through."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory; expected the path of the bundle file to write", path)
+    try:
+        atomic_write(os.path.abspath(path), data)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write the bundle: {exc.strerror or exc}", path) from None
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -67,6 +67,25 @@ class BackendError(TritonJITError, RuntimeError):
     """No such backend, a backend that is unavailable, or a broken plugin."""
 
 
+class HookError(BackendError):
+    """A backend's hook raised, or returned what its contract does not allow: named by
+    backend and hook (and the kernel being launched), so a plugin bug is not mistaken
+    for a bug of the caller's."""
+
+    def __init__(self, backend: str, hook: str, problem: str, kernel: str | None = None) -> None:
+        self.backend, self.hook, self.kernel = backend, hook, kernel
+        during = f" (launching kernel '{kernel}')" if kernel else ""
+        super().__init__(f"backend '{backend}': hook '{hook}' {problem}{during}")
+
+    @classmethod
+    def raised(cls, backend: str, hook: str, exc: BaseException, kernel: str | None = None) -> HookError:
+        return cls(backend, hook, f"raised {type(exc).__name__}: {exc}", kernel)
+
+    @classmethod
+    def returned(cls, backend: str, hook: str, value: object, expected: str, kernel: str | None = None) -> HookError:
+        return cls(backend, hook, f"returned {type(value).__name__} {value!r}; expected {expected}", kernel)
+
+
 class SignatureError(TritonJITError, ValueError):
     """A signature string that does not parse or does not fit the kernel."""
 

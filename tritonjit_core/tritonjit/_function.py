@@ -15,13 +15,14 @@ import logging
 import os
 import sys
 import threading
+import weakref
 from operator import itemgetter
 from typing import Any, Callable, Sequence
 
 from . import _autotune, _frozen, _native
-from ._backend import Backend, CompiledVariant
+from ._backend import Backend, CompiledVariant, call_hook, checked_index, launch_hook
 from ._compiler import compile_variant, known_options, parse_target
-from ._errors import ArgumentError, BackendError, GridError, KernelNotFoundError
+from ._errors import ArgumentError, BackendError, GridError, HookError, KernelNotFoundError, TritonJITError
 from ._registry import registry
 from ._signature import Param, Slot, is_compound, parse, render, slot_from_token, static_signature
 from ._specialize import SpecializationFailure, make_binder
@@ -176,20 +177,39 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         if not (n <= 3 and g0.__class__ is int and g1.__class__ is int and g2.__class__ is int
                 and 0 < g0 <= mx and 0 < g1 <= my and 0 < g2 <= mz):
             g0, g1, g2 = self._checked_grid(grid, state.backend)
-        if device == variant.device and device == state.current_device():
-            variant.launcher(
-                (g0, g1, g2),
-                state.current_stream(device) if stream is None else stream,
-                variant.runtime_args(bound),
-            )
+        try:
+            here = state.current_device()
+        except Exception as exc:
+            raise HookError.raised(state.backend.name, "current_device", exc, self.name) from exc
+        if here.__class__ is not int or here < 0:
+            here = checked_index(state.backend, "current_device", here, self.name)
+        if device == variant.device and device == here:
+            self._launch(state, variant, (g0, g1, g2), device, stream, bound)
         else:  # tensors on a device other than the current one
-            with state.backend.device_guard(device):
-                variant.launcher(
-                    (g0, g1, g2),
-                    state.current_stream(device) if stream is None else stream,
-                    variant.runtime_args(bound),
-                )
+            with call_hook(state.backend, "device_guard", device, kernel=self.name):
+                self._launch(state, variant, (g0, g1, g2), device, stream, bound)
         return variant
+
+    def _launch(self, state: _State, variant: Variant, grid: tuple[int, int, int], device: int, stream: Any,
+                bound: tuple) -> None:
+        """The stream (the backend's current one unless given), then the variant's
+        launcher. What a hook raises, or a stream handle that is no int >= 0, becomes
+        a HookError naming backend and hook; tritonjit's own errors (a plugin's
+        ArgumentError, a DriverError) pass unchanged. The native path checks nothing
+        here: what it cannot take it hands to this path."""
+        if stream is None:
+            try:
+                stream = state.current_stream(device)
+            except Exception as exc:
+                raise HookError.raised(state.backend.name, "current_stream", exc, self.name) from exc
+            if stream.__class__ is not int or stream < 0:
+                stream = checked_index(state.backend, "current_stream", stream, self.name)
+        try:
+            variant.launcher(grid, stream, variant.runtime_args(bound))
+        except TritonJITError:
+            raise
+        except Exception as exc:
+            raise HookError.raised(state.backend.name, launch_hook(state.backend), exc, self.name) from exc
 
     def variant_for(self, *args: Any, **kwargs: Any) -> Variant:
         """The variant ``f[grid](*args, **kwargs)`` would launch, compiled or loaded if
@@ -244,13 +264,23 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
                     d = state.device_of(t)
                 except ValueError as exc:
                     raise ArgumentError(self.name, str(exc), name) from None
+                except TritonJITError:
+                    raise
+                except Exception as exc:
+                    raise HookError.raised(state.backend.name, "device_of", exc, self.name) from exc
+                if d.__class__ is not int or d < 0:
+                    d = checked_index(state.backend, "device_of", d, self.name)
                 if device is None:
                     device, first = d, name
                 elif d != device:
                     raise ArgumentError(
                         self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
                         "launch must be on one device", name)
-        return state.current_device() if device is None else device
+        if device is None:
+            device = call_hook(state.backend, "current_device", kernel=self.name)
+            if device.__class__ is not int or device < 0:
+                device = checked_index(state.backend, "current_device", device, self.name)
+        return device
 
     def _bind(self, state: _State, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
         """The binder's (key, arguments in parameter order, options), its failures
@@ -294,11 +324,11 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
             slots = self._slots_from_key(key)
             opts = self._check_options(options)
             backend = state.backend
-            with backend.device_guard(device):
-                target = backend.compile_target(device, None)
+            with call_hook(backend, "device_guard", device, kernel=self.name):
+                target = call_hook(backend, "compile_target", device, None, kernel=self.name)
                 compiled = compile_variant(self.jit_fn, self.params, slots, target, opts, self.name, backend,
                                            frozen=_frozen.is_frozen())
-                variant = make_variant(backend, compiled, slots, device)
+                variant = make_variant(backend, compiled, slots, device, self.name)
             _record(self, compiled, opts)
             cache[key] = variant
             return variant
@@ -395,8 +425,9 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         opts = self._check_options(options)
         if target is None:
             backend = registry.current()
-            device = backend.current_device()
-            tgt = backend.compile_target(device, None)
+            device = checked_index(backend, "current_device", call_hook(backend, "current_device", kernel=self.name),
+                                   self.name)
+            tgt = call_hook(backend, "compile_target", device, None, kernel=self.name)
         else:
             name, tgt = parse_target(target, registry.get)
             try:
@@ -443,11 +474,16 @@ class BoundLaunch:
         return self.fn._run(self.grid, *vals, **self.options)
 
 
-def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Slot], device: int) -> Variant:
-    """load -> prepare -> the launcher, through the backend's resolved functions."""
-    handle = module_cache.load(backend, compiled, device)
-    state = backend.prepare(compiled, handle, device)
-    launcher = backend.make_launcher(state) if backend.make_launcher is not None else None
+def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Slot], device: int,
+                 kernel: str | None = None) -> Variant:
+    """load -> prepare -> the launcher, through the backend's resolved functions; what
+    a hook raises (not tritonjit's own errors) becomes a HookError naming it."""
+    handle = module_cache.load(backend, compiled, device, kernel)
+    state = call_hook(backend, "prepare", compiled, handle, device, kernel=kernel)
+    launcher = call_hook(backend, "make_launcher", state, kernel=kernel) if backend.make_launcher is not None else None
+    if launcher is not None and not callable(launcher):
+        raise HookError.returned(backend.name, "make_launcher", launcher,
+                                 "a callable launcher(grid, stream, args), or None", kernel)
     if launcher is None:
         pack, launch = backend.pack_args, backend.launch
 
@@ -457,20 +493,28 @@ def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Sl
 
 
 class ModuleCache:
-    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins."""
+    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins.
+
+    Kept for the life of the process: one entry per distinct artifact and device, so
+    the kernels of one source share a module however many runtime objects wrap them.
+    A variant without a hash (the interpreter's, a test backend's) is loaded but not
+    kept: nothing could share it, and keying it by the object's id would hand a later
+    variant that reuses the id a module that is not its own."""
 
     def __init__(self) -> None:
         self._handles: dict[tuple[str, str, int], Any] = {}
         self._lock = threading.Lock()
 
-    def load(self, backend: Backend, compiled: CompiledVariant, device: int) -> Any:
-        key = (backend.name, compiled.hash or f"{compiled.name}:{compiled.signature}:{id(compiled)}", device)
+    def load(self, backend: Backend, compiled: CompiledVariant, device: int, kernel: str | None = None) -> Any:
+        if not compiled.hash:
+            return call_hook(backend, "load", compiled, device, kernel=kernel)
+        key = (backend.name, compiled.hash, device)
         handle = self._handles.get(key)
         if handle is None:
             with self._lock:
                 handle = self._handles.get(key)
                 if handle is None:
-                    handle = backend.load(compiled, device)
+                    handle = call_hook(backend, "load", compiled, device, kernel=kernel)
                     self._handles[key] = handle
         return handle
 
@@ -530,12 +574,24 @@ def _unwrap(kernel: Any) -> tuple[Any, list | None, list | None]:
 
 
 # ---- tritonjit.function ----------------------------------------------------------------------
-_instances: dict[Any, KernelFunction] = {}
+#: the attribute of a kernel object holding its runtime object: the kernel keeps its
+#: KernelFunction alive, and nothing in tritonjit keeps the kernel alive, so a kernel the
+#: user drops takes its runtime object, variants and launch state with it (a cycle
+#: kernel <-> runtime object that the garbage collector frees)
+_ATTR = "__tritonjit_function__"
+#: every live runtime object by id(kernel) or (path, name), for introspection (audit);
+#: weak, so it keeps nothing alive
+_instances: weakref.WeakValueDictionary[Any, KernelFunction] = weakref.WeakValueDictionary()
+#: runtime objects kept for the life of the process: those of ``function(path, name)``
+#: (their module is imported once and kept, see ``_modules``) and those of kernel
+#: objects that take no attribute (no ``__dict__``)
+_pinned: dict[Any, KernelFunction] = {}
 _instances_lock = threading.RLock()  # function(path, name) re-enters through function(jit)
 
 
 def function(kernel: Any, name: str | None = None, *, key_buckets: Any = None) -> KernelFunction:
-    """The tritonjit runtime object of a kernel, one per kernel.
+    """The tritonjit runtime object of a kernel, one per kernel, alive as long as the
+    kernel object is (``function(path, name)``'s: as long as the process).
 
     ``function(jit_fn)`` wraps a ``@triton.jit`` function (autotuned or heuristics
     wrapped ones too); ``function("path/to/file.py", "kernel")`` imports the file by
@@ -555,25 +611,44 @@ def function(kernel: Any, name: str | None = None, *, key_buckets: Any = None) -
             raise TypeError("tritonjit.function(path, name): name of the kernel is missing")
         path = os.path.abspath(os.fspath(kernel))
         key: Any = (path, name)
-        inst = _instances.get(key)
+        inst = _pinned.get(key)
         if inst is None:
             jit = load_kernel(path, name)
             with _instances_lock:
-                inst = _instances.get(key)
+                inst = _pinned.get(key)
                 if inst is None:
-                    inst = _instances[key] = function(jit, key_buckets=key_buckets)
+                    inst = _pinned[key] = _instances[key] = function(jit, key_buckets=key_buckets)
         elif key_buckets is not None:
             _check_same_buckets(inst, key_buckets)
         return inst
-    inst = _instances.get(id(kernel))
-    if inst is None or inst.wrapped is not kernel:
+    inst = _runtime_object(kernel)
+    if inst is None:
         with _instances_lock:
-            inst = _instances.get(id(kernel))
-            if inst is None or inst.wrapped is not kernel:
-                inst = _instances[id(kernel)] = KernelFunction(kernel, key_buckets=key_buckets)
-                return inst
+            inst = _runtime_object(kernel)
+            if inst is None:
+                return _attach(kernel, KernelFunction(kernel, key_buckets=key_buckets))
     if key_buckets is not None:
         _check_same_buckets(inst, key_buckets)
+    return inst
+
+
+def _runtime_object(kernel: Any) -> KernelFunction | None:
+    """The runtime object ``function`` made for this very kernel object, if any."""
+    inst = getattr(kernel, _ATTR, None)
+    if inst is None or inst.wrapped is not kernel:  # (a wrapper may forward attributes)
+        inst = _pinned.get(id(kernel))
+        if inst is None or inst.wrapped is not kernel:
+            return None
+    return inst
+
+
+def _attach(kernel: Any, inst: KernelFunction) -> KernelFunction:
+    """Let ``kernel`` keep ``inst`` alive; pin it where the kernel takes no attribute."""
+    try:
+        vars(kernel)[_ATTR] = inst
+    except TypeError:  # no __dict__
+        _pinned[id(kernel)] = inst
+    _instances[id(kernel)] = inst
     return inst
 
 
@@ -608,10 +683,14 @@ def load_kernel(path: str, name: str) -> Any:
             sys.modules.pop(modname, None)
             raise
         _modules[path] = mod
+    found = ", ".join(sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))) or "none"
     if not hasattr(mod, name):
-        found = sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))
-        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {', '.join(found) or 'none'})")
-    return getattr(mod, name)
+        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {found})")
+    obj = getattr(mod, name)
+    if not _looks_like_kernel(obj):
+        raise KernelNotFoundError(f"'{path}': '{name}' is of type {type(obj).__name__}, not a @triton.jit kernel "
+                                  f"(kernels in it: {found})")
+    return obj
 
 
 def _looks_like_kernel(obj: Any) -> bool:

@@ -104,13 +104,22 @@ def append(path: str, entries: Iterable[ManifestEntry]) -> None:
 
 
 def read(path: str) -> list[ManifestEntry]:
-    """The distinct entries of a manifest, in first-seen order."""
+    """The distinct entries of a manifest, in first-seen order. Lines are decoded one
+    by one, so a line that is not UTF-8 text (a binary file, a torn write) is skipped
+    with a warning like any other malformed line, instead of refusing the file."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"manifest '{path}' is a directory; expected a manifest file (JSON lines written "
+                                "by a run with TRITONJIT_RECORD=FILE)")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"manifest '{path}' does not exist (record one with TRITONJIT_RECORD={path})")
     seen: dict[ManifestEntry, None] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                log.warning("tritonjit: %s:%d: skipping a manifest line that is not UTF-8 text (%s)", path, lineno, exc)
+                continue
             if not line:
                 continue
             try:

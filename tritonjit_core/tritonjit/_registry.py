@@ -1,8 +1,13 @@
 """Plugin discovery and backend selection.
 
 Plugins are found through the entry-point group ``tritonjit.backends``. One plugin
-failing to import, or failing validation, is recorded with its reason and never stops
-the others. Selection order: :func:`set_backend`, else ``TRITONJIT_BACKEND``, else the
+failing to import (an exception or ``sys.exit()``), or failing validation, is recorded
+with its reason, naming its entry point and distribution, and never stops the others;
+only a KeyboardInterrupt goes through, so Ctrl-C still stops a slow import. The
+built-in interpreter is registered before any other plugin, so a third-party plugin
+of the same name cannot displace it. ``TRITONJIT_DISABLE_PLUGINS=name1,name2``
+(entry-point or distribution names) skips installed plugins without importing them.
+Selection order: :func:`set_backend`, else ``TRITONJIT_BACKEND``, else the
 highest-priority available backend; the interpreter is the fallback.
 """
 
@@ -26,6 +31,9 @@ log = logging.getLogger("tritonjit")
 
 ENTRY_POINT_GROUP = "tritonjit.backends"
 ENV_BACKEND = "TRITONJIT_BACKEND"
+ENV_DISABLE = "TRITONJIT_DISABLE_PLUGINS"
+#: the entry point of the built-in backend (tritonjit-core's own)
+BUILTIN = "tritonjit.interpreter:plugin"
 
 
 class PluginManager(pluggy.PluginManager):
@@ -76,6 +84,21 @@ class BrokenPlugin:
     name: str
     dist: str | None
     reason: str
+    value: str | None = None  # the entry point's "module:object"
+
+
+@dataclass(frozen=True)
+class DisabledPlugin:
+    """An entry point skipped, unimported, because TRITONJIT_DISABLE_PLUGINS names it."""
+
+    name: str
+    dist: str | None
+    value: str
+
+
+def disabled_names() -> frozenset[str]:
+    """The names in ``TRITONJIT_DISABLE_PLUGINS`` (comma-separated, blanks ignored)."""
+    return frozenset(n.strip() for n in os.environ.get(ENV_DISABLE, "").split(",") if n.strip())
 
 
 class Registry:
@@ -85,6 +108,7 @@ class Registry:
         self.pm = PluginManager()
         self._backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []
+        self.disabled: list[DisabledPlugin] = []
         #: [current backend or None]: the native dispatcher reads the selection from this
         #: list without an attribute lookup per launch
         self.current_cell: list[Backend | None] = [None]
@@ -105,21 +129,38 @@ class Registry:
             if self._discovered:
                 return
             self._discovered = True
-            for ep in _entry_points():
+            off = disabled_names()
+            for ep in _builtin_first(_entry_points()):
                 dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
-                try:
-                    plugin = ep.load()
-                except Exception as exc:
-                    self._broken(ep.name, dist, f"import of '{ep.value}' failed: {type(exc).__name__}: {exc}")
+                if ep.value != BUILTIN and (ep.name in off or dist in off):
+                    log.info("tritonjit backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
+                    self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
                     continue
-                try:
-                    self.register(plugin, dist=dist, entry_name=ep.name)
-                except BackendError as exc:
-                    self._broken(ep.name, dist, str(exc))
+                self._load(ep, dist)
 
-    def _broken(self, name: str, dist: str | None, reason: str) -> None:
-        log.warning("tritonjit backend plugin '%s' (%s) skipped: %s", name, dist or "?", reason)
-        self.broken.append(BrokenPlugin(name, dist, reason))
+    def _load(self, ep: metadata.EntryPoint, dist: str | None) -> None:
+        """Import and register one entry point; whatever it raises (SystemExit too, but
+        not KeyboardInterrupt) makes it a broken plugin instead of stopping discovery."""
+        try:
+            plugin = ep.load()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._broken(ep, dist, f"import of '{ep.value}' failed: {_describe(exc)}")
+            return
+        try:
+            self.register(plugin, dist=dist, entry_name=ep.name)
+        except BackendError as exc:
+            self._broken(ep, dist, str(exc))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self._broken(ep, dist, f"registering '{ep.value}' failed: {_describe(exc)}")
+
+    def _broken(self, ep: metadata.EntryPoint, dist: str | None, reason: str) -> None:
+        log.warning("tritonjit backend plugin '%s' (%s, entry point %s) skipped: %s",
+                    ep.name, dist or "?", ep.value, reason)
+        self.broken.append(BrokenPlugin(ep.name, dist, reason, ep.value))
 
     def register(self, plugin: Any, dist: str | None = None, entry_name: str | None = None) -> Backend:
         """Validate a plugin object against the hookspecs and resolve its hooks."""
@@ -139,17 +180,15 @@ class Registry:
             info = impls["backend_info"]()
             if not isinstance(info, BackendInfo):
                 raise TypeError(f"backend_info returned {type(info).__name__}, expected BackendInfo")
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             self.pm.unregister(plugin)
-            raise BackendError(f"plugin '{label}': backend_info failed: {exc}") from exc
+            raise BackendError(f"plugin '{label}': backend_info failed: {_describe(exc)}") from exc
         with self._lock:
             if info.name in self._backends:
                 self.pm.unregister(plugin)
-                other = self._backends[info.name].dist or "a plugin registered earlier"
-                raise BackendError(
-                    f"two plugins are named '{info.name}': {dist or label} and {other}; "
-                    "uninstall one of them"
-                )
+                raise BackendError(_duplicate(info.name, dist or label, self._backends[info.name]))
             fields = {k: impls[k] for k in REQUIRED if k != "backend_info"}
             fields.update({k: impls[k] for k in OPTIONAL if k in impls})
             backend = Backend(info=info, plugin=plugin, dist=dist, **fields)
@@ -175,7 +214,8 @@ class Registry:
         except KeyError:
             known = ", ".join(sorted(self._backends)) or "none"
             broken = "".join(f"; plugin '{b.name}' is broken: {b.reason}" for b in self.broken if b.name == name)
-            raise BackendError(f"unknown backend '{name}' (known backends: {known}){broken}") from None
+            off = "".join(f"; plugin '{d.name}' is disabled by {ENV_DISABLE}" for d in self.disabled if d.name == name)
+            raise BackendError(f"unknown backend '{name}' (known backends: {known}){broken}{off}") from None
 
     def set_current(self, name: str | None) -> Backend | None:
         with self._lock:
@@ -223,6 +263,34 @@ def _entry_points() -> list[metadata.EntryPoint]:
             seen.add(key)
             out.append(ep)
     return out
+
+
+def _builtin_first(eps: list[metadata.EntryPoint]) -> list[metadata.EntryPoint]:
+    """The built-in backend's entry point before every other: it registers its name
+    first, so a third-party plugin of the same name is the one refused."""
+    return sorted(eps, key=lambda ep: ep.value != BUILTIN)
+
+
+def _is_builtin(backend: Backend) -> bool:
+    from . import interpreter
+
+    return backend.plugin is interpreter.plugin
+
+
+def _duplicate(name: str, newcomer: str, kept: Backend) -> str:
+    """Why a second plugin of one backend name is refused."""
+    if _is_builtin(kept):
+        return (f"plugin '{newcomer}' is named '{name}', the name of tritonjit's built-in backend, which is kept; "
+                "give the plugin's BackendInfo another name")
+    other = kept.dist or "a plugin registered earlier"
+    return f"two plugins are named '{name}': {newcomer} and {other}; uninstall one of them"
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as ``Type: message``; a SystemExit says that the plugin tried to exit."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r}): the plugin called sys.exit() (a plugin must never end the process)"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _resolve(pm: pluggy.PluginManager, plugin: Any) -> dict[str, Any]:

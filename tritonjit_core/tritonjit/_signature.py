@@ -188,8 +188,9 @@ def render(slots: Sequence[Slot]) -> str:
 
 
 def parse(signature: str, params: Sequence[Param], kernel: str) -> list[Slot]:
-    """Read a signature string back into slots, checking it against the kernel."""
-    parts = [p.strip() for p in _split(signature)]
+    """Read a signature string back into slots, checking it against the kernel. The
+    empty string is the signature of a kernel without parameters: no entries."""
+    parts = [p.strip() for p in _split(signature)] if signature.strip() else []
     if len(parts) != len(params):
         raise SignatureError(kernel, signature, f"has {len(parts)} entries, the kernel has {len(params)} parameters "
                              f"({', '.join(p.name for p in params)})")

@@ -456,7 +456,9 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
   }
   if (d->device_mode && k->device < 0) { /* no tensor argument: the current device */
     PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
-    long dev = r ? PyLong_AsLong(r) : -1;
+    /* a bool, a negative or a non-int (or a raising hook) goes to the Python path,
+       which names the backend and the hook */
+    long dev = r && !PyBool_Check(r) ? PyLong_AsLong(r) : -1;
     Py_XDECREF(r);
     if (dev < 0) {
       PyErr_Clear();
@@ -655,10 +657,24 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
     PyObject *dev = PyLong_FromLong(k.device);
     PyObject *s = dev ? PyObject_CallOneArg(d->current_stream_fn, dev) : NULL;
     Py_XDECREF(dev);
-    if (!s) goto out;
-    stream = PyLong_AsUnsignedLongLong(s);
-    Py_DECREF(s);
-    if (stream == (uint64_t)-1 && PyErr_Occurred()) goto out;
+    if (s && PyBool_Check(s)) {
+      Py_DECREF(s);
+      s = NULL;
+      PyErr_SetString(PyExc_TypeError, "bool stream");
+    }
+    if (s) {
+      stream = PyLong_AsUnsignedLongLong(s);
+      Py_DECREF(s);
+    }
+    if (!s || (stream == (uint64_t)-1 && PyErr_Occurred())) {
+      /* the hook raised or returned no stream handle: nothing was launched, so the
+         Python path runs the call again and raises a HookError naming backend and hook */
+      if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        *fallback = 1;
+      }
+      goto out;
+    }
   }
   *fallback = 0;
   if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
@@ -1299,11 +1315,18 @@ static PyObject *Recorder_get_count(PyObject *self, void *closure) {
   return PyLong_FromUnsignedLongLong(n);
 }
 
+/* The Python path's launcher(grid, stream, args): counted like the C entries, and
+   recorded as ("python", grid, stream, args) only where ``keep`` asks for it. */
 static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
+  Recorder *r = (Recorder *)self;
   if (PyVectorcall_NARGS(nargsf) != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args)");
-  if (rec_flush((Recorder *)self) < 0) return NULL;
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  pthread_mutex_unlock(&r->mu);
+  if (!r->keep) Py_RETURN_NONE;
+  if (rec_flush(r) < 0) return NULL;
   PyObject *rec = Py_BuildValue("(sOOO)", "python", args[0], args[1], args[2]);
-  if (!rec || PyList_Append(((Recorder *)self)->calls, rec) < 0) {
+  if (!rec || PyList_Append(r->calls, rec) < 0) {
     Py_XDECREF(rec);
     return NULL;
   }
@@ -1350,7 +1373,8 @@ static PyGetSetDef Recorder_getset[] = {
     {"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"},
     {"calls", Recorder_get_calls, NULL, "recorded launches: (path, grid, stream, args) with path 'python', 'native' "
                                         "or 'nogil'"},
-    {"count", Recorder_get_count, NULL, "launches through the C entries (Recorder(keep=False) only counts them)"},
+    {"count", Recorder_get_count, NULL, "every launch, through the C entries or the Python path "
+                                        "(Recorder(keep=False) only counts them)"},
     {NULL}};
 static PyTypeObject RecorderType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Recorder",

@@ -1,4 +1,6 @@
-"""``tritonjit info``: versions, backends with availability, devices, cache directory."""
+"""``tritonjit info``: versions, backends with availability, devices, cache directory,
+broken plugins (naming entry point and distribution) and plugins switched off with
+``TRITONJIT_DISABLE_PLUGINS``. A plugin that raises, even SystemExit, never stops it."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def _version(dist: str) -> str | None:
 
 def collect() -> dict[str, Any]:
     import tritonjit
-    from tritonjit._registry import registry
+    from tritonjit._registry import ENV_DISABLE, registry
 
     registry.discover()
     backends = []
@@ -44,12 +46,16 @@ def collect() -> dict[str, Any]:
                 for d in range(n):
                     tgt = b.compile_target(d, None)
                     entry["devices"].append({"index": d, "target": f"{getattr(tgt, 'backend', tgt)}:{getattr(tgt, 'arch', '')}"})
-            except Exception as exc:  # a plugin must not break info
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a plugin must not break info, sys.exit() included
                 entry["device_error"] = f"{type(exc).__name__}: {exc}"
         backends.append(entry)
     try:
         current = tritonjit.current_backend().name
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
         current = f"none ({exc})"
     return {
         "tritonjit": tritonjit.__version__,
@@ -58,7 +64,11 @@ def collect() -> dict[str, Any]:
         "torch": _version("torch"),
         "active_backend": current,
         "backends": backends,
-        "broken_plugins": [{"name": b.name, "distribution": b.dist, "reason": b.reason} for b in registry.broken],
+        "broken_plugins": [{"name": b.name, "distribution": b.dist, "entry_point": b.value, "reason": b.reason}
+                           for b in registry.broken],
+        "disable_plugins": os.environ.get(ENV_DISABLE, ""),
+        "disabled_plugins": [{"name": d.name, "distribution": d.dist, "entry_point": d.value}
+                             for d in registry.disabled],
         "cache_dir": cache_dir(),
         "native": native_status(),
     }
@@ -105,5 +115,8 @@ def run(args: argparse.Namespace) -> int:
         rows.append([b["name"], "yes" if b["available"] else "no", b["priority"], b["distribution"] or "-", devs, b["reason"]])
     print(table(rows, ["backend", "available", "priority", "package", "devices", "details"]))
     for b in info["broken_plugins"]:
-        print(f"\nbroken plugin '{b['name']}' ({b['distribution']}): {b['reason']}")
+        print(f"\nbroken plugin '{b['name']}' ({b['distribution']}, entry point {b['entry_point']}): {b['reason']}")
+    if info["disable_plugins"]:
+        off = ", ".join(f"{d['name']} ({d['distribution']})" for d in info["disabled_plugins"]) or "none installed"
+        print(f"\nTRITONJIT_DISABLE_PLUGINS={info['disable_plugins']}: not loaded: {off}")
     return 0

@@ -13,6 +13,7 @@ status 1 when any variant or helper failed.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Any
 
@@ -27,12 +28,24 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", "-t", default=None,
                    help="BACKEND:ARCH such as cuda:90 (no device needed), 'recorded' for each entry's own target; "
                         "default: this machine's device")
-    p.add_argument("--timeout", type=float, default=None, help="seconds one variant may take before it is abandoned")
+    p.add_argument("--timeout", type=positive_seconds, default=None,
+                   help="seconds one variant may take before it is abandoned (a number > 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--native", action="store_true",
                    help="also build the torch-linked C++ helpers (tensor reader, operator prologues) now")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s type: a finite number of seconds > 0 (argparse reports anything else)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got '{text}'") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text}")
+    return value
 
 
 def _native_helpers() -> list[Any]:

@@ -33,7 +33,8 @@ class FakeTensor:
 
 
 class RecordingBackend:
-    """Launches nothing; ``keep=False`` makes its Recorder count launches only."""
+    """Launches nothing; ``keep=False`` makes its Recorder count launches (of the native
+    and the Python path alike) without recording them."""
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
                  keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None) -> None:
