@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any, Sequence
 
-from . import _disk_cache
+from . import _disk_cache, _lang_lock
 from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, FrozenError, format_source_location
 from ._signature import Param, Slot, leaves, render
@@ -128,7 +128,7 @@ def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) ->
                 attrs[(p.index,)] = [["tt.divisibility", 16]]
             elif _triton_attr_is_empty_string(p, s):
                 attrs[(p.index,)] = []
-    return ASTSource(jit_fn, signature, constexprs, attrs)
+    return _lang_lock.reading_make_ir(ASTSource(jit_fn, signature, constexprs, attrs))
 
 
 def _tuple_signature(s: Slot) -> Any:
@@ -175,7 +175,9 @@ def compile_variant(
 def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot], target: Any,
                      options: dict[str, Any], kernel: str, backend: Backend | None, frozen: bool) -> CompiledVariant:
     signature = render(slots)
-    src = build_source(jit_fn, params, slots)
+    with _lang_lock.language.reading():  # the kernel's cache key follows its globals into triton.language
+        src = build_source(jit_fn, params, slots)
+        src.hash()  # computes jit_fn.cache_key once, here
     # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)
     key = None
     if backend is None or backend.info.binary_ext:
@@ -207,7 +209,8 @@ def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel
     compile_hook = backend.compile if backend is not None and backend.compile is not None else None
     try:
         if compile_hook is not None:
-            out = compile_hook(src, target, dict(options))
+            with _lang_lock.language.reading():  # a plugin's compiler may read triton.language anywhere
+                out = compile_hook(src, target, dict(options))
         else:
             import triton
 

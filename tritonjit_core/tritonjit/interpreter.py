@@ -9,14 +9,13 @@ runs Triton's interpreter over the grid.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator, Sequence
 
 from ._backend import BackendInfo, CompiledVariant
 from ._errors import ArgumentError
 from ._hookspecs import hookimpl
+from ._lang_lock import language
 
-_run_lock = threading.RLock()  # the interpreter patches triton.language globally
 _index_patched = False
 
 
@@ -184,7 +183,7 @@ class InterpreterBackend:
     @hookimpl
     def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
         _patch_interpreter_index()
-        with _run_lock, _callees_interpreted():
+        with language.writing(), _callees_interpreted():  # patches triton.language: compiles wait
             state.interp[grid](*packed)
 
 
