@@ -131,7 +131,7 @@ def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) ->
                 attrs[(p.index,)] = [["tt.divisibility", 16]]
             elif _triton_attr_is_empty_string(p, s):
                 attrs[(p.index,)] = []
-    return _lang_lock.reading_make_ir(ASTSource(jit_fn, signature, constexprs, attrs))
+    return _lang_lock.reading_source(ASTSource(jit_fn, signature, constexprs, attrs))
 
 
 def _tuple_signature(s: Slot) -> Any:
@@ -178,9 +178,7 @@ def compile_variant(
 def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot], target: Any,
                      options: dict[str, Any], kernel: str, backend: Backend | None, frozen: bool) -> CompiledVariant:
     signature = render(slots)
-    with _lang_lock.language.reading():  # the kernel's cache key follows its globals into triton.language
-        src = build_source(jit_fn, params, slots)
-        src.hash()  # computes jit_fn.cache_key once, here
+    src = build_source(jit_fn, params, slots)
     # the tritonjit index: a hit loads the artifact without triton.compile (no triton_key)
     key = None
     if backend is None or backend.info.binary_ext:

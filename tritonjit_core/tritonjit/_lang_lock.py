@@ -6,9 +6,10 @@ Triton's code generator reads the same objects while it turns a kernel into IR, 
 a compile in another thread during a launch builds IR from the interpreter's
 functions and fails. Interpreter launches therefore hold :data:`language` for
 writing (one at a time, nothing else reading), and compiles hold it for reading
-while, and only while, they read the language: building the source and its hash,
-and Triton's ``make_ir`` stage. The rest of a compile (LLVM, ptxas) runs beside the
-interpreter, and compiles never wait for each other.
+while, and only while, they read the language: the source's hash and Triton's
+``make_ir`` stage (see :func:`reading_source`), and a plugin's own compiler. The
+rest of a compile (LLVM, ptxas) runs beside the interpreter, and compiles never
+wait for each other.
 """
 
 from __future__ import annotations
@@ -107,13 +108,15 @@ language = ReadWriteLock()
 """Held for writing while ``triton.language`` is patched, for reading while it is read."""
 
 
-def reading_make_ir(src: Any) -> Any:
-    """``src`` with its ``make_ir`` (the one stage of ``triton.compile`` that reads
-    ``triton.language``) run under :data:`language`, for reading."""
-    make_ir = getattr(src, "make_ir", None)
-    if make_ir is None or getattr(make_ir, "_tritonjit_reading", False):
-        return src
-    src.make_ir = _read_locked(make_ir)
+def reading_source(src: Any) -> Any:
+    """``src`` (Triton's ``ASTSource``) with the two methods that read
+    ``triton.language`` run under :data:`language`, for reading: ``hash`` (the
+    kernel's cache key follows its globals into the language) and ``make_ir`` (the
+    code generator, the one stage of ``triton.compile`` that reads it)."""
+    for name in ("hash", "make_ir"):
+        method = getattr(src, name, None)
+        if method is not None and not getattr(method, "_tritonjit_reading", False):
+            setattr(src, name, _read_locked(method))
     return src
 
 
