@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cache_support import AXPY, SIG, TARGET, artifact_dirs, env_for_subprocess  # noqa: F401
+from cache_support import (  # noqa: F401
+    AXPY,
+    SIG,
+    TARGET,
+    artifact_dirs,
+    env_for_subprocess,
+    make_read_only,
+    restore_writable,
+)
 
 
 @pytest.fixture
@@ -57,3 +65,17 @@ def compile_counter(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(triton, "compile", counting)
     return calls
+
+
+@pytest.fixture
+def read_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], str]]:
+    """``read_only(path)`` makes a tree unwritable (see make_read_only); undone afterwards."""
+    made: list[Path] = []
+
+    def make(path: Path) -> str:
+        made.append(path)
+        return make_read_only(path, monkeypatch)
+
+    yield make
+    for path in made:
+        restore_writable(path)

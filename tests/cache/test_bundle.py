@@ -132,7 +132,7 @@ def test_cli_list_stats_export_import_clear(populated, tmp_path, monkeypatch, ca
     assert cli_main(["cache", "export", str(bundle), "--json"]) == 0
     digest = json.loads(capsys.readouterr().out)["sha256"]
     assert cli_main(["cache", "clear", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"entries": 2, "artifact_dirs": 2}
+    assert json.loads(capsys.readouterr().out) == {"entries": 2, "artifact_dirs": 2, "not_removed": []}
     assert index.keys() == [] and artifact_dirs(root) == []
     assert cli_main(["cache", "import", str(bundle), "--sha256", digest, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["entries"] == 2

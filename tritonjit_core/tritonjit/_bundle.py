@@ -58,6 +58,7 @@ from ._disk_cache import (
     cache_root,
     entry_problem,
     index,
+    remove_all,
     remove_tree,
     sha256_bytes,
     triton_cache_dir,
@@ -472,25 +473,25 @@ def stats() -> dict[str, Any]:
     }
 
 
-def clear(artifacts: bool = True) -> dict[str, int]:
+def clear(artifacts: bool = True) -> dict[str, Any]:
     """Remove the index, the locks and the autotune store; with ``artifacts``, the
-    Triton cache directories the index points at as well."""
+    Triton cache directories the index points at as well.
+
+    Counts only what is gone afterwards; what read-only storage kept is listed under
+    ``not_removed`` ({"path", "error"} each), so the caller can say so and fail."""
+    failed: list[tuple[str, str]] = []
     removed_artifacts = 0
-    entries = 0
     if artifacts:
-        dirs: set[str] = set()
-        for _, entry, _ in index.entries():
-            if entry is not None:
-                dirs.add(index.artifact_dir(entry))
-        for d in dirs:
+        dirs = {index.artifact_dir(entry) for _, entry, _ in index.entries() if entry is not None}
+        for d in sorted(dirs):
             if os.path.isdir(d):
-                remove_tree(d)
-                removed_artifacts += 1
+                failed += remove_tree(d)
+                if not os.path.isdir(d):
+                    removed_artifacts += 1
     entries = len(index.keys())
     root = cache_root()
     for sub in ("index", "locks", "autotune"):
-        path = os.path.join(root, sub)
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-    return {"entries": entries, "artifact_dirs": removed_artifacts}
-
+        failed += remove_all(os.path.join(root, sub))
+    entries -= len(index.keys())
+    return {"entries": entries, "artifact_dirs": removed_artifacts,
+            "not_removed": [{"path": p, "error": e} for p, e in failed]}

@@ -9,12 +9,15 @@ process (``tritonjit compile``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import warnings
+from collections.abc import Iterator
 from typing import Any, Sequence
 
-from . import _disk_cache
+from . import _disk_cache, _lang_lock
 from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, FrozenError, format_source_location
 from ._signature import Param, Slot, leaves, render
@@ -128,7 +131,7 @@ def build_source(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]) ->
                 attrs[(p.index,)] = [["tt.divisibility", 16]]
             elif _triton_attr_is_empty_string(p, s):
                 attrs[(p.index,)] = []
-    return ASTSource(jit_fn, signature, constexprs, attrs)
+    return _lang_lock.reading_source(ASTSource(jit_fn, signature, constexprs, attrs))
 
 
 def _tuple_signature(s: Slot) -> Any:
@@ -190,15 +193,16 @@ def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]
         return hit
     if frozen:
         raise FrozenError(kernel, signature, target)
-    with _disk_cache.index.lock(key):  # one compile per variant across processes
-        hit = _disk_cache.index.load(key, kernel)
+    with _disk_cache.index.compiling(key, kernel) as writable:  # one compile per variant across processes
+        hit = _disk_cache.index.load(key, kernel) if writable else None
         if hit is not None:
             return hit
         out = _compile(jit_fn, src, target, options, kernel, signature, backend)
-        try:
-            _disk_cache.index.store(key, out, backend_name, target, options)
-        except OSError as exc:  # a read-only or full disk costs the next warm start, nothing else
-            log.warning("tritonjit: could not write the index entry of kernel '%s': %s", kernel, exc)
+        if writable:
+            try:
+                _disk_cache.index.store(key, out, backend_name, target, options)
+            except OSError as exc:  # a read-only or full disk costs the next warm start, nothing else
+                _disk_cache.index.report_unwritable(kernel, exc)
         return out
 
 
@@ -207,11 +211,10 @@ def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel
     compile_hook = backend.compile if backend is not None and backend.compile is not None else None
     try:
         if compile_hook is not None:
-            out = compile_hook(src, target, dict(options))
+            with _lang_lock.language.reading():  # a plugin's compiler may read triton.language anywhere
+                out = compile_hook(src, target, dict(options))
         else:
-            import triton
-
-            out = triton.compile(src, target=target, options=dict(options))
+            out = _triton_compile(src, target, options, kernel, signature)
     except Exception as exc:
         where = format_source_location(getattr(jit_fn, "fn", jit_fn))
         line = _error_line(jit_fn, exc)
@@ -223,6 +226,51 @@ def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel
             out.signature = signature
         return out
     return from_triton(out, signature)
+
+
+def _triton_compile(src: Any, target: Any, options: dict[str, Any], kernel: str, signature: str) -> Any:
+    """``triton.compile``; once more past Triton's cache when its cached artifact lost a file.
+
+    Triton finds an artifact by its group file and, when a file the group names was
+    deleted (the ``.cubin``), fails with ``KeyError: 'cubin'`` at every compile of
+    that variant. Compiling with ``always_compile`` rewrites the artifact in place."""
+    import triton
+
+    try:
+        return triton.compile(src, target=target, options=dict(options))
+    except KeyError as exc:
+        first = exc
+    try:
+        with _always_compile():
+            out = triton.compile(src, target=target, options=dict(options))
+    except Exception:
+        raise first from None
+    warnings.warn(f"tritonjit: Triton's cached artifact of kernel '{kernel}' (variant '{signature}') lacks a file "
+                  f"(KeyError: {first}); it was recompiled and rewritten", _disk_cache.CacheCorruptionWarning,
+                  stacklevel=5)
+    return out
+
+
+@contextlib.contextmanager
+def _always_compile() -> Iterator[None]:
+    """Triton's ``always_compile`` knob on, then back to what it was. Written to the
+    knob's own storage: setting the attribute also exports ``TRITON_ALWAYS_COMPILE``,
+    which would outlive the knob and reach compiler subprocesses."""
+    from triton import knobs
+
+    store = vars(knobs.compilation)
+    saved = store.get("always_compile", _UNSET)
+    store["always_compile"] = True
+    try:
+        yield
+    finally:
+        if saved is _UNSET:
+            store.pop("always_compile", None)
+        else:
+            store["always_compile"] = saved
+
+
+_UNSET = object()
 
 
 def _error_line(jit_fn: Any, exc: BaseException) -> str | None:

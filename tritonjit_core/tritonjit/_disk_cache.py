@@ -12,9 +12,11 @@ artifact directory that ``triton.compile`` wrote. A hit rebuilds the
 
 Safety: entries and artifacts are written atomically (temp file + ``os.replace``);
 each entry carries a checksum of itself and sha256 hashes of the artifact's files,
-so a truncated or corrupt entry or artifact is detected, reported once as a
-:class:`CacheCorruptionWarning` and rebuilt; compiles of one variant by several
-processes are serialized by a file lock so they leave one artifact.
+so a truncated or corrupt entry or artifact (or one that lost a file) is detected,
+reported once as a :class:`CacheCorruptionWarning` and rebuilt; compiles of one
+variant by several processes are serialized by a file lock so they leave one
+artifact. A cache directory that cannot be written is read as usual and costs only
+the entries it cannot take (one :class:`CacheWriteWarning`), never a compile.
 
 Layout, under ``$TRITONJIT_CACHE_DIR`` (default: ``<Triton cache dir>/tritonjit``)::
 
@@ -51,7 +53,12 @@ FORMAT = 1
 
 
 class CacheCorruptionWarning(UserWarning):
-    """An index entry or a cached artifact failed its hash check and is rebuilt."""
+    """An index entry or a cached artifact failed its hash check, or lost a file, and is rebuilt."""
+
+
+class CacheWriteWarning(UserWarning):
+    """tritonjit's cache directory cannot be written: compiles go on without the index
+    (and its compile lock), so the next process compiles those variants again."""
 
 
 # ---- where things live ------------------------------------------------------------------------
@@ -331,6 +338,7 @@ class Index:
 
     def __init__(self) -> None:
         self._reported: set[str] = set()
+        self._unwritable: set[str] = set()  # cache roots already reported as not writable
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -348,6 +356,36 @@ class Index:
     def lock(self, key: str) -> contextlib.AbstractContextManager[None]:
         """The lock that serializes compiles of one variant across processes."""
         return file_lock(self.lock_path(key))
+
+    @contextlib.contextmanager
+    def compiling(self, key: str, kernel: str) -> Iterator[bool]:
+        """Hold the compile lock of ``key``; yields whether the entry may be written.
+
+        Where the lock cannot be taken (a read-only or full cache directory) the compile
+        goes on unlocked and unrecorded, with one warning: such a cache costs the next
+        warm start, never a compile."""
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(self.lock(key))
+            writable = True
+        except OSError as exc:
+            self.report_unwritable(kernel, exc)
+            writable = False
+        with stack:
+            yield writable
+
+    def report_unwritable(self, kernel: str, exc: OSError) -> None:
+        """Warn once per cache directory and process that the index cannot be written."""
+        root = cache_root()
+        with self._lock:
+            first = root not in self._unwritable
+            self._unwritable.add(root)
+        if first:
+            warnings.warn(f"tritonjit: cannot write the cache directory {root} ({exc}); kernel '{kernel}' and "
+                          "the variants compiled after it are not indexed, so the next process compiles them "
+                          "again", CacheWriteWarning, stacklevel=5)
+        else:
+            log.debug("tritonjit: not indexing a variant of kernel '%s': %s", kernel, exc)
 
     # reading
     def read_entry(self, key: str) -> dict[str, Any] | None:
@@ -390,7 +428,7 @@ class Index:
             self._report(key, kernel, entry, exc)
             self.misses += 1
             return None
-        except FileNotFoundError:  # Triton's cache was cleared under us: a plain miss
+        except FileNotFoundError:  # the artifact's directory is gone (Triton's cache cleared): a plain miss
             self._remove_entry(key)
             self.misses += 1
             return None
@@ -405,10 +443,10 @@ class Index:
         stem, ext = entry["stem"], entry["binary_ext"]
         files = entry["files"]
         md_name, bin_name = f"{stem}.json", f"{stem}.{ext}"
-        with open(os.path.join(directory, md_name), "rb") as f:
-            md_raw = f.read()
-        with open(os.path.join(directory, bin_name), "rb") as f:
-            binary = f.read()
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(directory)
+        md_raw = _artifact_file(directory, md_name)
+        binary = _artifact_file(directory, bin_name)
         if sha256_bytes(md_raw) != files.get(md_name):
             raise _Corrupt("cached artifact", f"{md_name} does not match its recorded sha256 ({len(md_raw)} bytes)")
         if sha256_bytes(binary) != files.get(bin_name):
@@ -523,6 +561,19 @@ class Index:
         return None
 
 
+def _artifact_file(directory: str, name: str) -> bytes:
+    """A file of an artifact whose directory exists. Missing, it makes the artifact
+    corrupt rather than absent: Triton finds the directory by its group file and fails
+    on the missing binary (``KeyError: 'cubin'``) at every compile until it is removed."""
+    try:
+        with open(os.path.join(directory, name), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        if not os.path.isdir(directory):  # removed whole meanwhile (another process's clear): a miss
+            raise
+        raise _Corrupt("cached artifact", f"{name} is missing from {directory}") from None
+
+
 def _artifact_stem(compiled: CompiledVariant) -> str:
     art = compiled.artifact
     group = getattr(art, "metadata_group", None) or {}
@@ -536,16 +587,33 @@ def _jsonable(v: Any) -> Any:
     return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
 
 
-def remove_tree(path: str) -> None:
-    """Remove a directory so that no reader sees it half removed: rename, then delete."""
+def remove_tree(path: str) -> list[tuple[str, str]]:
+    """Remove a directory so that no reader sees it half removed: rename, then delete.
+
+    Returns (path, why) for what is still there (read-only storage); [] when it is gone."""
     if not os.path.isdir(path):
-        return
+        return []
     trash = f"{path}.trash.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     try:
         os.rename(path, trash)
     except OSError:
         trash = path
-    shutil.rmtree(trash, ignore_errors=True)
+    return remove_all(trash)
+
+
+def remove_all(path: str) -> list[tuple[str, str]]:
+    """``shutil.rmtree`` that says what it could not remove, (path, why) each."""
+    failed: list[tuple[str, str]] = []
+
+    def record(_fn: Any, where: str, exc: Any) -> None:
+        exc = exc[1] if isinstance(exc, tuple) else exc  # onerror passes exc_info, onexc the exception
+        if not isinstance(exc, FileNotFoundError):  # removed by someone else meanwhile
+            failed.append((where, getattr(exc, "strerror", None) or str(exc)))
+
+    if os.path.lexists(path):
+        handler = {"onexc": record} if sys.version_info >= (3, 12) else {"onerror": record}
+        shutil.rmtree(path, **handler)
+    return failed
 
 
 index = Index()

@@ -9,14 +9,13 @@ runs Triton's interpreter over the grid.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator, Sequence
 
 from ._backend import BackendInfo, CompiledVariant
 from ._errors import ArgumentError
 from ._hookspecs import hookimpl
+from ._lang_lock import language
 
-_run_lock = threading.RLock()  # the interpreter patches triton.language globally
 _index_patched = False
 
 
@@ -102,6 +101,37 @@ def _callees_interpreted() -> Iterator[None]:
 _MISSING = object()
 
 
+@contextlib.contextmanager
+def _bool_scalars() -> Iterator[None]:
+    """Pass Python bools, alone or inside tuples, to the kernel as int1 scalars.
+
+    Triton 3.6's interpreter takes a bool for an int (``isinstance(True, int)``), types
+    it int1 and stores it in an int32 array, which its own ``TensorHandle`` refuses
+    ("numpy data itemsize (32 bits) exceeds dtype primitive_bitwidth (1 bits)"). Its
+    argument converter is wrapped for the launch (it recurses into tuples through the
+    module global, so tuple elements are converted too) and put back afterwards.
+    """
+    import numpy as np
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+
+    original = getattr(interp, "_implicit_cvt", None)
+    if original is None:  # a Triton that converts arguments some other way
+        yield
+        return
+
+    def convert(arg: Any) -> Any:
+        if isinstance(arg, bool):
+            return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
+        return original(arg)
+
+    interp._implicit_cvt = convert
+    try:
+        yield
+    finally:
+        interp._implicit_cvt = original
+
+
 class InterpreterBackend:
     """Hook implementations of the interpreter backend."""
 
@@ -184,7 +214,7 @@ class InterpreterBackend:
     @hookimpl
     def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
         _patch_interpreter_index()
-        with _run_lock, _callees_interpreted():
+        with language.writing(), _callees_interpreted(), _bool_scalars():  # patches triton.language: compiles wait
             state.interp[grid](*packed)
 
 

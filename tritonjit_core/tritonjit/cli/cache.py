@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import sys
 from typing import Any
 
 from ._output import emit_json, table
@@ -24,7 +25,8 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     a = actions.add_parser("stats", help="counts and sizes")
     a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
-    a = actions.add_parser("clear", help="remove the index, the autotune store and the artifacts they point at")
+    a = actions.add_parser("clear", help="remove the index, the autotune store and the artifacts they point at "
+                           "(exit 1 when something could not be removed)")
     a.add_argument("--index-only", action="store_true", help="keep the artifacts in Triton's cache")
     a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     a = actions.add_parser("export", help="write cached variants to a bundle file")
@@ -72,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
             emit_json(out)
         else:
             print(f"removed {out['entries']} index entries and {out['artifact_dirs']} artifact directories")
-        return 0
+            for kept in out["not_removed"]:
+                print(f"could not remove {kept['path']}: {kept['error']}", file=sys.stderr)
+        return 1 if out["not_removed"] else 0
     if action == "export":
         res = _bundle.export_bundle(args.file, kernel=args.kernel, target=args.target)
         if args.json:
