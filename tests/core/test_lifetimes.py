@@ -43,14 +43,22 @@ def _transient(launch: bool, x: torch.Tensor) -> weakref.ref:
     return weakref.ref(f)
 
 
+def _alive(refs: list) -> int:
+    """Runtime objects still alive, not counting the newest one: Triton >= 3.9 keeps the
+    last JITFunction of each qualified name in a registry of its own (triton.runtime.jit),
+    and a JITFunction holds its runtime object. Bounded: one per kernel name."""
+    return sum(r() is not None for r in refs[:-1])
+
+
 def test_transient_kernels_free_their_runtime_objects():
     x = torch.zeros(16)
     gc.collect()
     before, modules_before = len(_function._instances), len(module_cache)
     refs = [_transient(i % 20 == 0, x) for i in range(2000)]  # 100 of them compiled and launched
     gc.collect()
-    assert sum(r() is not None for r in refs) == 0
-    assert len(_function._instances) == before
+    assert _alive(refs) == 0
+    newest = 1 if refs[-1]() is not None else 0  # see _alive
+    assert len(_function._instances) == before + newest
     assert len(module_cache) == modules_before  # hash-less (interpreter) variants are not kept there
     assert torch.equal(x, torch.full((16,), 100.0))
 
@@ -100,7 +108,7 @@ def test_transient_autotuned_kernels_free_their_tuners():
 
     refs = [one() for _ in range(20)]
     gc.collect()
-    assert sum(r() is not None for r in refs) == 0 and len(_autotune._tuners) == before
+    assert _alive(refs) == 0 and len(_autotune._tuners) == before
 
 
 @pytest.mark.skipif(not _native.available(), reason=f"native dispatcher: {_native.reason}")
@@ -122,7 +130,7 @@ def test_transient_kernels_on_the_native_path_are_freed():
 
         refs = [one() for _ in range(300)]
         gc.collect()
-        assert sum(r() is not None for r in refs) == 0
+        assert _alive(refs) == 0
     finally:
         tritonjit._registry.registry._current = previous
         tritonjit.unregister_backend("lifetimes")
