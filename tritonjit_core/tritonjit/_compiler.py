@@ -21,6 +21,7 @@ from . import _disk_cache, _lang_lock
 from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, FrozenError, format_source_location
 from ._signature import Param, Slot, leaves, render
+from ._specialize import param_rule
 
 log = logging.getLogger("tritonjit")
 
@@ -96,11 +97,10 @@ def _constant_attrs() -> tuple[bool, bool]:
 def _triton_attr_is_empty_string(p: Param, s: Slot) -> bool:
     """Triton's specializer returns '' (-> an empty attribute list) for an int or pointer
     argument that was specialized but got no hint; None for floats, bools and
-    unspecialized arguments (which get no attribute entry)."""
-    if p.do_not_specialize or s.type is None:
-        return False
-    ann = p.annotation_type
-    if ann and (ann == "u1" or ann[:2] in ("fp", "bf")):
+    unspecialized arguments (which get no attribute entry). The parameter's ParamRule
+    says which it is."""
+    rule = param_rule(p)
+    if not rule.specialize or rule.fixed or s.type is None:
         return False
     return s.type.startswith("*") or (s.type[0] in "iu" and s.type != "u1")
 

@@ -18,6 +18,7 @@ tests/core/test_specialize_property.py checks them against Triton's own binder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ._backend import SpecializationRules
@@ -94,14 +95,53 @@ def _element_rules(param: Param) -> Param:
     return Param(param.index, param.name, False, False, False, "", False)
 
 
+@dataclass(frozen=True)
+class ParamRule:
+    """How one runtime parameter is specialized on one backend: the one place that decides
+    it. The Python binder (:func:`_make_spec`), the native dispatcher's per-parameter
+    flags (``_native._param_entry``) and the compile bridge's attributes
+    (``_compiler._triton_attr_is_empty_string``) all read it.
+
+    ``align``: pointer alignment and int divisibility are keyed; ``equal_to_1``: an int
+    equal to 1 becomes a constant; ``fixed``: the annotation alone gives the token
+    (annotated floats and bools, and unspecialized annotated parameters, as Triton);
+    ``remap``: the token's type is replaced by the annotation, its hint kept."""
+
+    specialize: bool
+    align: bool
+    equal_to_1: bool
+    const_pointer: bool
+    annotation: str
+    fixed: bool
+
+    @property
+    def remap(self) -> bool:
+        return bool(self.annotation) and not self.fixed
+
+
+def param_rule(param: Param, rules: SpecializationRules | None = None) -> ParamRule:
+    """The :class:`ParamRule` of ``param`` under a backend's ``rules`` (Triton's by default)."""
+    rules = rules or SpecializationRules()
+    specialize = not param.do_not_specialize
+    ann = param.annotation_type or ""
+    return ParamRule(
+        specialize=specialize,
+        align=specialize and rules.align_pointers and not param.do_not_specialize_on_alignment,
+        equal_to_1=specialize and rules.equal_to_1,
+        const_pointer=param.is_const,
+        annotation=ann,
+        fixed=bool(ann) and (ann == "u1" or ann.startswith("fp") or ann.startswith("bf") or not specialize),
+    )
+
+
 def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]:
     """The token function of one runtime parameter."""
     name = param.name
-    specialize = not param.do_not_specialize
-    align = specialize and rules.align_pointers and not param.do_not_specialize_on_alignment
-    eq1 = specialize and rules.equal_to_1
+    rule = param_rule(param, rules)
+    align = rule.align
+    eq1 = rule.equal_to_1
     div = rules.divisibility
-    ptr_tokens = _PointerTokens(param.is_const)
+    ptr_tokens = _PointerTokens(rule.const_pointer)
 
     def fail(arg: Any, why: str) -> SpecializationFailure:
         return SpecializationFailure(name, why)
@@ -165,10 +205,10 @@ def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]
                 raise SpecializationFailure(name, _element_message(i, str(exc))) from None
         return TupleToken(tuple(items), None if a.__class__ is tuple else a.__class__)
 
-    ann = param.annotation_type
+    ann = rule.annotation
     if not ann:
         return spec
-    if ann == "u1" or ann.startswith("fp") or ann.startswith("bf") or not specialize:
+    if rule.fixed:
         # Triton does not specialize annotated floats and bools (nor unspecialized args)
         def spec_fixed(a: Any) -> str:
             if a is None:

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from .._signature import NULLOPT, Param
-from .._specialize import _constexpr_key, triton_dtype_name
+from .._specialize import _constexpr_key, param_rule, triton_dtype_name
 
 dispatch: Any = None
 reason = "available"
@@ -104,25 +104,14 @@ def _pointer_tokens(dtype: Any, const: bool) -> tuple[str, str] | None:
 
 
 def _param_entry(p: Param, rules: Any) -> tuple[str, int, Any, Any]:
-    """(name, flags, default, forced token) of one parameter, as _specialize._make_spec."""
+    """(name, flags, default, forced token) of one parameter: its ParamRule as the C
+    dispatcher's flags (the decision itself is _specialize.param_rule's)."""
     d = dispatch
     default = p.default if p.has_default else _NO_DEFAULT
     if p.is_constexpr:
         return p.name, d.F_CONSTEXPR, default, None
-    specialize = not p.do_not_specialize
-    flags = 0
-    if specialize and rules.align_pointers and not p.do_not_specialize_on_alignment:
-        flags |= d.F_ALIGN
-    if specialize and rules.equal_to_1:
-        flags |= d.F_EQ1
-    if p.is_const:
-        flags |= d.F_CONST_PTR
-    ann = p.annotation_type
-    forced = None
-    if ann:
-        if ann == "u1" or ann.startswith("fp") or ann.startswith("bf") or not specialize:
-            flags |= d.F_ANN_FIXED
-            forced = sys.intern(ann)
-        else:
-            flags |= d.F_ANN_REMAP
-    return p.name, flags, default, forced
+    rule = param_rule(p, rules)
+    flags = (d.F_ALIGN if rule.align else 0) | (d.F_EQ1 if rule.equal_to_1 else 0)
+    flags |= d.F_CONST_PTR if rule.const_pointer else 0
+    flags |= d.F_ANN_FIXED if rule.fixed else d.F_ANN_REMAP if rule.remap else 0
+    return p.name, flags, default, sys.intern(rule.annotation) if rule.fixed else None
