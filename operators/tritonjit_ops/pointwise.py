@@ -366,7 +366,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"tritonjit.{op}: expected a Tensor, got {type(x).__name__}")
     dt = x.dtype
-    kop = "gelu_tanh" if op == "gelu_tanh" else op
+    kop = op
     if op in _FLOAT_UNARY:
         if dt in INT_DTYPES:
             dt = torch.get_default_dtype()

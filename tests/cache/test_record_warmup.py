@@ -56,7 +56,7 @@ def test_recorder_hook_in_process(caches, kernel_file, tmp_path, monkeypatch):
     import tritonjit
 
     manifest = tmp_path / "m.jsonl"
-    monkeypatch.setattr(_function, "_recorder", _manifest.Recorder(str(manifest)))
+    monkeypatch.setattr(_function, "_recorder", _manifest.ManifestWriter(str(manifest)))
     tritonjit.set_backend("interpreter")
     try:
         f = tritonjit.function(kernel_file(), "axpy")

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 import _spec_kernels as K  # noqa: E402
 import tritonjit  # noqa: E402
-from tritonjit._function import module_cache  # noqa: E402
 from tritonjit._registry import ENTRY_POINT_GROUP, Registry  # noqa: E402
+from tritonjit._variant import module_cache  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("interpreter_backend")
 
@@ -80,7 +80,7 @@ def test_signature_reports_the_same_errors(warm):
 def test_bad_grids(warm, grid):
     """The Python path (the interpreter has no C dispatcher): GridError naming the kernel
     and what a grid must be, never a raw IndexError/TypeError or a launch. Oversized
-    grids are tested with a recording backend (tests/cuda/test_native_dispatch.py),
+    grids are tested with a recording backend (tests/core/test_native_dispatcher_cpu.py),
     where a wrongly accepted one costs nothing to launch; here it would run for hours."""
     f, good_call, (x, y) = warm
     before, modules = len(f.variants()), len(module_cache)

@@ -23,7 +23,7 @@ torch = pytest.importorskip("torch")
 import _spec_kernels as K  # noqa: E402
 import tritonjit  # noqa: E402
 from tritonjit import _autotune, _function, _native  # noqa: E402
-from tritonjit._function import module_cache  # noqa: E402
+from tritonjit._variant import module_cache  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("interpreter_backend")
 

@@ -34,8 +34,9 @@ from ._errors import (
     TritonJITError,
 )
 from ._frozen import freeze, is_frozen, unfreeze
-from ._function import KernelFunction, Variant, function
+from ._function import KernelFunction, function
 from ._hookspecs import hookimpl, hookspec
+from ._variant import Variant
 
 try:
     __version__ = _version("tritonjit-core")

@@ -10,26 +10,24 @@ that succeeded, so bad input never leaves a broken entry behind.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
 import os
-import sys
 import threading
 import weakref
-from operator import itemgetter
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from . import _autotune, _frozen, _native
 from ._backend import Backend, CompiledVariant, call_hook, checked_index, launch_hook
 from ._compiler import compile_variant, known_options, parse_target
-from ._errors import ArgumentError, BackendError, GridError, HookError, KernelNotFoundError, TritonJITError
+from ._errors import ArgumentError, BackendError, GridError, HookError, TritonJITError
+from ._loader import load_kernel
 from ._registry import registry
-from ._signature import Param, Slot, is_compound, parse, render, slot_from_token, static_signature
+from ._signature import Param, Slot, parse, render, slot_from_token, static_signature
 from ._specialize import SpecializationFailure, make_binder
+from ._variant import Variant, make_variant
 
 log = logging.getLogger("tritonjit")
 
-LAUNCH_OPTIONS = ("stream",)
 _GRID_EXPECTED = "a tuple of 1 to 3 ints >= 1 (or a callable returning one)"
 _SCALARS = frozenset((int, float, bool, type(None)))
 
@@ -49,36 +47,6 @@ def nested_tensors(a: Any, where: str = "") -> list[tuple[Any, str]]:
     if getattr(base, "data_ptr", None) is not None and getattr(a, "block_shape", None) is not None:
         return [(base, f"{where}.base")]
     return []
-
-
-class Variant:
-    """A compiled, loaded and prepared variant on one device: ready to launch."""
-
-    __slots__ = ("compiled", "slots", "runtime_args", "launcher", "device", "state", "native")
-
-    def __init__(self, compiled: CompiledVariant, slots: Sequence[Slot], device: int,
-                 state: Any, launcher: Callable[[tuple, int, tuple], None]) -> None:
-        self.compiled = compiled
-        self.slots = tuple(slots)
-        self.device = device
-        self.state = state
-        idx = [i for i, s in enumerate(slots) if not s.is_constant]
-        if len(idx) == 0:
-            self.runtime_args: Callable[[tuple], tuple] = lambda a: ()
-        elif len(idx) == 1:
-            i0 = idx[0]
-            self.runtime_args = lambda a: (a[i0],)
-        else:
-            self.runtime_args = itemgetter(*idx)
-        self.launcher = launcher
-        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher;
-        # its arguments are one per parameter, so tuples and descriptors keep to Python
-        compound = any(is_compound(s) for s in slots)
-        self.native = None if compound else getattr(launcher, "tritonjit_launch", None)
-
-    @property
-    def signature(self) -> str:
-        return render(self.slots)
 
 
 class _State:
@@ -474,60 +442,6 @@ class BoundLaunch:
         return self.fn._run(self.grid, *vals, **self.options)
 
 
-def make_variant(backend: Backend, compiled: CompiledVariant, slots: Sequence[Slot], device: int,
-                 kernel: str | None = None) -> Variant:
-    """load -> prepare -> the launcher, through the backend's resolved functions; what
-    a hook raises (not tritonjit's own errors) becomes a HookError naming it."""
-    handle = module_cache.load(backend, compiled, device, kernel)
-    state = call_hook(backend, "prepare", compiled, handle, device, kernel=kernel)
-    launcher = call_hook(backend, "make_launcher", state, kernel=kernel) if backend.make_launcher is not None else None
-    if launcher is not None and not callable(launcher):
-        raise HookError.returned(backend.name, "make_launcher", launcher,
-                                 "a callable launcher(grid, stream, args), or None", kernel)
-    if launcher is None:
-        pack, launch = backend.pack_args, backend.launch
-
-        def launcher(grid: tuple, stream: int, args: tuple, _s: Any = state) -> None:
-            launch(_s, grid, stream, pack(_s, args))
-    return Variant(compiled, slots, device, state, launcher)
-
-
-class ModuleCache:
-    """(backend, artifact hash, device) -> loaded module handle, shared by all plugins.
-
-    Kept for the life of the process: one entry per distinct artifact and device, so
-    the kernels of one source share a module however many runtime objects wrap them.
-    A variant without a hash (the interpreter's, a test backend's) is loaded but not
-    kept: nothing could share it, and keying it by the object's id would hand a later
-    variant that reuses the id a module that is not its own."""
-
-    def __init__(self) -> None:
-        self._handles: dict[tuple[str, str, int], Any] = {}
-        self._lock = threading.Lock()
-
-    def load(self, backend: Backend, compiled: CompiledVariant, device: int, kernel: str | None = None) -> Any:
-        if not compiled.hash:
-            return call_hook(backend, "load", compiled, device, kernel=kernel)
-        key = (backend.name, compiled.hash, device)
-        handle = self._handles.get(key)
-        if handle is None:
-            with self._lock:
-                handle = self._handles.get(key)
-                if handle is None:
-                    handle = call_hook(backend, "load", compiled, device, kernel=kernel)
-                    self._handles[key] = handle
-        return handle
-
-    def clear(self) -> None:
-        with self._lock:
-            self._handles.clear()
-
-    def __len__(self) -> int:
-        return len(self._handles)
-
-
-module_cache = ModuleCache()
-
 _recorder: Callable[[KernelFunction, CompiledVariant, dict], None] | None = None
 if os.environ.get("TRITONJIT_RECORD"):  # TRITONJIT_RECORD=FILE: append each variant to a manifest
     from ._manifest import recorder_from_env
@@ -660,40 +574,3 @@ def _check_same_buckets(inst: KernelFunction, key_buckets: Any) -> None:
         raise ArgumentError(inst.name, f"already has a runtime object with key_buckets {have or 'none'}; asked for "
                             f"{wanted}. tritonjit keeps one runtime object per kernel: pass the same key_buckets "
                             "wherever this kernel is wrapped")
-
-
-_modules: dict[str, Any] = {}
-
-
-def load_kernel(path: str, name: str) -> Any:
-    """Import ``path`` as a module (once) and return its attribute ``name``."""
-    if not os.path.isfile(path):
-        raise KernelNotFoundError(f"kernel file '{path}' does not exist (looking for kernel '{name}')")
-    mod = _modules.get(path)
-    if mod is None:
-        modname = "tritonjit_kernels_" + "".join(c if c.isalnum() else "_" for c in path)
-        spec = importlib.util.spec_from_file_location(modname, path)
-        if spec is None or spec.loader is None:
-            raise KernelNotFoundError(f"'{path}' is not an importable Python file")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod  # Triton resolves globals through the module
-        try:
-            spec.loader.exec_module(mod)
-        except Exception:
-            sys.modules.pop(modname, None)
-            raise
-        _modules[path] = mod
-    found = ", ".join(sorted(k for k, v in vars(mod).items() if _looks_like_kernel(v))) or "none"
-    if not hasattr(mod, name):
-        raise KernelNotFoundError(f"'{path}' has no kernel named '{name}' (kernels in it: {found})")
-    obj = getattr(mod, name)
-    if not _looks_like_kernel(obj):
-        raise KernelNotFoundError(f"'{path}': '{name}' is of type {type(obj).__name__}, not a @triton.jit kernel "
-                                  f"(kernels in it: {found})")
-    return obj
-
-
-def _looks_like_kernel(obj: Any) -> bool:
-    from triton.runtime.jit import KernelInterface
-
-    return isinstance(obj, KernelInterface)

@@ -134,7 +134,7 @@ def read(path: str) -> list[ManifestEntry]:
     return list(seen)
 
 
-class Recorder:
+class ManifestWriter:
     """The ``_function._recorder`` hook: appends each variant once per process."""
 
     def __init__(self, path: str) -> None:
@@ -154,6 +154,6 @@ class Recorder:
             log.warning("tritonjit: could not record kernel '%s' to %s: %s", getattr(fn, "name", "?"), self.path, exc)
 
 
-def recorder_from_env() -> Recorder | None:
+def recorder_from_env() -> ManifestWriter | None:
     path = os.environ.get(ENV, "").strip()
-    return Recorder(path) if path else None
+    return ManifestWriter(path) if path else None

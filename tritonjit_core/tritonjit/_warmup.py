@@ -72,7 +72,7 @@ class Report:
 # ---- the worker side ----------------------------------------------------------------------------
 def load_entry_kernel(entry: ManifestEntry) -> Any:
     """The kernel object of an entry: by module name when importable, else by path."""
-    from ._function import load_kernel
+    from ._loader import load_kernel
 
     if entry.module:
         try:

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 import tritonjit
-from tritonjit._function import (
+from tritonjit._variant import (
     make_variant,  # the core's load -> prepare -> launcher path
 )
 from tritonjit.pluginkit import stand_in_variant

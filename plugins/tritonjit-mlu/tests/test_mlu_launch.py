@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 import tritonjit
 from mlu_simdriver import fatbin
-from tritonjit._function import (
+from tritonjit._variant import (
     make_variant,  # the core's load -> prepare -> launcher path
 )
 from tritonjit.testing import assert_installed_backend, assert_vendor_compiler_missing, fresh_backend

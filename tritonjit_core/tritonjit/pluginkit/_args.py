@@ -51,10 +51,6 @@ class ArgSlot:
     size: int
     code: str  # struct code
 
-    @property
-    def is_pointer(self) -> bool:
-        return self.type.startswith("*")
-
 
 def runtime_types(signature: str, runtime_params: Sequence[int] | None = None) -> list[str]:
     """Runtime parameter types of a libtriton_jit signature string, in order.

@@ -19,8 +19,9 @@ import pytest
 from .._api import backends as list_backends
 from .._backend import Backend, BackendInfo, CompiledVariant
 from .._errors import BackendError, TritonJITError
-from .._function import function, make_variant, module_cache
+from .._function import function
 from .._registry import ENTRY_POINT_GROUP, Registry
+from .._variant import make_variant, module_cache
 from ..interpreter import InterpreterBackend
 from ._kernels import BLOCK, CONFORMANCE_SIGNATURE, conformance_axpy
 from ._target import ConformanceTarget, LaunchCheck, default_args
