@@ -123,8 +123,11 @@ def load(name: str, source: str, headers: Sequence[str] = (), include_dirs: Sequ
 
 
 def first_line(error: str) -> str:
-    """The first non-empty line of a build error (what ``tritonjit info`` shows)."""
-    return next((line.strip() for line in error.splitlines() if line.strip()), error.strip())
+    """The line of a build error that ``tritonjit info`` shows: the compiler's first
+    ``error:`` line where there is one (the lines before it only say where), else the first."""
+    lines = [line.strip() for line in error.splitlines() if line.strip()]
+    first = next((line for line in lines if "error:" in line or "error " in line.lower()), None)
+    return first or (lines[0] if lines else error.strip())
 
 
 class AsyncModule:
