@@ -16,8 +16,8 @@ import tritonjit
 def test_a_core_without_the_extension_says_it_was_not_built(tmp_path):
     copy = tmp_path / "tritonjit"
     shutil.copytree(Path(tritonjit.__file__).parent, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    code = ("import tritonjit, tritonjit._native as n; assert tritonjit.__file__.startswith(%r), tritonjit.__file__;"
-            "print(n.reason); print(n.available())" % str(tmp_path))
+    code = (f"import tritonjit, tritonjit._native as n; assert tritonjit.__file__.startswith({str(tmp_path)!r});"
+            "print(n.reason); print(n.available())")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     env.pop("TRITONJIT_NO_NATIVE", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
