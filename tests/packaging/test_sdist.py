@@ -37,7 +37,7 @@ def sdists(tmp_path_factory) -> dict[str, Path]:
         assert p.returncode == 0, f"sdist of {name} failed:\n{p.stderr[-3000:]}"
         archive = out / p.stdout.strip().splitlines()[-1]
         with tarfile.open(archive) as tar:
-            tar.extractall(out, filter="data")
+            tar.extractall(out, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
         unpacked[name] = out / archive.name.removesuffix(".tar.gz")
     return unpacked
 
