@@ -1,8 +1,16 @@
-"""Repository-wide pytest setup: GPU tests skip cleanly where no GPU is present."""
+"""Repository-wide pytest setup: the markers, and GPU tests skip cleanly where no GPU is present.
+
+This file also travels in the core's and the operators' sdists (their setup.py copy
+it), so the tests run from an unpacked sdist the same way."""
 
 from __future__ import annotations
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a GPU of the backend under test (skipped without one)")
+    config.addinivalue_line("markers", "slow: slow tests (deselect with -m 'not slow')")
 
 
 def _cuda_available() -> bool:

@@ -1,10 +1,12 @@
 """The C++ operator path (``_native_ops.cpp``): its build and its registrations.
 
-torch's headers are not there when tritonjit-ops is built, so the module is compiled
-on first use against the installed torch by tritonjit's torch_build, on a background
-thread, once per torch version (``tritonjit warmup --native`` builds it ahead of
-time). Until it is ready, and wherever no C++ compiler exists, the operators are
-registered as Python kernels instead. ``TRITONJIT_OPS_NATIVE=0`` (or
+torch's headers are not there when tritonjit-ops is built under build isolation, so
+the module comes prebuilt in a wheel built for this torch (``_prebuilt/``, see
+tritonjit._native.torch_prebuilt), else it is compiled on first use against the
+installed torch by tritonjit's torch_build, on a background thread, once per torch
+version (``tritonjit warmup --native`` builds it ahead of time). Until it is ready,
+and wherever no C++ compiler exists, the operators are registered as Python kernels
+instead. ``TRITONJIT_OPS_NATIVE=0`` (or
 ``TRITONJIT_NO_NATIVE=1``) keeps the Python kernels.
 """
 from __future__ import annotations
@@ -29,7 +31,8 @@ def native() -> Any:
         inc = tritonjit.get_include()
         headers = [os.path.join(inc, "tritonjit", "function.h"),
                    os.path.join(os.path.dirname(inc), "_native", "tritonjit_launch.h")]
-        _native = AsyncModule("tritonjit_ops._native_ops", os.path.join(HERE, "_native_ops.cpp"), headers, [inc])
+        _native = AsyncModule("tritonjit_ops._native_ops", os.path.join(HERE, "_native_ops.cpp"), headers, [inc],
+                              prebuilt=_prologue.PREBUILT)
         _native.on_ready(lambda mod: mod.init(_plan.In, _plan.Out, _plan.Tmp, _plan.Arg))
     return _native
 

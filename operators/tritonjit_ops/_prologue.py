@@ -5,9 +5,10 @@ elementwise kernel (one float dtype of fp32/fp16/bf16, one shape, both contiguou
 upcast: compute in fp32), else None; ``like(x)`` allocates the contiguous output of
 a contiguous input. Both exist twice: in Python below (the reference, always
 there) and in C++ (``_prologue.cpp``, about a microsecond cheaper per call), which
-tritonjit's torch_build compiles on a background thread the first time a fast path
-runs (once per torch version). The module globals are rebound when it is ready, so
-callers write ``_prologue.binary(x, y)`` and get whichever is current.
+comes prebuilt in a wheel built for this torch, else tritonjit's torch_build compiles
+it on a background thread the first time a fast path runs (once per torch version).
+The module globals are rebound when it is ready, so callers write
+``_prologue.binary(x, y)`` and get whichever is current.
 ``TRITONJIT_OPS_NATIVE=0`` (or ``TRITONJIT_NO_NATIVE=1``) keeps the Python ones.
 """
 from __future__ import annotations
@@ -23,6 +24,8 @@ UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
 _upcast = UPCAST.get
 _empty_like = torch.empty_like
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: the wheel's prebuilt C++ helpers (tritonjit._native.torch_prebuilt), used when built for this torch
+PREBUILT = os.path.join(HERE, "_prebuilt")
 
 
 def binary_py(x: Any, y: Any) -> tuple[Tensor, int, bool] | None:
@@ -56,7 +59,7 @@ def native() -> Any:
             from tritonjit._native.torch_build import AsyncModule
         except ImportError:  # pragma: no cover - tritonjit-core is our dependency
             return None
-        _native = AsyncModule("tritonjit_ops._prologue_native", os.path.join(HERE, "_prologue.cpp"))
+        _native = AsyncModule("tritonjit_ops._prologue_native", os.path.join(HERE, "_prologue.cpp"), prebuilt=PREBUILT)
         _native.on_ready(_use)
     return _native
 

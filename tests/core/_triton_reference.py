@@ -42,7 +42,23 @@ def specialize(jit_fn: Any, backend: Any, args: tuple, kwargs: dict) -> tuple[di
         bound, spec, options = binder(jit_fn, backend)(*args, **kwargs)
     except (TypeError, KeyError, ValueError, OverflowError) as exc:
         raise Unsupported(f"{type(exc).__name__}: {exc}") from exc
+    if TRITON_VERSION < (3, 6):
+        _refused_at_launch(jit_fn, dict(bound))
     return dict(bound), list(spec), dict(options)
+
+
+def _refused_at_launch(jit_fn: Any, bound: dict) -> None:
+    """Triton 3.5's binder types an int outside [-2**63, 2**64) as i64 and only its
+    launcher refuses it (an OverflowError at the launch); 3.6 refuses it in the binder,
+    as tritonjit does. Report the 3.6 behaviour, so both versions are held to one rule."""
+    def out_of_range(value: Any) -> bool:
+        if isinstance(value, tuple):
+            return any(out_of_range(v) for v in value)
+        return type(value) is int and not -(2**63) <= value < 2**64
+
+    for kp in jit_fn.params:
+        if not kp.is_constexpr and out_of_range(bound.get(kp.name)):
+            raise Unsupported(f"OverflowError: parameter {kp.name}: an int out of range (refused at launch)")
 
 
 def tokens(jit_fn: Any, spec: list) -> list[tuple[str, Any]]:

@@ -5,8 +5,10 @@ failing to import (an exception or ``sys.exit()``), or failing validation, is re
 with its reason, naming its entry point and distribution, and never stops the others;
 only a KeyboardInterrupt goes through, so Ctrl-C still stops a slow import. The
 built-in interpreter is registered before any other plugin, so a third-party plugin
-of the same name cannot displace it. ``TRITONJIT_DISABLE_PLUGINS=name1,name2``
-(entry-point or distribution names) skips installed plugins without importing them.
+of the same name cannot displace it. A plugin built for another native launch ABI
+than the core's is refused at registration (``_launch_abi.py``).
+``TRITONJIT_DISABLE_PLUGINS=name1,name2`` (entry-point or distribution names) skips
+installed plugins without importing them.
 Selection order: :func:`set_backend`, else ``TRITONJIT_BACKEND``, else the
 highest-priority available backend; the interpreter is the fallback.
 """
@@ -26,6 +28,7 @@ import pluggy
 from ._backend import Backend, BackendInfo
 from ._errors import BackendError
 from ._hookspecs import HOOKS, OPTIONAL, PROJECT, REQUIRED, BackendSpec
+from ._launch_abi import check as check_launch_abi
 
 log = logging.getLogger("tritonjit")
 
@@ -165,6 +168,7 @@ class Registry:
     def register(self, plugin: Any, dist: str | None = None, entry_name: str | None = None) -> Backend:
         """Validate a plugin object against the hookspecs and resolve its hooks."""
         label = entry_name or getattr(plugin, "__name__", type(plugin).__name__)
+        check_launch_abi(plugin, label, dist)  # before any hook: a mismatched C launcher is never used
         try:
             self.pm.register(plugin, name=f"tritonjit-backend:{label}:{id(plugin)}")
         except (ValueError, pluggy.PluginValidationError) as exc:

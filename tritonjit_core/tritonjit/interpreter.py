@@ -25,6 +25,8 @@ def _patch_interpreter_index() -> None:
     There its scalars are shape-(1,) arrays and ``int(array)`` of those raises, so
     ``range(start, n)`` with runtime bounds fails inside kernels. Giving the
     interpreter's tensor an ``__index__`` that reads the single element fixes it.
+    Triton 3.6 passes a patch scope (restored after the launch); 3.4 and 3.5 patch
+    without one, so the scope is optional (``_callees_interpreted`` restores both).
     """
     global _index_patched
     if _index_patched:
@@ -34,9 +36,15 @@ def _patch_interpreter_index() -> None:
     if not getattr(interp, "_tritonjit_index_patched", False):
         original = interp._patch_lang_tensor
 
-        def patched(tensor: Any, scope: Any) -> None:
-            original(tensor, scope)
-            scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+        def index(self: Any) -> int:
+            return int(self.handle.data.reshape(-1)[0])
+
+        def patched(tensor: Any, *scope: Any) -> None:
+            original(tensor, *scope)
+            if scope:
+                scope[0].set_attr(tensor, "__index__", index)
+            else:
+                tensor.__index__ = index
 
         interp._patch_lang_tensor = patched
         interp._tritonjit_index_patched = True

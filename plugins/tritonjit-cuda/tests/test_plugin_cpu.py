@@ -114,6 +114,19 @@ def test_abi_headers_match_the_core(header):
     assert mine.read_bytes() == core.read_bytes()
 
 
+@needs_ext
+def test_declares_the_launch_abi_its_extension_was_built_for():
+    """The core refuses a plugin of another launch ABI at registration (tests/core/test_launch_abi.py);
+    this plugin declares the ABI of the header its C extension was compiled with."""
+    import tritonjit_cuda
+    from tritonjit import _launch_abi
+
+    assert tritonjit_cuda.LAUNCH_ABI == _driver.LAUNCH_ABI == _launch_abi.LAUNCH_ABI
+    assert _driver.LAUNCH_CAPSULE == _launch_abi.LAUNCH_CAPSULE
+    assert tritonjit_cuda.plugin.tritonjit_launch_abi == _driver.LAUNCH_ABI
+    assert tritonjit.get_backend("cuda").plugin is tritonjit_cuda.plugin  # so it was accepted
+
+
 # ---- tuples and tensor descriptors: the device ABI, checked against the compiled PTX ----------
 _PTX_SIZES = {"8": 1, "16": 2, "32": 4, "64": 8}
 

@@ -25,6 +25,10 @@ except ImportError as exc:  # the extension was not built
     _driver = None  # type: ignore[assignment]
     _IMPORT_ERROR = f"the C extension tritonjit_cuda._driver is missing ({exc}); reinstall tritonjit-cuda"
 
+#: the native launch ABI (TJ_LAUNCH_ABI of this plugin's copy of tritonjit_launch.h) the C
+#: extension was built for; None without the extension (then nothing of it is ever launched)
+LAUNCH_ABI: int | None = _driver.LAUNCH_ABI if _driver is not None else None
+
 
 class OutOfResources(BackendError):
     """A variant needs more of a per-block resource than the device has."""
@@ -96,6 +100,9 @@ def _arch_of(target: Any) -> int:
 
 class CudaBackend(TorchDevices):
     """Hook implementations of the ``cuda`` backend."""
+
+    #: read by the core at registration: a core of another launch ABI refuses this plugin
+    tritonjit_launch_abi = LAUNCH_ABI
 
     info = BackendInfo(
         name="cuda", priority=100, triton_backend="cuda", binary_ext="cubin", warp_size=32,

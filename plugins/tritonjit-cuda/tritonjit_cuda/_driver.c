@@ -1204,6 +1204,10 @@ PyMODINIT_FUNC PyInit__driver(void) {
   Py_INCREF(&LauncherType);
   PyModule_AddObject(m, "Launcher", (PyObject *)&LauncherType);
   PyModule_AddIntConstant(m, "MAX_ARGS", MAX_ARGS);
+  /* the launch ABI this extension was built for (its copy of tritonjit_launch.h); the
+   * plugin declares it to the core, which refuses a mismatch at registration */
+  PyModule_AddIntConstant(m, "LAUNCH_ABI", TJ_LAUNCH_ABI);
+  PyModule_AddStringConstant(m, "LAUNCH_CAPSULE", TJ_LAUNCH_CAPSULE);
   PyObject *names = PyTuple_New(TY_COUNT);
   for (int k = 0; k < TY_COUNT; k++) PyTuple_SET_ITEM(names, k, PyUnicode_FromString(k ? ty_name[k] : "*"));
   PyModule_AddObject(m, "TYPE_NAMES", names);

@@ -15,6 +15,7 @@ through Python calls.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any
@@ -22,15 +23,31 @@ from typing import Any
 from .._signature import NULLOPT, Param
 from .._specialize import _constexpr_key, param_rule, triton_dtype_name
 
-dispatch: Any = None
-reason = "available"
-if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
-    reason = "disabled by TRITONJIT_NO_NATIVE"
-else:
+#: why the native dispatcher is missing when tritonjit-core was installed without it
+NOT_BUILT = ("not built: the optional native dispatcher (tritonjit._native._dispatch) was not compiled when "
+             "tritonjit-core was installed (no C compiler then?); the Python launch path is used "
+             "(reinstall tritonjit-core with a C compiler, or from a wheel, to get it)")
+
+
+def _load_dispatch() -> tuple[Any, str]:
+    """The C dispatcher module and why it is or is not used.
+
+    Where the extension was never built, ``from . import _dispatch`` inside this
+    package's own import says "cannot import name ... (most likely due to a circular
+    import)", which misleads: the module is simply absent, and that is said instead.
+    """
+    if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
+        return None, "disabled by TRITONJIT_NO_NATIVE"
+    if importlib.util.find_spec(f"{__name__}._dispatch") is None:
+        return None, NOT_BUILT
     try:
-        from . import _dispatch as dispatch
-    except ImportError as exc:  # built without a C compiler, or a broken build
-        reason = f"not built ({exc})"
+        from . import _dispatch
+    except ImportError as exc:  # present but unloadable: a broken or foreign build
+        return None, f"not loadable ({exc}); the Python launch path is used"
+    return _dispatch, "available"
+
+
+dispatch, reason = _load_dispatch()
 
 #: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher
 KernelBase: type = dispatch.KernelBase if dispatch is not None else object

@@ -12,6 +12,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/version.h>
 
 #include "tritonjit_tensor.h"
 
@@ -34,6 +35,11 @@ int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
 }
 
 int current_stream(int device_type, int device, uint64_t* out) {
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 10
+  // c10::Stream::native_handle() exists from torch 2.10: before, the stream is asked of Python
+  (void)device_type, (void)device, (void)out;
+  return 1;
+#else
   try {
     const auto type = static_cast<c10::DeviceType>(device_type);
     const c10::Stream s = c10::impl::getDeviceGuardImpl(type)->getStream(
@@ -43,6 +49,7 @@ int current_stream(int device_type, int device, uint64_t* out) {
   } catch (...) {  // no such backend registered, or no native handle: ask Python
     return 1;
   }
+#endif
 }
 
 const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor, current_stream};

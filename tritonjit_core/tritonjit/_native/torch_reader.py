@@ -6,8 +6,9 @@ that is about a hundred nanoseconds per tensor, most of a launch's overhead for 
 kernel with many tensors. ``_torch_tensor.cpp`` reads them through torch's C++ API
 instead, and also answers torch's current stream for backend plugins
 (tritonjit_tensor.h is the ABI). It is compiled against the torch in this process
-by ``torch_build`` (once per torch version, 10-20 s, on a background thread); until
-it is ready, and wherever it cannot be built, tensors are read through Python.
+by ``torch_build`` (once per torch version, 20-40 s, on a background thread), unless
+the installed wheel carries it prebuilt for this torch (``_prebuilt/``); until it is
+ready, and wherever it cannot be built, tensors are read through Python.
 
 ``TRITONJIT_TORCH_READER=0`` turns the reader off (``TRITONJIT_NO_NATIVE=1`` too).
 """
@@ -15,7 +16,6 @@ it is ready, and wherever it cannot be built, tensors are read through Python.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "_torch_tensor.cpp")
 HEADER = os.path.join(HERE, "tritonjit_tensor.h")
 
-_module = torch_build.AsyncModule("tritonjit._native._torch_tensor", SOURCE, [HEADER], [HERE])
+#: the wheel's prebuilt copies (torch_prebuilt), when it was built with TRITONJIT_PREBUILD_TORCH=1
+PREBUILT = os.path.join(HERE, "_prebuilt")
+
+_module = torch_build.AsyncModule("tritonjit._native._torch_tensor", SOURCE, [HEADER], [HERE], prebuilt=PREBUILT)
 
 
 def enabled() -> bool:
@@ -54,14 +57,5 @@ def on_ready(callback: Callable[[Any], None]) -> None:
 
 
 def status() -> str:
-    """What ``tritonjit info`` reports: in use, built, or why not; never builds."""
-    if not enabled() or _module.reason != "not started":
-        return reason()
-    torch = sys.modules.get("torch")
-    cxx = torch_build.compiler()
-    if torch is None:
-        return "not loaded (torch not imported)"
-    if cxx is None:
-        return "not available (no C++ compiler found; set CXX)"
-    path = torch_build.artifact(_module.name, (SOURCE, HEADER), torch, cxx)
-    return f"built ({path})" if os.path.exists(path) else "builds on the first native launch (once per torch version)"
+    """What ``tritonjit info`` reports: in use, prebuilt, built, or why not; never builds."""
+    return _module.status() if enabled() else reason()

@@ -74,20 +74,39 @@ def collect() -> dict[str, Any]:
     }
 
 
-def native_status() -> dict[str, str]:
-    """The C launch path: the dispatcher, and the torch tensor reader it uses."""
+def native_status() -> dict[str, Any]:
+    """The C launch path (the dispatcher, and the torch tensor reader it uses) and every
+    torch-linked C++ helper: in use, prebuilt, built, or why it is missing (no compiler,
+    a build that failed with its first line, switched off by an environment variable)."""
     from tritonjit import _native
 
-    reader = "-"
-    if _native.available():
-        try:
-            import torch  # noqa: F401 - the reader is built against it
-        except ImportError:
-            pass
-        from tritonjit._native import torch_reader
+    try:
+        import torch  # noqa: F401 - the helpers are built against it
+    except ImportError:
+        pass
+    from tritonjit._native import torch_reader
 
-        reader = torch_reader.status()
-    return {"dispatcher": _native.reason, "torch_reader": reader}
+    reader = torch_reader.status() if _native.available() else "-"
+    helpers = {torch_reader._module.name: reader if _native.available() else
+               f"not used: it serves the native dispatcher, which is {_native.reason}"}
+    helpers.update(_ops_helpers())
+    return {"dispatcher": _native.reason, "torch_reader": reader, "helpers": helpers}
+
+
+def _ops_helpers() -> dict[str, str]:
+    """tritonjit_ops' helpers, where it is installed (importing it registers its operators)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tritonjit_ops") is None:
+        return {}
+    try:
+        from tritonjit_ops import _native_ops, _prologue
+    except Exception as exc:  # a broken operator library must not break info
+        return {"tritonjit_ops": f"not importable ({type(exc).__name__}: {exc})"}
+    if not _prologue._enabled():
+        off = "disabled by TRITONJIT_OPS_NATIVE=0 or TRITONJIT_NO_NATIVE=1"
+        return {"tritonjit_ops._prologue_native": off, "tritonjit_ops._native_ops": off}
+    return {m.name: m.status() for m in (_prologue.native(), _native_ops.native()) if m is not None}
 
 
 def cache_dir() -> str:
@@ -108,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"tritonjit {info['tritonjit']}  (python {info['python']}, triton {info['triton']}, torch {info['torch']})")
     print(f"active backend: {info['active_backend']}")
     print(f"cache dir: {info['cache_dir']}")
-    print(f"native dispatcher: {info['native']['dispatcher']}; torch tensor reader: {info['native']['torch_reader']}\n")
+    print(f"native dispatcher: {info['native']['dispatcher']}")
+    for name, why in info["native"]["helpers"].items():
+        print(f"C++ helper {name}: {why}")
+    print()
     rows = []
     for b in info["backends"]:
         devs = ", ".join(d["target"] for d in b["devices"]) or "-"

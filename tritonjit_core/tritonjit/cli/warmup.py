@@ -6,8 +6,9 @@ recorded target (``--target recorded``), or for a named one such as ``cuda:90``
 (no device needed). A variant that fails or crashes its compiler is reported; the
 others still compile. ``--native`` also builds the C++ helpers that are otherwise
 built in the background on first use (the torch tensor reader; tritonjit_ops' call
-prologues where installed), so that no later process starts without them. Exit
-status 1 when any variant or helper failed.
+prologues where installed), so that no later process starts without them; it also
+retries a helper whose build failed before (failures are otherwise remembered per
+torch and compiler, see torch_build). Exit status 1 when any variant or helper failed.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def run(args: argparse.Namespace) -> int:
     if args.manifest is None and not args.native:
         raise ValueError("nothing to do: give a MANIFEST (written with TRITONJIT_RECORD=FILE), --native, or both")
     helpers = _native_helpers() if args.native else []
-    for h in helpers:  # they build on their own threads while the variants compile
-        h.start()
+    for h in helpers:  # they build on their own threads while the variants compile; a failure
+        h.start(retry=True)  # remembered from an earlier process is tried again here
     report = None
     if args.manifest is not None:
         report = warmup(read(args.manifest), jobs=args.jobs, target=args.target,
