@@ -7,6 +7,9 @@ JSON line to FILE::
      "signature": "*fp32:16,*fp32:16,*fp32:16,i32,1024", "options": {"num_warps": 4},
      "target": "cuda:90", "backend": "cuda"}
 
+``"module": "__main__"`` marks a kernel a script defined: warm-up compiles it from its
+definition (tritonjit._script_kernel) instead of running the script.
+
 Lines are appended with one ``write`` under an flock, so several processes can record
 into one file. Reading skips blank and malformed lines (with a warning naming the
 line) and drops duplicates.
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._disk_cache import file_lock, target_str
+from ._script_kernel import MAIN
 
 log = logging.getLogger("tritonjit")
 
@@ -73,8 +77,10 @@ def entry_for(fn: Any, compiled: Any, options: dict[str, Any]) -> ManifestEntry:
     code = getattr(getattr(fn.jit_fn, "fn", None), "__code__", None)
     path = fn.origin or (code.co_filename if code is not None else "")
     module = getattr(fn.jit_fn, "__module__", None)
-    if module in ("__main__",) or (module or "").startswith("tritonjit_kernels_"):
-        module = None  # only importable by path
+    if (module or "").startswith("tritonjit_kernels_"):
+        module = None  # a kernel file, only importable by path
+    elif module == "__mp_main__" or (module or "").startswith("tritonjit_script_"):
+        module = MAIN  # a script's kernel (in a multiprocessing child; compiled by warm-up)
     target = compiled.target
     return ManifestEntry(
         kernel=fn.name, file=os.path.abspath(path) if path else "", signature=compiled.signature,
