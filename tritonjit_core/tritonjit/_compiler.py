@@ -22,7 +22,7 @@ from ._backend import Backend, CompiledVariant
 from ._errors import BackendError, CompilationError, FrozenError, format_source_location
 from ._signature import Param, Slot, leaves, render
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 # warp size of Triton's own GPU target families, for targets named without a plugin
 _TRITON_WARP = {"cuda": 32, "hip": 64}

@@ -46,7 +46,7 @@ from typing import Any
 
 from ._backend import CompiledVariant
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 #: bump when the entry layout or the key recipe changes: old entries are then ignored
 FORMAT = 1
@@ -385,7 +385,7 @@ class Index:
                           "the variants compiled after it are not indexed, so the next process compiles them "
                           "again", CacheWriteWarning, stacklevel=5)
         else:
-            log.debug("tritonjit: not indexing a variant of kernel '%s': %s", kernel, exc)
+            log.debug("not indexing a variant of kernel '%s': %s", kernel, exc)
 
     # reading
     def read_entry(self, key: str) -> dict[str, Any] | None:

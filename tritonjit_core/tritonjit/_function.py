@@ -27,7 +27,7 @@ from ._registry import registry
 from ._signature import Param, Slot, is_compound, parse, render, slot_from_token, static_signature
 from ._specialize import SpecializationFailure, make_binder
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 LAUNCH_OPTIONS = ("stream",)
 _GRID_EXPECTED = "a tuple of 1 to 3 ints >= 1 (or a callable returning one)"

@@ -28,7 +28,7 @@ from typing import Any
 from ._disk_cache import file_lock, target_str
 from ._script_kernel import MAIN
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 ENV = "TRITONJIT_RECORD"
@@ -124,7 +124,7 @@ def read(path: str) -> list[ManifestEntry]:
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                log.warning("tritonjit: %s:%d: skipping a manifest line that is not UTF-8 text (%s)", path, lineno, exc)
+                log.warning("%s:%d: skipping a manifest line that is not UTF-8 text (%s)", path, lineno, exc)
                 continue
             if not line:
                 continue
@@ -134,7 +134,7 @@ def read(path: str) -> list[ManifestEntry]:
                     raise ValueError("not a JSON object")
                 entry = ManifestEntry.from_json(obj)
             except ValueError as exc:
-                log.warning("tritonjit: %s:%d: skipping a malformed manifest line (%s)", path, lineno, exc)
+                log.warning("%s:%d: skipping a malformed manifest line (%s)", path, lineno, exc)
                 continue
             seen.setdefault(entry, None)
     return list(seen)
@@ -157,7 +157,7 @@ class Recorder:
                 self._seen.add(entry)
             append(self.path, [entry])
         except Exception as exc:  # recording must never break a launch
-            log.warning("tritonjit: could not record kernel '%s' to %s: %s", getattr(fn, "name", "?"), self.path, exc)
+            log.warning("could not record kernel '%s' to %s: %s", getattr(fn, "name", "?"), self.path, exc)
 
 
 def recorder_from_env() -> Recorder | None:

@@ -27,7 +27,7 @@ from ._backend import Backend, BackendInfo
 from ._errors import BackendError
 from ._hookspecs import HOOKS, OPTIONAL, PROJECT, REQUIRED, BackendSpec
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tritonjit.backends"
 ENV_BACKEND = "TRITONJIT_BACKEND"
@@ -133,7 +133,7 @@ class Registry:
             for ep in _builtin_first(_entry_points()):
                 dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
                 if ep.value != BUILTIN and (ep.name in off or dist in off):
-                    log.info("tritonjit backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
+                    log.info("backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
                     self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
                     continue
                 self._load(ep, dist)
@@ -158,7 +158,7 @@ class Registry:
             self._broken(ep, dist, f"registering '{ep.value}' failed: {_describe(exc)}")
 
     def _broken(self, ep: metadata.EntryPoint, dist: str | None, reason: str) -> None:
-        log.warning("tritonjit backend plugin '%s' (%s, entry point %s) skipped: %s",
+        log.warning("backend plugin '%s' (%s, entry point %s) skipped: %s",
                     ep.name, dist or "?", ep.value, reason)
         self.broken.append(BrokenPlugin(ep.name, dist, reason, ep.value))
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from .._disk_cache import cache_root, file_lock
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 
 def compiler() -> str | None:
@@ -86,7 +86,7 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
             return path
         tmp = f"{path}.tmp.{os.getpid()}"
         t0 = time.perf_counter()
-        log.info("tritonjit: building %s for torch %s (once per torch version)", name, torch.__version__)
+        log.info("building %s for torch %s (once per torch version)", name, torch.__version__)
         # The rename is part of the child's command: a process that exits while its
         # background build runs (a short script) still leaves a finished module, not a
         # stray temporary file, and the next process loads it.
@@ -97,7 +97,7 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise RuntimeError(f"{os.path.basename(cxx)} failed: {(p.stderr or p.stdout).strip()[-1500:]}")
-        log.info("tritonjit: built %s in %.1f s: %s", name, time.perf_counter() - t0, path)
+        log.info("built %s in %.1f s: %s", name, time.perf_counter() - t0, path)
     return path
 
 
@@ -173,7 +173,7 @@ class AsyncModule:
             path = mod.__file__
         except Exception as exc:  # anything: the caller's Python path is the reference
             self.reason = f"not available ({exc})"
-            log.warning("tritonjit: %s is %s; the Python path is used instead", self.name, self.reason)
+            log.warning("%s is %s; the Python path is used instead", self.name, self.reason)
             self._done.set()
             return
         with self._lock:
@@ -184,5 +184,5 @@ class AsyncModule:
             try:
                 cb(mod)
             except Exception:  # a failing consumer must not break the others
-                log.exception("tritonjit: a callback of %s failed", self.name)
+                log.exception("a callback of %s failed", self.name)
         self._done.set()
