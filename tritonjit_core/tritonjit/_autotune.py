@@ -244,18 +244,20 @@ def device_timer(backend: Any, at: Any, device: int) -> Timer:
     backend's ``benchmarker``, else wall clock around its ``synchronize``. Each timing
     runs with ``device`` current, as the benchmarker and synchronize expect."""
     user = getattr(at, "_do_bench", None)
+    bench: Callable[[Callable[[], None]], Any] | None
     if user is not None:
-        bench: Callable[[Callable[[], None]], Any] = lambda call: user(call, quantiles=(0.5, 0.2, 0.8))
+        bench = lambda call: user(call, quantiles=(0.5, 0.2, 0.8))
     else:
         bench = backend.benchmarker() if backend.benchmarker is not None else None
         if bench is None:
             sync = _synchronize_of(backend, device)
             bench = lambda call: wall_clock_bench(call, sync)
+    timed = bench
     guard = backend.device_guard
 
     def timer(call: Callable[[], None], cfg: Any) -> float:
         with guard(device):
-            return _first(bench(call))
+            return _first(timed(call))
 
     return timer
 

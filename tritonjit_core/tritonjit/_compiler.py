@@ -53,8 +53,9 @@ def parse_target(text: str, registry_get: Any = None) -> tuple[str, Any]:
     if not sep or not arch:
         raise ValueError(f"target '{text}' must look like BACKEND:ARCH, e.g. cuda:90 or hip:gfx942")
     if registry_get is not None:
+        backend: Backend | None
         try:
-            backend: Backend = registry_get(name)
+            backend = registry_get(name)
         except BackendError:
             backend = None
         if backend is not None:
@@ -298,7 +299,7 @@ def from_triton(ck: Any, signature: str) -> CompiledVariant:
         name=ck.name,
         signature=signature,
         target=tgt,
-        binary=ck.kernel if isinstance(ck.kernel, (bytes, bytearray)) else None,
+        binary=bytes(ck.kernel) if isinstance(ck.kernel, (bytes, bytearray)) else None,
         metadata=md,
         asm=dict(ck.asm),
         hash=ck.hash,

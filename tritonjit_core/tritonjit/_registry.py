@@ -131,7 +131,8 @@ class Registry:
             self._discovered = True
             off = disabled_names()
             for ep in _builtin_first(_entry_points()):
-                dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
+                found = getattr(ep, "dist", None)
+                dist = found.name if found is not None else None
                 if ep.value != BUILTIN and (ep.name in off or dist in off):
                     log.info("backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
                     self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
@@ -188,7 +189,7 @@ class Registry:
         with self._lock:
             if info.name in self._backends:
                 self.pm.unregister(plugin)
-                raise BackendError(_duplicate(info.name, dist or label, self._backends[info.name]))
+                raise BackendError(_duplicate(info.name, dist or label or "?", self._backends[info.name]))
             fields = {k: impls[k] for k in REQUIRED if k != "backend_info"}
             fields.update({k: impls[k] for k in OPTIONAL if k in impls})
             backend = Backend(info=info, plugin=plugin, dist=dist, **fields)

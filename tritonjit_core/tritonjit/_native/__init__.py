@@ -15,25 +15,31 @@ through Python calls.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._signature import NULLOPT, Param
 from .._specialize import _constexpr_key, triton_dtype_name
 
-dispatch: Any = None
+dispatch: Any = None  # the C extension module (untyped), or None
 reason = "available"
 if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
     reason = "disabled by TRITONJIT_NO_NATIVE"
 else:
     try:
-        from . import _dispatch as dispatch
+        dispatch = importlib.import_module(f"{__name__}._dispatch")
     except ImportError as exc:  # built without a C compiler, or a broken build
         reason = f"not built ({exc})"
 
-#: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher
-KernelBase: type = dispatch.KernelBase if dispatch is not None else object
+#: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher. The
+#: checker sees ``object``: KernelFunction declares what the C type adds (``__getitem__``
+#: through ``_py_getitem``, ``_dispatcher``) itself.
+if TYPE_CHECKING:
+    KernelBase = object
+else:
+    KernelBase = dispatch.KernelBase if dispatch is not None else object
 
 _NO_DEFAULT = object()
 
