@@ -25,7 +25,7 @@ from .._specialize import _constexpr_key, triton_dtype_name
 
 dispatch: Any = None  # the C extension module (untyped), or None
 reason = "available"
-if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
+if os.environ.get("TRITONJIT_NO_NATIVE", "").strip().lower() in ("1", "true", "yes", "on"):  # as tritonjit_ops reads it
     reason = "disabled by TRITONJIT_NO_NATIVE"
 else:
     try:
