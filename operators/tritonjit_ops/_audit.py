@@ -82,7 +82,7 @@ def _spec(t: Tensor) -> _TensorSpec:
     if not (t.dtype.is_floating_point or t.dtype.is_complex) or t.dim() == 0:
         raw = t.detach().as_strided((_extent(shape, stride),), (1,), t.storage_offset())
         values = raw.clone()
-    return _TensorSpec(shape, stride, t.storage_offset(), t.dtype, t.device, values)
+    return _TensorSpec(shape, stride, int(t.storage_offset()), t.dtype, t.device, values)
 
 
 def _freeze(v: Any) -> Any:
@@ -241,7 +241,7 @@ def _device_launches(run: Callable[[], Any], sync: Callable[[], None]) -> int | 
 class _RoutedRecorder(TorchDispatchMode):
     """Under enable(): per aten call, whether tritonjit kernels launched while it ran."""
 
-    def __init__(self, launches: list[int]) -> None:
+    def __init__(self, launches: _Launches) -> None:
         super().__init__()
         self.launches = launches
         self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0}

@@ -35,7 +35,7 @@ INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def jit(kernel: Callable, key_buckets: dict | None = None) -> object:
+def jit(kernel: Callable, key_buckets: dict | None = None) -> tritonjit.KernelFunction:
     """The tritonjit launcher for ``kernel`` (one cached instance per kernel).
 
     Every launch in this package goes through the returned object,
@@ -97,7 +97,8 @@ def check_dtype(op: str, t: torch.Tensor, allowed: Sequence[torch.dtype]) -> Non
         raise TypeError(f"tritonjit.{op}: unsupported dtype {t.dtype}; expected one of {names}")
 
 
-def check_same_device(op: str, *tensors: torch.Tensor | None) -> torch.device:
+def check_same_device(op: str, *tensors: torch.Tensor | None) -> torch.device | None:
+    """The one device of ``tensors`` (None where none is a tensor); aten's error where two differ."""
     dev = None
     for t in tensors:
         if t is None or not isinstance(t, torch.Tensor):

@@ -30,27 +30,28 @@ __all__ = ["In", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "
 
 
 class In(NamedTuple):
-    """Tensor argument ``index`` of the call (after the plan's ``contiguous`` step)."""
+    """Tensor argument ``i`` of the call (after the plan's ``contiguous`` step). (The
+    field is not called ``index``: that would shadow ``tuple.index``.)"""
 
-    index: int
+    i: int
 
 
 class Out(NamedTuple):
-    """Output buffer ``index`` of the plan."""
+    """Output buffer ``i`` of the plan."""
 
-    index: int
+    i: int
 
 
 class Tmp(NamedTuple):
-    """Temporary buffer ``index`` of the plan (freed after the call)."""
+    """Temporary buffer ``i`` of the plan (freed after the call)."""
 
-    index: int
+    i: int
 
 
 class Arg(NamedTuple):
-    """The runtime value of Scalar argument ``index`` (a 0-dim CPU tensor: its item)."""
+    """The runtime value of Scalar argument ``i`` (a 0-dim CPU tensor: its item)."""
 
-    index: int
+    i: int
 
 
 class Buffer(NamedTuple):
@@ -147,13 +148,13 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
     def value(a: Any) -> Any:
         t = type(a)
         if t is In:
-            return args[a.index]
+            return args[a.i]
         if t is Out:
-            return outs[a.index]
+            return outs[a.i]
         if t is Tmp:
-            return tmps[a.index]
+            return tmps[a.i]
         if t is Arg:
-            return _scalar(args[a.index])
+            return _scalar(args[a.i])
         return a
 
     for L in plan.launches:

@@ -170,7 +170,7 @@ def silu_and_mul(gate: Tensor, up: Tensor | None = None) -> Tensor:
             q = _prologue.binary(gate, up)  # one float dtype, one shape, both contiguous
             key = (gate.shape, gate.is_cpu, False)
             p = (_silu_get(key) or _silu_plan(key)) if q is not None else None
-            if p is not None:
+            if p is not None and q is not None:
                 _, d, row, grid, block, warps = p
                 out = q[0]
                 try:

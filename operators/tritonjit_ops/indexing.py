@@ -152,7 +152,7 @@ def embedding(weight: Tensor, indices: Tensor, padding_idx: int = -1) -> Tensor:
 
 
 def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
-    """out[i][j][k] = x[index[i][j][k]][j][k] (for dim 0), index no larger than x off ``dim``."""
+    """``out[i][j][k] = x[index[i][j][k]][j][k]`` (for dim 0), index no larger than x off ``dim``."""
     if not isinstance(x, Tensor):
         raise TypeError(f"tritonjit.gather: expected a Tensor, got {type(x).__name__}")
     if x.dtype not in _DATA:

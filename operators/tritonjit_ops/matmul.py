@@ -421,11 +421,12 @@ class Plan:
                  "reduce_meta", "source")
 
     def __init__(self, kernel: Any, grid: tuple, meta: dict, split_k: int = 1, workspace: int = 0,
-                 reduce_kernel: Any = None, reduce_grid: tuple | None = None, reduce_meta: dict | None = None,
+                 reduce_kernel: Any = None, reduce_grid: tuple = (), reduce_meta: dict | None = None,
                  source: str = "") -> None:
         self.kernel, self.grid, self.meta = kernel, grid, meta
         self.split_k, self.workspace = split_k, workspace
-        self.reduce_kernel, self.reduce_grid, self.reduce_meta = reduce_kernel, reduce_grid, reduce_meta
+        self.reduce_kernel, self.reduce_grid = reduce_kernel, reduce_grid
+        self.reduce_meta: dict = reduce_meta if reduce_meta is not None else {}
         self.source = source
 
     @property

@@ -7,7 +7,7 @@ Statistics are fp32 whatever the input dtype.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, overload
 
 import torch
 import triton
@@ -197,6 +197,10 @@ def _check_normalized(name: str, x: Tensor, normalized_shape: Sequence[int], *pa
     return n
 
 
+@overload
+def _c(t: Tensor) -> Tensor: ...
+@overload
+def _c(t: Tensor | None) -> Tensor | None: ...
 def _c(t: Tensor | None) -> Tensor | None:
     return t if t is None or t.is_contiguous() else t.contiguous()
 

@@ -7,7 +7,7 @@ broadcasting and non-contiguous operands after dims are coalesced.
 from __future__ import annotations
 
 from numbers import Number
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
@@ -258,6 +258,7 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
     if L is None:  # beyond rank 4 after coalescing: materialize the broadcast views once
         operands = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
         L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
+        assert L is not None  # contiguous operands: the flat kernel takes any rank
     execute(L)
     if target is not out:
         out.copy_(target)
@@ -321,21 +322,21 @@ _fast_upcast = _FAST_UPCAST.get
 
 def _make_binary(op: str, doc: str, alpha: bool = False):
     """The entry of a binary op; ``alpha``: it takes aten's ``alpha=`` (add, sub)."""
-    if alpha:
-        def fn(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
-            if out is None and alpha == 1:
-                p = _prologue.binary(x, y)
-                if p is not None:
-                    return _flat_binary(op, x, y, *p)
-            return _binary(op, x, y, alpha, out)
-    else:
-        def fn(x, y, *, out: Tensor | None = None) -> Tensor:
-            if out is None:
-                p = _prologue.binary(x, y)
-                if p is not None:
-                    return _flat_binary(op, x, y, *p)
-            return _binary(op, x, y, 1, out)
+    def with_alpha(x, y, *, alpha=1, out: Tensor | None = None) -> Tensor:
+        if out is None and alpha == 1:
+            p = _prologue.binary(x, y)
+            if p is not None:
+                return _flat_binary(op, x, y, *p)
+        return _binary(op, x, y, alpha, out)
 
+    def without_alpha(x, y, *, out: Tensor | None = None) -> Tensor:
+        if out is None:
+            p = _prologue.binary(x, y)
+            if p is not None:
+                return _flat_binary(op, x, y, *p)
+        return _binary(op, x, y, 1, out)
+
+    fn: Callable[..., Tensor] = with_alpha if alpha else without_alpha
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn
@@ -480,7 +481,7 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
         rdtype = torch.get_default_dtype()
     if rdtype == torch.bool and op in _BOOL_OPS and isinstance(x, Tensor) and isinstance(y, Tensor) and not (xs or ys):
         # aten's bool arithmetic is logic: add/maximum = or, mul/minimum = and (alpha ignored)
-        refs = [In(0), In(1)]
+        refs: list[In | Arg] = [In(0), In(1)]
         shape = list(x.shape) if x.shape == y.shape else _broadcast_shape(tuple(x.shape), tuple(y.shape))
         return _plan_of(_BOOL_OPS[op], 2, [x, y], refs, shape, torch.bool, 1)
     if rdtype not in _ALLOWED[op]:

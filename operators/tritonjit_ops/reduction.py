@@ -50,16 +50,12 @@ def _reduce_kernel(
         r_end = r_lo + CHUNK
     xt: tl.constexpr = x.dtype.element_ty
     if OP == "sum" or OP == "mean":
-        if xt.is_floating():
-            AT: tl.constexpr = tl.float64 if xt == tl.float64 else tl.float32
-        else:
-            AT: tl.constexpr = tl.int64
+        # one binding of each constexpr, so that a type checker can read the kernel as Python
+        AT: tl.constexpr = (tl.float64 if xt == tl.float64 else tl.float32) if xt.is_floating() else tl.int64
         acc = tl.zeros([BLOCK_K, BLOCK_R], AT)
     else:
-        if xt.is_floating():
-            IDENT: tl.constexpr = float("-inf") if (OP == "amax" or OP == "argmax") else float("inf")
-        else:
-            IDENT: tl.constexpr = xt.get_int_min_value() if (OP == "amax" or OP == "argmax") else xt.get_int_max_value()
+        IDENT: tl.constexpr = ((float("-inf") if (OP == "amax" or OP == "argmax") else float("inf")) if xt.is_floating()
+                               else xt.get_int_min_value() if (OP == "amax" or OP == "argmax") else xt.get_int_max_value())
         # 16-bit floats are compared in fp32 (exact); this also avoids bf16 constants.
         MT: tl.constexpr = tl.float32 if (xt == tl.float16 or xt == tl.bfloat16) else xt
         acc = tl.full([BLOCK_K, BLOCK_R], IDENT, MT)
@@ -319,11 +315,11 @@ def _arg(op: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
         _launch(op, src, 1, x.numel(), 1, res.reshape(1), res.reshape(1))
         return res
     dims = normalize_dims(op, dim, x.dim())
-    d = dims[0] if dims else None
     shape = _out_shape(x, dims, keepdim) if x.dim() else []
     res = torch.empty(shape, dtype=torch.int64, device=x.device)
     if x.dim() == 0:
         return res.zero_()
+    d = dims[0]  # one dim: an int was given
     if x.shape[d] == 0:
         raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
     if res.numel() == 0:

@@ -45,7 +45,7 @@ from ._disk_cache import atomic_write, cache_root, file_lock, target_str, triton
 from ._errors import ArgumentError, BackendError, CompilationError, HookError
 from ._timing import no_sync, wall_clock_bench
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 #: ``timer(call, config) -> milliseconds``; ``call()`` runs one launch with its hooks
 Timer = Callable[[Callable[[], None], Any], float]
@@ -222,7 +222,7 @@ def select(at: Any, configs: Sequence[Any], nargs: dict[str, Any], kwargs: dict[
         except HookError:  # a plugin's bug, not a config that does not fit
             raise
         except (CompilationError, BackendError) as exc:  # does not compile / out of resources
-            log.info("tritonjit autotune: config %s failed: %s", cfg, exc)
+            log.info("autotune config %s failed: %s", cfg, exc)
             ms = math.inf
         except Exception as exc:
             if type(exc).__name__ in ("OutOfResources", "CompileTimeAssertionFailure", "PTXASError"):
@@ -244,18 +244,20 @@ def device_timer(backend: Any, at: Any, device: int) -> Timer:
     backend's ``benchmarker``, else wall clock around its ``synchronize``. Each timing
     runs with ``device`` current, as the benchmarker and synchronize expect."""
     user = getattr(at, "_do_bench", None)
+    bench: Callable[[Callable[[], None]], Any] | None
     if user is not None:
-        bench: Callable[[Callable[[], None]], Any] = lambda call: user(call, quantiles=(0.5, 0.2, 0.8))
+        bench = lambda call: user(call, quantiles=(0.5, 0.2, 0.8))
     else:
         bench = backend.benchmarker() if backend.benchmarker is not None else None
         if bench is None:
             sync = _synchronize_of(backend, device)
             bench = lambda call: wall_clock_bench(call, sync)
+    timed = bench
     guard = backend.device_guard
 
     def timer(call: Callable[[], None], cfg: Any) -> float:
         with guard(device):
-            return _first(bench(call))
+            return _first(timed(call))
 
     return timer
 
@@ -303,7 +305,7 @@ class ConfigStore:
         except FileNotFoundError:
             return {"entries": {}}
         except (OSError, ValueError) as exc:
-            log.warning("tritonjit: ignoring the unreadable autotune store %s (%s)", self.path, exc)
+            log.warning("ignoring the unreadable autotune store %s (%s)", self.path, exc)
             return {"entries": {}}
 
     def get(self, key: tuple) -> Any | None:
@@ -327,7 +329,7 @@ class ConfigStore:
                 }
                 atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
         except OSError as exc:  # a read-only cache costs a re-tune next time, nothing else
-            log.warning("tritonjit: could not store the autotune result of '%s': %s", self.kernel, exc)
+            log.warning("could not store the autotune result of '%s': %s", self.kernel, exc)
 
 
 def _config_json(cfg: Any) -> dict[str, Any]:
@@ -425,7 +427,7 @@ class Tuner:
         all_timings = {next(j for j, c in enumerate(at.configs) if c is configs[k]): t for k, t in timings.items()}
         self.timings[mkey] = all_timings
         self.tuned += 1
-        log.info("tritonjit autotune: %s key=%s best=%s (%d configs in %.2fs)", self.fn.name, key, best,
+        log.info("autotuned %s: key=%s best=%s (%d configs in %.2fs)", self.fn.name, key, best,
                  len(configs), time.perf_counter() - t0)
         store.put(key, index, all_timings)
         return best

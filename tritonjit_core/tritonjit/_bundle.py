@@ -438,7 +438,7 @@ def _keep(path: str, keeper: str) -> None:
 # ---- list / stats / clear ---------------------------------------------------------------------------
 def list_entries() -> list[dict[str, Any]]:
     """Every index entry, with its artifact's size and whether it verifies."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key, entry, problem in index.entries():
         if entry is None:
             rows.append({"key": key, "problem": problem})

@@ -89,7 +89,8 @@ def parse_manifest(path: str, raw: bytes) -> Manifest:
 def _check_top(path: str, manifest: dict[str, Any]) -> None:
     expected = {"format": f"{FORMAT} (the bundle format this tritonjit reads)", "created": "a number",
                 "triton": "a string", "entries": "a list of entries", "files": "an object of members to sha256 digests"}
-    types = {"created": (int, float), "triton": str, "entries": list, "files": dict}
+    types: dict[str, type | tuple[type, ...]] = {"created": (int, float), "triton": str, "entries": list,
+                                                 "files": dict}
     for field in _TOP_FIELDS:
         if field not in manifest:
             raise refuse(path, f"{MANIFEST} field '{field}' is missing; expected {expected[field]}")

@@ -23,7 +23,7 @@ from ._errors import BackendError, CompilationError, FrozenError, format_source_
 from ._signature import Param, Slot, leaves, render
 from ._specialize import param_rule
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 # warp size of Triton's own GPU target families, for targets named without a plugin
 _TRITON_WARP = {"cuda": 32, "hip": 64}
@@ -54,8 +54,9 @@ def parse_target(text: str, registry_get: Any = None) -> tuple[str, Any]:
     if not sep or not arch:
         raise ValueError(f"target '{text}' must look like BACKEND:ARCH, e.g. cuda:90 or hip:gfx942")
     if registry_get is not None:
+        backend: Backend | None
         try:
-            backend: Backend = registry_get(name)
+            backend = registry_get(name)
         except BackendError:
             backend = None
         if backend is not None:
@@ -298,7 +299,7 @@ def from_triton(ck: Any, signature: str) -> CompiledVariant:
         name=ck.name,
         signature=signature,
         target=tgt,
-        binary=ck.kernel if isinstance(ck.kernel, (bytes, bytearray)) else None,
+        binary=bytes(ck.kernel) if isinstance(ck.kernel, (bytes, bytearray)) else None,
         metadata=md,
         asm=dict(ck.asm),
         hash=ck.hash,

@@ -46,7 +46,7 @@ from typing import Any
 
 from ._backend import CompiledVariant
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 #: bump when the entry layout or the key recipe changes: old entries are then ignored
 FORMAT = 1
@@ -102,9 +102,11 @@ def triton_fingerprint() -> str:
 
             version = dist_version("triton")
         build = ""
+        init = getattr(triton, "__file__", None)
         try:
-            pkg = os.path.dirname(triton.__file__)  # type: ignore[union-attr]
-            build = _record_hash(pkg, str(version)) or _stat_id(os.path.join(pkg, "_C"))
+            if init:
+                pkg = os.path.dirname(init)
+                build = _record_hash(pkg, str(version)) or _stat_id(os.path.join(pkg, "_C"))
         except Exception:  # nothing found: the version alone
             pass
         _fingerprint = f"{version}+{build}" if build else str(version)
@@ -385,7 +387,7 @@ class Index:
                           "the variants compiled after it are not indexed, so the next process compiles them "
                           "again", CacheWriteWarning, stacklevel=5)
         else:
-            log.debug("tritonjit: not indexing a variant of kernel '%s': %s", kernel, exc)
+            log.debug("not indexing a variant of kernel '%s': %s", kernel, exc)
 
     # reading
     def read_entry(self, key: str) -> dict[str, Any] | None:
@@ -530,7 +532,7 @@ class Index:
     # listing
     def keys(self) -> list[str]:
         base = os.path.join(cache_root(), "index")
-        out = []
+        out: list[str] = []
         if not os.path.isdir(base):
             return out
         for sub in sorted(os.listdir(base)):
@@ -611,8 +613,10 @@ def remove_all(path: str) -> list[tuple[str, str]]:
             failed.append((where, getattr(exc, "strerror", None) or str(exc)))
 
     if os.path.lexists(path):
-        handler = {"onexc": record} if sys.version_info >= (3, 12) else {"onerror": record}
-        shutil.rmtree(path, **handler)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=record)
+        else:
+            shutil.rmtree(path, onerror=record)
     return failed
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import _autotune, _frozen, _native
 from ._backend import Backend, CompiledVariant, call_hook, checked_index, launch_hook
@@ -26,7 +26,7 @@ from ._signature import Param, Slot, parse, render, slot_from_token, static_sign
 from ._specialize import SpecializationFailure, make_binder
 from ._variant import Variant, make_variant
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 _GRID_EXPECTED = "a tuple of 1 to 3 ints >= 1 (or a callable returning one)"
 _SCALARS = frozenset((int, float, bool, type(None)))
@@ -66,7 +66,7 @@ class _State:
         self.grid_limits = backend.info.grid_limits  # (x, y, z) maxima, checked on every launch
 
 
-class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
+class KernelFunction(_native.KernelBase):
     """A Triton kernel driven by tritonjit. Get one with :func:`tritonjit.function`.
 
     ``f[grid](*args, num_warps=.., num_stages=.., stream=.., **constexprs)`` launches;
@@ -92,6 +92,9 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         self._lock = threading.RLock()
 
     # ---- launching ---------------------------------------------------------------------
+    if TYPE_CHECKING:  # the C base class serves it, else _py_getitem (installed below)
+        def __getitem__(self, grid: Any) -> Callable[..., Any]: ...
+
     def _py_getitem(self, grid: Any) -> Callable[..., Any]:
         """``f[grid]`` of the Python path (the C base calls it when it has no dispatcher)."""
         return functools.partial(self._run, grid)
@@ -220,6 +223,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
         device = first = None
         for i in state.runtime_index:
             a = bound[i]
+            tensors: Sequence[tuple[Any, str]]
             if getattr(a, "data_ptr", None) is None or a.__class__ in (int, float, bool):
                 if a.__class__ in _SCALARS:
                     continue
@@ -414,7 +418,7 @@ class KernelFunction(_native.KernelBase):  # type: ignore[misc,valid-type]
 
 
 if not _native.available():  # the Python path serves f[grid]
-    KernelFunction.__getitem__ = KernelFunction._py_getitem  # type: ignore[method-assign]
+    setattr(KernelFunction, "__getitem__", KernelFunction._py_getitem)  # noqa: B010 (a method the checker sees)
 
 
 class BoundLaunch:

@@ -14,9 +14,12 @@ docs/plugin-guide.md follow it (tests/core/test_contract.py holds them equal).
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence, TypeVar
 
 import pluggy
+
+if TYPE_CHECKING:
+    from ._backend import BackendInfo, CompiledVariant, SpecializationRules
 
 PROJECT = "tritonjit"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -37,7 +40,7 @@ class BackendSpec:
 
     # ---- identity and availability -------------------------------------------------
     @hookspec
-    def backend_info(self) -> BackendInfo:  # noqa: F821 (defined in _backend)
+    def backend_info(self) -> BackendInfo:
         """Static facts: name, priority, Triton target family, warp size, dispatch key,
         binary kind. Called once at discovery."""
 
@@ -96,7 +99,7 @@ class BackendSpec:
 
     @optional
     @hookspec
-    def specialization_rules(self) -> SpecializationRules:  # noqa: F821
+    def specialization_rules(self) -> SpecializationRules:
         """Changes to Triton's specialization rules (the NPU disables the equal-to-1
         rule, for example). Default: Triton's own rules."""
 
@@ -109,12 +112,12 @@ class BackendSpec:
 
     # ---- the kernel lifecycle: load -> prepare -> pack_args -> launch -------------------
     @hookspec
-    def load(self, kernel: CompiledVariant, device: int) -> Any:  # noqa: F821
+    def load(self, kernel: CompiledVariant, device: int) -> Any:
         """Binary -> module and function handles on ``device``. Called once per device
         and variant; the core's module cache keeps the result."""
 
     @hookspec
-    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:  # noqa: F821
+    def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
         """Per-kernel launch state: shared-memory opt-in, scratch requirements,
         argument layout. Returned object is passed to ``pack_args`` and ``launch``."""
 

@@ -7,6 +7,9 @@ JSON line to FILE::
      "signature": "*fp32:16,*fp32:16,*fp32:16,i32,1024", "options": {"num_warps": 4},
      "target": "cuda:90", "backend": "cuda"}
 
+``"module": "__main__"`` marks a kernel a script defined: warm-up compiles it from its
+definition (tritonjit._script_kernel) instead of running the script.
+
 Lines are appended with one ``write`` under an flock, so several processes can record
 into one file. Reading skips blank and malformed lines (with a warning naming the
 line) and drops duplicates.
@@ -23,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._disk_cache import file_lock, target_str
+from ._script_kernel import MAIN
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 FORMAT = 1
 ENV = "TRITONJIT_RECORD"
@@ -73,8 +77,10 @@ def entry_for(fn: Any, compiled: Any, options: dict[str, Any]) -> ManifestEntry:
     code = getattr(getattr(fn.jit_fn, "fn", None), "__code__", None)
     path = fn.origin or (code.co_filename if code is not None else "")
     module = getattr(fn.jit_fn, "__module__", None)
-    if module in ("__main__",) or (module or "").startswith("tritonjit_kernels_"):
-        module = None  # only importable by path
+    if (module or "").startswith("tritonjit_kernels_"):
+        module = None  # a kernel file, only importable by path
+    elif module == "__mp_main__" or (module or "").startswith("tritonjit_script_"):
+        module = MAIN  # a script's kernel (in a multiprocessing child; compiled by warm-up)
     target = compiled.target
     return ManifestEntry(
         kernel=fn.name, file=os.path.abspath(path) if path else "", signature=compiled.signature,
@@ -118,7 +124,7 @@ def read(path: str) -> list[ManifestEntry]:
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                log.warning("tritonjit: %s:%d: skipping a manifest line that is not UTF-8 text (%s)", path, lineno, exc)
+                log.warning("%s:%d: skipping a manifest line that is not UTF-8 text (%s)", path, lineno, exc)
                 continue
             if not line:
                 continue
@@ -128,7 +134,7 @@ def read(path: str) -> list[ManifestEntry]:
                     raise ValueError("not a JSON object")
                 entry = ManifestEntry.from_json(obj)
             except ValueError as exc:
-                log.warning("tritonjit: %s:%d: skipping a malformed manifest line (%s)", path, lineno, exc)
+                log.warning("%s:%d: skipping a malformed manifest line (%s)", path, lineno, exc)
                 continue
             seen.setdefault(entry, None)
     return list(seen)
@@ -151,7 +157,7 @@ class ManifestWriter:
                 self._seen.add(entry)
             append(self.path, [entry])
         except Exception as exc:  # recording must never break a launch
-            log.warning("tritonjit: could not record kernel '%s' to %s: %s", getattr(fn, "name", "?"), self.path, exc)
+            log.warning("could not record kernel '%s' to %s: %s", getattr(fn, "name", "?"), self.path, exc)
 
 
 def recorder_from_env() -> ManifestWriter | None:

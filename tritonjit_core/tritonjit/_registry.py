@@ -30,7 +30,7 @@ from ._errors import BackendError
 from ._hookspecs import HOOKS, OPTIONAL, PROJECT, REQUIRED, BackendSpec
 from ._launch_abi import check as check_launch_abi
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "tritonjit.backends"
 ENV_BACKEND = "TRITONJIT_BACKEND"
@@ -134,9 +134,10 @@ class Registry:
             self._discovered = True
             off = disabled_names()
             for ep in _builtin_first(_entry_points()):
-                dist = ep.dist.name if getattr(ep, "dist", None) is not None else None
+                found = getattr(ep, "dist", None)
+                dist = found.name if found is not None else None
                 if ep.value != BUILTIN and (ep.name in off or dist in off):
-                    log.info("tritonjit backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
+                    log.info("backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
                     self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
                     continue
                 self._load(ep, dist)
@@ -161,13 +162,13 @@ class Registry:
             self._broken(ep, dist, f"registering '{ep.value}' failed: {_describe(exc)}")
 
     def _broken(self, ep: metadata.EntryPoint, dist: str | None, reason: str) -> None:
-        log.warning("tritonjit backend plugin '%s' (%s, entry point %s) skipped: %s",
+        log.warning("backend plugin '%s' (%s, entry point %s) skipped: %s",
                     ep.name, dist or "?", ep.value, reason)
         self.broken.append(BrokenPlugin(ep.name, dist, reason, ep.value))
 
     def register(self, plugin: Any, dist: str | None = None, entry_name: str | None = None) -> Backend:
         """Validate a plugin object against the hookspecs and resolve its hooks."""
-        label = entry_name or getattr(plugin, "__name__", type(plugin).__name__)
+        label: str = entry_name or getattr(plugin, "__name__", None) or type(plugin).__name__
         check_launch_abi(plugin, label, dist)  # before any hook: a mismatched C launcher is never used
         try:
             self.pm.register(plugin, name=f"tritonjit-backend:{label}:{id(plugin)}")
@@ -192,7 +193,7 @@ class Registry:
         with self._lock:
             if info.name in self._backends:
                 self.pm.unregister(plugin)
-                raise BackendError(_duplicate(info.name, dist or label, self._backends[info.name]))
+                raise BackendError(_duplicate(info.name, dist or label or "?", self._backends[info.name]))
             fields = {k: impls[k] for k in REQUIRED if k != "backend_info"}
             fields.update({k: impls[k] for k in OPTIONAL if k in impls})
             backend = Backend(info=info, plugin=plugin, dist=dist, **fields)

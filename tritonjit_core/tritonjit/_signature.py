@@ -241,7 +241,7 @@ def _parse_runtime(part: str, kernel: str, signature: str, param: Param) -> Slot
         if name is None:
             return tuple_slot(slots)
         try:
-            cls = named_tuple_class(name, tuple(f for f, _ in items))  # type: ignore[misc]
+            cls = named_tuple_class(name, tuple(f for f, _ in items))
         except ValueError as exc:
             raise SignatureError(kernel, signature, f"parameter '{param.name}': '{part}': {exc}") from None
         return tuple_slot(slots, cls)

@@ -82,10 +82,11 @@ def _descriptor_types() -> tuple[type, ...]:
 def _descriptor_token(a: Any, fail: Callable[[Any, str], SpecializationFailure]) -> str:
     """``tensordesc<fp16[64, 64]>``: Triton keys a descriptor by element type and block shape."""
     base = getattr(a, "base", None)
-    name = triton_dtype_name(getattr(base, "dtype", None))
+    dtype = getattr(base, "dtype", None)
+    name = triton_dtype_name(dtype)
     if name is None:
         raise fail(a, f"TensorDescriptor base must be a tensor of a Triton dtype, got {type(base).__name__}"
-                      f"{' of ' + str(base.dtype) if hasattr(base, 'dtype') else ''}")
+                      f"{' of ' + str(dtype) if dtype is not None else ''}")
     return tensordesc_type(name, list(a.block_shape))
 
 
@@ -161,7 +162,7 @@ def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]
             return f"{ty}:{div}"
         return ty
 
-    def spec(a: Any) -> str:
+    def spec(a: Any) -> str | TupleToken:
         t = type(a)
         if t is int:
             return int_token(a)

@@ -71,9 +71,13 @@ class Report:
 
 # ---- the worker side ----------------------------------------------------------------------------
 def load_entry_kernel(entry: ManifestEntry) -> Any:
-    """The kernel object of an entry: by module name when importable, else by path."""
+    """The kernel object of an entry: by module name when importable, else by path; a
+    script's kernel (module ``__main__``) from its definition, never by running the script."""
     from ._loader import load_kernel
+    from ._script_kernel import MAIN, load_script_kernel
 
+    if entry.module == MAIN:
+        return load_script_kernel(entry.file, entry.kernel)
     if entry.module:
         try:
             mod = importlib.import_module(entry.module)

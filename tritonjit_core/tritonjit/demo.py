@@ -64,7 +64,7 @@ class DemoResult:
     ms: float
 
 
-def _add(torch: Any, dev: str) -> tuple[Any, Any, str]:
+def _add(torch: Any, dev: str) -> tuple[Any, Any, str, str]:
     import tritonjit
 
     n = 10_000
@@ -75,7 +75,7 @@ def _add(torch: Any, dev: str) -> tuple[Any, Any, str]:
     return out, x + y, f.signature(x, y, out, n, BLOCK=1024), f"({n},)"
 
 
-def _two_pass_sum(torch: Any, dev: str) -> tuple[Any, Any, str]:
+def _two_pass_sum(torch: Any, dev: str) -> tuple[Any, Any, str, str]:
     import tritonjit
 
     n, block = 100_000, 1024
@@ -90,7 +90,7 @@ def _two_pass_sum(torch: Any, dev: str) -> tuple[Any, Any, str]:
     return out[0], x.sum(), sig, f"({n},) -> {blocks} partials -> 1"
 
 
-def _scale_bias_2d(torch: Any, dev: str, with_bias: bool) -> tuple[Any, Any, str]:
+def _scale_bias_2d(torch: Any, dev: str, with_bias: bool) -> tuple[Any, Any, str, str]:
     import tritonjit
 
     rows, cols, scale = 300, 200, 0.5

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._signature import NULLOPT, Param
 from .._specialize import _constexpr_key, param_rule, triton_dtype_name
@@ -36,21 +36,28 @@ def _load_dispatch() -> tuple[Any, str]:
     package's own import says "cannot import name ... (most likely due to a circular
     import)", which misleads: the module is simply absent, and that is said instead.
     """
-    if os.environ.get("TRITONJIT_NO_NATIVE", "").strip() not in ("", "0"):
+    if os.environ.get("TRITONJIT_NO_NATIVE", "").strip().lower() in ("1", "true", "yes", "on"):  # as tritonjit_ops reads it
         return None, "disabled by TRITONJIT_NO_NATIVE"
     if importlib.util.find_spec(f"{__name__}._dispatch") is None:
         return None, NOT_BUILT
     try:
-        from . import _dispatch
+        from . import _dispatch  # type: ignore[attr-defined]  # a C extension, no stub
     except ImportError as exc:  # present but unloadable: a broken or foreign build
         return None, f"not loadable ({exc}); the Python launch path is used"
     return _dispatch, "available"
 
 
+dispatch: Any  # the C extension module (untyped), or None
+reason: str
 dispatch, reason = _load_dispatch()
 
-#: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher
-KernelBase: type = dispatch.KernelBase if dispatch is not None else object
+#: base class of KernelFunction: the C type whose __getitem__ enters the dispatcher. The
+#: checker sees ``object``: KernelFunction declares what the C type adds (``__getitem__``
+#: through ``_py_getitem``, ``_dispatcher``) itself.
+if TYPE_CHECKING:
+    KernelBase = object
+else:
+    KernelBase = dispatch.KernelBase if dispatch is not None else object
 
 _NO_DEFAULT = object()
 

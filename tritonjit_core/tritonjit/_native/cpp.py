@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 
-class Device(NamedTuple):
-    """What the plugins' ``device_of`` reads of a tensor's ``.device``."""
+@dataclass(frozen=True)
+class Device:
+    """What the plugins' ``device_of`` reads of a tensor's ``.device`` (torch.device's
+    two fields; not a NamedTuple, whose ``index`` is tuple's method)."""
 
     type: str
     index: int

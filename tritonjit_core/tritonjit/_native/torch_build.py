@@ -41,7 +41,7 @@ from .._disk_cache import cache_root, file_lock
 from . import torch_prebuilt
 from .torch_prebuilt import Helper, compiler, cxx_standard
 
-log = logging.getLogger("tritonjit")
+log = logging.getLogger(__name__)
 
 __all__ = ["AsyncModule", "artifact", "build", "compiler", "cxx_standard", "failure_marker", "load"]
 
@@ -92,8 +92,8 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
             return path
         tmp = f"{path}.tmp.{os.getpid()}"
         t0 = time.perf_counter()
-        log.info("tritonjit: building %s for torch %s (once per torch version)", name, torch.__version__)
-        lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+        log.info("building %s for torch %s (once per torch version)", name, torch.__version__)
+        lib = os.path.join(os.path.dirname(str(torch.__file__)), "lib")
         # The rename is part of the child's command: a process that exits while its
         # background build runs (a short script) still leaves a finished module, not a
         # stray temporary file, and the next process loads it.
@@ -104,7 +104,7 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise RuntimeError(f"{os.path.basename(cxx)} failed: {(p.stderr or p.stdout).strip()[-1500:]}")
-        log.info("tritonjit: built %s in %.1f s: %s", name, time.perf_counter() - t0, path)
+        log.info("built %s in %.1f s: %s", name, time.perf_counter() - t0, path)
     return path
 
 
@@ -264,7 +264,7 @@ class AsyncModule:
             try:
                 cb(mod)
             except Exception:  # a failing consumer must not break the others
-                log.exception("tritonjit: a callback of %s failed", self.name)
+                log.exception("a callback of %s failed", self.name)
         self._done.set()
 
     def status(self) -> str:

@@ -11,6 +11,8 @@ import importlib
 import logging
 import sys
 
+from .. import __version__
+
 SUBCOMMANDS = ("info", "compile", "demo", "warmup", "cache", "bench")
 
 
@@ -21,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'tritonjit SUBCOMMAND --help' for the options of one subcommand.",
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    parser.add_argument("--version", action="version", version=f"tritonjit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}").add_parser(sub)

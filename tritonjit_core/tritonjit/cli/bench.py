@@ -39,13 +39,22 @@ def add_parser(sub: Any) -> None:
 
 
 def find_dir(explicit: str | None) -> Path:
-    candidates = [explicit, os.environ.get("TRITONJIT_BENCHMARKS"), "benchmarks",
-                  str(Path(__file__).resolve().parents[3] / "benchmarks")]
-    for c in candidates:
-        if c and (Path(c) / "ops.py").exists():
+    """The benchmarks folder: --dir, else $TRITONJIT_BENCHMARKS, else ./benchmarks or the
+    checkout an editable install points into. A folder named explicitly must be one."""
+    named = [("--dir", explicit), ("TRITONJIT_BENCHMARKS", os.environ.get("TRITONJIT_BENCHMARKS"))]
+    for how, c in named:
+        if c:
+            if (Path(c) / "ops.py").exists():
+                return Path(c)
+            raise FileNotFoundError(f"{how}={c} is not tritonjit's benchmarks folder (it has no ops.py); "
+                                    "point it at the benchmarks/ folder of a tritonjit source checkout")
+    for c in ("benchmarks", str(Path(__file__).resolve().parents[3] / "benchmarks")):
+        if (Path(c) / "ops.py").exists():
             return Path(c)
-    raise FileNotFoundError("the benchmarks folder was not found: run from a source checkout, "
-                            "or pass --dir / set TRITONJIT_BENCHMARKS")
+    raise FileNotFoundError(
+        "the benchmarks are not part of the installed packages: they live in the benchmarks/ folder of "
+        "tritonjit's source repository. Run this from the root of a source checkout, or point at one with "
+        "--dir /path/to/checkout/benchmarks or TRITONJIT_BENCHMARKS=/path/to/checkout/benchmarks")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -78,23 +78,24 @@ def run(args: argparse.Namespace) -> int:
                 print(f"could not remove {kept['path']}: {kept['error']}", file=sys.stderr)
         return 1 if out["not_removed"] else 0
     if action == "export":
-        res = _bundle.export_bundle(args.file, kernel=args.kernel, target=args.target)
+        exported = _bundle.export_bundle(args.file, kernel=args.kernel, target=args.target)
         if args.json:
-            emit_json(res.__dict__)
+            emit_json(exported.__dict__)
         else:
-            print(f"wrote {res.entries} variants ({res.files} files, {res.bytes} bytes) to {res.path}")
-            print(f"bundle sha256: {res.sha256}")
-            for s in res.skipped:
-                print(f"  skipped {s}")
+            print(f"wrote {exported.entries} variants ({exported.files} files, {exported.bytes} bytes) to "
+                  f"{exported.path}")
+            print(f"bundle sha256: {exported.sha256}")
+            for skipped in exported.skipped:
+                print(f"  skipped {skipped}")
         return 0
     if action == "import":
-        res = _bundle.import_bundle(args.file, expect_sha256=args.sha256)
+        imported = _bundle.import_bundle(args.file, expect_sha256=args.sha256)
         if args.json:
-            emit_json(res.__dict__)
+            emit_json(imported.__dict__)
         else:
-            print(f"imported {res.entries} variants ({res.files} files); bundle sha256: {res.sha256}")
-            if not res.triton_matches:
-                print(f"warning: the bundle was made with Triton {res.bundle_triton}; this machine has another "
+            print(f"imported {imported.entries} variants ({imported.files} files); bundle sha256: {imported.sha256}")
+            if not imported.triton_matches:
+                print(f"warning: the bundle was made with Triton {imported.bundle_triton}; this machine has another "
                       "Triton build, so its variants will not be used here")
         return 0
     raise ValueError(f"unknown cache action '{action}'")

@@ -35,6 +35,7 @@ def split_kernel_spec(spec: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     import tritonjit
+    from tritonjit._disk_cache import target_str
 
     path, name = split_kernel_spec(args.kernel)
     f = tritonjit.function(path, name)
@@ -42,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     result = {
         "kernel": v.name,
         "signature": v.signature,
-        "target": str(v.target),
+        "target": target_str(v.target),  # "cuda:90", as every other command writes it
         "hash": v.hash,
         "cache_dir": v.cache_dir,
         "binary": v.binary_path(),
-        "metadata": {k: val for k, val in v.metadata.items() if k not in ("extern_libs",)},
+        "metadata": {k: target_str(val) if k == "target" else val for k, val in v.metadata.items()
+                     if k not in ("extern_libs",)},
     }
     if args.json:
         emit_json(result)

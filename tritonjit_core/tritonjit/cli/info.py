@@ -10,7 +10,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from ._output import emit_json, table
+from ._output import emit_json, paragraph, table, terminal_width
 
 
 def add_parser(sub: Any) -> None:
@@ -28,6 +28,7 @@ def _version(dist: str) -> str | None:
 
 def collect() -> dict[str, Any]:
     import tritonjit
+    from tritonjit._disk_cache import target_str
     from tritonjit._registry import ENV_DISABLE, registry
 
     registry.discover()
@@ -45,7 +46,7 @@ def collect() -> dict[str, Any]:
                 n = b.device_count()
                 for d in range(n):
                     tgt = b.compile_target(d, None)
-                    entry["devices"].append({"index": d, "target": f"{getattr(tgt, 'backend', tgt)}:{getattr(tgt, 'arch', '')}"})
+                    entry["devices"].append({"index": d, "target": target_str(tgt)})
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # a plugin must not break info, sys.exit() included
@@ -124,21 +125,23 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(info)
         return 0
+    width = terminal_width()
     print(f"tritonjit {info['tritonjit']}  (python {info['python']}, triton {info['triton']}, torch {info['torch']})")
-    print(f"active backend: {info['active_backend']}")
-    print(f"cache dir: {info['cache_dir']}")
-    print(f"native dispatcher: {info['native']['dispatcher']}")
+    print(paragraph(f"active backend: {info['active_backend']}", width))
+    print(paragraph(f"cache dir: {info['cache_dir']}", width))
+    print(paragraph(f"native dispatcher: {info['native']['dispatcher']}", width))
     for name, why in info["native"]["helpers"].items():
-        print(f"C++ helper {name}: {why}")
+        print(paragraph(f"C++ helper {name}: {why}", width))
     print()
     rows = []
     for b in info["backends"]:
         devs = ", ".join(d["target"] for d in b["devices"]) or "-"
         rows.append([b["name"], "yes" if b["available"] else "no", b["priority"], b["distribution"] or "-", devs, b["reason"]])
-    print(table(rows, ["backend", "available", "priority", "package", "devices", "details"]))
+    print(table(rows, ["backend", "available", "priority", "package", "devices", "details"], width=width))
     for b in info["broken_plugins"]:
-        print(f"\nbroken plugin '{b['name']}' ({b['distribution']}, entry point {b['entry_point']}): {b['reason']}")
+        print("\n" + paragraph(f"broken plugin '{b['name']}' ({b['distribution']}, entry point {b['entry_point']}): "
+                               f"{b['reason']}", width))
     if info["disable_plugins"]:
         off = ", ".join(f"{d['name']} ({d['distribution']})" for d in info["disabled_plugins"]) or "none installed"
-        print(f"\nTRITONJIT_DISABLE_PLUGINS={info['disable_plugins']}: not loaded: {off}")
+        print("\n" + paragraph(f"TRITONJIT_DISABLE_PLUGINS={info['disable_plugins']}: not loaded: {off}", width))
     return 0

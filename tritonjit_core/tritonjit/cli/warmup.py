@@ -3,12 +3,14 @@
 Record a manifest with ``TRITONJIT_RECORD=FILE`` (every variant a run uses), then
 compile it here in N worker processes -- for this machine's device, for each entry's
 recorded target (``--target recorded``), or for a named one such as ``cuda:90``
-(no device needed). A variant that fails or crashes its compiler is reported; the
-others still compile. ``--native`` also builds the C++ helpers that are otherwise
-built in the background on first use (the torch tensor reader; tritonjit_ops' call
-prologues where installed), so that no later process starts without them; it also
-retries a helper whose build failed before (failures are otherwise remembered per
-torch and compiler, see torch_build). Exit status 1 when any variant or helper failed.
+(no device needed). A kernel that a script defined (``python train.py``) is compiled
+from its definition and what it uses, never by running the script again. A variant
+that fails or crashes its compiler is reported; the others still compile.
+``--native`` also builds the C++ helpers that are otherwise built in the background
+on first use (the torch tensor reader; tritonjit_ops' call prologues where
+installed), so that no later process starts without them; it also retries a helper
+whose build failed before (failures are otherwise remembered per torch and compiler,
+see torch_build). Exit status 1 when any variant or helper failed.
 """
 
 from __future__ import annotations

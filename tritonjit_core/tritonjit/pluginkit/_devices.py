@@ -73,7 +73,7 @@ class TorchDevices:
         if getattr(dev, "type", None) != kind:
             raise ValueError(f"the {self.info.name} backend takes {kind.upper()} tensors (device type '{kind}'), "
                              f"got a tensor on '{dev}'")
-        return int(dev.index or 0)
+        return int(getattr(dev, "index", None) or 0)
 
     @hookimpl
     def current_stream(self, device: int) -> int:

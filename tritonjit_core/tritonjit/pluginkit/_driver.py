@@ -148,7 +148,7 @@ class CudaLikeDriver:
     def open(cls, spec: DriverSpec, explicit: str | None = None) -> tuple[CudaLikeDriver | None, LibrarySearch]:
         """Find and bind the library; (None, search) when it is absent or lacks symbols."""
         search = spec.find(explicit)
-        if not search.found:
+        if search.handle is None:
             return None, search
         try:
             return cls(spec, search.handle, search.path), search

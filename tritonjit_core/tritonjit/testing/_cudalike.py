@@ -40,6 +40,7 @@ import pytest
 from .._errors import BackendError, CompilationError, GridError
 from ..pluginkit import (
     CompilerMissing,
+    DriverBackend,
     DriverError,
     SimulatedDriver,
     build_simulated_driver,
@@ -58,7 +59,7 @@ STAND_IN_KERNELS = ("conformance_axpy", "stand_in_scale")
 class CudaLikeSimulatedSuite(BackendConformance):
     """Subclass as ``Test<Vendor>...`` and set the vendor's facts below."""
 
-    plugin_class: ClassVar[type]  # the DriverBackend subclass under test
+    plugin_class: ClassVar[type[DriverBackend]]  # the DriverBackend subclass under test
     arch: ClassVar[str]  # an architecture its compile_target accepts with no device
     warp_size: ClassVar[int]  # the block is num_warps x this
     max_shared: ClassVar[int]  # shared memory a block may use on the simulated device
@@ -150,7 +151,9 @@ class CudaLikeSimulatedSuite(BackendConformance):
         state = plugin.prepare(compiled, plugin.load(compiled, 0), 0)
         launcher = plugin.make_launcher(state)
         args = (torch.zeros(4), torch.zeros(4), torch.zeros(4), 4, 0.5)
-        for grid in [(2**32 + 3, 1, 1), (1, 2**32, 1), (1, 1, 2**33 + 1), (0, 1, 1), (-1, 1, 1), (float("nan"), 1, 1)]:
+        bad_grids: list[Any] = [(2**32 + 3, 1, 1), (1, 2**32, 1), (1, 1, 2**33 + 1), (0, 1, 1), (-1, 1, 1),
+                                (float("nan"), 1, 1)]  # a float too: what a caller might pass
+        for grid in bad_grids:
             with pytest.raises(GridError, match=f"conformance_axpy.*{self.launch_symbol}"):
                 launcher(grid, 7, args)
             with pytest.raises(GridError, match="refused rather than truncated"):

@@ -1,0 +1,58 @@
+"""What torch.compile does with a model under enable() (docs/torch-compile.md says it):
+Inductor runs its own kernels for the aten ops, none of tritonjit's; a call of
+``torch.ops.tritonjit.*`` is kept in the compiled code and launches tritonjit's kernel."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import tritonjit
+import tritonjit_ops
+from torch._inductor.utils import run_and_get_code
+from tritonjit_ops._audit import _count_launches
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.norm = torch.nn.Linear(32, 32), torch.nn.LayerNorm(32)
+
+    def forward(self, x):
+        return torch.softmax(self.norm(torch.nn.functional.silu(self.lin(x)) + x), -1)
+
+
+def explicit(x):
+    return torch.ops.tritonjit.softmax(x * 2, -1) + 1
+
+
+@pytest.fixture
+def on_the_interpreter():
+    """CPU tensors, routed by enable() (the interpreter's dispatch key is CPU)."""
+    previous = tritonjit._registry.registry._current
+    tritonjit.set_backend("interpreter")
+    yield
+    tritonjit._registry.registry._current = previous
+
+
+def test_compiled_model_under_enable_runs_inductors_kernels_and_keeps_tritonjit_ops(on_the_interpreter):
+    torch._dynamo.reset()
+    x, model = torch.randn(4, 32), Block()
+    with tritonjit_ops.enable():
+        with _count_launches() as eager:
+            ref = model(x)
+        compiled = torch.compile(model)
+        out, code = run_and_get_code(compiled, x)
+        with _count_launches() as launches:
+            again = compiled(x)
+    assert eager[0] > 0  # eager under enable(): tritonjit's kernels
+    assert launches[0] == 0 and "tritonjit" not in "".join(code)
+    assert torch.allclose(out, ref, atol=1e-5) and torch.allclose(again, ref, atol=1e-5)
+
+    fn = torch.compile(explicit)
+    out, code = run_and_get_code(fn, x)
+    with _count_launches() as launches:
+        again = fn(x)
+    assert "torch.ops.tritonjit.softmax" in "".join(code) and launches[0] == 1
+    assert torch.allclose(again, torch.softmax(x * 2, -1) + 1, atol=1e-6)
+    torch._dynamo.reset()
