@@ -262,3 +262,38 @@ def test_device_facts_for_the_autotuner_come_from_torch_cuda_and_triton(monkeypa
     assert plugin.current_stream(2) == 0xC0DE + 2 and plugin.current_device() == 1
     with pytest.raises(ValueError, match=r"CUDA tensor.*cpu"):
         plugin.device_of(torch.zeros(1))
+
+
+class _IntSubclass(int):
+    pass
+
+
+@needs_ext
+def test_launcher_digests_arguments_as_the_core_dispatcher_does():
+    """One digestion (tritonjit_launch.h's tj_digest_scalar) serves the core's dispatcher and
+    this launcher: a value packed by a direct launcher call is read exactly as the
+    dispatcher reads it on the native path, at every boundary of int64 and uint64."""
+    import numpy as np
+    import torch
+    from tritonjit._native import dispatch
+
+    if dispatch is None:
+        pytest.skip("the core's native dispatcher is not built")
+    values = [None, True, False, 0, 1, -1, 2**31 - 1, 2**31, -2**31 - 1, 2**63 - 1, -2**63, 2**63,
+              2**64 - 1, 2**64, -2**63 - 1, 0.0, -1.5, float("inf"), float("nan")]
+    for v in values:
+        core, mine = dispatch.digest_scalar(v), _driver.digest(v)
+        assert core is not None, v
+        if isinstance(v, float) and v != v:
+            assert core[0] == mine[0] and mine[1] != mine[1]
+        else:
+            assert core == mine, v
+    # kinds (tritonjit_launch.h): NONE 0, PTR 1, INT 2, UINT 3, FLOAT 4, BOOL 5, OTHER 7
+    assert _driver.digest(2**64)[0] == _driver.digest(-2**63 - 1)[0] == 7
+    assert _driver.digest(2**63) == (3, 2**63) and _driver.digest(-2**63) == (2, -2**63)
+    # not scalars for the dispatcher (it reads them as tensors or leaves them to Python)
+    t = torch.arange(4)
+    for v in (t, _IntSubclass(3), np.int64(3), "x"):
+        assert dispatch.digest_scalar(v) is None
+    assert _driver.digest(t) == (1, t.data_ptr())
+    assert _driver.digest("x") == (7, "x")

@@ -390,49 +390,21 @@ static const char *ty_name[TY_COUNT] = {"pointer", "i1", "i8", "i16", "i32", "i6
 
 static PyObject *data_ptr_str = NULL;
 
-/* The digest the core's dispatcher would make of one Python value. */
+/* The digest the core's dispatcher makes of one Python value (tj_digest_scalar, shared
+ * with it through tritonjit_launch.h); anything else through ``data_ptr()``. */
 static int digest(PyObject *o, tj_arg *a) {
-  a->obj = o;
-  a->v.u = 0;
-  if (o == Py_None) {
-    a->kind = TJ_ARG_NONE;
-  } else if (PyBool_Check(o)) {
-    a->kind = TJ_ARG_BOOL;
-    a->v.i = (o == Py_True);
-  } else if (PyLong_CheckExact(o)) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow > 0) {
-      unsigned long long u = PyLong_AsUnsignedLongLong(o);
-      if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        a->kind = TJ_ARG_OTHER;
-        return 0;
-      }
-      a->kind = TJ_ARG_UINT;
-      a->v.u = u;
-    } else if (overflow < 0) {
-      a->kind = TJ_ARG_OTHER;
-    } else {
-      a->kind = TJ_ARG_INT;
-      a->v.i = v;
-    }
-  } else if (PyFloat_CheckExact(o)) {
-    a->kind = TJ_ARG_FLOAT;
-    a->v.d = PyFloat_AS_DOUBLE(o);
-  } else {
-    PyObject *p = PyObject_VectorcallMethod(data_ptr_str, &o, 1, NULL);
-    if (p == NULL) {
-      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-      PyErr_Clear();
-      a->kind = TJ_ARG_OTHER;
-      return 0;
-    }
-    a->v.u = PyLong_AsUnsignedLongLong(p);
-    Py_DECREF(p);
-    if (a->v.u == (uint64_t)-1 && PyErr_Occurred()) return -1;
-    a->kind = TJ_ARG_PTR;
+  if (tj_digest_scalar(o, a)) return 0;
+  PyObject *p = PyObject_VectorcallMethod(data_ptr_str, &o, 1, NULL);
+  if (p == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    a->kind = TJ_ARG_OTHER;
+    return 0;
   }
+  a->v.u = PyLong_AsUnsignedLongLong(p);
+  Py_DECREF(p);
+  if (a->v.u == (uint64_t)-1 && PyErr_Occurred()) return -1;
+  a->kind = TJ_ARG_PTR;
   return 0;
 }
 
@@ -573,6 +545,14 @@ static int parse_types(PyObject *codes, unsigned char *out, Py_ssize_t max, Py_s
 }
 
 #define MAX_ARGS 256
+
+/* digest(v) -> (kind, value): the tj_arg this launcher makes of a Python value (tests
+ * compare it with the core dispatcher's). */
+static PyObject *py_digest(PyObject *self, PyObject *v) {
+  tj_arg a;
+  if (digest(v, &a) < 0) return NULL;
+  return tj_arg_describe(&a);
+}
 
 /* pack(type_codes: bytes, values: sequence) -> list of bytes, one per argument. */
 static PyObject *py_pack(PyObject *self, PyObject *args) {
@@ -1189,6 +1169,7 @@ static PyMethodDef module_methods[] = {
     {"allow_nonportable_cluster", py_allow_nonportable_cluster, METH_VARARGS, "(function, device)"},
     {"is_capturing", py_is_capturing, METH_O, "is_capturing(stream) -> bool"},
     {"pack", py_pack, METH_VARARGS, "pack(type_codes, values) -> [bytes]"},
+    {"digest", py_digest, METH_O, "digest(value) -> (kind, value) as the launcher reads it"},
     {"fill_tma_descriptor", py_fill_tma_descriptor, METH_VARARGS,
      "fill_tma_descriptor(address, swizzle, elem_size, elem_type, block_shape, shape, strides, padding) -> bytes"},
     {"set_hooks", py_set_hooks, METH_VARARGS, "set_hooks(GridError, ArgumentError, raw_stream_fn)"},

@@ -141,34 +141,20 @@ static inline int divisible_u(const Dispatcher *d, uint64_t x) {
   return d->div_mask ? (x & d->div_mask) == 0 : x % (uint64_t)d->div == 0;
 }
 
-static PyObject *int_token(Dispatcher *d, ParamSpec *ps, PyObject *v, tj_arg *a) {
-  int overflow = 0;
-  long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+/* Token of an int already digested (tj_digest_scalar) into ``a``; NULL for an int
+ * outside [-2**63, 2**64): the Python path raises. */
+static PyObject *int_token(Dispatcher *d, ParamSpec *ps, const tj_arg *a) {
   int align = ps->flags & F_ALIGN;
-  if (overflow == 0) {
-    if (x == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return NULL;
-    }
-    a->kind = TJ_ARG_INT;
-    a->v.i = x;
+  if (a->kind == TJ_ARG_INT) {
+    long long x = a->v.i;
     if (x >= INT32_MIN && x <= INT32_MAX) {
       if (x == 1 && (ps->flags & F_EQ1)) return d->tok[T_I32_1];
       return (align && divisible_i(d, x)) ? d->tok[T_I32D] : d->tok[T_I32];
     }
     return (align && divisible_i(d, x)) ? d->tok[T_I64D] : d->tok[T_I64];
   }
-  if (overflow > 0) {
-    unsigned long long u = PyLong_AsUnsignedLongLong(v);
-    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return NULL; /* above 2**64-1: the Python path raises */
-    }
-    a->kind = TJ_ARG_UINT;
-    a->v.u = u;
-    return (align && divisible_u(d, u)) ? d->tok[T_U64D] : d->tok[T_U64];
-  }
-  return NULL; /* below -2**63 */
+  if (a->kind == TJ_ARG_UINT) return (align && divisible_u(d, a->v.u)) ? d->tok[T_U64D] : d->tok[T_U64];
+  return NULL;
 }
 
 /* Pointer tokens of a dtype for this parameter, or NULL (fallback). Borrowed. */
@@ -283,22 +269,15 @@ static int device_by_python(ParamSpec *ps, PyObject *v, uint64_t ptr) {
 static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
   ParamSpec *ps = &d->ps[i];
   PyObject *tok;
-  a->obj = v;
-  a->v.u = 0;
-  if (PyLong_CheckExact(v)) {
-    tok = int_token(d, ps, v, a);
-    if (tok == NULL) return NULL;
-  } else if (PyFloat_CheckExact(v)) {
-    a->kind = TJ_ARG_FLOAT;
-    a->v.d = PyFloat_AS_DOUBLE(v);
-    tok = d->tok[T_FP32];
-  } else if (PyBool_Check(v)) {
-    a->kind = TJ_ARG_BOOL;
-    a->v.i = v == Py_True;
-    tok = d->tok[T_U1];
-  } else if (v == Py_None) {
-    a->kind = TJ_ARG_NONE;
-    tok = d->tok[T_NULLOPT];
+  if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
+    switch (a->kind) {
+      case TJ_ARG_FLOAT: tok = d->tok[T_FP32]; break;
+      case TJ_ARG_BOOL: tok = d->tok[T_U1]; break;
+      case TJ_ARG_NONE: tok = d->tok[T_NULLOPT]; break;
+      default:
+        tok = int_token(d, ps, a);
+        if (tok == NULL) return NULL;
+    }
   } else {
     PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
     int dev = -1, own_dtype = 0;
@@ -1203,14 +1182,7 @@ static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, c
   PyObject *digest = PyList_New(nargs);
   if (!digest) return -1;
   for (Py_ssize_t i = 0; i < nargs; i++) {
-    const tj_arg *a = &args[i];
-    PyObject *v;
-    switch (a->kind) {
-      case TJ_ARG_PTR: case TJ_ARG_UINT: v = Py_BuildValue("(iK)", a->kind, (unsigned long long)a->v.u); break;
-      case TJ_ARG_INT: case TJ_ARG_BOOL: v = Py_BuildValue("(iL)", a->kind, (long long)a->v.i); break;
-      case TJ_ARG_FLOAT: v = Py_BuildValue("(id)", a->kind, a->v.d); break;
-      default: v = Py_BuildValue("(iO)", a->kind, a->obj ? a->obj : Py_None);
-    }
+    PyObject *v = tj_arg_describe(&args[i]);
     if (!v) {
       Py_DECREF(digest);
       return -1;
@@ -1430,7 +1402,17 @@ static PyObject *reader_current_stream(PyObject *mod, PyObject *args) {
   return PyLong_FromUnsignedLongLong(s);
 }
 
+/* digest_scalar(v) -> (kind, value) as the dispatcher digests a scalar argument
+ * (tj_digest_scalar), or None for a value it reads as a tensor; tests compare it with
+ * the CUDA plugin's digest of the same value. */
+static PyObject *digest_scalar(PyObject *mod, PyObject *v) {
+  tj_arg a;
+  if (!tj_digest_scalar(v, &a)) Py_RETURN_NONE;
+  return tj_arg_describe(&a);
+}
+
 static PyMethodDef module_methods[] = {
+    {"digest_scalar", digest_scalar, METH_O, "digest_scalar(v) -> (kind, value) of a scalar argument, or None"},
     {"set_tensor_reader", set_tensor_reader, METH_O,
      "set_tensor_reader(capsule or None): read tensor arguments through this reader (tritonjit_tensor.h)"},
     {"tensor_reader", get_tensor_reader, METH_NOARGS, "the reader's capsule in use, or None"},

@@ -79,4 +79,62 @@ typedef struct tj_launch {
 /* flags */
 #define TJ_LAUNCH_F_NOGIL 1u /* ``launch_nogil`` is present */
 
+/* Digesting a Python value into a tj_arg: one definition for the core's dispatcher
+ * (_dispatch.c, which also keys the call from it) and a plugin's Python-facing
+ * launcher (which digests the arguments of a direct ``launcher(...)`` call), so that
+ * both read a value alike.
+ *
+ * ``tj_digest_scalar`` digests None, a bool, an exact int and an exact float and
+ * returns 1; for anything else (a tensor, an int subclass, ...) it returns 0 and
+ * leaves ``a`` for the caller (the dispatcher reads a tensor through its tensor
+ * reader, a launcher through ``data_ptr()``). An int outside [-2**63, 2**64) becomes
+ * TJ_ARG_OTHER: the dispatcher leaves such a call to the Python path, which raises
+ * the precise error; a launcher converts ``obj`` itself. Never sets a Python error. */
+static inline int tj_digest_scalar(PyObject *o, tj_arg *a) {
+  a->obj = o;
+  a->v.u = 0;
+  if (PyLong_CheckExact(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow == 0) {
+      a->kind = TJ_ARG_INT;
+      a->v.i = v;
+    } else if (overflow > 0) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* 2**64 or more */
+        a->kind = TJ_ARG_OTHER;
+      } else {
+        a->kind = TJ_ARG_UINT;
+        a->v.u = u;
+      }
+    } else {
+      a->kind = TJ_ARG_OTHER; /* below -2**63 */
+    }
+  } else if (PyFloat_CheckExact(o)) {
+    a->kind = TJ_ARG_FLOAT;
+    a->v.d = PyFloat_AS_DOUBLE(o);
+  } else if (PyBool_Check(o)) {
+    a->kind = TJ_ARG_BOOL;
+    a->v.i = o == Py_True;
+  } else if (o == Py_None) {
+    a->kind = TJ_ARG_NONE;
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* ``(kind, value)`` of a digested argument, for recorders and tests: an int for
+ * TJ_ARG_PTR/INT/UINT/BOOL, a float for TJ_ARG_FLOAT, the original object (or None)
+ * otherwise. A new reference, or NULL with a Python error set. */
+static inline PyObject *tj_arg_describe(const tj_arg *a) {
+  switch (a->kind) {
+    case TJ_ARG_PTR: case TJ_ARG_UINT: return Py_BuildValue("(iK)", a->kind, (unsigned long long)a->v.u);
+    case TJ_ARG_INT: case TJ_ARG_BOOL: return Py_BuildValue("(iL)", a->kind, (long long)a->v.i);
+    case TJ_ARG_FLOAT: return Py_BuildValue("(id)", a->kind, a->v.d);
+    default: return Py_BuildValue("(iO)", a->kind, a->obj ? a->obj : Py_None);
+  }
+}
+
 #endif
