@@ -239,10 +239,10 @@ class AsyncModule:
     def _fail(self, error: str, remembered: bool) -> None:
         self.reason = f"not available: {describe_failure(error)}"
         if remembered:  # said once, by the process that failed; the others stay quiet
-            log.debug("tritonjit: %s is %s (remembered; the Python path is used)", self.name, self.reason)
+            log.debug("%s is %s (remembered; the Python path is used)", self.name, self.reason)
         else:
             self._remember_failure(error)
-            log.warning("tritonjit: %s is %s; the Python path is used instead (remembered for this torch and "
+            log.warning("%s is %s; the Python path is used instead (remembered for this torch and "
                         "compiler: not retried until either changes, or `tritonjit warmup --native`)",
                         self.name, self.reason)
         self._done.set()
