@@ -469,8 +469,20 @@ def stats() -> dict[str, Any]:
         "index_dir": cache_root(), "triton_cache_dir": triton_cache_dir(), "triton": triton_fingerprint(),
         "entries": sum(1 for r in rows if "kernel" in r), "broken": sum(1 for r in rows if r.get("problem")),
         "kernels": len({r["kernel"] for r in rows if r.get("kernel")}), "bytes": sum(r.get("bytes", 0) for r in rows),
-        "by_target": by_target, "autotune_files": len(tuned),
+        "by_target": by_target, "autotune_files": len(tuned), "remote": remote_stats(),
     }
+
+
+def remote_stats() -> dict[str, Any] | None:
+    """The shared remote cache's fleet-wide counters (hits, misses, stores, compiles,
+    rejected) and whether it answers; None when ``TRITONJIT_REMOTE_CACHE`` is unset."""
+    from . import _remote_cache
+
+    try:
+        remote = _remote_cache.active()
+    except ValueError as exc:  # a malformed URL or timeout
+        return {"url": "", "reachable": False, "error": str(exc)}
+    return None if remote is None else remote.server_stats()
 
 
 def clear(artifacts: bool = True) -> dict[str, Any]:
