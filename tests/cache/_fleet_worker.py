@@ -31,7 +31,6 @@ def wait_for(path: str, limit: float = 120.0) -> None:
 def main() -> None:
     kernel_file, out, sync, name, *sigs = sys.argv[1:]
     import triton
-
     import tritonjit
 
     calls: list[int] = []
