@@ -35,12 +35,12 @@ locally (and keeps its local cache) and asks the server again only after a back-
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +49,7 @@ from ._disk_cache import (
     FORMAT,
     CacheCorruptionWarning,
     _checksum,
+    atomic_write,
     entry_problem,
     index,
     sha256_bytes,
@@ -194,11 +195,13 @@ class RemoteCache:
             _install(entry, blobs)
         except _Rejected as exc:
             self._reject(key, kernel, entry, str(exc), [])
+            self._run([["HINCRBY", self.prefix + "stats", "hits", -1]])
             return False
         except OSError as exc:  # a local cache that cannot be written: compile instead
             index.report_unwritable(kernel, exc)
+            self._run([["HINCRBY", self.prefix + "stats", "hits", -1]])
             return False
-        self._count("hits")
+        self.counts["hits"] += 1
         return True
 
     def _checked_entry(self, key: str, kernel: str, raw: bytes) -> dict[str, Any] | None:
@@ -248,16 +251,24 @@ class RemoteCache:
             what = f"{big[0][0]} is {big[0][1]} bytes" if big else f"its files are {sum(sizes)} bytes together"
             self._reject(key, kernel, entry, what, [])
             return None
-        got = self._run([["MGET", *(self.prefix + "blob:" + d for d in digests)]])
+        # counted as a hit in the same round trip; taken back below if it is not one
+        got = self._run([["MGET", *(self.prefix + "blob:" + d for d in digests)],
+                         ["HINCRBY", self.prefix + "stats", "hits", 1]])
         if got is None:
             return None
         out: dict[str, bytes] = {}
         for name, digest, data in zip(names, digests, got[0]):
+            problem = None
             if not isinstance(data, bytes):
-                self._count("misses")
-                return None
-            if sha256_bytes(data) != digest:
+                problem = "misses"
+            elif sha256_bytes(data) != digest:
                 self._reject(key, kernel, entry, f"{name} does not match its sha256 ({len(data)} bytes)", [digest])
+                problem = "rejected"
+            if problem is not None:
+                self._run([["HINCRBY", self.prefix + "stats", "hits", -1]] +
+                          ([["HINCRBY", self.prefix + "stats", "misses", 1]] if problem == "misses" else []))
+                if problem == "misses":
+                    self.counts["misses"] += 1
                 return None
             out[name] = data
         return out
@@ -369,7 +380,7 @@ class Lease:
     def __init__(self, remote: RemoteCache, key: str) -> None:
         self.remote = remote
         self.key = key
-        self.token = uuid.uuid4().hex
+        self.token = os.urandom(16).hex()
         self.held = False
         self.fetched = False
         self._stop = threading.Event()
@@ -407,22 +418,31 @@ class _Rejected(Exception):
 
 
 def _install(entry: dict[str, Any], blobs: dict[str, bytes]) -> None:
-    """Write the artifact's files into Triton's cache and the entry into the index,
-    all or nothing (the bundle importer's staging); Triton's group file is checked to
-    name only files of its own directory, and rewritten to point at their new place."""
-    from ._bundle import _Install
+    """Write the artifact's files into Triton's cache, then the entry into the index.
 
+    Each file is written atomically (temporary file + rename); Triton's group file,
+    checked to name only files of its own artifact and rewritten to point at their new
+    place, comes after the files it names, and the entry last, so neither Triton nor
+    tritonjit can find a half-installed artifact. A failure part way removes the files
+    this call added. (Not the bundle importer's staging: that module's imports alone
+    cost a remote hit more than its fetch.)"""
     target_dir = os.path.join(triton_cache_dir(), entry["artifact"])
-    install = _Install()
+    groups = sorted(n for n in blobs if n.startswith("__grp__") and n.endswith(".json"))
+    ordered = [n for n in sorted(blobs) if n not in groups] + groups
+    payload = {n: _relocated_group(n, blobs[n], target_dir, set(blobs)) if n in groups else blobs[n]
+               for n in ordered}
+    added: list[str] = []
     try:
-        for name, data in sorted(blobs.items()):
-            if name.startswith("__grp__") and name.endswith(".json"):
-                data = _relocated_group(name, data, target_dir, set(blobs))
-            install.stage(os.path.join(target_dir, name), [data])
-        install.stage(index.entry_path(entry["key"]), [index.entry_bytes(entry)])
-        install.commit()
+        for name in ordered:
+            path = os.path.join(target_dir, name)
+            if not os.path.exists(path):
+                added.append(path)
+            atomic_write(path, payload[name])
+        atomic_write(index.entry_path(entry["key"]), index.entry_bytes(entry))
     except BaseException:
-        install.rollback()
+        for path in reversed(added):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         raise
 
 
