@@ -267,3 +267,49 @@ def test_cli_says_where_the_artifact_came_from(server: RedisServer, kernel_file:
     server.kill()
     info = _cli_json(["info", "--json"], server.url, tmp_path / "b")
     assert info["remote_cache"]["reachable"] is False and info["remote_cache"]["error"]
+
+
+def test_a_lease_whose_holder_died_is_taken_over(remote: RedisServer, kernel_file: Callable[..., str],
+                                                 compile_counter: list[Any]) -> None:
+    import tritonjit
+    from tritonjit._disk_cache import index
+
+    f = tritonjit.function(kernel_file(), "axpy")
+    key = _key_of(f)
+    conn = _redis(remote)
+    conn.call("SET", f"tritonjit:1:lease:{key}", "a-process-that-died", "PX", 400)  # it never refreshes
+    v = f.compile(SIG, target=TARGET)
+    assert v.cache_source == "compiled" and len(compile_counter) == 1 and index.keys() == [key]
+    assert conn.call("GET", f"tritonjit:1:entry:{key}") is not None  # published by the process that took over
+    assert conn.call("EXISTS", f"tritonjit:1:lease:{key}") == 0  # and released
+    from tritonjit import _remote_cache
+
+    assert _remote_cache.process_counts()["waits"] == 1  # it did wait for the dead holder first
+
+
+def test_the_wait_for_another_compile_is_bounded(remote: RedisServer, kernel_file: Callable[..., str],
+                                                 compile_counter: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import tritonjit
+
+    monkeypatch.setenv("TRITONJIT_REMOTE_WAIT", "0.3")
+    f = tritonjit.function(kernel_file(), "axpy")
+    key = _key_of(f)
+    conn = _redis(remote)
+    conn.call("SET", f"tritonjit:1:lease:{key}", "a-stuck-process", "PX", 600_000)  # alive, never finishing
+    v = f.compile(SIG, target=TARGET)
+    assert v.cache_source == "compiled" and len(compile_counter) == 1
+    assert conn.call("GET", f"tritonjit:1:lease:{key}") == b"a-stuck-process"  # not ours to release
+    from tritonjit import _remote_cache
+
+    assert _remote_cache.process_counts()["waits"] == 1
+
+
+def _key_of(f: Any) -> str:
+    """The index key f.compile(SIG, target=TARGET) uses."""
+    from tritonjit._compiler import build_source, parse_target
+    from tritonjit._disk_cache import variant_key
+
+    slots = f.parse_signature(SIG)
+    name, target = parse_target(TARGET)
+    options = f._check_options({})
+    return variant_key(build_source(f.jit_fn, f.params, slots), name, target, options, SIG)

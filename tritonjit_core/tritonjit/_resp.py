@@ -11,6 +11,7 @@ next call reconnects); an error reply from the server raises :class:`RedisReplyE
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -88,6 +89,7 @@ class Connection:
         self.timeout = timeout
         self._sock: socket.socket | None = None
         self._buf = b""
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -126,8 +128,11 @@ class Connection:
         return replies
 
     def _connected(self) -> socket.socket:
+        if self._sock is not None and self._pid != os.getpid():  # a forked child: never share the parent's
+            self._sock, self._buf = None, b""
         if self._sock is not None:
             return self._sock
+        self._pid = os.getpid()
         sock = socket.create_connection((self.url.host, self.url.port), timeout=self.timeout)
         sock.settimeout(self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
