@@ -475,13 +475,24 @@ def main() -> int:
     dist.init_process_group(backend="nccl" if GPU else "gloo")
     CPU_GROUP = dist.new_group(backend="gloo") if GPU else dist.group.WORLD
     _shared_caches()
-    import tritonjit_ops  # noqa: F401 - registers the operators
+    import tritonjit_ops
 
     result: dict[str, Any] = {"rank": RANK, "world": WORLD, "device": DEVICE, "backend": tritonjit.current_backend().name,
                               "torch": torch.__version__, "triton": triton.__version__}
     failures: list[str] = []
+    def native() -> dict[str, Any]:
+        """The C++ operator path built (or loaded) before anything is timed (GPU runs)."""
+        if not GPU:
+            return {"ok": True, "native_ops": "not waited for (CPU smoke run)"}
+        with tritonjit_ops.enable(wait_native=True):
+            pass
+        from tritonjit_ops import _native_ops
+
+        return {"ok": True, "native_ops": _native_ops.native().status() if _native_ops.native() else "none"}
+
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("isolation_start", lambda: isolation("start")),
+        ("native", native),
         ("cache", check_cache),
     ]
     ref: dict[str, Any] = {}
@@ -495,7 +506,7 @@ def main() -> int:
               ("tp", check_tp), ("isolation_end", lambda: isolation("end", memory=True))]
     only = set(ARGS.only.split(",")) if ARGS.only else None
     for name, fn in steps:
-        if only is not None and not name.startswith("isolation") and name not in only:
+        if only is not None and not name.startswith("isolation") and name not in only | {"native"}:
             continue
         t0 = time.perf_counter()
         try:
@@ -505,6 +516,10 @@ def main() -> int:
         result[name]["seconds"] = round(time.perf_counter() - t0, 2)
         if not result[name].get("ok", False):
             failures.append(name)
+        if RANK == 0:
+            print(f"[distributed] {name}: {'ok' if result[name].get('ok') else 'FAILED'} "
+                  f"({result[name]['seconds']} s)", file=sys.stderr, flush=True)
+        (OUT / f"rank-{RANK}.json").write_text(json.dumps(result, indent=1, default=str))
     # one compile per variant per node: no key compiled by two ranks
     keys = _gather(COMPILED)
     seen: dict[str, int] = {}
