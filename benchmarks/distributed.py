@@ -37,6 +37,7 @@ Exit status 1 when a check fails (performance is reported, not failed on: see ``
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -71,10 +72,10 @@ WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 LOCAL_RANK = int(os.environ.get("LOCAL_RANK", "0"))
 
 _ROOT = Path(__file__).resolve().parents[1]
-for sub in ("operators", "tritonjit_core"):
-    if str(_ROOT / sub) not in sys.path:
+# the installed packages where there are (pip install: their C extensions are built), else this checkout's
+for sub, pkg in (("operators", "tritonjit_ops"), ("tritonjit_core", "tritonjit")):
+    if importlib.util.find_spec(pkg) is None and str(_ROOT / sub) not in sys.path:
         sys.path.insert(0, str(_ROOT / sub))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -476,9 +477,11 @@ def main() -> int:
     CPU_GROUP = dist.new_group(backend="gloo") if GPU else dist.group.WORLD
     _shared_caches()
     import tritonjit_ops
+    from tritonjit import _native
 
     result: dict[str, Any] = {"rank": RANK, "world": WORLD, "device": DEVICE, "backend": tritonjit.current_backend().name,
-                              "torch": torch.__version__, "triton": triton.__version__}
+                              "torch": torch.__version__, "triton": triton.__version__,
+                              "tritonjit": tritonjit.__file__, "native_dispatcher": _native.reason}
     failures: list[str] = []
     def native() -> dict[str, Any]:
         """The C++ operator path built (or loaded) before anything is timed (GPU runs)."""
