@@ -313,3 +313,23 @@ def _key_of(f: Any) -> str:
     name, target = parse_target(TARGET)
     options = f._check_options({})
     return variant_key(build_source(f.jit_fn, f.params, slots), name, target, options, SIG)
+
+
+def test_a_truncated_entry_is_rejected_and_rebuilt(remote: RedisServer, kernel_file: Callable[..., str],
+                                                    compile_counter: list[Any], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import tritonjit
+    from tritonjit._disk_cache import CacheCorruptionWarning
+
+    f = tritonjit.function(kernel_file(), "axpy")
+    f.compile(SIG, target=TARGET)
+    conn = _redis(remote)
+    key = _entry_key(conn)
+    raw = conn.call("GET", key)
+    conn.call("SET", key, raw[: len(raw) // 2])
+    _use_local(tmp_path, monkeypatch, "machine-b")
+    with pytest.warns(CacheCorruptionWarning, match="not valid JSON"):
+        assert f.compile(SIG, target=TARGET).cache_source == "compiled"
+    assert len(compile_counter) == 2  # rebuilt, and published again:
+    assert json.loads(conn.call("GET", key))["files"] == json.loads(raw)["files"]
+    assert int(conn.call("HGET", "tritonjit:1:stats", "rejected")) == 1
