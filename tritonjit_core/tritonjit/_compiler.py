@@ -211,7 +211,7 @@ def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]
         if remote is None or not writable:
             return _compile_and_index(jit_fn, src, target, options, kernel, signature, backend, key, backend_name,
                                       writable, None)
-        with remote.acquire(key, lambda: remote.fetch(key, kernel)) as lease:  # one compile per fleet
+        with remote.acquire(key, lambda: remote.fetch(key, kernel, count_miss=False)) as lease:  # one per fleet
             if lease.fetched:
                 hit = _disk_cache.index.load(key, kernel)
                 if hit is not None:

@@ -171,11 +171,13 @@ class RemoteCache:
         return out
 
     # ---- fetch --------------------------------------------------------------------------------
-    def fetch(self, key: str, kernel: str) -> bool:
+    def fetch(self, key: str, kernel: str, count_miss: bool = True) -> bool:
         """Install the remote entry of ``key`` and its artifact into the local caches.
 
         True when installed (the caller loads it from the index); False on a miss, a
-        server that is down, or a value that fails verification (reported, deleted)."""
+        server that is down, or a value that fails verification (reported, deleted).
+        ``count_miss=False``: a look while waiting for another process's compile, whose
+        miss was counted once already."""
         if not self.up():
             return False
         got = self._run([["GET", self.prefix + "entry:" + key]])
@@ -183,7 +185,8 @@ class RemoteCache:
             return False
         raw = got[0]
         if raw is None:
-            self._count("misses")
+            if count_miss:
+                self._count("misses")
             return False
         entry = self._checked_entry(key, kernel, raw)
         if entry is None:
@@ -336,7 +339,8 @@ class RemoteCache:
             if got is None:
                 return lease
             if got[0] == "OK":
-                if waited and fetch():  # published just before the holder let go
+                # published since this process's first look (its compiler has let go): fetch it
+                if fetch():
                     lease.release()
                     lease.fetched = True
                     return lease
