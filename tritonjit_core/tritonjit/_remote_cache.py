@@ -435,6 +435,8 @@ def _install(entry: dict[str, Any], blobs: dict[str, bytes]) -> None:
     ordered = [n for n in sorted(blobs) if n not in groups] + groups
     payload = {n: _relocated_group(n, blobs[n], target_dir, set(blobs)) if n in groups else blobs[n]
                for n in ordered}
+    # the local entry lists the relocated group file's own hash, so that it verifies here
+    entry = dict(entry, files={**entry["files"], **{n: sha256_bytes(payload[n]) for n in groups}})
     added: list[str] = []
     try:
         for name in ordered:
