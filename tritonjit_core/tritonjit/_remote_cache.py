@@ -481,7 +481,10 @@ def active() -> RemoteCache | None:
         with _clients_lock:
             client = _clients.get(url)
             if client is None:
-                client = _clients[url] = RemoteCache(url)
+                try:
+                    client = _clients[url] = RemoteCache(url)
+                except ValueError as exc:
+                    raise ValueError(f"{ENV_URL}: {exc}") from None
     return client
 
 
