@@ -309,7 +309,26 @@ class ConfigStore:
             return {"entries": {}}
 
     def get(self, key: tuple) -> Any | None:
-        rec = self._read()["entries"].get(repr(key))
+        """The stored choice for ``key``: the local store first, then the shared remote
+        cache (whose choice is then kept locally)."""
+        cfg = self._config_of(self._read()["entries"].get(repr(key)))
+        if cfg is None:
+            cfg = self.remote_get(key)
+        return cfg
+
+    def remote_get(self, key: tuple) -> Any | None:
+        """The choice another process of the fleet stored in the remote cache, kept locally."""
+        from . import _remote_cache
+
+        remote = _remote_cache.active()
+        rec = remote.tuned_get(self.digest, repr(key)) if remote is not None else None
+        cfg = self._config_of(rec)
+        if cfg is not None and rec is not None:
+            self._write_local(key, rec)
+        return cfg
+
+    def _config_of(self, rec: Any) -> Any | None:
+        """The config a record names, if it is one of this kernel's (by index and content)."""
         if not isinstance(rec, dict):
             return None
         i = rec.get("index")
@@ -318,15 +337,24 @@ class ConfigStore:
         return None
 
     def put(self, key: tuple, index: int, timings: dict[int, float]) -> None:
+        rec = {
+            "index": index, "config": _config_json(self.configs[index]),
+            "timings_ms": {str(i): (None if math.isinf(t) else t) for i, t in timings.items()},
+            "tuned_at": time.time(),
+        }
+        self._write_local(key, rec)
+        from . import _remote_cache
+
+        remote = _remote_cache.active()
+        if remote is not None:
+            remote.tuned_put(self.digest, repr(key), rec)
+
+    def _write_local(self, key: tuple, rec: dict[str, Any]) -> None:
         try:
             with file_lock(self.path + ".lock"):
                 data = self._read()
                 data.update(kernel=self.kernel, device=self.device_name, triton=triton_fingerprint())
-                data["entries"][repr(key)] = {
-                    "index": index, "config": _config_json(self.configs[index]),
-                    "timings_ms": {str(i): (None if math.isinf(t) else t) for i, t in timings.items()},
-                    "tuned_at": time.time(),
-                }
+                data["entries"][repr(key)] = rec
                 atomic_write(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
         except OSError as exc:  # a read-only cache costs a re-tune next time, nothing else
             log.warning("could not store the autotune result of '%s': %s", self.kernel, exc)
@@ -398,7 +426,7 @@ class Tuner:
                     return self._untuned(at, args, kwargs)  # f.signature(): no launch to time; do not remember
                 cfg = self._untuned(at, args, kwargs)
             if cfg is None:
-                cfg = self._tune(i, at, args, kwargs, key, mkey, store, backend, device, grid, stream)
+                cfg = self._tune_once(i, at, args, kwargs, key, mkey, store, backend, device, grid, stream)
             self.chosen[mkey] = cfg
             return cfg
 
@@ -407,6 +435,29 @@ class Tuner:
         if not at.early_config_prune and not at.perf_model:
             return at.configs[0]
         return prune(at, dict(zip(at.arg_names, args, strict=False)), kwargs)[0]
+
+    def _tune_once(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], key: tuple, mkey: tuple,
+                   store: ConfigStore, backend: Any, device: int, grid: Any, stream: Any) -> Any:
+        """Tune, or, with a shared remote cache, let one process of the fleet tune this
+        key while the others wait for its choice (the remote cache's single flight)."""
+        from . import _remote_cache
+
+        remote = _remote_cache.active()
+        if remote is None:
+            return self._tune(i, at, args, kwargs, key, mkey, store, backend, device, grid, stream)
+        found: list[Any] = []
+
+        def fetch() -> bool:
+            cfg = store.remote_get(key)
+            if cfg is not None:
+                found.append(cfg)
+            return cfg is not None
+
+        name = "tune:" + hashlib.sha256(f"{store.digest}:{key!r}".encode()).hexdigest()
+        with remote.acquire(name, fetch) as lease:
+            if lease.fetched and found:
+                return found[0]
+            return self._tune(i, at, args, kwargs, key, mkey, store, backend, device, grid, stream)
 
     def _tune(self, i: int, at: Any, args: tuple, kwargs: dict[str, Any], key: tuple, mkey: tuple,
               store: ConfigStore, backend: Any, device: int, grid: Any, stream: Any) -> Any:

@@ -79,6 +79,9 @@ class CompiledVariant:
     #: the kernel parameter of each argument the launcher receives, in order (set by the
     #: core; None: read from the signature, see tritonjit._flatten)
     runtime_params: tuple[int, ...] | None = None
+    #: where this process got it: "compiled", "local" (tritonjit's index) or "remote"
+    #: (the shared remote cache); set by the core's compile bridge
+    cache_source: str = "compiled"
 
     @property
     def num_warps(self) -> int:

@@ -328,13 +328,18 @@ def import_bundle(path: str, expect_sha256: str | None = None) -> ImportResult:
             if sha256_bytes(_read_manifest(path, tar)) != verified.digest:
                 raise refuse(path, "it changed while it was being imported")
             names = []
+            relocated: dict[str, str] = {}  # group files rewritten for this machine: their new sha256
             while (info := _next(path, tar)) is not None:
                 names.append(info.name)
-                _stage_member(path, tar, info, verified, install)
+                digest = _stage_member(path, tar, info, verified, install)
+                if digest is not None:
+                    relocated[info.name] = digest
         if sorted(names) != sorted(verified.sizes):
             raise refuse(path, "it changed while it was being imported")
         for entry in manifest.entries:
-            install.stage(index.entry_path(entry["key"]), [index.entry_bytes(entry)])
+            files = {name: relocated.get(f"artifacts/{entry['artifact']}/{name}", digest)
+                     for name, digest in entry["files"].items()}
+            install.stage(index.entry_path(entry["key"]), [index.entry_bytes(dict(entry, files=files))])
         install.commit()
     except BaseException:
         install.rollback()
@@ -344,8 +349,10 @@ def import_bundle(path: str, expect_sha256: str | None = None) -> ImportResult:
 
 
 def _stage_member(path: str, tar: tarfile.TarFile, info: tarfile.TarInfo, verified: VerifiedBundle,
-                  install: _Install) -> None:
-    """Write one member beside its place in Triton's cache, checked again as it is written."""
+                  install: _Install) -> str | None:
+    """Write one member beside its place in Triton's cache, checked again as it is written.
+    Returns the sha256 of a group file as rewritten for this machine (its paths are
+    local), which the installed entry lists so that the artifact verifies here; else None."""
     if verified.sizes.get(info.name) != info.size or not info.isfile():
         raise refuse(path, "it changed while it was being imported")
     target_dir = os.path.join(triton_cache_dir(), member_dir(info.name))
@@ -357,9 +364,10 @@ def _stage_member(path: str, tar: tarfile.TarFile, info: tarfile.TarInfo, verifi
             raise refuse(path, "it changed while it was being imported")
         children = _group_children(path, info.name, data, verified.manifest)
         relocated = {c: os.path.join(target_dir, os.path.basename(p)) for c, p in children.items()}
-        install.stage(final, [json.dumps({**json.loads(data), "child_paths": relocated}).encode()])
-    elif install.stage(final, _chunks(path, tar, info)) != expected:
+        return install.stage(final, [json.dumps({**json.loads(data), "child_paths": relocated}).encode()])
+    if install.stage(final, _chunks(path, tar, info)) != expected:
         raise refuse(path, "it changed while it was being imported")
+    return None
 
 
 class _Install:
@@ -469,8 +477,20 @@ def stats() -> dict[str, Any]:
         "index_dir": cache_root(), "triton_cache_dir": triton_cache_dir(), "triton": triton_fingerprint(),
         "entries": sum(1 for r in rows if "kernel" in r), "broken": sum(1 for r in rows if r.get("problem")),
         "kernels": len({r["kernel"] for r in rows if r.get("kernel")}), "bytes": sum(r.get("bytes", 0) for r in rows),
-        "by_target": by_target, "autotune_files": len(tuned),
+        "by_target": by_target, "autotune_files": len(tuned), "remote": remote_stats(),
     }
+
+
+def remote_stats() -> dict[str, Any] | None:
+    """The shared remote cache's fleet-wide counters (hits, misses, stores, compiles,
+    rejected) and whether it answers; None when ``TRITONJIT_REMOTE_CACHE`` is unset."""
+    from . import _remote_cache
+
+    try:
+        remote = _remote_cache.active()
+    except ValueError as exc:  # a malformed URL or timeout
+        return {"url": "", "reachable": False, "error": str(exc)}
+    return None if remote is None else remote.server_stats()
 
 
 def clear(artifacts: bool = True) -> dict[str, Any]:

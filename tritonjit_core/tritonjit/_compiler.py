@@ -191,20 +191,52 @@ def _compile_variant(jit_fn: Any, params: Sequence[Param], slots: Sequence[Slot]
         return _compile(jit_fn, src, target, options, kernel, signature, backend)
     hit = _disk_cache.index.load(key, kernel)
     if hit is not None:
+        hit.cache_source = "local"
         return hit
+    from . import _remote_cache
+
+    remote = _remote_cache.active()  # asked only on a local miss; a remote hit fills the local cache
+    if remote is not None and remote.fetch(key, kernel):
+        hit = _disk_cache.index.load(key, kernel)
+        if hit is not None:
+            hit.cache_source = "remote"
+            return hit
     if frozen:
         raise FrozenError(kernel, signature, target)
     with _disk_cache.index.compiling(key, kernel) as writable:  # one compile per variant across processes
         hit = _disk_cache.index.load(key, kernel) if writable else None
         if hit is not None:
+            hit.cache_source = "local"
             return hit
-        out = _compile(jit_fn, src, target, options, kernel, signature, backend)
-        if writable:
-            try:
-                _disk_cache.index.store(key, out, backend_name, target, options)
-            except OSError as exc:  # a read-only or full disk costs the next warm start, nothing else
-                _disk_cache.index.report_unwritable(kernel, exc)
-        return out
+        if remote is None or not writable:
+            return _compile_and_index(jit_fn, src, target, options, kernel, signature, backend, key, backend_name,
+                                      writable, None)
+        with remote.acquire(key, lambda: remote.fetch(key, kernel, count_miss=False)) as lease:  # one per fleet
+            if lease.fetched:
+                hit = _disk_cache.index.load(key, kernel)
+                if hit is not None:
+                    hit.cache_source = "remote"
+                    return hit
+            return _compile_and_index(jit_fn, src, target, options, kernel, signature, backend, key, backend_name,
+                                      writable, remote)
+
+
+def _compile_and_index(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel: str, signature: str,
+                       backend: Backend | None, key: str, backend_name: str, writable: bool,
+                       remote: Any) -> CompiledVariant:
+    """Compile, record the variant in the local index and, with a remote cache, publish it."""
+    out = _compile(jit_fn, src, target, options, kernel, signature, backend)
+    if remote is not None:
+        remote.compiled()
+    if writable:
+        try:
+            entry = _disk_cache.index.store(key, out, backend_name, target, options)
+        except OSError as exc:  # a read-only or full disk costs the next warm start, nothing else
+            _disk_cache.index.report_unwritable(kernel, exc)
+            entry = None
+        if entry is not None and remote is not None:
+            remote.publish(key, entry)
+    return out
 
 
 def _compile(jit_fn: Any, src: Any, target: Any, options: dict[str, Any], kernel: str, signature: str,

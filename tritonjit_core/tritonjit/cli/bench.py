@@ -23,13 +23,15 @@ BENCHMARKS = {
     "autotune": ("autotune_cache.py", "autotuning in a first process, the stored config in the next"),
     "models": ("models.py", "transformers models (decode, prefill, a training step): eager against enable()"),
     "audit": ("audit.py", "tritonjit_ops.audit() of the benchmark models: per aten call, routed or not, and its cost"),
+    "remote": ("remote_cache.py", "a variant another process published to the remote cache, first use in a fresh "
+               "process; single flight"),
     "mm": ("mm_shapes.py", "mm/addmm at model shapes against cuBLAS; --sweep times config grids (GPU)"),
 }
 
 
 def add_parser(sub: Any) -> None:
     lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
-    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, models, audit, mm)",
+    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, models, audit, mm, remote)",
                        description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")

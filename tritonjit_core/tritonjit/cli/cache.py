@@ -67,6 +67,14 @@ def run(args: argparse.Namespace) -> int:
               f"{s['autotune_files']} autotune files")
         for t, n in sorted(s["by_target"].items()):
             print(f"  {t}: {n}")
+        r = s["remote"]
+        if r is None:
+            print("remote cache: none (TRITONJIT_REMOTE_CACHE unset)")
+        elif not r["reachable"]:
+            print(f"remote cache: {r['url']}, not answering ({r.get('error')})")
+        else:
+            print(f"remote cache: {r['url']}: {r['hits']} hits, {r['misses']} misses, {r['stores']} stores, "
+                  f"{r['compiles']} compiles, {r['rejected']} rejected (the fleet's, since the server started)")
         return 0
     if action == "clear":
         out = _bundle.clear(artifacts=not args.index_only)

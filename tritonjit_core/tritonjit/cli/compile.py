@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         "signature": v.signature,
         "target": target_str(v.target),  # "cuda:90", as every other command writes it
         "hash": v.hash,
+        "cache": v.cache_source,  # "compiled", "local" (the index) or "remote" (TRITONJIT_REMOTE_CACHE)
         "cache_dir": v.cache_dir,
         "binary": v.binary_path(),
         "metadata": {k: target_str(val) if k == "target" else val for k, val in v.metadata.items()
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result)
     else:
-        print(f"{result['kernel']} [{result['signature']}] for {result['target']}")
+        print(f"{result['kernel']} [{result['signature']}] for {result['target']} ({result['cache']})")
         print(f"  artifact dir: {result['cache_dir']}")
         print(f"  binary:       {result['binary']}")
         print(f"  shared={v.metadata.get('shared')} num_warps={v.metadata.get('num_warps')} "

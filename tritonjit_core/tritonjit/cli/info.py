@@ -71,6 +71,7 @@ def collect() -> dict[str, Any]:
         "disabled_plugins": [{"name": d.name, "distribution": d.dist, "entry_point": d.value}
                              for d in registry.disabled],
         "cache_dir": cache_dir(),
+        "remote_cache": remote_cache_status(),
         "native": native_status(),
     }
 
@@ -110,6 +111,23 @@ def _ops_helpers() -> dict[str, str]:
     return {m.name: m.status() for m in (_prologue.native(), _native_ops.native()) if m is not None}
 
 
+def remote_cache_status() -> dict[str, Any] | None:
+    """``TRITONJIT_REMOTE_CACHE`` and whether its server answers now (None when unset)."""
+    from tritonjit import _remote_cache
+
+    try:
+        remote = _remote_cache.active()
+    except ValueError as exc:  # a malformed URL or timeout
+        return {"url": os.environ.get(_remote_cache.ENV_URL, ""), "reachable": False, "error": str(exc)}
+    if remote is None:
+        return None
+    ok, why = remote.ping()
+    out: dict[str, Any] = {"url": remote.url.display, "reachable": ok}
+    if not ok:
+        out["error"] = why
+    return out
+
+
 def cache_dir() -> str:
     """Triton's cache directory, where the artifacts live (TRITON_CACHE_DIR honoured)."""
     try:
@@ -129,6 +147,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"tritonjit {info['tritonjit']}  (python {info['python']}, triton {info['triton']}, torch {info['torch']})")
     print(paragraph(f"active backend: {info['active_backend']}", width))
     print(paragraph(f"cache dir: {info['cache_dir']}", width))
+    remote = info["remote_cache"]
+    if remote is None:
+        print(paragraph("remote cache: none (TRITONJIT_REMOTE_CACHE unset)", width))
+    else:
+        state = "answers" if remote["reachable"] else f"not answering ({remote.get('error')})"
+        print(paragraph(f"remote cache: {remote['url']}, {state}", width))
     print(paragraph(f"native dispatcher: {info['native']['dispatcher']}", width))
     for name, why in info["native"]["helpers"].items():
         print(paragraph(f"C++ helper {name}: {why}", width))
