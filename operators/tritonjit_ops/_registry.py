@@ -17,6 +17,7 @@ import torch
 import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from . import autograd as _autograd
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -120,6 +121,7 @@ for _name, _schema, _impl, _ref in _OPS:
     _lib.define(f"{_name}{_schema}")
     _lib.impl(_name, _impl, _KEY)
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
+_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS])  # backward ops, and each op's autograd
 
 
 def _first(planner: Callable) -> Callable:
@@ -247,12 +249,14 @@ _ATEN: dict[str, Callable] = {
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
+_ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
                                   **indexing.PLANNERS, **matmul.PLANNERS}
+_PLANNERS.update(_autograd.ATEN_PLANNERS)
 
 
 class _State:

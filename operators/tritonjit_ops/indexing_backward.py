@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import DEVICE_ASSERT, FLOAT_DTYPES, assert_options, cdiv, host_check_allowed, jit, next_pow2
+from ._common import FLOAT_DTYPES, assert_options, cdiv, host_check_allowed, jit, next_pow2
 from ._plan import Buffer, In, Out, Plan, Tmp, launch, run
 
 Tensor = torch.Tensor
@@ -59,7 +59,7 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
         return None
     d = grad.shape[-1]
     L = indices.numel()
-    fp32 = grad.dtype == torch.float32
+    fp32 = grad.dtype in (torch.float32, torch.float64)  # accumulated in place
     outs = (Buffer((num_weights, d), grad.dtype),)
     temps = () if fp32 else (Buffer((num_weights, d), torch.float32),)
     acc = Out(0) if fp32 else Tmp(0)
@@ -87,8 +87,8 @@ def plan_embedding_dense_backward(grad: Any, indices: Any, num_weights: int, pad
     return _plan(grad, indices, num_weights, padding_idx, False, True)
 
 
-def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int,
-                             scale_grad_by_freq: bool) -> Tensor:
+def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int = -1,
+                             scale_grad_by_freq: bool = False) -> Tensor:
     """The [num_weights, D] gradient of embedding's weight for the output gradient ``grad``."""
     if not isinstance(indices, Tensor) or indices.dtype not in (torch.int32, torch.int64):
         raise TypeError("tritonjit embedding_dense_backward: indices must be an int32/int64 Tensor")

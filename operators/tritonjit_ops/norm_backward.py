@@ -222,7 +222,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
                 launches.append(launch(_col_sum, (cdiv(n, bn),), ref, Out(1 + k if need_w else 1), g, n,
                                        BLOCK_G=min(next_pow2(g), 32 if on_gpu else 8), BLOCK_N=bn))
     elif m == 0 and n:  # no rows: zero weight/bias gradients
-        for k, (ref, want) in enumerate(((dw_ref, need_w), (db_ref, need_b))):
+        for k, want in enumerate((need_w, need_b)):
             if want:
                 launches.append(launch(_fill, (cdiv(n, 1024),), Out(1 + k if need_w else 1), n, 0.0, BLOCK=1024))
     return Plan(tuple(outs), tuple(launches), result=result, temps=tuple(temps), contiguous=contiguous)
