@@ -11,7 +11,9 @@ contiguous result, which is what the real kernels allocate, so
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import contextlib
+import warnings
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import tritonjit
@@ -307,12 +309,22 @@ def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = (), *,
             _register_native()
         else:
             lib = torch.library.Library("aten", "IMPL")
-            for n in names:
-                lib.impl(n, _ATEN[n], _State.key)
+            with _quiet_override():  # replacing aten's kernels is the point: no torch warning about it
+                for n in names:
+                    lib.impl(n, _ATEN[n], _State.key)
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
     return _Enabled()
+
+
+@contextlib.contextmanager
+def _quiet_override() -> Iterator[None]:
+    """Silence torch's "Overriding a previously registered kernel" warning (a UserWarning from
+    TORCH_WARN, once a process), and only that one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
+        yield
 
 
 def _register_native() -> None:
