@@ -140,7 +140,22 @@ def _plan_group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = No
         return None
     n, c = x.shape[0], x.shape[1]
     hw = x.numel() // (n * c) if n * c else 1
-    return norm.plan_native_group_norm(x, weight, bias, n, c, hw, num_groups, eps)
+    # aten's argument order is (input, weight, bias, ...), this op's (input, num_groups, weight, bias, eps)
+    return _remap_inputs(norm.plan_native_group_norm(x, weight, bias, n, c, hw, num_groups, eps), {1: 2, 2: 3})
+
+
+def _remap_inputs(plan: Any, where: dict[int, int]) -> Any:
+    """``plan`` with its tensor-argument references In(i) moved to In(where[i]) (a planner of
+    another argument order)."""
+    if plan is None:
+        return None
+    from ._plan import In
+
+    def ref(a: Any) -> Any:
+        return In(where.get(a.i, a.i)) if type(a) is In else a
+
+    return plan._replace(launches=tuple(L._replace(args=tuple(ref(a) for a in L.args)) for L in plan.launches),
+                         contiguous=tuple(where.get(i, i) for i in plan.contiguous))
 
 
 #: tritonjit:: op -> planner of the C++ operator path, for the schemas above (those that

@@ -28,7 +28,8 @@ from . import fused_backward, indexing_backward, norm_backward, pointwise_backwa
 Tensor = torch.Tensor
 _tj = torch.ops.tritonjit
 
-__all__ = ["GRADS", "ATEN_BACKWARD", "ATEN_PLANNERS", "BACKWARD_OPS", "register", "wrap_public"]
+__all__ = ["GRADS", "ATEN_BACKWARD", "ATEN_PLANNERS", "BACKWARD_OPS", "register", "register_backward_ops",
+           "register_grads", "wrap_public"]
 
 
 # ------------------------------------------------------------------ aten's backward operators (enable())
@@ -499,11 +500,10 @@ GRADS: dict[str, Grad] = {
 NOT_DIFFERENTIABLE = frozenset({"argmax", "argmin"})
 
 
-def _no_backward(name: str) -> Callable:
+def _no_backward(qualname: str) -> Callable:
     def backward(ctx, *grads):
-        raise NotImplementedError(f"tritonjit::{name} has no backward: its inputs cannot get gradients through "
-                                  f"it; run it under torch.no_grad() or on detached inputs, or use the torch "
-                                  f"operator instead")
+        raise NotImplementedError(f"{qualname} has no backward: its inputs cannot get gradients through it; run "
+                                  f"it under torch.no_grad() or on detached inputs, or use the torch operator")
 
     return backward
 
@@ -525,9 +525,8 @@ def _has_kwarg_only(schema: str) -> bool:
 
 
 def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> None:
-    name = qualname.split("::")[1]
     if grad is None:
-        torch.library.register_autograd(qualname, _no_backward(name), lib=lib)
+        torch.library.register_autograd(qualname, _no_backward(qualname), lib=lib)
         return
     setup = grad.setup
     if _has_kwarg_only(schema):
@@ -539,19 +538,29 @@ def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> N
     torch.library.register_autograd(qualname, _padded(grad.backward), setup_context=setup_context, lib=lib)
 
 
-def register(lib: Any, key: str, ops: Iterable[tuple[str, str]]) -> None:
-    """Define the tritonjit:: backward ops in ``lib`` (with fakes), and register the autograd of
-    the forward ``ops`` ((name, schema) pairs): GRADS' backward, or a clear error where none."""
+def register_backward_ops(lib: Any, key: str) -> None:
+    """Define the tritonjit:: backward ops (BACKWARD_OPS) in ``lib``, with fakes; they have no
+    backward themselves (double backward raises)."""
     for name, schema, impl, fake in BACKWARD_OPS:
         lib.define(f"{name}{schema}")
         lib.impl(name, impl, key)
-        torch.library.register_fake(f"tritonjit::{name}", fake, lib=lib)
-        _register_grad(lib, f"tritonjit::{name}", schema, None)  # no double backward
+        torch.library.register_fake(f"{lib.ns}::{name}", fake, lib=lib)
+        _register_grad(lib, f"{lib.ns}::{name}", schema, None)
+
+
+def register_grads(lib: Any, ops: Iterable[tuple[str, str]]) -> None:
+    """The autograd of ``lib``'s ops ((name, schema) pairs): GRADS' entry of the op's base
+    name, else a backward that raises (never silent None gradients)."""
     for name, schema in ops:
         base = name.partition(".")[0]
-        if base in NOT_DIFFERENTIABLE:
-            continue
-        _register_grad(lib, f"tritonjit::{name}", schema, GRADS.get(base))
+        if base not in NOT_DIFFERENTIABLE:
+            _register_grad(lib, f"{lib.ns}::{name}", schema, GRADS.get(base))
+
+
+def register(lib: Any, key: str, ops: Iterable[tuple[str, str]]) -> None:
+    """Both of the above, for the tritonjit:: library."""
+    register_backward_ops(lib, key)
+    register_grads(lib, ops)
 
 
 # ------------------------------------------------------------------ direct entries
@@ -573,7 +582,7 @@ class _Direct(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> Any:
         grad = GRADS.get(ctx.grad_name)
         if grad is None:
-            _no_backward(ctx.grad_name)(ctx, *grads)
+            _no_backward(f"tritonjit_ops.{ctx.grad_name}")(ctx, *grads)
         prev = ctx.needs_input_grad
         try:
             ctx.needs_input_grad = prev[:-1]
