@@ -496,6 +496,11 @@ GRADS: dict[str, Grad] = {
     "cross_entropy": Grad(_cross_entropy_setup, _cross_entropy_bwd),
 }
 
+#: ops whose backward runs Triton backward kernels (tritonjit:: backward ops, or the forward's own kernel)
+FUSED = frozenset({"rms_norm", "layer_norm", "fused_add_rms_norm", "softmax", "log_softmax", "cross_entropy",
+                   "silu_and_mul", "rotary_embedding", "gelu", "silu", "sigmoid", "tanh", "relu", "embedding",
+                   "mm", "bmm", "addmm"})
+
 #: ops whose outputs are never differentiable (integer results): no autograd needed
 NOT_DIFFERENTIABLE = frozenset({"argmax", "argmin"})
 
