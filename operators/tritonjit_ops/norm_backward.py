@@ -185,7 +185,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     mean, rstd, dres; ``shapes``: (shape, dtype) of the outputs dx, dw, db; ``need``:
     which of dx, dw, db the call returns (an output not needed is returned as None)."""
     on_gpu = device.type != "cpu"
-    one_pass = n <= (16384 if on_gpu else 2048)
+    one_pass = n <= (8192 if on_gpu else 2048)  # a row and its weight in registers (more live vectors than forward)
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
@@ -216,11 +216,11 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
             m, n, float(eps), rows, RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b,
             HAS_STATS=refs["rstd"] is not None, HAS_DRES=refs["dres"] is not None, ONE_PASS=one_pass,
             BLOCK_N=block_n, num_warps=warps))
-        bn = min(next_pow2(n), 256)
+        bn = min(next_pow2(n), 64 if on_gpu else 256)  # many column programs: the partials are [g, n]
         for k, (ref, want) in enumerate(((dw_ref, need_w), (db_ref, need_b))):
             if want:
                 launches.append(launch(_col_sum, (cdiv(n, bn),), ref, Out(1 + k if need_w else 1), g, n,
-                                       BLOCK_G=min(next_pow2(g), 32 if on_gpu else 8), BLOCK_N=bn))
+                                       BLOCK_G=min(next_pow2(g), 64 if on_gpu else 8), BLOCK_N=bn))
     elif m == 0 and n:  # no rows: zero weight/bias gradients
         for k, want in enumerate((need_w, need_b)):
             if want:
