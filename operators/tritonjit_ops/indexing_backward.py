@@ -1,7 +1,8 @@
 """Embedding backward: the dense weight gradient, with padding_idx and scale_grad_by_freq.
 
 Each (index, column block) program adds its gradient row into an fp32 accumulator with
-atomics (rows of padding_idx add nothing); a cast kernel writes the weight's dtype. As
+atomics (rows of padding_idx add nothing); for a 16-bit gradient only the rows the
+indices touch are zeroed in, and converted out of, that accumulator. As
 in the forward (indexing.py), index values are checked on the host for CPU tensors and
 by a device assert on an accelerator, so an out-of-range index never writes out of bounds.
 """
@@ -28,28 +29,37 @@ def _zero_kernel(out, n, BLOCK: tl.constexpr):
 @triton.jit
 def _embed_bwd_kernel(g, idx, acc, counts, W, D, padding_idx, BLOCK: tl.constexpr, FREQ: tl.constexpr,
                       CHECK: tl.constexpr):
+    """acc[idx[i]] += g[i] (divided by the index's count with FREQ); rows of padding_idx add nothing."""
     i = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     j = tl.load(idx + i).to(tl.int64)
     if CHECK:
         tl.device_assert(j.to(tl.uint64, bitcast=True) < W, "tritonjit embedding_backward: index out of range")
-    m = (cols < D) & (j != padding_idx)
+    m = (cols < D) & (j != padding_idx) & (j >= 0) & (j < W)
     v = tl.load(g + i * D + cols, mask=m, other=0.0).to(tl.float32)
     if FREQ:
-        v = v / tl.load(counts + j).to(tl.float32)
+        v = v / tl.load(counts + j, mask=(j >= 0) & (j < W), other=1).to(tl.float32)
     tl.atomic_add(acc + j * D + cols, v, mask=m)
 
 
 @triton.jit
-def _cast_kernel(src, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out + offs, tl.load(src + offs, mask=m), mask=m)
+def _index_rows_kernel(src, dst, idx, W, D, COPY: tl.constexpr, BLOCK: tl.constexpr):
+    """dst[idx[i]] = src[idx[i]] (COPY, with a dtype conversion) or 0: only the rows the indices
+    touch, so a 16-bit table's fp32 accumulator is never written whole."""
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    j = tl.load(idx + i).to(tl.int64)
+    m = (cols < D) & (j >= 0) & (j < W)
+    if COPY:
+        v = tl.load(src + j * D + cols, mask=m, other=0.0)
+    else:
+        v = tl.zeros([BLOCK], tl.float32)
+    tl.store(dst + j * D + cols, v.to(dst.dtype.element_ty), mask=m)
 
 
 _zero = jit(_zero_kernel)
 _embed_bwd = jit(_embed_bwd_kernel)
-_cast = jit(_cast_kernel)
+_index_rows = jit(_index_rows_kernel)
 
 
 def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: bool, check: bool) -> Plan | None:
@@ -59,22 +69,28 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
         return None
     d = grad.shape[-1]
     L = indices.numel()
-    fp32 = grad.dtype in (torch.float32, torch.float64)  # accumulated in place
+    direct = grad.dtype in (torch.float32, torch.float64)  # accumulated in place
     outs = (Buffer((num_weights, d), grad.dtype),)
-    temps = () if fp32 else (Buffer((num_weights, d), torch.float32),)
-    acc = Out(0) if fp32 else Tmp(0)
+    temps = () if direct else (Buffer((num_weights, d), torch.float32),)
+    acc = Out(0) if direct else Tmp(0)
     contiguous = tuple(i for i, t in ((0, grad), (1, indices)) if not t.is_contiguous())
     total = num_weights * d
     if total == 0:
         return Plan(outs, (), temps=temps, contiguous=contiguous)
-    launches = [launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024)]
+    launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
     if L and d:
         block = min(next_pow2(d), 1024)
-        launches.append(launch(_embed_bwd, (L, cdiv(d, block)), In(0), In(1), acc, In(4) if freq else In(0),
+        grid = (L, cdiv(d, block))
+        warps = 4 if block >= 512 else 1
+        if not direct:  # zero the accumulator's rows that the indices touch
+            launches.append(launch(_index_rows, grid, acc, acc, In(1), num_weights, d, COPY=False, BLOCK=block,
+                                   num_warps=warps))
+        launches.append(launch(_embed_bwd, grid, In(0), In(1), acc, In(4) if freq else In(0),
                                num_weights, d, padding_idx, BLOCK=block, FREQ=freq, CHECK=check,
-                               num_warps=4 if block >= 512 else 1, **assert_options(check)))
-    if not fp32:
-        launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
+                               num_warps=warps, **assert_options(check)))
+        if not direct:  # those rows, converted into the gradient's dtype
+            launches.append(launch(_index_rows, grid, acc, Out(0), In(1), num_weights, d, COPY=True, BLOCK=block,
+                                   num_warps=warps))
     return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)
 
 
