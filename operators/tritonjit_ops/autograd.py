@@ -207,7 +207,8 @@ def _pow_bwd(ctx, g):
     return gx, ge
 
 
-def _unary(save_out: bool, fn: Callable[[Tensor, Any], Tensor]) -> Grad:
+def _unary(save_out: bool, fn: Callable[[Tensor, Tensor, Any], Tensor]) -> Grad:
+    """The Grad of a one-input op: ``fn(grad, saved, ctx)``, saved = the output or the input."""
     def setup(ctx, args, kw, out):
         _save(ctx, v=out if save_out else args[0], approximate=_a(args, kw, 1, "approximate", "none"))
 
@@ -534,12 +535,14 @@ def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> N
         torch.library.register_autograd(qualname, _no_backward(qualname), lib=lib)
         return
     setup = grad.setup
-    if _has_kwarg_only(schema):
-        def setup_context(ctx, inputs, keyword_only_inputs, output):
-            setup(ctx, tuple(inputs), dict(keyword_only_inputs), output)
-    else:
-        def setup_context(ctx, inputs, output):
-            setup(ctx, tuple(inputs), {}, output)
+    def with_keywords(ctx, inputs, keyword_only_inputs, output):
+        setup(ctx, tuple(inputs), dict(keyword_only_inputs), output)
+
+    def positional(ctx, inputs, output):
+        setup(ctx, tuple(inputs), {}, output)
+
+    # torch.library passes keyword_only_inputs exactly when the schema has keyword-only arguments
+    setup_context = with_keywords if _has_kwarg_only(schema) else positional
     torch.library.register_autograd(qualname, _padded(grad.backward), setup_context=setup_context, lib=lib)
 
 

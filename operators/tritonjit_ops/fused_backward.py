@@ -85,7 +85,7 @@ def silu_and_mul_backward(grad: Tensor, gate: Tensor, up: Tensor | None = None) 
     u = g if up is None else up.contiguous()
     dy = grad.contiguous()
     dg = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
-    du = torch.empty((0,) if split else u.shape, dtype=gate.dtype if split else up.dtype, device=gate.device)
+    du = torch.empty((0,) if split else u.shape, dtype=u.dtype, device=gate.device)
     rows = g.numel() // g.shape[-1] if g.shape[-1] else 0
     if rows and d:
         on_cpu = gate.device.type == "cpu"
