@@ -189,7 +189,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
-    g = max(1, min(m, 4 * _sms(on_gpu, device)))
+    g = max(1, min(m, 2 * _sms(on_gpu, device)))  # programs: enough to fill the GPU, few partial rows
     rows = cdiv(m, g) if m else 0
     g = cdiv(m, rows) if rows else 0
     outs = [Buffer(*shapes["dx"])]

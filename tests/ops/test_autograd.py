@@ -56,8 +56,17 @@ def _cases() -> dict[str, Case]:
         "layer_norm long rows": Case(lambda d: (_r(d, 2, 2500), _r(d, 2500)),
                                      lambda x, w: T.layer_norm(x, (2500,), w), None,
                                      lambda x, w: F.layer_norm(x, (2500,), w)),
+        # more rows than programs: each program sums several rows' weight gradients, the last one partly masked
+        "layer_norm many rows": Case(lambda d: (_r(d, 37, 24), _r(d, 24), _r(d, 24)),
+                                     lambda x, w, b: T.layer_norm(x, (24,), w, b),
+                                     lambda x, w, b: tj.layer_norm(x, [24], w, b),
+                                     lambda x, w, b: F.layer_norm(x, (24,), w, b)),
+        "fused_add_rms_norm many rows": Case(lambda d: (_r(d, 37, 24), _r(d, 37, 24), _r(d, 24)),
+                                             lambda x, r, w: T.fused_add_rms_norm(x, r, w, 1e-6),
+                                             lambda x, r, w: tj.fused_add_rms_norm(x, r, w, 1e-6),
+                                             lambda x, r, w: (F.rms_norm(x + r, (24,), w, 1e-6), x + r)),
         # rows past the one-pass limits (2048 / 1024 on CPU, 8192 / 16384 on a GPU): the looping kernels
-        "rms_norm long rows": Case(lambda d: (_r(d, 2, 9000), _r(d, 9000)), lambda x, w: T.rms_norm(x, (9000,), w),
+        "rms_norm long rows": Case(lambda d: (_r(d, 19, 9000), _r(d, 9000)), lambda x, w: T.rms_norm(x, (9000,), w),
                                    lambda x, w: tj.rms_norm(x, [9000], w), lambda x, w: F.rms_norm(x, (9000,), w)),
         "log_softmax long rows": Case(lambda d: (_r(d, 2, 17000),), lambda x: T.log_softmax(x, -1),
                                       lambda x: tj.log_softmax(x, -1), lambda x: torch.log_softmax(x, -1)),
