@@ -318,6 +318,7 @@ def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = (), *,
             raise ValueError(f"tritonjit_ops.enable: no tritonjit implementation for {unknown}")
         excluded = set(exclude)
         names = [n for n in names if n not in excluded]
+        names += _autograd.needed_backward(names, dispatch_key())
         _State.ops, _State.key = tuple(sorted(names)), dispatch_key()
         _State.generation += 1
         if _native_ops.module(wait=wait_native) is not None:

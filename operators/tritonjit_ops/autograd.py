@@ -47,6 +47,15 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "threshold_backward": pointwise_backward.threshold_backward,
 }
 
+def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
+    """Backward ops enable() must route with ``names`` for gradients to work at all: aten has
+    no CPU kernel of ``_fused_rms_norm_backward``, which the derivative of a routed
+    ``_fused_rms_norm`` calls (on CPU aten's rms_norm never reaches ``_fused_rms_norm``)."""
+    if dispatch_key == "CPU" and "_fused_rms_norm" in names and "_fused_rms_norm_backward" not in names:
+        return ["_fused_rms_norm_backward"]
+    return []
+
+
 #: aten overload -> planner of the C++ operator path
 ATEN_PLANNERS: dict[str, Callable] = {**softmax_backward.PLANNERS, **norm_backward.PLANNERS,
                                       **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS}

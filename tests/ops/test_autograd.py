@@ -290,6 +290,18 @@ def test_aten_backward_ops_are_routed_and_agree(name: str) -> None:
     _same(got, ref, f"{name} (C++ path)")
 
 
+def test_routed_fused_rms_norm_brings_its_cpu_backward() -> None:
+    """aten has no CPU kernel of _fused_rms_norm_backward: routing the forward alone would
+    make rms_norm's gradient fail, so enable() routes the backward with it on CPU."""
+    x, w = torch.randn(3, 8, requires_grad=True), torch.randn(8, requires_grad=True)
+    ref = torch.autograd.grad(F.rms_norm(x, (8,), w, 1e-6).sum(), (x, w))
+    with T.enable(include=["_fused_rms_norm"]):
+        assert "_fused_rms_norm_backward" in T.enabled_ops()
+        got = torch.autograd.grad(F.rms_norm(x, (8,), w, 1e-6).sum(), (x, w))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 # ------------------------------------------------------------------ no backward: a clear error
 def test_an_op_without_backward_raises_naming_it() -> None:
     x = torch.randn(3, 4, requires_grad=True)
