@@ -52,3 +52,9 @@ __all__ = [
     "audit", "audit_table", "Audit", "AuditRow",
 ]
 __version__ = "0.1.0"
+
+# direct entries with autograd (see autograd.py): the kernels themselves when no input requires grad
+from . import _registry as _reg  # noqa: E402
+from .autograd import wrap_public as _wrap_public  # noqa: E402
+
+_wrap_public(globals(), [_op[0] for _op in _reg._OPS])

@@ -363,6 +363,12 @@ class OpKernel final : public c10::OperatorKernel {
         if (l.size() + key.n + 8 > static_cast<size_t>(tritonjit::detail::kMaxWords)) return false;
         key.push(12 | static_cast<uint64_t>(l.size()) << 8);
         for (int64_t x : l) key.push(static_cast<uint64_t>(x));
+      } else if (v.isBoolList()) {  // a backward's output_mask
+        const auto l = v.toBoolList();
+        if (l.size() > 32) return false;
+        uint64_t bits = 0;
+        for (size_t k = 0; k < l.size(); k++) bits |= static_cast<uint64_t>(l.get(k)) << k;
+        key.push(14 | static_cast<uint64_t>(l.size()) << 8 | bits << 16);
       } else if (v.isDevice()) {
         key.push(13 | static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().type())) << 8 |
                  static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().index() + 1)) << 16);
@@ -446,7 +452,12 @@ class OpKernel final : public c10::OperatorKernel {
       g_launches++;
     }
     torch::jit::drop(*stack, nargs_);
-    for (int r : plan.result) stack->emplace_back(std::move(outs[r]));
+    for (int r : plan.result) {  // -1: an output the call does not need (an undefined tensor)
+      if (r < 0)
+        stack->emplace_back(at::Tensor());
+      else
+        stack->emplace_back(std::move(outs[r]));
+    }
   }
 
   // (args, kwargs) of the call for Python, as torch's own Python kernels receive them.

@@ -84,7 +84,7 @@ class Launch(NamedTuple):
 class Plan(NamedTuple):
     outputs: tuple[Buffer, ...]
     launches: tuple[Launch, ...]
-    result: tuple[int, ...] = (0,)  # the outputs the call returns, in order (one: a Tensor)
+    result: tuple[int, ...] = (0,)  # the outputs the call returns, in order (one: a Tensor; -1: None)
     temps: tuple[Buffer, ...] = ()
     contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
     aten: bool = False  # run the device's own aten kernel instead (measured faster; C++ path only)
@@ -161,4 +161,4 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
         L.fn[L.grid](*(value(a) for a in L.args), **L.options())
     if len(plan.result) == 1:
         return outs[plan.result[0]]
-    return tuple(outs[i] for i in plan.result)
+    return tuple(outs[i] if i >= 0 else None for i in plan.result)

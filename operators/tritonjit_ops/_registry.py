@@ -11,12 +11,15 @@ contiguous result, which is what the real kernels allocate, so
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import contextlib
+import warnings
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from . import autograd as _autograd
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -120,6 +123,7 @@ for _name, _schema, _impl, _ref in _OPS:
     _lib.define(f"{_name}{_schema}")
     _lib.impl(_name, _impl, _KEY)
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
+_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS])  # backward ops, and each op's autograd
 
 
 def _first(planner: Callable) -> Callable:
@@ -136,7 +140,22 @@ def _plan_group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = No
         return None
     n, c = x.shape[0], x.shape[1]
     hw = x.numel() // (n * c) if n * c else 1
-    return norm.plan_native_group_norm(x, weight, bias, n, c, hw, num_groups, eps)
+    # aten's argument order is (input, weight, bias, ...), this op's (input, num_groups, weight, bias, eps)
+    return _remap_inputs(norm.plan_native_group_norm(x, weight, bias, n, c, hw, num_groups, eps), {1: 2, 2: 3})
+
+
+def _remap_inputs(plan: Any, where: dict[int, int]) -> Any:
+    """``plan`` with its tensor-argument references In(i) moved to In(where[i]) (a planner of
+    another argument order)."""
+    if plan is None:
+        return None
+    from ._plan import In
+
+    def ref(a: Any) -> Any:
+        return In(where.get(a.i, a.i)) if type(a) is In else a
+
+    return plan._replace(launches=tuple(L._replace(args=tuple(ref(a) for a in L.args)) for L in plan.launches),
+                         contiguous=tuple(where.get(i, i) for i in plan.contiguous))
 
 
 #: tritonjit:: op -> planner of the C++ operator path, for the schemas above (those that
@@ -247,12 +266,14 @@ _ATEN: dict[str, Callable] = {
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
+_ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
                                   **indexing.PLANNERS, **matmul.PLANNERS}
+_PLANNERS.update(_autograd.ATEN_PLANNERS)
 
 
 class _State:
@@ -297,18 +318,29 @@ def enable(include: Iterable[str] | None = None, exclude: Iterable[str] = (), *,
             raise ValueError(f"tritonjit_ops.enable: no tritonjit implementation for {unknown}")
         excluded = set(exclude)
         names = [n for n in names if n not in excluded]
+        names += _autograd.needed_backward(names, dispatch_key())
         _State.ops, _State.key = tuple(sorted(names)), dispatch_key()
         _State.generation += 1
         if _native_ops.module(wait=wait_native) is not None:
             _register_native()
         else:
             lib = torch.library.Library("aten", "IMPL")
-            for n in names:
-                lib.impl(n, _ATEN[n], _State.key)
+            with _quiet_override():  # replacing aten's kernels is the point: no torch warning about it
+                for n in names:
+                    lib.impl(n, _ATEN[n], _State.key)
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
     return _Enabled()
+
+
+@contextlib.contextmanager
+def _quiet_override() -> Iterator[None]:
+    """Silence torch's "Overriding a previously registered kernel" warning (a UserWarning from
+    TORCH_WARN, once a process), and only that one."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
+        yield
 
 
 def _register_native() -> None:

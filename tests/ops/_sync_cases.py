@@ -136,18 +136,52 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         "mm": (a, bm), "bmm": (ba, bb), "addmm": (bias3, a, lin.t()),
         "index_select": (i["table"], 0, i["sel"]), "gather": (x, 1, i["gidx"]), "embedding": (i["table"], i["ids"]),
     }
+    args.update(_backward_args(i, dev, dtype))
     for n in ("neg", "abs", "exp", "sigmoid", "tanh", "relu", "silu", "gelu"):
         args[n] = (x,)
     for n in ("log", "sqrt", "rsqrt"):
         args[n] = (pos,)
     kwargs = {"add.Tensor": {"alpha": 2}, "gelu": {"approximate": "tanh"}}
-    cases = [Case(n, lambda n=n, a=a: _aten(n)(*a, **kwargs.get(n, {})), None) for n, a in args.items()]
+    refs = {"_fused_rms_norm_backward": _rms_backward_ref(args["_fused_rms_norm_backward"])}  # no aten CPU kernel
+    cases = [Case(n, lambda n=n, a=a: _aten(n)(*a, **kwargs.get(n, {})), refs.get(n)) for n, a in args.items()]
     cases += [
         Case("mul.Tensor/cpu-scalar-tensor", lambda: _aten("mul.Tensor")(x, i["scalar_cpu"]), None),
         Case("add.Tensor/transposed", lambda: _aten("add.Tensor")(x.t(), z.t()), None),
         Case("mm/linear-layout", lambda: _aten("mm")(a, lin.t()), None),
     ]
     return cases
+
+
+def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str, tuple]:
+    """aten's backward operators, with arguments as aten's autograd passes them."""
+    g = torch.Generator().manual_seed(1)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g).to(dev, dtype)
+
+    x, z, x3, w6, b6 = i["x"], i["z"], i["x3"], i["w6"], i["b6"]
+    dy3 = r(2, 4, 6)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x3, [6], w6, b6, 1e-5)
+    rms_rstd = torch.rsqrt(x3.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+    return {
+        "_softmax_backward_data": (dy3, torch.softmax(x3, -1), -1, dtype),
+        "_log_softmax_backward_data": (dy3, torch.log_softmax(x3, 1), 1, dtype),
+        "native_layer_norm_backward": (dy3, x3, [6], mean, rstd, w6, b6, [True, True, True]),
+        "_fused_rms_norm_backward": (dy3, x3, [6], rms_rstd, w6, [True, True]),
+        "embedding_dense_backward": (r(2, 3, 6), i["ids"], 10, 2, False),
+        "silu_backward": (x, z), "gelu_backward": (x, z), "sigmoid_backward": (x, z.sigmoid()),
+        "tanh_backward": (x, z.tanh()), "threshold_backward": (x, z, 0.25),
+    }
+
+
+def _rms_backward_ref(args: tuple) -> Callable[[], Any]:
+    dy, x, ns, _, w, _ = args
+
+    def ref() -> Any:
+        xs, ws = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        return torch.autograd.grad(F.rms_norm(xs, ns, ws, 1e-6), (xs, ws), dy)
+
+    return ref
 
 
 def aten_name(case: Case) -> str:

@@ -1,0 +1,127 @@
+"""Embedding backward: the dense weight gradient, with padding_idx and scale_grad_by_freq.
+
+Each (index, column block) program adds its gradient row into an fp32 accumulator with
+atomics (rows of padding_idx add nothing); for a 16-bit gradient only the rows the
+indices touch are zeroed in, and converted out of, that accumulator. As
+in the forward (indexing.py), index values are checked on the host for CPU tensors and
+by a device assert on an accelerator, so an out-of-range index never writes out of bounds.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, assert_options, cdiv, host_check_allowed, jit, next_pow2
+from ._plan import Buffer, In, Out, Plan, Tmp, launch, run
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _zero_kernel(out, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.zeros([BLOCK], tl.float32).to(out.dtype.element_ty), mask=offs < n)
+
+
+@triton.jit
+def _embed_bwd_kernel(g, idx, acc, counts, W, D, padding_idx, BLOCK: tl.constexpr, FREQ: tl.constexpr,
+                      CHECK: tl.constexpr):
+    """acc[idx[i]] += g[i] (divided by the index's count with FREQ); rows of padding_idx add nothing."""
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    j = tl.load(idx + i).to(tl.int64)
+    if CHECK:
+        tl.device_assert(j.to(tl.uint64, bitcast=True) < W, "tritonjit embedding_backward: index out of range")
+    m = (cols < D) & (j != padding_idx) & (j >= 0) & (j < W)
+    v = tl.load(g + i * D + cols, mask=m, other=0.0).to(tl.float32)
+    if FREQ:
+        v = v / tl.load(counts + j, mask=(j >= 0) & (j < W), other=1).to(tl.float32)
+    tl.atomic_add(acc + j * D + cols, v, mask=m)
+
+
+@triton.jit
+def _index_rows_kernel(src, dst, idx, W, D, COPY: tl.constexpr, BLOCK: tl.constexpr):
+    """dst[idx[i]] = src[idx[i]] (COPY, with a dtype conversion) or 0: only the rows the indices
+    touch, so a 16-bit table's fp32 accumulator is never written whole."""
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    j = tl.load(idx + i).to(tl.int64)
+    m = (cols < D) & (j >= 0) & (j < W)
+    if COPY:
+        v = tl.load(src + j * D + cols, mask=m, other=0.0)
+    else:
+        v = tl.zeros([BLOCK], tl.float32)
+    tl.store(dst + j * D + cols, v.to(dst.dtype.element_ty), mask=m)
+
+
+_zero = jit(_zero_kernel)
+_embed_bwd = jit(_embed_bwd_kernel)
+_index_rows = jit(_index_rows_kernel)
+
+
+def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: bool, check: bool) -> Plan | None:
+    if (not isinstance(grad, Tensor) or not isinstance(indices, Tensor) or grad.dtype not in FLOAT_DTYPES
+            or indices.dtype not in (torch.int32, torch.int64) or grad.device != indices.device or grad.dim() < 1
+            or tuple(grad.shape[:-1]) != tuple(indices.shape)):
+        return None
+    d = grad.shape[-1]
+    L = indices.numel()
+    direct = grad.dtype in (torch.float32, torch.float64)  # accumulated in place
+    outs = (Buffer((num_weights, d), grad.dtype),)
+    temps = () if direct else (Buffer((num_weights, d), torch.float32),)
+    acc = Out(0) if direct else Tmp(0)
+    contiguous = tuple(i for i, t in ((0, grad), (1, indices)) if not t.is_contiguous())
+    total = num_weights * d
+    if total == 0:
+        return Plan(outs, (), temps=temps, contiguous=contiguous)
+    launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
+    if L and d:
+        block = min(next_pow2(d), 1024)
+        grid = (L, cdiv(d, block))
+        warps = 4 if block >= 512 else 1
+        if not direct:  # zero the accumulator's rows that the indices touch
+            launches.append(launch(_index_rows, grid, acc, acc, In(1), num_weights, d, COPY=False, BLOCK=block,
+                                   num_warps=warps))
+        launches.append(launch(_embed_bwd, grid, In(0), In(1), acc, In(4) if freq else In(0),
+                               num_weights, d, padding_idx, BLOCK=block, FREQ=freq, CHECK=check,
+                               num_warps=warps, **assert_options(check)))
+        if not direct:  # those rows, converted into the gradient's dtype
+            launches.append(launch(_index_rows, grid, acc, Out(0), In(1), num_weights, d, COPY=True, BLOCK=block,
+                                   num_warps=warps))
+    return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)
+
+
+def plan_embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_idx: int,
+                                  scale_grad_by_freq: bool) -> Plan | None:
+    """aten.embedding_dense_backward on an accelerator (CPU indices are checked on the host,
+    and scale_grad_by_freq needs the counts: both take the Python implementation)."""
+    if scale_grad_by_freq or not isinstance(indices, Tensor) or host_check_allowed(indices):
+        return None
+    return _plan(grad, indices, num_weights, padding_idx, False, True)
+
+
+def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int = -1,
+                             scale_grad_by_freq: bool = False) -> Tensor:
+    """The [num_weights, D] gradient of embedding's weight for the output gradient ``grad``."""
+    if not isinstance(indices, Tensor) or indices.dtype not in (torch.int32, torch.int64):
+        raise TypeError("tritonjit embedding_dense_backward: indices must be an int32/int64 Tensor")
+    check = not host_check_allowed(indices)
+    if not check and indices.numel():
+        lo, hi = (int(v) for v in torch.aminmax(indices))
+        if lo < 0 or hi >= num_weights:
+            raise IndexError(f"tritonjit embedding_dense_backward: index {lo if lo < 0 else hi} is out of range "
+                             f"for a table of {num_weights} rows")
+    grad = grad.reshape(*indices.shape, grad.shape[-1]) if isinstance(grad, Tensor) and grad.dim() else grad
+    p = _plan(grad, indices, num_weights, padding_idx, bool(scale_grad_by_freq), check)
+    if p is None:
+        raise NotImplementedError(f"tritonjit embedding_dense_backward: no kernel for grad "
+                                  f"{getattr(grad, 'dtype', None)} {list(getattr(grad, 'shape', []))} and indices "
+                                  f"{list(indices.shape)}")
+    counts = torch.bincount(indices.reshape(-1), minlength=num_weights) if scale_grad_by_freq else indices
+    return run(p, (grad, indices, num_weights, padding_idx, counts))
+
+
+PLANNERS: dict[str, Any] = {"embedding_dense_backward": plan_embedding_dense_backward}

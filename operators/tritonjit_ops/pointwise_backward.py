@@ -1,0 +1,120 @@
+"""Backward of the activations: silu, gelu (erf and tanh), sigmoid, tanh, relu (threshold).
+
+One flat kernel, ``dx = dy * f'(x)``, computed in fp32; aten's overloads are
+``silu_backward(grad, self)``, ``gelu_backward(grad, self, approximate)``,
+``sigmoid_backward(grad, output)``, ``tanh_backward(grad, output)`` and
+``threshold_backward(grad, self, threshold)`` (relu's, with threshold 0).
+"""
+from __future__ import annotations
+
+from numbers import Number
+from typing import Any, Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, cdiv, jit
+from ._plan import Arg, Buffer, In, Out, Plan, launch, run
+
+Tensor = torch.Tensor
+
+
+@triton.jit
+def _tanh(x):
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _act_bwd_kernel(dy, x, dx, n, threshold, OP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
+    v = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
+    if OP == "silu":
+        s = 1.0 / (1.0 + tl.exp(-v))
+        r = g * s * (1.0 + v * (1.0 - s))
+    elif OP == "gelu":
+        cdf = 0.5 * (1.0 + tl.erf(v * 0.7071067811865476))
+        pdf = tl.exp(-0.5 * v * v) * 0.3989422804014327
+        r = g * (cdf + v * pdf)
+    elif OP == "gelu_tanh":
+        k = 0.7978845608028654
+        inner = k * (v + 0.044715 * v * v * v)
+        t = _tanh(inner)
+        r = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v))
+    elif OP == "sigmoid":  # v is the output
+        r = g * v * (1.0 - v)
+    elif OP == "tanh":  # v is the output
+        r = g * (1.0 - v * v)
+    else:  # "threshold": v is the input
+        r = tl.where(v <= threshold, 0.0, g)
+    tl.store(dx + offs, r.to(dx.dtype.element_ty), mask=m)
+
+
+_act_bwd = jit(_act_bwd_kernel)
+_BLOCK = 1024
+
+
+def plan_activation_backward(op: str, grad: Any, x: Any, threshold: Any = 0) -> Plan | None:
+    """dy * f'(x) for two floating tensors of one shape, dtype and device (the gradient's dtype)."""
+    if (not isinstance(grad, Tensor) or not isinstance(x, Tensor) or grad.shape != x.shape
+            or grad.dtype != x.dtype or grad.dtype not in FLOAT_DTYPES or grad.device != x.device):
+        return None
+    if op == "threshold" and (not isinstance(threshold, Number) or isinstance(threshold, complex)):
+        return None
+    contiguous = tuple(i for i, t in ((0, grad), (1, x)) if not t.is_contiguous())
+    out = (Buffer(tuple(x.shape), grad.dtype),)
+    n = x.numel()
+    if n == 0:
+        return Plan(out, (), contiguous=contiguous)
+    L = launch(_act_bwd, (cdiv(n, _BLOCK),), In(0), In(1), Out(0), n, Arg(2) if op == "threshold" else 0.0,
+               OP=op, BLOCK=_BLOCK)
+    return Plan(out, (L,), contiguous=contiguous)
+
+
+def _make(op: str, aten: str, doc: str) -> Callable[..., Tensor]:
+    def fn(grad_output: Tensor, x: Tensor, threshold: Any = 0) -> Tensor:
+        p = plan_activation_backward(op, grad_output, x, threshold)
+        if p is None:
+            raise NotImplementedError(f"tritonjit {aten}: no kernel for grad {getattr(grad_output, 'dtype', None)} "
+                                      f"and input {getattr(x, 'dtype', None)} (same shape, float dtype expected)")
+        return run(p, (grad_output, x, threshold))
+
+    fn.__name__ = fn.__qualname__ = aten
+    fn.__doc__ = doc
+    return fn
+
+
+silu_backward = _make("silu", "silu_backward", "dy * sigmoid(x) * (1 + x * (1 - sigmoid(x))).")
+sigmoid_backward = _make("sigmoid", "sigmoid_backward", "dy * y * (1 - y), from the output y.")
+tanh_backward = _make("tanh", "tanh_backward", "dy * (1 - y**2), from the output y.")
+threshold_backward = _make("threshold", "threshold_backward", "dy where x > threshold, else 0 (relu's backward).")
+_gelu_erf = _make("gelu", "gelu_backward", "GELU's derivative, erf form.")
+_gelu_tanh = _make("gelu_tanh", "gelu_backward", "GELU's derivative, tanh approximation.")
+
+
+def gelu_backward(grad_output: Tensor, x: Tensor, *, approximate: str = "none") -> Tensor:
+    """dy * GELU'(x) for aten's two approximations."""
+    if approximate == "none":
+        return _gelu_erf(grad_output, x)
+    if approximate == "tanh":
+        return _gelu_tanh(grad_output, x)
+    raise RuntimeError(f"tritonjit gelu_backward: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _gelu_planner(grad: Any, x: Any, *, approximate: str = "none") -> Plan | None:
+    if approximate not in ("none", "tanh"):
+        return None
+    return plan_activation_backward("gelu" if approximate == "none" else "gelu_tanh", grad, x)
+
+
+PLANNERS: dict[str, Any] = {
+    "silu_backward": lambda g, x: plan_activation_backward("silu", g, x),
+    "sigmoid_backward": lambda g, y: plan_activation_backward("sigmoid", g, y),
+    "tanh_backward": lambda g, y: plan_activation_backward("tanh", g, y),
+    "threshold_backward": lambda g, x, threshold: plan_activation_backward("threshold", g, x, threshold),
+    "gelu_backward": _gelu_planner,
+}
