@@ -113,6 +113,9 @@ _OPS += [
          lg.float(), t, ignore_index=ignore_index, reduction=reduction).to(lg.dtype)),
 ]
 
+from . import attention  # noqa: E402 - its own import block, so that families merge without conflicts
+
+_OPS += attention.OPS
 _lib = torch.library.Library("tritonjit", "DEF")
 _KEY = dispatch_key()
 for _name, _schema, _impl, _ref in _OPS:
@@ -120,6 +123,7 @@ for _name, _schema, _impl, _ref in _OPS:
     _lib.define(f"{_name}{_schema}")
     _lib.impl(_name, _impl, _KEY)
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
+attention.register_autograd(_lib)
 
 
 def _first(planner: Callable) -> Callable:
@@ -247,6 +251,7 @@ _ATEN: dict[str, Callable] = {
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
+_ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
