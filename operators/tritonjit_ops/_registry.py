@@ -113,7 +113,7 @@ _OPS += [
          lg.float(), t, ignore_index=ignore_index, reduction=reduction).to(lg.dtype)),
 ]
 
-from . import attention  # noqa: E402 - its own import block, so that families merge without conflicts
+from . import attention, optim  # noqa: E402 - its own import block, so that families merge without conflicts
 
 _OPS += attention.OPS
 _lib = torch.library.Library("tritonjit", "DEF")
@@ -252,6 +252,7 @@ _ATEN: dict[str, Callable] = {
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
+_ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are

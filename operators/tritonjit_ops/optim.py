@@ -1,0 +1,208 @@
+"""A fused AdamW step: every parameter of a group updated by one multi-tensor launch.
+
+``adamw_step`` groups the tensors by dtypes and launches ``_adamw_kernel`` once per
+group over a block table: program ``j`` updates block ``j`` of the group's flattened
+tensor list, finding its tensor's addresses in a device table of pointers (built once
+per tensor list and cached by address, so a training loop uploads nothing after its
+first step). Bias corrections are computed in the kernel from each parameter's step
+tensor: no host synchronization, and the launch captures into a CUDA graph.
+
+Math (torch's fused AdamW, fp32 opmath; params/grads/states of any float dtype):
+p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = beta2 v + (1-beta2) g^2;
+p -= lr/(1-beta1^step) * m / (sqrt(v)/sqrt(1-beta2^step) + eps).
+
+Not supported (raise :class:`Unsupported`; under ``enable()`` aten's own kernel then
+runs): amsgrad, grad_scale / found_inf (AMP's GradScaler), tensors on several devices,
+sparse or complex tensors.
+
+Entry points: :func:`adamw_step`, :class:`AdamW` (a ``torch.optim.AdamW`` whose step is
+this kernel; its state is torch's) and :data:`ATEN` (``_fused_adamw_``, what
+``torch.optim.AdamW(fused=True)`` calls).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import cdiv, jit
+
+Tensor = torch.Tensor
+
+__all__ = ["adamw_step", "AdamW", "Unsupported", "ATEN"]
+
+
+class Unsupported(NotImplementedError):
+    """An AdamW call the kernel does not take (aten's kernel serves it under enable())."""
+
+
+@triton.jit
+def _adamw_kernel(ADDR, NUMEL, BLK_T, BLK_S, P0, G0, M0, V0, S0, LR, lr, beta1, beta2, log2_beta1, log2_beta2,
+                  weight_decay, eps, T,
+                  MAXIMIZE: tl.constexpr, LR_PTR: tl.constexpr, BLOCK: tl.constexpr):
+    """One BLOCK of one tensor of the list; ADDR holds 5 rows of T addresses (param, grad,
+    exp_avg, exp_avg_sq, step); P0..S0 give the element types of those rows."""
+    j = tl.program_id(0)
+    t = tl.load(BLK_T + j)
+    start = tl.load(BLK_S + j)
+    n = tl.load(NUMEL + t)
+    p_ptr = tl.load(ADDR + t).to(P0.dtype, bitcast=True)
+    g_ptr = tl.load(ADDR + T + t).to(G0.dtype, bitcast=True)
+    m_ptr = tl.load(ADDR + 2 * T + t).to(M0.dtype, bitcast=True)
+    v_ptr = tl.load(ADDR + 3 * T + t).to(V0.dtype, bitcast=True)
+    s_ptr = tl.load(ADDR + 4 * T + t).to(S0.dtype, bitcast=True)
+    step = tl.load(s_ptr).to(tl.float32)
+    if LR_PTR:
+        lr = tl.load(LR).to(tl.float32)
+    offs = start + tl.arange(0, BLOCK)
+    mask = offs < n
+    p = tl.load(p_ptr + offs, mask=mask).to(tl.float32)
+    g = tl.load(g_ptr + offs, mask=mask).to(tl.float32)
+    m = tl.load(m_ptr + offs, mask=mask).to(tl.float32)
+    v = tl.load(v_ptr + offs, mask=mask).to(tl.float32)
+    if MAXIMIZE:
+        g = -g
+    p = p * (1.0 - lr * weight_decay)
+    m = m + (1.0 - beta1) * (g - m)
+    v = beta2 * v + (1.0 - beta2) * g * g
+    bc1 = 1.0 - tl.math.exp2(step * log2_beta1)
+    bc2 = 1.0 - tl.math.exp2(step * log2_beta2)
+    denom = tl.sqrt(v) / tl.sqrt(bc2) + eps
+    p = p - (lr / bc1) * (m / denom)
+    tl.store(p_ptr + offs, p.to(p_ptr.dtype.element_ty), mask=mask)
+    tl.store(m_ptr + offs, m.to(m_ptr.dtype.element_ty), mask=mask)
+    tl.store(v_ptr + offs, v.to(v_ptr.dtype.element_ty), mask=mask)
+
+
+_kernel = jit(_adamw_kernel)
+_BLOCK_GPU, _BLOCK_CPU = 2048, 256
+_TABLES: dict[tuple, tuple[Tensor, Tensor, Tensor, Tensor]] = {}  # address key -> device tables
+_MAX_TABLES = 64
+
+
+def _tables(lists: Sequence[Sequence[Tensor]], block: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(addresses [5*T], numels [T], block -> tensor [NB], block -> start [NB]) on the device."""
+    key = (block, *(t.data_ptr() for ts in lists for t in ts), *(t.numel() for t in lists[0]))
+    hit = _TABLES.get(key)
+    if hit is not None:
+        return hit
+    dev = lists[0][0].device
+    addr = torch.tensor([t.data_ptr() for ts in lists for t in ts], dtype=torch.int64)
+    numel = torch.tensor([t.numel() for t in lists[0]], dtype=torch.int64)
+    counts = [cdiv(t.numel(), block) for t in lists[0]]
+    blk_t = torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32), torch.tensor(counts))
+    blk_s = torch.cat([torch.arange(c, dtype=torch.int64) * block for c in counts])
+    pin = dev.type == "cuda"
+    out = tuple(x.pin_memory().to(dev, non_blocking=True) if pin else x.to(dev) for x in (addr, numel, blk_t, blk_s))
+    if len(_TABLES) >= _MAX_TABLES:
+        _TABLES.pop(next(iter(_TABLES)))
+    _TABLES[key] = out  # type: ignore[assignment]
+    return out  # type: ignore[return-value]
+
+
+def _log2(beta: float) -> float:
+    return math.log2(beta) if beta > 0 else float("-inf")
+
+
+def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequence[Tensor],
+               exp_avg_sqs: Sequence[Tensor], state_steps: Sequence[Tensor], *, lr: float | Tensor,
+               beta1: float, beta2: float, weight_decay: float, eps: float, maximize: bool = False) -> None:
+    """One AdamW step in place over the lists (steps already incremented, as torch's
+    ``_fused_adamw_`` expects): one launch per group of tensors of equal dtypes."""
+    lists = (params, grads, exp_avgs, exp_avg_sqs, state_steps)
+    n = len(params)
+    if any(len(ts) != n for ts in lists):
+        raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
+    if n == 0:
+        return
+    dev = params[0].device
+    for name, ts in zip(("params", "grads", "exp_avgs", "exp_avg_sqs", "state_steps"), lists):
+        for t in ts:
+            if not isinstance(t, Tensor) or t.device != dev or t.layout != torch.strided or not t.is_floating_point():
+                raise Unsupported(f"tritonjit.adamw_step: {name} must be dense floating tensors on {dev}")
+            if name != "state_steps" and not t.is_contiguous():
+                raise Unsupported(f"tritonjit.adamw_step: {name} must be contiguous")
+    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
+        if not (p.numel() == g.numel() == m.numel() == v.numel()):
+            raise ValueError("tritonjit.adamw_step: a parameter, its gradient and its states differ in size")
+    lr_ptr = isinstance(lr, Tensor)
+    if lr_ptr and (lr.device != dev or lr.numel() != 1):  # type: ignore[union-attr]
+        raise Unsupported(f"tritonjit.adamw_step: a tensor lr must be one element on {dev}")
+    groups: dict[tuple, list[int]] = {}
+    for i in range(n):
+        if params[i].numel():
+            groups.setdefault(tuple(ts[i].dtype for ts in lists), []).append(i)
+    block = _BLOCK_CPU if dev.type == "cpu" else _BLOCK_GPU
+    lr_val = 0.0 if lr_ptr else float(lr)
+    lr_t = lr if lr_ptr else params[0]
+    for idx in groups.values():
+        sub = [[ts[i] for i in idx] for ts in lists]
+        addr, numel, blk_t, blk_s = _tables(sub, block)
+        _kernel[(blk_t.numel(), 1, 1)](
+            addr, numel, blk_t, blk_s, *(ts[0] for ts in sub), lr_t, lr_val, float(beta1), float(beta2),
+            _log2(beta1), _log2(beta2), float(weight_decay), float(eps), len(idx),
+            MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, BLOCK=block, num_warps=4)
+
+
+def fused_adamw_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
+                 max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, lr: float | Tensor, beta1: float,
+                 beta2: float, weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
+                 grad_scale: Tensor | None = None, found_inf: Tensor | None = None) -> None:
+    """aten::_fused_adamw_ (both overloads: ``lr`` a float or a tensor)."""
+    if amsgrad:
+        raise Unsupported("tritonjit._fused_adamw_: amsgrad=True")
+    if grad_scale is not None or found_inf is not None:
+        raise Unsupported("tritonjit._fused_adamw_: grad_scale/found_inf (GradScaler)")
+    adamw_step(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
+               weight_decay=weight_decay, eps=eps, maximize=maximize)
+
+
+class AdamW(torch.optim.AdamW):
+    """``torch.optim.AdamW`` (same arguments, same state) whose step is :func:`adamw_step`.
+
+    amsgrad, capturable-specific and differentiable options are refused at construction."""
+
+    def __init__(self, params: Any, lr: float | Tensor = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, *, maximize: bool = False) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=False,
+                         maximize=maximize, foreach=False, fused=False)
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise Unsupported("tritonjit.AdamW: sparse gradients")
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                elif state["step"].device != p.device:  # loaded from a non-fused torch AdamW (CPU steps)
+                    state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
+                steps.append(state["step"])
+            if not params:
+                continue
+            torch._foreach_add_(steps, 1)
+            beta1, beta2 = group["betas"]
+            adamw_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr=group["lr"], beta1=beta1, beta2=beta2,
+                       weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])
+        return loss
+
+
+#: aten overload -> implementation, for enable()
+ATEN: dict[str, Any] = {"_fused_adamw_": fused_adamw_, "_fused_adamw_.tensor_lr": fused_adamw_}
