@@ -1,0 +1,214 @@
+"""Flash attention: the Triton forward and backward against torch's SDPA in fp32 math,
+on every path (direct entry, torch.ops.tritonjit, SDPA under enable()).
+
+On CPU the kernels run through Triton's interpreter with 16-row blocks, so the short
+sequences here span several blocks and end in a partial one. The GPU cases (marked
+gpu) run model shapes in bf16/fp16 against torch's own SDPA.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import tritonjit_ops as T
+from tritonjit_ops import _native_ops
+from tritonjit_ops.attention import Unsupported  # (tritonjit_ops.attention is the function)
+
+F = torch.nn.functional
+#: against fp32 math: the kernels' own rounding (fp32 on the interpreter), bf16/fp16 outputs
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=1e-2, atol=1e-2),
+       torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
+
+
+def _ref(q, k, v, causal=False, scale=None, mask=None):
+    """Eager SDPA in fp32 math, with its gradients."""
+    q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
+    o = F.scaled_dot_product_attention(q32, k32, v32, attn_mask=mask, is_causal=causal, scale=scale,
+                                       enable_gqa=q.shape[1] != k.shape[1])
+    return o, q32, k32, v32
+
+
+def _inputs(b, h, hk, m, n, d, dtype, device="cpu", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, hh, s, d, generator=g).to(device=device, dtype=dtype).requires_grad_()
+            for hh, s in ((h, m), (hk, n), (hk, n))]
+
+
+def _check(o, grads, ref, do, dtype):
+    r, q32, k32, v32 = ref
+    rg = torch.autograd.grad(r, (q32, k32, v32), do.float())
+    torch.testing.assert_close(o.float(), r, **TOL[dtype])
+    for name, got, want in zip("qkv", grads, rg):
+        assert got.dtype == dtype and got.shape == want.shape, name
+        torch.testing.assert_close(got.float(), want, **TOL[dtype], msg=lambda s, n=name: f"d{n}: {s}")
+
+
+CASES = [  # b, h, hk, m, n, d, causal
+    (1, 2, 2, 40, 40, 16, False),
+    (2, 2, 2, 33, 33, 32, True),  # a partial last block, causal
+    (1, 4, 2, 16, 48, 16, False),  # GQA, more keys than queries
+    (2, 4, 1, 37, 37, 16, True),  # GQA (multi-query), causal, odd length
+    (1, 2, 2, 8, 21, 64, False),  # one partial block of each
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_direct_forward_backward(case, dtype):
+    b, h, hk, m, n, d, causal = case
+    q, k, v = _inputs(b, h, hk, m, n, d, dtype)
+    o = T.attention(q, k, v, causal=causal)
+    do = torch.randn_like(o)
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    _check(o, grads, _ref(q, k, v, causal), do, dtype)
+
+
+def test_scale_and_transposed_layout():
+    """A (B, S, H, D) tensor viewed as (B, H, S, D), as models pass it, and an explicit scale."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 24, 4, 32, generator=g).transpose(1, 2).requires_grad_() for _ in range(3))
+    o = T.attention(q, k, v, causal=True, scale=0.3)
+    do = torch.randn_like(o)
+    _check(o, torch.autograd.grad(o, (q, k, v), do), _ref(q, k, v, True, 0.3), do, torch.float32)
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 1, 40), (2, 2, 24, 40)], ids=str)
+def test_additive_and_bool_mask(shape):
+    """bert's padding mask (B, 1, 1, N) broadcast over heads and rows, and a full one; a
+    row masked out entirely gives 0 and no NaN in the gradients."""
+    q, k, v = _inputs(2, 2, 2, 24, 40, 16, torch.float32)
+    g = torch.Generator().manual_seed(2)
+    add = torch.randn(shape, generator=g)
+    add[0, ..., -7:] = float("-inf")
+    for mask in (add, torch.rand(shape, generator=g) > 0.3):
+        o = T.attention(q, k, v, attn_mask=mask)
+        do = torch.randn_like(o)
+        grads = torch.autograd.grad(o, (q, k, v), do)
+        if mask.dtype == torch.bool:
+            full = ~mask.expand(2, 2, 24, 40).any(-1)  # rows with no key: eager gives NaN/0, skip them
+            assert torch.isfinite(o).all() and all(torch.isfinite(gr).all() for gr in grads)
+            assert (o[full] == 0).all()
+            mask = mask | full[..., None]
+        _check(o, grads, _ref(q, k, v, mask=mask), do, torch.float32)
+
+
+def test_tritonjit_op_with_autograd():
+    q, k, v = _inputs(1, 4, 2, 20, 20, 16, torch.float32)
+    o, lse = torch.ops.tritonjit.flash_attention(q, k, v, True, None)
+    assert lse.shape == (1, 4, 20) and lse.dtype == torch.float32
+    s = (q.detach() @ k.detach().repeat_interleave(2, 1).transpose(-1, -2)) / 4.0
+    s = s.masked_fill(torch.ones(20, 20, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(lse, torch.logsumexp(s, -1), rtol=1e-5, atol=1e-5)
+    do = torch.randn_like(o)
+    _check(o, torch.autograd.grad(o, (q, k, v), do), _ref(q, k, v, True), do, torch.float32)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(d=24), "head_dim 24"),
+    (dict(causal_mn=True), "causal with query length"),
+    (dict(dtype=torch.float64), "dtype torch.float64"),
+])
+def test_refusals_name_the_reason(bad, match):
+    d = bad.get("d", 16)
+    q, k, v = _inputs(1, 2, 2, 8, 12 if bad.get("causal_mn") else 8, d, bad.get("dtype", torch.float32))
+    with pytest.raises(Unsupported, match=match):
+        T.attention(q, k, v, causal=bool(bad.get("causal_mn")))
+
+
+def _routed(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with T.enable(wait_native=True):
+            before = _native_ops.stats().get("python_calls", 0)
+            out = fn()
+            return out, _native_ops.stats().get("python_calls", 0) - before
+
+
+@pytest.mark.parametrize("causal, hk, masked", [(True, 4, False), (False, 2, False), (False, 4, True)])
+def test_sdpa_under_enable_is_routed(causal, hk, masked):
+    """SDPA reaches the CPU flash kernel; forward and backward run tritonjit's (2 Python
+    implementation calls) and agree with eager."""
+    q, k, v = _inputs(2, 4, hk, 24, 24, 16, torch.float32)
+    mask = None
+    if masked:
+        mask = torch.zeros(2, 1, 1, 24)
+        mask[1, ..., -5:] = float("-inf")
+
+    def step():
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=hk != 4)
+        return o, torch.autograd.grad(o, (q, k, v), do)
+
+    do = torch.randn(2, 4, 24, 16)
+    (o, grads), calls = _routed(step)
+    if _native_ops.native() is None or _native_ops.module() is None:
+        pytest.skip("the C++ operator path is off here: no call counter")
+    assert calls == 2
+    _check(o, grads, _ref(q, k, v, causal, mask=mask), do, torch.float32)
+
+
+def test_efficient_attention_op_under_enable():
+    """aten's efficient-attention op (SDPA with a mask on CUDA) with its logsumexp layout
+    (rows rounded up to 32) and its backward (no bias gradient)."""
+    q, k, v = _inputs(1, 2, 2, 20, 20, 16, torch.float32)
+    bias = torch.randn(1, 1, 20, 20).expand(1, 2, 20, 20)
+
+    def run():
+        o, lse, _, _ = torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias, True, 0.0, False)
+        do = torch.ones_like(o)
+        g = torch.ops.aten._scaled_dot_product_efficient_attention_backward(
+            do, q, k, v, bias, o, lse, torch.empty(()), torch.empty(()), 0.0, [True, True, True, False], False)
+        return o, lse, do, g
+
+    (o, lse, do, g), calls = _routed(run)
+    if _native_ops.module() is None:
+        pytest.skip("the C++ operator path is off here")
+    assert calls == 2 and lse.shape == (1, 2, 32) and g[3] is None
+    _check(o, g[:3], _ref(q, k, v, mask=bias), do, torch.float32)
+
+
+# ---- GPU ----------------------------------------------------------------------------------------
+GPU_CASES = [(2, 8, 2, 1024, 64, True), (1, 8, 8, 2048, 128, False), (1, 4, 1, 1000, 128, True),
+             (1, 8, 2, 4096, 128, True)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gpu_against_torch(case, dtype):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    b, h, hk, s, d, causal = case
+    q, k, v = _inputs(b, h, hk, s, s, d, dtype, device="cuda")
+    o = T.attention(q, k, v, causal=causal)
+    do = torch.randn_like(o)
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    r = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=h != hk)
+    rg = torch.autograd.grad(r, (q, k, v), do)
+    # against torch's own kernel in the same dtype: both round p and the outputs alike
+    torch.testing.assert_close(o, r, rtol=2e-2, atol=2e-2)
+    for got, want in zip(grads, rg):
+        torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_sdpa_under_enable_is_routed():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    q, k, v = _inputs(2, 8, 2, 512, 512, 128, torch.bfloat16, device="cuda")
+    mask = torch.zeros(2, 1, 1, 512, device="cuda", dtype=torch.bfloat16)
+    mask[1, ..., -100:] = float("-inf")
+    for kw in (dict(is_causal=True, enable_gqa=True), dict(attn_mask=mask, enable_gqa=False)):
+        qq, kk, vv = (q, k, v) if kw.get("enable_gqa") else (q, k.repeat_interleave(4, 1), v.repeat_interleave(4, 1))
+        r = F.scaled_dot_product_attention(qq, kk, vv, **kw)
+        rg = torch.autograd.grad(r.float().square().sum(), (q, k, v))
+
+        def step(qq=qq, kk=kk, vv=vv, kw=kw):
+            o = F.scaled_dot_product_attention(qq, kk, vv, **kw)
+            return o, torch.autograd.grad(o.float().square().sum(), (q, k, v))
+
+        (o, grads), calls = _routed(step)
+        assert calls == 2, kw
+        torch.testing.assert_close(o, r, rtol=2e-2, atol=2e-2)
+        for got, want in zip(grads, rg):
+            torch.testing.assert_close(got, want, rtol=5e-2, atol=1e-1)
