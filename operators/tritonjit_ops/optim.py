@@ -40,9 +40,19 @@ class Unsupported(NotImplementedError):
 
 
 @triton.jit
+def _bf16_rne(x):
+    """x rounded to bf16's precision, to nearest even (Triton's interpreter truncates when
+    it converts fp32 to bf16; rounded first, its conversion is exact)."""
+    b = x.to(tl.uint32, bitcast=True)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000
+    return b.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _adamw_kernel(ADDR, NUMEL, BLK_T, BLK_S, P0, G0, M0, V0, S0, LR, lr, beta1, beta2, log2_beta1, log2_beta2,
                   weight_decay, eps, T,
-                  MAXIMIZE: tl.constexpr, LR_PTR: tl.constexpr, BLOCK: tl.constexpr):
+                  MAXIMIZE: tl.constexpr, LR_PTR: tl.constexpr, BLOCK: tl.constexpr,
+                  RNE_P: tl.constexpr = False, RNE_M: tl.constexpr = False, RNE_V: tl.constexpr = False):
     """One BLOCK of one tensor of the list; ADDR holds 5 rows of T addresses (param, grad,
     exp_avg, exp_avg_sq, step); P0..S0 give the element types of those rows."""
     j = tl.program_id(0)
@@ -72,6 +82,12 @@ def _adamw_kernel(ADDR, NUMEL, BLK_T, BLK_S, P0, G0, M0, V0, S0, LR, lr, beta1, 
     bc2 = 1.0 - tl.math.exp2(step * log2_beta2)
     denom = tl.sqrt(v) / tl.sqrt(bc2) + eps
     p = p - (lr / bc1) * (m / denom)
+    if RNE_P:
+        p = _bf16_rne(p)
+    if RNE_M:
+        m = _bf16_rne(m)
+    if RNE_V:
+        v = _bf16_rne(v)
     tl.store(p_ptr + offs, p.to(p_ptr.dtype.element_ty), mask=mask)
     tl.store(m_ptr + offs, m.to(m_ptr.dtype.element_ty), mask=mask)
     tl.store(v_ptr + offs, v.to(v_ptr.dtype.element_ty), mask=mask)
@@ -144,7 +160,9 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
         _kernel[(blk_t.numel(), 1, 1)](
             addr, numel, blk_t, blk_s, *(ts[0] for ts in sub), lr_t, lr_val, float(beta1), float(beta2),
             _log2(beta1), _log2(beta2), float(weight_decay), float(eps), len(idx),
-            MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, BLOCK=block, num_warps=4)
+            MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, BLOCK=block, num_warps=4,
+            **({} if dev.type != "cpu" else {f"RNE_{x}": sub[i][0].dtype == torch.bfloat16
+                                             for i, x in ((0, "P"), (2, "M"), (3, "V"))}))
 
 
 def fused_adamw_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],

@@ -24,6 +24,8 @@ BENCHMARKS = {
     "models": ("models.py", "transformers models (decode, prefill, a training step): eager against enable()"),
     "audit": ("audit.py", "tritonjit_ops.audit() of the benchmark models: per aten call, routed or not, and its cost"),
     "mm": ("mm_shapes.py", "mm/addmm at model shapes against cuBLAS; --sweep times config grids (GPU)"),
+    "attention": ("attention.py", "flash attention forward/backward against torch's flash kernel and SDPA"),
+    "adamw": ("adamw.py", "the fused AdamW step against torch.optim.AdamW (fused, foreach)"),
 }
 
 
