@@ -381,7 +381,7 @@ _CPU_DQ = {"BLOCK_M": 32, "BLOCK_N": 16}
 
 _GPU_DTYPES = (torch.float16, torch.bfloat16)
 _GPU_HEAD_DIMS = (64, 128)
-_CPU_HEAD_DIMS = (16, 32, 64, 128)
+_CPU_HEAD_DIMS = (8, 16, 32, 64, 128)
 
 
 # ---- host side ---------------------------------------------------------------------------------
@@ -457,9 +457,14 @@ def attention_forward(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, 
     ``out`` / ``lse``: buffers to write (any strides; lse of shape (B, H, >=M)), else an
     output laid out like ``q`` and a contiguous (B, H, M) logsumexp."""
     _refuse("attention", q, k, v, bias, causal)
+    return _forward(q, k, v, causal, scale, bias, out, lse)
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None, bias: Tensor | None,
+             out: Tensor | None, lse: Tensor | None) -> tuple[Tensor, Tensor]:
+    """attention_forward of a call check() accepted."""
     if _interpreted_bf16(q):
-        o32, lse = attention_forward(q.float(), k.float(), v.float(), causal=causal, scale=scale, bias=bias,
-                                     lse=lse)
+        o32, lse = _forward(q.float(), k.float(), v.float(), causal, scale, bias, None, lse)
         return (o32.to(q.dtype) if out is None else out.copy_(o32)), lse
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     b, h, m, d = q.shape
@@ -486,9 +491,14 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
     """(dq, dk, dv) of :func:`attention_forward`, from its output and logsumexp; each laid
     out like its input; dk and dv summed over the query heads that share a key head."""
     _refuse("attention_backward", q, k, v, bias, causal)
+    return _backward(do, q, k, v, o, lse, causal, scale, bias)
+
+
+def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+              scale: float | None, bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """attention_backward of a call check() accepted."""
     if _interpreted_bf16(q):
-        grads = attention_backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal=causal,
-                                   scale=scale, bias=bias)
+        grads = _backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal, scale, bias)
         return tuple(g.to(q.dtype) for g in grads)  # type: ignore[return-value]
     q, k, v, o, do = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(o), _unit_last(do)
     b, h, m, d = q.shape
@@ -607,7 +617,7 @@ def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causa
     if return_debug_mask:
         raise Unsupported("tritonjit._scaled_dot_product_flash_attention: return_debug_mask=True")
     _refuse("_scaled_dot_product_flash_attention", q, k, v, None, is_causal, dropout_p)
-    o, lse = attention_forward(q, k, v, causal=is_causal, scale=scale, out=torch.empty_like(q))
+    o, lse = _forward(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
     seed, offset = _seed_offset(q, torch.uint64, (2,))
     return (o, lse, None, None, q.shape[2], k.shape[2], seed, offset,
             torch.empty(0, dtype=q.dtype, device=q.device))
@@ -618,7 +628,7 @@ def sdpa_flash_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
                         offset: Any, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_backward."""
     _refuse("_scaled_dot_product_flash_attention_backward", q, k, v, None, is_causal, dropout_p)
-    return attention_backward(do, q, k, v, o, lse, causal=is_causal, scale=scale)
+    return _backward(do, q, k, v, o, lse, is_causal, scale, None)
 
 
 def sdpa_flash_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False, *,
@@ -627,8 +637,7 @@ def sdpa_flash_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_c
     _refuse("_scaled_dot_product_flash_attention_for_cpu", q, k, v, attn_mask, is_causal, dropout_p)
     b, h, m, _ = q.shape
     lse = torch.empty((b, m, h), dtype=torch.float32, device=q.device).transpose(1, 2)
-    return attention_forward(q, k, v, causal=is_causal, scale=scale, bias=attn_mask, out=torch.empty_like(q),
-                             lse=lse)
+    return _forward(q, k, v, is_causal, scale, attn_mask, torch.empty_like(q), lse)
 
 
 def sdpa_flash_cpu_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dropout_p: float,
@@ -636,7 +645,7 @@ def sdpa_flash_cpu_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tens
                             scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_for_cpu_backward."""
     _refuse("_scaled_dot_product_flash_attention_for_cpu_backward", q, k, v, attn_mask, is_causal, dropout_p)
-    return attention_backward(do, q, k, v, o, lse, causal=is_causal, scale=scale, bias=attn_mask)
+    return _backward(do, q, k, v, o, lse, is_causal, scale, attn_mask)
 
 
 def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
@@ -647,7 +656,7 @@ def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, co
     b, h, m, d = q.shape
     rows = cdiv(m, 32) * 32
     lse = torch.empty((b, h, rows), dtype=torch.float32, device=q.device)
-    o, _ = attention_forward(q, k, v, causal=is_causal, scale=scale, bias=attn_bias, out=_bshd(q, d), lse=lse)
+    o, _ = _forward(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse if compute_log_sumexp else lse[:, :, :0], seed, offset
 
@@ -661,7 +670,7 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     _refuse("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
     if lse.shape[-1] < q.shape[2]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
-    dq, dk, dv = attention_backward(do, q, k, v, o, lse, causal=is_causal, scale=scale, bias=attn_bias)
+    dq, dk, dv = _backward(do, q, k, v, o, lse, is_causal, scale, attn_bias)
     return dq, dk, dv, None
 
 
