@@ -19,8 +19,9 @@ call to aten's own kernel, as in eager.
 
 Entry points: :func:`attention` (autograd), ``torch.ops.tritonjit.flash_attention``
 (returns output and log-sum-exp; autograd registered), and :data:`ATEN`, the aten
-overloads that ``enable()`` routes: the flash, efficient and CPU flash kernels of
-``scaled_dot_product_attention`` and their backwards.
+overloads that ``enable()`` routes: the flash, efficient, cuDNN and CPU flash kernels of
+``scaled_dot_product_attention`` and their backwards (which one SDPA picks depends on
+the device, the call and the torch version; each keeps aten's output layouts).
 """
 from __future__ import annotations
 
@@ -379,6 +380,8 @@ _CPU_FWD = {"BLOCK_M": 16, "BLOCK_N": 16}
 _CPU_DKDV = {"BLOCK_M": 16, "BLOCK_N": 32}
 _CPU_DQ = {"BLOCK_M": 32, "BLOCK_N": 16}
 
+#: tests: launch the tuned kernels on the interpreter too (their first config: the GPU tiles)
+TUNED_ON_CPU = False
 _GPU_DTYPES = (torch.float16, torch.bfloat16)
 _GPU_HEAD_DIMS = (64, 128)
 _CPU_HEAD_DIMS = (8, 16, 32, 64, 128)
@@ -476,7 +479,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
     args = (q, k, v, bt, o, lse, sm_scale * _LOG2E, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sb,
             *o.stride()[:3], *lse.stride()[:3], h, h // hk, m, n)
     consts = {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
-    if q.device.type == "cpu":
+    if q.device.type == "cpu" and not TUNED_ON_CPU:
         cfg = _CPU_FWD
         _fwd[(cdiv(m, cfg["BLOCK_M"]), b * h, 1)](*args, **consts, EVEN_M=m % cfg["BLOCK_M"] == 0,
                                                   EVEN_N=n % cfg["BLOCK_N"] == 0, **cfg)
@@ -516,7 +519,7 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     kv_args = (*common, dk, dv, sm_scale * _LOG2E, sm_scale, *strides, *dk.stride()[:3], *dv.stride()[:3],
                h, hk, h // hk, m, n)
     q_args = (*common, dq, sm_scale * _LOG2E, sm_scale, *strides, *dq.stride()[:3], h, h // hk, m, n)
-    if cpu:
+    if cpu and not TUNED_ON_CPU:
         c1, c2 = _CPU_DKDV, _CPU_DQ
         _dkdv[(cdiv(n, c1["BLOCK_N"]), b * hk, 1)](*kv_args, **consts, EVEN_M=m % c1["BLOCK_M"] == 0,
                                                    EVEN_N=n % c1["BLOCK_N"] == 0, **c1)
@@ -674,6 +677,29 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     return dq, dk, dv, None
 
 
+def sdpa_cudnn(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
+               dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False, *,
+               scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_cudnn_attention (where torch prefers cuDNN's kernel); its
+    logsumexp is (B, H, M, 1), as aten's."""
+    if return_debug_mask:
+        raise Unsupported("tritonjit._scaled_dot_product_cudnn_attention: return_debug_mask=True")
+    _refuse("_scaled_dot_product_cudnn_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    b, h, m, _ = q.shape
+    lse = torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device)
+    o, _ = _forward(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
+    seed, offset = _seed_offset(q, torch.int64, ())
+    return o, lse, None, None, m, k.shape[2], seed, offset, None
+
+
+def sdpa_cudnn_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, seed: Any, offset: Any,
+                        attn_bias: Tensor | None, cum_q: Any, cum_k: Any, max_q: int, max_k: int, dropout_p: float,
+                        is_causal: bool, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_cudnn_attention_backward."""
+    _refuse("_scaled_dot_product_cudnn_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    return _backward(do, q, k, v, o, lse, is_causal, scale, attn_bias)
+
+
 #: aten overload -> implementation, for enable() (calls they refuse go to aten's kernel)
 ATEN: dict[str, Any] = {
     "_scaled_dot_product_flash_attention": sdpa_flash,
@@ -682,4 +708,6 @@ ATEN: dict[str, Any] = {
     "_scaled_dot_product_flash_attention_for_cpu_backward": sdpa_flash_cpu_backward,
     "_scaled_dot_product_efficient_attention": sdpa_efficient,
     "_scaled_dot_product_efficient_attention_backward": sdpa_efficient_backward,
+    "_scaled_dot_product_cudnn_attention": sdpa_cudnn,
+    "_scaled_dot_product_cudnn_attention_backward": sdpa_cudnn_backward,
 }

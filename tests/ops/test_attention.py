@@ -7,13 +7,17 @@ gpu) run model shapes in bf16/fp16 against torch's own SDPA.
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
 import torch
+import tritonjit
 import tritonjit_ops as T
 from tritonjit_ops import _native_ops
 from tritonjit_ops.attention import Unsupported  # (tritonjit_ops.attention is the function)
+
+attention_module = sys.modules["tritonjit_ops.attention"]
 
 F = torch.nn.functional
 #: against fp32 math: the kernels' own rounding (fp32 on the interpreter), bf16/fp16 outputs
@@ -212,3 +216,63 @@ def test_gpu_sdpa_under_enable_is_routed():
         torch.testing.assert_close(o, r, rtol=2e-2, atol=2e-2)
         for got, want in zip(grads, rg):
             torch.testing.assert_close(got, want, rtol=5e-2, atol=1e-1)
+
+
+def test_cudnn_attention_op_under_enable():
+    """aten's cuDNN-attention op (where torch prefers it on Hopper) with its (B, H, M, 1)
+    logsumexp, and its backward."""
+    q, k, v = _inputs(1, 4, 2, 18, 18, 16, torch.float32)
+
+    def run():
+        r = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True, False)
+        do = torch.ones_like(r[0])
+        g = torch.ops.aten._scaled_dot_product_cudnn_attention_backward(
+            do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, 18, 18, 0.0, True)
+        return r[0], r[1], do, g
+
+    (o, lse, do, g), calls = _routed(run)
+    if _native_ops.module() is None:
+        pytest.skip("the C++ operator path is off here")
+    assert calls == 2 and lse.shape == (1, 4, 18, 1)
+    _check(o, g, _ref(q, k, v, True), do, torch.float32)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_launch_path_on_the_interpreter(causal, monkeypatch):
+    """The autotuned launchers (GPU tiles, heuristics for the tails, grids from the config)
+    run on the interpreter with their first config."""
+    monkeypatch.setattr(attention_module, "TUNED_ON_CPU", True)
+    q, k, v = _inputs(1, 2, 1, 130, 130, 16, torch.float32)
+    o = T.attention(q, k, v, causal=causal)
+    do = torch.randn_like(o)
+    _check(o, torch.autograd.grad(o, (q, k, v), do), _ref(q, k, v, causal), do, torch.float32)
+
+
+def _sm90_signature(kernel, cfg, d: int, causal: bool, bias: bool):
+    f = tritonjit.function(kernel)
+    t, lse = torch.empty(64, dtype=torch.bfloat16), torch.empty(64)
+    s, h, hk = 4096, 32, 8
+    qs, ks = (s * d * h, s * d, d), (s * d * hk, s * d, d)
+    bs = (0, 0, s, 1) if bias else (0, 0, 0, 0)
+    if kernel is attention_module._attn_fwd:
+        args = (t, t, t, t, t, lse, 0.1, *qs, *ks, *ks, *bs, *qs, h * s, s, 1, h, 4, s, s)
+    elif kernel is attention_module._bwd_dkdv:
+        args = (t, t, t, t, t, lse, lse, t, t, 0.1, 0.1, *qs, *ks, *ks, *bs, *qs, h * s, s, 1, *ks, *ks, h, hk, 4, s, s)
+    else:
+        args = (t, t, t, t, t, lse, lse, t, 0.1, 0.1, *qs, *ks, *ks, *bs, *qs, h * s, s, 1, *qs, h, 4, s, s)
+    meta = dict(cfg.kwargs, HEAD_DIM=d, CAUSAL=causal, HAS_BIAS=bias, EVEN_M=True, EVEN_N=not bias)
+    return f, f.signature(*args, **meta)
+
+
+@pytest.mark.parametrize("kernel", ["_attn_fwd", "_bwd_dkdv", "_bwd_dq"])
+def test_every_config_cross_compiles_for_sm90(kernel):
+    """Each tuned config of each kernel compiles for sm_90 within its shared memory (head
+    dims 128 causal and 64 with a bias and a tail): compile errors show up without a GPU."""
+    k = getattr(attention_module, kernel)
+    configs = {"_attn_fwd": attention_module._FWD_CONFIGS, "_bwd_dkdv": attention_module._DKDV_CONFIGS,
+               "_bwd_dq": attention_module._DQ_CONFIGS}[kernel]
+    for cfg in configs:
+        for d, causal, bias in ((128, True, False), (64, False, True)):
+            f, sig = _sm90_signature(k, cfg, d, causal, bias)
+            c = f.compile(sig, target="cuda:90", num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            assert c.binary and c.shared <= 232448, (cfg, d, c.shared)
