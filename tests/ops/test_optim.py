@@ -99,3 +99,17 @@ def test_gpu_against_torch_fused(dtype):
     got, _ = _run(lambda ps: T.AdamW(ps, lr=1e-2, weight_decay=0.1), params)
     for a, b in zip(got, ref):
         torch.testing.assert_close(a.detach(), b.detach(), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtypes", [(torch.float32,) * 4, (torch.bfloat16,) * 4], ids=["fp32", "bf16"])
+def test_kernel_cross_compiles_for_sm90(dtypes):
+    """The pointer-table kernel (int64 addresses cast to typed pointers) compiles for sm_90."""
+    import tritonjit
+    from tritonjit_ops import optim
+
+    f = tritonjit.function(optim._adamw_kernel)
+    i64, i32, step = torch.empty(8, dtype=torch.int64), torch.empty(8, dtype=torch.int32), torch.empty(1)
+    ts = [torch.empty(8, dtype=d) for d in dtypes]
+    sig = f.signature(i64, i64, i32, i64, *ts, step, step, 1e-3, 0.9, 0.999, -0.15, -0.0014, 0.01, 1e-8, 75,
+                      MAXIMIZE=False, LR_PTR=False, BLOCK=optim._BLOCK_GPU)
+    assert f.compile(sig, target="cuda:90", num_warps=4).binary
