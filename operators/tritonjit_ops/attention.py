@@ -15,7 +15,8 @@ causal (top-left aligned, as torch: only with equal query and key lengths) or no
 ``scale``, grouped-query heads (key heads dividing query heads) and an additive
 attention bias of any broadcast shape (bert's padding mask). A call outside that
 raises :class:`Unsupported`; under ``enable()`` the C++ operator path then hands the
-call to aten's own kernel, as in eager.
+call to aten's own kernel, as in eager (and where enable() runs on Python registrations,
+which replace aten's kernel, a torch-ops fallback computes it).
 
 Entry points: :func:`attention` (autograd), ``torch.ops.tritonjit.flash_attention``
 (returns output and log-sum-exp; autograd registered), and :data:`ATEN`, the aten
@@ -604,6 +605,74 @@ def register_autograd(lib: Any) -> None:
 
 
 # ---- aten routing (enable()) -------------------------------------------------------------------
+def _math_scores(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
+                 bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """fp32 scores (B, H, M, N), and key and value repeated over the query heads' groups."""
+    h, m, n = q.shape[1], q.shape[2], k.shape[2]
+    kk = k.float().repeat_interleave(h // k.shape[1], 1)
+    vv = v.float().repeat_interleave(h // k.shape[1], 1)
+    sc = torch.matmul(q.float(), kk.transpose(-1, -2)) * _scale(scale, q.shape[-1])
+    if bias is not None:
+        sc = sc.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else sc + bias.float()
+    if causal:
+        sc = sc.masked_fill(torch.ones(m, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return sc, kk, vv
+
+
+def _lse_rows(lse: Tensor, m: int) -> Tensor:
+    """The (B, H, M) view of a logsumexp buffer in any of aten's layouts."""
+    return lse[..., 0] if lse.dim() == 4 else lse[..., :m]
+
+
+def _math_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None, bias: Tensor | None,
+                  out: Tensor | None, lse: Tensor | None) -> tuple[Tensor, Tensor]:
+    """_forward in torch ops (fp32): for calls the kernels refuse where aten's kernel cannot
+    take over (enable()'s Python registration replaces it)."""
+    sc, _, vv = _math_scores(q, k, v, causal, scale, bias)
+    rows = torch.logsumexp(sc, -1)
+    o = torch.matmul(torch.exp(sc - rows[..., None]).nan_to_num(0.0), vv)
+    out = torch.empty_like(q) if out is None else out
+    out.copy_(o)
+    if lse is None:
+        return out, rows
+    _lse_rows(lse, q.shape[2]).copy_(rows)
+    return out, lse
+
+
+def _math_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+                   scale: float | None, bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """_backward in torch ops (fp32), from the saved logsumexp."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    sc, kk, vv = _math_scores(q, k, v, causal, scale, bias)
+    p = torch.exp(sc - _lse_rows(lse, m)[..., None]).nan_to_num(0.0)
+    do32 = do.float()
+    dv = torch.matmul(p.transpose(-1, -2), do32)
+    dp = torch.matmul(do32, vv.transpose(-1, -2))
+    ds = p * (dp - (do32 * o.float()).sum(-1, keepdim=True)) * _scale(scale, d)
+    dq = torch.matmul(ds, kk)
+    dk = torch.matmul(ds.transpose(-1, -2), q.float())
+    if hk != h:
+        dk, dv = (t.view(b, hk, h // hk, n, d).sum(2) for t in (dk, dv))
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+
+
+def _paths(op: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, dropout_p: float) -> tuple[Any, Any]:
+    """(forward, backward) for an aten call: the Triton kernels where check() accepts it.
+    Otherwise Unsupported, so that the C++ operator path hands the call to aten's kernel;
+    where enable() runs on Python registrations instead (aten's kernel replaced: the C++
+    path not built yet, or turned off), the torch-ops fallback of a call it can compute."""
+    why = check(q, k, v, bias, causal, dropout_p)
+    if why is None:
+        return _forward, _backward
+    from . import _registry
+
+    if _registry._State.native is None and _registry._State.lib is not None and not dropout_p and \
+            all(isinstance(t, Tensor) and t.dim() == 4 and t.is_floating_point() for t in (q, k, v)):
+        return _math_forward, _math_backward
+    raise Unsupported(f"tritonjit.{op}: {why}")
+
+
 def _seed_offset(q: Tensor, dtype: torch.dtype, seed_shape: tuple) -> tuple[Tensor, Tensor]:
     return torch.empty(seed_shape, dtype=dtype, device=q.device), torch.empty((), dtype=dtype, device=q.device)
 
@@ -619,8 +688,8 @@ def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causa
     """aten::_scaled_dot_product_flash_attention (CUDA's flash path of SDPA)."""
     if return_debug_mask:
         raise Unsupported("tritonjit._scaled_dot_product_flash_attention: return_debug_mask=True")
-    _refuse("_scaled_dot_product_flash_attention", q, k, v, None, is_causal, dropout_p)
-    o, lse = _forward(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
+    fwd, _ = _paths("_scaled_dot_product_flash_attention", q, k, v, None, is_causal, dropout_p)
+    o, lse = fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
     seed, offset = _seed_offset(q, torch.uint64, (2,))
     return (o, lse, None, None, q.shape[2], k.shape[2], seed, offset,
             torch.empty(0, dtype=q.dtype, device=q.device))
@@ -630,36 +699,37 @@ def sdpa_flash_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
                         cum_k: Any, max_q: int, max_k: int, dropout_p: float, is_causal: bool, seed: Any,
                         offset: Any, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_backward."""
-    _refuse("_scaled_dot_product_flash_attention_backward", q, k, v, None, is_causal, dropout_p)
-    return _backward(do, q, k, v, o, lse, is_causal, scale, None)
+    _, bwd = _paths("_scaled_dot_product_flash_attention_backward", q, k, v, None, is_causal, dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, None)
 
 
 def sdpa_flash_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False, *,
                    attn_mask: Tensor | None = None, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_for_cpu (the interpreter backend's SDPA path)."""
-    _refuse("_scaled_dot_product_flash_attention_for_cpu", q, k, v, attn_mask, is_causal, dropout_p)
+    fwd, _ = _paths("_scaled_dot_product_flash_attention_for_cpu", q, k, v, attn_mask, is_causal, dropout_p)
     b, h, m, _ = q.shape
     lse = torch.empty((b, m, h), dtype=torch.float32, device=q.device).transpose(1, 2)
-    return _forward(q, k, v, is_causal, scale, attn_mask, torch.empty_like(q), lse)
+    return fwd(q, k, v, is_causal, scale, attn_mask, torch.empty_like(q), lse)
 
 
 def sdpa_flash_cpu_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dropout_p: float,
                             is_causal: bool, *, attn_mask: Tensor | None = None,
                             scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_for_cpu_backward."""
-    _refuse("_scaled_dot_product_flash_attention_for_cpu_backward", q, k, v, attn_mask, is_causal, dropout_p)
-    return _backward(do, q, k, v, o, lse, is_causal, scale, attn_mask)
+    _, bwd = _paths("_scaled_dot_product_flash_attention_for_cpu_backward", q, k, v, attn_mask, is_causal,
+                    dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_mask)
 
 
 def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
                    dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_efficient_attention (SDPA with an attention mask on CUDA:
     bert's padding mask); its logsumexp is (B, H, M rounded up to 32), as aten's."""
-    _refuse("_scaled_dot_product_efficient_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    fwd, _ = _paths("_scaled_dot_product_efficient_attention", q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, d = q.shape
     rows = cdiv(m, 32) * 32
     lse = torch.empty((b, h, rows), dtype=torch.float32, device=q.device)
-    o, _ = _forward(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
+    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse if compute_log_sumexp else lse[:, :, :0], seed, offset
 
@@ -670,10 +740,10 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     """aten::_scaled_dot_product_efficient_attention_backward (no gradient of the bias)."""
     if attn_bias is not None and len(grad_input_mask) > 3 and grad_input_mask[3]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: a gradient of attn_bias")
-    _refuse("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    _, bwd = _paths("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
     if lse.shape[-1] < q.shape[2]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
-    dq, dk, dv = _backward(do, q, k, v, o, lse, is_causal, scale, attn_bias)
+    dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
     return dq, dk, dv, None
 
 
@@ -684,10 +754,10 @@ def sdpa_cudnn(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, comput
     logsumexp is (B, H, M, 1), as aten's."""
     if return_debug_mask:
         raise Unsupported("tritonjit._scaled_dot_product_cudnn_attention: return_debug_mask=True")
-    _refuse("_scaled_dot_product_cudnn_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    fwd, _ = _paths("_scaled_dot_product_cudnn_attention", q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, _ = q.shape
     lse = torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device)
-    o, _ = _forward(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
+    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse, None, None, m, k.shape[2], seed, offset, None
 
@@ -696,8 +766,8 @@ def sdpa_cudnn_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
                         attn_bias: Tensor | None, cum_q: Any, cum_k: Any, max_q: int, max_k: int, dropout_p: float,
                         is_causal: bool, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_cudnn_attention_backward."""
-    _refuse("_scaled_dot_product_cudnn_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
-    return _backward(do, q, k, v, o, lse, is_causal, scale, attn_bias)
+    _, bwd = _paths("_scaled_dot_product_cudnn_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
 
 
 #: aten overload -> implementation, for enable() (calls they refuse go to aten's kernel)

@@ -276,3 +276,24 @@ def test_every_config_cross_compiles_for_sm90(kernel):
             f, sig = _sm90_signature(k, cfg, d, causal, bias)
             c = f.compile(sig, target="cuda:90", num_warps=cfg.num_warps, num_stages=cfg.num_stages)
             assert c.binary and c.shared <= 232448, (cfg, d, c.shared)
+
+
+def test_refused_call_on_the_python_registrations(monkeypatch):
+    """Without the C++ operator path, enable() replaces aten's kernels: a call the kernels
+    refuse (head_dim 24) is computed by the torch-ops fallback, forward and backward."""
+    monkeypatch.setattr(_native_ops, "module", lambda wait=False: None)
+    monkeypatch.setattr(_native_ops, "on_ready", lambda callback: None)
+    fallbacks = []
+    math_forward = attention_module._math_forward
+    monkeypatch.setattr(attention_module, "_math_forward", lambda *a: fallbacks.append(a[0].shape) or math_forward(*a))
+    for d, causal in ((24, True), (16, False)):
+        q, k, v = _inputs(1, 4, 2, 20, 20, d, torch.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with T.enable():
+                assert T._registry.native_path().startswith("Python")
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+                do = torch.randn_like(o)
+                grads = torch.autograd.grad(o, (q, k, v), do)
+        _check(o, grads, _ref(q, k, v, causal), do, torch.float32)
+    assert fallbacks == [(1, 4, 20, 24)]  # the refused call only
