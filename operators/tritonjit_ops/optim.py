@@ -95,16 +95,12 @@ def _adamw_kernel(ADDR, NUMEL, BLK_T, BLK_S, P0, G0, M0, V0, S0, LR, lr, beta1, 
 
 _kernel = jit(_adamw_kernel)
 _BLOCK_GPU, _BLOCK_CPU = 2048, 256
-_TABLES: dict[tuple, tuple[Tensor, Tensor, Tensor, Tensor]] = {}  # address key -> device tables
-_MAX_TABLES = 64
+_PLANS: dict[tuple, list[tuple]] = {}  # address key -> the launches of a tensor list
+_MAX_PLANS = 64
 
 
 def _tables(lists: Sequence[Sequence[Tensor]], block: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(addresses [5*T], numels [T], block -> tensor [NB], block -> start [NB]) on the device."""
-    key = (block, *(t.data_ptr() for ts in lists for t in ts), *(t.numel() for t in lists[0]))
-    hit = _TABLES.get(key)
-    if hit is not None:
-        return hit
     dev = lists[0][0].device
     addr = torch.tensor([t.data_ptr() for ts in lists for t in ts], dtype=torch.int64)
     numel = torch.tensor([t.numel() for t in lists[0]], dtype=torch.int64)
@@ -112,11 +108,53 @@ def _tables(lists: Sequence[Sequence[Tensor]], block: int) -> tuple[Tensor, Tens
     blk_t = torch.repeat_interleave(torch.arange(len(counts), dtype=torch.int32), torch.tensor(counts))
     blk_s = torch.cat([torch.arange(c, dtype=torch.int64) * block for c in counts])
     pin = dev.type == "cuda"
-    out = tuple(x.pin_memory().to(dev, non_blocking=True) if pin else x.to(dev) for x in (addr, numel, blk_t, blk_s))
-    if len(_TABLES) >= _MAX_TABLES:
-        _TABLES.pop(next(iter(_TABLES)))
-    _TABLES[key] = out  # type: ignore[assignment]
-    return out  # type: ignore[return-value]
+    return tuple(x.pin_memory().to(dev, non_blocking=True) if pin else x.to(dev)  # type: ignore[return-value]
+                 for x in (addr, numel, blk_t, blk_s))
+
+
+def _validate(lists: Sequence[Sequence[Tensor]]) -> None:
+    n = len(lists[0])
+    if any(len(ts) != n for ts in lists):
+        raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
+    dev = lists[0][0].device
+    for name, ts in zip(("params", "grads", "exp_avgs", "exp_avg_sqs", "state_steps"), lists):
+        for t in ts:
+            if not isinstance(t, Tensor) or t.device != dev or t.layout != torch.strided or not t.is_floating_point():
+                raise Unsupported(f"tritonjit.adamw_step: {name} must be dense floating tensors on {dev}")
+            if name != "state_steps" and not t.is_contiguous():
+                raise Unsupported(f"tritonjit.adamw_step: {name} must be contiguous")
+    for p, g, m, v in zip(*lists[:4]):
+        if not (p.numel() == g.numel() == m.numel() == v.numel()):
+            raise ValueError("tritonjit.adamw_step: a parameter, its gradient and its states differ in size")
+
+
+def _plan(lists: Sequence[Sequence[Tensor]]) -> list[tuple]:
+    """Per group of equal dtypes: (its tables, its first tensors (the element types), its
+    size, extra constexprs). Built and validated once per tensor list: the key is every
+    address and size, so a list whose tensors moved or changed gets a new plan."""
+    key = (*(t.data_ptr() for ts in lists for t in ts), *(t.numel() for t in lists[0]),
+           *(t.dtype for ts in lists for t in ts))
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    _validate(lists)
+    dev = lists[0][0].device
+    block = _BLOCK_CPU if dev.type == "cpu" else _BLOCK_GPU
+    groups: dict[tuple, list[int]] = {}
+    for i in range(len(lists[0])):
+        if lists[0][i].numel():
+            groups.setdefault(tuple(ts[i].dtype for ts in lists), []).append(i)
+    plan = []
+    for idx in groups.values():
+        sub = [[ts[i] for i in idx] for ts in lists]
+        extra = {"BLOCK": block}
+        if dev.type == "cpu":
+            extra.update({f"RNE_{x}": sub[i][0].dtype == torch.bfloat16 for i, x in ((0, "P"), (2, "M"), (3, "V"))})
+        plan.append((_tables(sub, block), tuple(ts[0] for ts in sub), len(idx), extra))
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = plan
+    return plan
 
 
 def _log2(beta: float) -> float:
@@ -129,40 +167,21 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
     """One AdamW step in place over the lists (steps already incremented, as torch's
     ``_fused_adamw_`` expects): one launch per group of tensors of equal dtypes."""
     lists = (params, grads, exp_avgs, exp_avg_sqs, state_steps)
-    n = len(params)
-    if any(len(ts) != n for ts in lists):
+    if any(len(ts) != len(params) for ts in lists):
         raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
-    if n == 0:
+    if not params:
         return
-    dev = params[0].device
-    for name, ts in zip(("params", "grads", "exp_avgs", "exp_avg_sqs", "state_steps"), lists):
-        for t in ts:
-            if not isinstance(t, Tensor) or t.device != dev or t.layout != torch.strided or not t.is_floating_point():
-                raise Unsupported(f"tritonjit.adamw_step: {name} must be dense floating tensors on {dev}")
-            if name != "state_steps" and not t.is_contiguous():
-                raise Unsupported(f"tritonjit.adamw_step: {name} must be contiguous")
-    for p, g, m, v in zip(params, grads, exp_avgs, exp_avg_sqs):
-        if not (p.numel() == g.numel() == m.numel() == v.numel()):
-            raise ValueError("tritonjit.adamw_step: a parameter, its gradient and its states differ in size")
     lr_ptr = isinstance(lr, Tensor)
-    if lr_ptr and (lr.device != dev or lr.numel() != 1):  # type: ignore[union-attr]
-        raise Unsupported(f"tritonjit.adamw_step: a tensor lr must be one element on {dev}")
-    groups: dict[tuple, list[int]] = {}
-    for i in range(n):
-        if params[i].numel():
-            groups.setdefault(tuple(ts[i].dtype for ts in lists), []).append(i)
-    block = _BLOCK_CPU if dev.type == "cpu" else _BLOCK_GPU
+    if lr_ptr:
+        if lr.device != params[0].device or lr.numel() != 1:  # type: ignore[union-attr]
+            raise Unsupported(f"tritonjit.adamw_step: a tensor lr must be one element on {params[0].device}")
+    plan = _plan(lists)
     lr_val = 0.0 if lr_ptr else float(lr)
-    lr_t = lr if lr_ptr else params[0]
-    for idx in groups.values():
-        sub = [[ts[i] for i in idx] for ts in lists]
-        addr, numel, blk_t, blk_s = _tables(sub, block)
-        _kernel[(blk_t.numel(), 1, 1)](
-            addr, numel, blk_t, blk_s, *(ts[0] for ts in sub), lr_t, lr_val, float(beta1), float(beta2),
-            _log2(beta1), _log2(beta2), float(weight_decay), float(eps), len(idx),
-            MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, BLOCK=block, num_warps=4,
-            **({} if dev.type != "cpu" else {f"RNE_{x}": sub[i][0].dtype == torch.bfloat16
-                                             for i, x in ((0, "P"), (2, "M"), (3, "V"))}))
+    consts = (float(beta1), float(beta2), _log2(beta1), _log2(beta2), float(weight_decay), float(eps))
+    for (addr, numel, blk_t, blk_s), firsts, count, extra in plan:
+        _kernel[(blk_t.numel(), 1, 1)](addr, numel, blk_t, blk_s, *firsts, lr if lr_ptr else firsts[0], lr_val,
+                                       *consts, count, MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, num_warps=4,
+                                       **extra)
 
 
 def fused_adamw_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor], exp_avg_sqs: list[Tensor],
