@@ -22,3 +22,5 @@ step bench_autotune python3 -m tritonjit bench autotune --json "$out/autotune.js
 step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8,16 --variants 144
 step bench_models python3 -m tritonjit bench models --json "$out/models.json"
 step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"
+step bench_attention python3 -m tritonjit bench attention --json "$out/attention.json"
+step bench_adamw python3 -m tritonjit bench adamw --json "$out/adamw.json"

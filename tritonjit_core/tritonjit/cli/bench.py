@@ -31,7 +31,7 @@ BENCHMARKS = {
 
 def add_parser(sub: Any) -> None:
     lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
-    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, models, audit, mm)",
+    p = sub.add_parser("bench", help=f"run a benchmark ({', '.join(BENCHMARKS)})",
                        description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")
