@@ -5,7 +5,8 @@
 
 Cases (bf16, GPU): LLM shapes with grouped-query heads (B x H/KV x S x D: 4 x 32/8 x
 1024..4096 x 128, 8 x 32/8 x 1024 x 64), causal and not, and an MHA encoder shape.
-Per case, forward and forward+backward, device time (CUDA events around each call,
+Every variant the cases may launch is compiled first, in parallel (``--jobs``), by
+tritonjit's warm-up. Per case, forward and forward+backward, device time (CUDA events around each call,
 median of --reps after warm-up; the first calls compile and tune):
   flash    torch's own flash kernel (sdpa_kernel(SDPBackend.FLASH_ATTENTION))
   sdpa     torch's default SDPA choice
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import statistics
 import sys
@@ -71,6 +73,33 @@ def _time(fn: Callable[[], Any], reps: int, dev: str) -> float:
         b.synchronize()
         times.append(a.elapsed_time(b))
     return statistics.median(times)
+
+
+def warm(cases: list[tuple], dev: str, dtype: torch.dtype, jobs: int, target: str | None = None) -> dict[str, Any]:
+    """Compile every variant the cases may launch (each tuned config of the three kernels)
+    in ``jobs`` worker processes, so that the tuner's first calls find them compiled."""
+    from tritonjit._manifest import ManifestEntry
+    from tritonjit._warmup import warmup
+
+    attention = sys.modules["tritonjit_ops.attention"]
+    if target is None and dev == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        target = f"cuda:{major}{minor}"
+    if target is None:
+        return {"variants": 0, "seconds": 0.0}
+    entries: dict[ManifestEntry, None] = {}
+    for _, b, h, hk, s, d, causal in cases:
+        q, k = (torch.empty(b, hh, s, d, device=dev, dtype=dtype) for hh in (h, hk))
+        for fn, sig, opts in attention.signatures(q, k, k, causal=causal):
+            entries[ManifestEntry(kernel=fn.name, file=attention.__file__, signature=sig,
+                                  options=tuple(sorted(opts.items())), module="tritonjit_ops.attention")] = None
+    t0 = time.perf_counter()
+    report = warmup(list(entries), jobs=jobs, target=target, progress=False)
+    failed = [r for r in report.results if not r.ok]
+    for r in failed[:5]:
+        print(f"  warm-up: {r.entry.describe()} {r.status}: {(r.error or '')[:300]}", file=sys.stderr)
+    return {"variants": len(entries), "seconds": round(time.perf_counter() - t0, 1), "failed": len(failed),
+            "target": target}
 
 
 def run_case(case: tuple, dev: str, dtype: torch.dtype, reps: int) -> dict[str, Any]:
@@ -147,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=20, help="timed calls per path (median)")
     p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU interpreter (a script check)")
+    p.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1), help="warm-up compile workers")
+    p.add_argument("--warm-target", default=None, help=argparse.SUPPRESS)  # tests: cross-compile, e.g. cuda:90
     args = p.parse_args(argv)
     warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
     dev = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
@@ -154,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in cases if not args.only or re.search(args.only, c[0])]
     dtype = torch.float32 if dev == "cpu" else getattr(torch, args.dtype)
     t0 = time.perf_counter()
+    import tritonjit_ops  # noqa: F401 - registers the operators (and imports the attention module)
+
+    warmed = warm(cases, dev, dtype, args.jobs, args.warm_target)
+    print(f"warm-up: {warmed}", file=sys.stderr, flush=True)
     rows = []
     for c in cases:
         rows.append(run_case(c, dev, dtype, 1 if dev == "cpu" else args.reps))
@@ -162,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     if args.json:
         meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "torch": torch.__version__,
-                "dtype": str(dtype), "seconds": round(time.perf_counter() - t0, 1)}
+                "dtype": str(dtype), "seconds": round(time.perf_counter() - t0, 1), "warmup": warmed}
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0
 

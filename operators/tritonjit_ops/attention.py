@@ -453,6 +453,57 @@ def _scale(scale: float | None, d: int) -> float:
     return float(scale) if scale is not None else 1.0 / math.sqrt(d)
 
 
+def _fwd_args(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, o: Tensor, lse: Tensor, causal: bool,
+              scale: float | None) -> tuple[tuple, dict]:
+    """(arguments, constexprs) of _attn_fwd, blocks and tails aside."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    bt, sb = _bias_args(bias, q, n)
+    args = (q, k, v, bt, o, lse, _scale(scale, d) * _LOG2E, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            *sb, *o.stride()[:3], *lse.stride()[:3], h, h // hk, m, n)
+    return args, {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
+
+
+def _bwd_args(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, delta: Tensor, dq: Tensor,
+              dk: Tensor, dv: Tensor, causal: bool, scale: float | None,
+              bias: Tensor | None) -> tuple[tuple, tuple, tuple, dict]:
+    """(arguments of _bwd_preprocess, of _bwd_dkdv, of _bwd_dq, their constexprs)."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    sm_scale = _scale(scale, d)
+    bt, sb = _bias_args(bias, q, n)
+    common = (q, k, v, bt, do, lse, delta)
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sb, *do.stride()[:3], *lse.stride()[:3])
+    kv_args = (*common, dk, dv, sm_scale * _LOG2E, sm_scale, *strides, *dk.stride()[:3], *dv.stride()[:3],
+               h, hk, h // hk, m, n)
+    q_args = (*common, dq, sm_scale * _LOG2E, sm_scale, *strides, *dq.stride()[:3], h, h // hk, m, n)
+    pre_args = (o, do, delta, *o.stride()[:3], *do.stride()[:3], h, m)
+    return pre_args, kv_args, q_args, {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
+
+
+def signatures(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
+               bias: Tensor | None = None) -> list[tuple[Any, str, dict]]:
+    """(kernel, signature, options) of every variant that the forward and backward of such
+    a call may launch on a GPU (each tuned config): what a warm-up compiles, in parallel,
+    before the tuner times them (contiguous outputs and gradients assumed)."""
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    b, h, m, d = q.shape
+    n = k.shape[2]
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
+    fwd_args, consts = _fwd_args(q, k, v, bias, o, lse, causal, None)
+    pre_args, kv_args, q_args, _ = _bwd_args(o, q, k, v, o, lse, lse, o, torch.empty_like(k), torch.empty_like(v),
+                                             causal, None, bias)
+    out = [(_pre, _pre.signature(*pre_args, HEAD_DIM=d, BLOCK_M=64), {})]
+    for fn, configs, args in ((_fwd, _FWD_CONFIGS, fwd_args), (_dkdv, _DKDV_CONFIGS, kv_args),
+                              (_dq, _DQ_CONFIGS, q_args)):
+        for c in configs:
+            bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+            sig = fn.signature(*args, **consts, EVEN_M=m % bm == 0, EVEN_N=n % bn == 0, BLOCK_M=bm, BLOCK_N=bn)
+            out.append((fn, sig, {"num_warps": c.num_warps, "num_stages": c.num_stages}))
+    return out
+
+
 def attention_forward(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: float | None = None,
                       bias: Tensor | None = None, out: Tensor | None = None,
                       lse: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -472,14 +523,10 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
         return (o32.to(q.dtype) if out is None else out.copy_(o32)), lse
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     b, h, m, d = q.shape
-    hk, n = k.shape[1], k.shape[2]
+    n = k.shape[2]
     o = torch.empty_like(q) if out is None else out
     lse = torch.empty((b, h, m), dtype=torch.float32, device=q.device) if lse is None else lse
-    sm_scale = _scale(scale, d)
-    bt, sb = _bias_args(bias, q, n)
-    args = (q, k, v, bt, o, lse, sm_scale * _LOG2E, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sb,
-            *o.stride()[:3], *lse.stride()[:3], h, h // hk, m, n)
-    consts = {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
+    args, consts = _fwd_args(q, k, v, bias, o, lse, causal, scale)
     if q.device.type == "cpu" and not TUNED_ON_CPU:
         cfg = _CPU_FWD
         _fwd[(cdiv(m, cfg["BLOCK_M"]), b * h, 1)](*args, **consts, EVEN_M=m % cfg["BLOCK_M"] == 0,
@@ -507,19 +554,11 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     q, k, v, o, do = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(o), _unit_last(do)
     b, h, m, d = q.shape
     hk, n = k.shape[1], k.shape[2]
-    sm_scale = _scale(scale, d)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     delta = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
     cpu = q.device.type == "cpu"
-    _pre[(cdiv(m, 64 if not cpu else 16), b * h, 1)](o, do, delta, *o.stride()[:3], *do.stride()[:3], h, m,
-                                                     HEAD_DIM=d, BLOCK_M=64 if not cpu else 16)
-    bt, sb = _bias_args(bias, q, n)
-    common = (q, k, v, bt, do, lse, delta)
-    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sb, *do.stride()[:3], *lse.stride()[:3])
-    consts = {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
-    kv_args = (*common, dk, dv, sm_scale * _LOG2E, sm_scale, *strides, *dk.stride()[:3], *dv.stride()[:3],
-               h, hk, h // hk, m, n)
-    q_args = (*common, dq, sm_scale * _LOG2E, sm_scale, *strides, *dq.stride()[:3], h, h // hk, m, n)
+    pre_args, kv_args, q_args, consts = _bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, causal, scale, bias)
+    _pre[(cdiv(m, 64 if not cpu else 16), b * h, 1)](*pre_args, HEAD_DIM=d, BLOCK_M=64 if not cpu else 16)
     if cpu and not TUNED_ON_CPU:
         c1, c2 = _CPU_DKDV, _CPU_DQ
         _dkdv[(cdiv(n, c1["BLOCK_N"]), b * hk, 1)](*kv_args, **consts, EVEN_M=m % c1["BLOCK_M"] == 0,
