@@ -365,8 +365,22 @@ _BUCKETS = {"N": "log2"}  # the key length, rounded up to a power of two
 _EVEN = {"EVEN_M": lambda a: a["M"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0}
 
 
+#: key lengths up to this run one small-tile config, untuned (decode and short training
+#: sequences: the big tiles would mostly compute padding, and tuning costs compiles)
+SHORT_N = 256
+
+
+def _prune(configs: list, nargs: dict, **kwargs: Any) -> list:
+    """The configs a call may use: for a short key length, its one small-tile config."""
+    if nargs["N"] <= SHORT_N:
+        small = [c for c in configs if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
+        return small[:1] or configs[:1]
+    return configs
+
+
 def _tuned(kernel: Any, configs: list) -> Any:
-    return jit(triton.autotune(configs=configs, key=_KEY)(triton.heuristics(_EVEN)(kernel)), key_buckets=_BUCKETS)
+    return jit(triton.autotune(configs=configs, key=_KEY, prune_configs_by={"early_config_prune": _prune})(
+        triton.heuristics(_EVEN)(kernel)), key_buckets=_BUCKETS)
 
 
 _fwd = jit(_attn_fwd)
@@ -497,7 +511,7 @@ def signatures(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     out = [(_pre, _pre.signature(*pre_args, HEAD_DIM=d, BLOCK_M=64), {})]
     for fn, configs, args in ((_fwd, _FWD_CONFIGS, fwd_args), (_dkdv, _DKDV_CONFIGS, kv_args),
                               (_dq, _DQ_CONFIGS, q_args)):
-        for c in configs:
+        for c in _prune(configs, {"N": n}):
             bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
             sig = fn.signature(*args, **consts, EVEN_M=m % bm == 0, EVEN_N=n % bn == 0, BLOCK_M=bm, BLOCK_N=bn)
             out.append((fn, sig, {"num_warps": c.num_warps, "num_stages": c.num_stages}))
