@@ -559,16 +559,22 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
     return _backward(do, q, k, v, o, lse, causal, scale, bias)
 
 
+def _grad_like(t: Tensor, bshd: bool) -> Tensor:
+    if bshd:  # laid out (B, S, H, D), as aten's efficient and CPU flash backwards return them
+        return torch.empty_permuted(t.shape, (0, 2, 1, 3), dtype=t.dtype, device=t.device)
+    return torch.empty_like(t)
+
+
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
-              scale: float | None, bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-    """attention_backward of a call check() accepted."""
+              scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """attention_backward of a call check() accepted; ``bshd``: gradients laid out (B, S, H, D)."""
     if _interpreted_bf16(q):
         grads = _backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal, scale, bias)
-        return tuple(g.to(q.dtype) for g in grads)  # type: ignore[return-value]
+        return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), grads))  # type: ignore[return-value]
     q, k, v, o, do = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(o), _unit_last(do)
     b, h, m, d = q.shape
     hk, n = k.shape[1], k.shape[2]
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    dq, dk, dv = _grad_like(q, bshd), _grad_like(k, bshd), _grad_like(v, bshd)
     delta = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
     cpu = q.device.type == "cpu"
     pre_args, kv_args, q_args, consts = _bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, causal, scale, bias)
@@ -693,7 +699,7 @@ def _math_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | 
 
 
 def _math_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
-                   scale: float | None, bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+                   scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """_backward in torch ops (fp32), from the saved logsumexp."""
     b, h, m, d = q.shape
     hk, n = k.shape[1], k.shape[2]
@@ -707,7 +713,7 @@ def _math_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: 
     dk = torch.matmul(ds.transpose(-1, -2), q.float())
     if hk != h:
         dk, dv = (t.view(b, hk, h // hk, n, d).sum(2) for t in (dk, dv))
-    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
+    return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), (dq, dk, dv)))  # type: ignore[return-value]
 
 
 def _paths(op: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, dropout_p: float) -> tuple[Any, Any]:
@@ -771,7 +777,7 @@ def sdpa_flash_cpu_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tens
     """aten::_scaled_dot_product_flash_attention_for_cpu_backward."""
     _, bwd = _paths("_scaled_dot_product_flash_attention_for_cpu_backward", q, k, v, attn_mask, is_causal,
                     dropout_p)
-    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_mask)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_mask, True)
 
 
 def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
@@ -796,7 +802,7 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     _, bwd = _paths("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
     if lse.shape[-1] < q.shape[2]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
-    dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
+    dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias, True)
     return dq, dk, dv, None
 
 

@@ -305,3 +305,45 @@ def test_refused_call_on_the_python_registrations(monkeypatch):
                 grads = torch.autograd.grad(o, (q, k, v), do)
         _check(o, grads, _ref(q, k, v, causal), do, torch.float32)
     assert fallbacks == [(1, 4, 20, 24)]  # the refused call only
+
+
+def _layout(t):
+    return None if t is None else (tuple(t.shape), t.stride(), t.dtype)
+
+
+@pytest.mark.parametrize("bshd", [True, False], ids=["bshd", "contiguous"])
+@pytest.mark.parametrize("op", ["flash", "efficient", "cudnn", "cpu"])
+def test_outputs_keep_aten_layouts(op, bshd):
+    """Every routed op returns what aten's meta function says (shapes, strides, dtypes), for
+    inputs laid out as models pass them (B, S, H, D) and contiguous, so torch.compile's
+    traced graphs and aten's autograd formulas fit tritonjit's results."""
+    q, k, v = (t.detach().transpose(1, 2).contiguous().transpose(1, 2) if bshd else t.detach()
+               for t in _inputs(1, 4, 4, 20, 20, 16, torch.float32))
+    a = torch.ops.aten
+    fwd = {"flash": lambda q, k, v: a._scaled_dot_product_flash_attention(q, k, v, 0.0, True),
+           "efficient": lambda q, k, v: a._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True),
+           "cudnn": lambda q, k, v: a._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True),
+           "cpu": lambda q, k, v: a._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)}[op]
+
+    def bwd(r, q, k, v):
+        do = torch.ones_like(r[0])
+        if op == "flash":
+            return a._scaled_dot_product_flash_attention_backward(do, q, k, v, r[0], r[1], None, None, 20, 20, 0.0,
+                                                                  True, r[6], r[7])
+        if op == "efficient":
+            return a._scaled_dot_product_efficient_attention_backward(do, q, k, v, None, r[0], r[1], r[2], r[3],
+                                                                      0.0, [True, True, True, False], True)[:3]
+        if op == "cudnn":
+            return a._scaled_dot_product_cudnn_attention_backward(do, q, k, v, r[0], r[1], r[6], r[7], None, None,
+                                                                  None, 20, 20, 0.0, True)
+        return a._scaled_dot_product_flash_attention_for_cpu_backward(do, q, k, v, r[0], r[1], 0.0, True)
+
+    meta = [t.to("meta") for t in (q, k, v)]
+    want_f = fwd(*meta)
+    want_b = bwd(want_f, *meta)
+    (got_f, got_b), calls = _routed(lambda: (lambda r: (r, bwd(r, q, k, v)))(fwd(q, k, v)))
+    if _native_ops.module() is None:
+        pytest.skip("the C++ operator path is off here")
+    assert calls == 2
+    for w, g in zip((*want_f[:2], *want_b), (*got_f[:2], *got_b)):
+        assert _layout(g) == _layout(w)
