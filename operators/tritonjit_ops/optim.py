@@ -8,7 +8,7 @@ first step). Bias corrections are computed in the kernel from each parameter's s
 tensor: no host synchronization, and the launch captures into a CUDA graph.
 
 Math (torch's fused AdamW, fp32 opmath; params/grads/states of any float dtype):
-p *= 1 - lr*wd; m = lerp(m, g, 1-beta1); v = beta2 v + (1-beta2) g^2;
+p -= lr*wd*p; m = beta1 m + (1-beta1) g; v = beta2 v + (1-beta2) g^2;
 p -= lr/(1-beta1^step) * m / (sqrt(v)/sqrt(1-beta2^step) + eps).
 
 Not supported (raise :class:`Unsupported`; under ``enable()`` aten's own kernel then
@@ -75,13 +75,13 @@ def _adamw_kernel(ADDR, NUMEL, BLK_T, BLK_S, P0, G0, M0, V0, S0, LR, lr, beta1, 
     v = tl.load(v_ptr + offs, mask=mask).to(tl.float32)
     if MAXIMIZE:
         g = -g
-    p = p * (1.0 - lr * weight_decay)
-    m = m + (1.0 - beta1) * (g - m)
+    p = p - lr * weight_decay * p  # the operation order of torch's CUDA fused kernel, IEEE sqrt and division
+    m = beta1 * m + (1.0 - beta1) * g
     v = beta2 * v + (1.0 - beta2) * g * g
     bc1 = 1.0 - tl.math.exp2(step * log2_beta1)
     bc2 = 1.0 - tl.math.exp2(step * log2_beta2)
-    denom = tl.sqrt(v) / tl.sqrt(bc2) + eps
-    p = p - (lr / bc1) * (m / denom)
+    denom = tl.div_rn(tl.sqrt_rn(v), tl.sqrt_rn(bc2)) + eps
+    p = p - tl.div_rn(tl.div_rn(lr, bc1) * m, denom)
     if RNE_P:
         p = _bf16_rne(p)
     if RNE_M:
