@@ -27,7 +27,7 @@ the device, the call and the torch version; each keeps aten's output layouts).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
@@ -508,7 +508,7 @@ def signatures(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     fwd_args, consts = _fwd_args(q, k, v, bias, o, lse, causal, None)
     pre_args, kv_args, q_args, _ = _bwd_args(o, q, k, v, o, lse, lse, o, torch.empty_like(k), torch.empty_like(v),
                                              causal, None, bias)
-    out = [(_pre, _pre.signature(*pre_args, HEAD_DIM=d, BLOCK_M=64), {})]
+    out: list[tuple[Any, str, dict]] = [(_pre, _pre.signature(*pre_args, HEAD_DIM=d, BLOCK_M=64), {})]
     for fn, configs, args in ((_fwd, _FWD_CONFIGS, fwd_args), (_dkdv, _DKDV_CONFIGS, kv_args),
                               (_dq, _DQ_CONFIGS, q_args)):
         for c in _prune(configs, {"N": n}):
@@ -639,7 +639,7 @@ def _ref_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: T
 
 
 #: name, schema, implementation, eager reference (for the fake): for _registry's _OPS
-OPS = [
+OPS: list[tuple[str, str, Callable, Callable]] = [
     ("flash_attention", "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> (Tensor, Tensor)",
      flash_attention, _ref_forward),
     ("flash_attention_backward", "(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "

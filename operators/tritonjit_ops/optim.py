@@ -208,7 +208,7 @@ class AdamW(torch.optim.AdamW):
                          maximize=maximize, foreach=False, fused=False)
 
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:
         loss = None
         if closure is not None:
             with torch.enable_grad():
