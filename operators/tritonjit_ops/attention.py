@@ -9,8 +9,8 @@ streams the query blocks of every query head that shares it (grouped-query
 attention: dk and dv are summed over the group in the kernel, no atomics);
 ``_bwd_dq`` keeps one query block and streams the key/value blocks.
 
-Supported: fp16 and bf16 (fp32 on the interpreter only), head dims 16 to 256 that are
-powers of two (64 and 128 on a GPU), any sequence lengths (the tail block is masked),
+Supported: fp16 and bf16 (fp32 on the interpreter only), head dims 64 and 128 on a GPU
+(powers of two from 8 to 128 on the interpreter), any sequence lengths (the tail block is masked),
 causal (top-left aligned, as torch: only with equal query and key lengths) or not, a
 ``scale``, grouped-query heads (key heads dividing query heads) and an additive
 attention bias of any broadcast shape (bert's padding mask). A call outside that
