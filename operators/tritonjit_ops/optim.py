@@ -12,8 +12,9 @@ p -= lr*wd*p; m = beta1 m + (1-beta1) g; v = beta2 v + (1-beta2) g^2;
 p -= lr/(1-beta1^step) * m / (sqrt(v)/sqrt(1-beta2^step) + eps).
 
 Not supported (raise :class:`Unsupported`; under ``enable()`` aten's own kernel then
-runs): amsgrad, grad_scale / found_inf (AMP's GradScaler), tensors on several devices,
-sparse or complex tensors.
+runs, or a torch-ops fallback where enable() runs on Python registrations): amsgrad,
+grad_scale / found_inf (AMP's GradScaler), tensors on several devices, sparse or
+complex tensors.
 
 Entry points: :func:`adamw_step`, :class:`AdamW` (a ``torch.optim.AdamW`` whose step is
 this kernel; its state is torch's) and :data:`ATEN` (``_fused_adamw_``, what
@@ -188,13 +189,52 @@ def fused_adamw_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tenso
                  max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor], *, lr: float | Tensor, beta1: float,
                  beta2: float, weight_decay: float, eps: float, amsgrad: bool, maximize: bool,
                  grad_scale: Tensor | None = None, found_inf: Tensor | None = None) -> None:
-    """aten::_fused_adamw_ (both overloads: ``lr`` a float or a tensor)."""
+    """aten::_fused_adamw_ (both overloads: ``lr`` a float or a tensor). What the kernel does
+    not take raises Unsupported (aten's kernel runs it); on enable()'s Python registrations,
+    which replace aten's kernel, :func:`_torch_fused_adamw` computes it instead."""
+    why = None
     if amsgrad:
-        raise Unsupported("tritonjit._fused_adamw_: amsgrad=True")
-    if grad_scale is not None or found_inf is not None:
-        raise Unsupported("tritonjit._fused_adamw_: grad_scale/found_inf (GradScaler)")
+        why = "amsgrad=True"
+    elif grad_scale is not None or found_inf is not None:
+        why = "grad_scale/found_inf (GradScaler)"
+    if why is not None:
+        from . import _registry
+
+        if _registry._State.native is None and _registry._State.lib is not None:
+            return _torch_fused_adamw(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1,
+                                      beta2, weight_decay, eps, amsgrad, maximize, grad_scale, found_inf)
+        raise Unsupported(f"tritonjit._fused_adamw_: {why}")
     adamw_step(params, grads, exp_avgs, exp_avg_sqs, state_steps, lr=lr, beta1=beta1, beta2=beta2,
                weight_decay=weight_decay, eps=eps, maximize=maximize)
+
+
+def _torch_fused_adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tensor],
+                       exp_avg_sqs: list[Tensor], max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor],
+                       lr: float | Tensor, beta1: float, beta2: float, weight_decay: float, eps: float,
+                       amsgrad: bool, maximize: bool, grad_scale: Tensor | None, found_inf: Tensor | None) -> None:
+    """torch's fused AdamW step in torch ops, fp32 math, no host synchronization (amsgrad;
+    a GradScaler's grad_scale unscales the gradients in place, found_inf skips the step)."""
+    for i, p in enumerate(params):
+        g = grads[i].float()
+        if grad_scale is not None:
+            g = g / grad_scale
+            grads[i].copy_(g)
+        if maximize:
+            g = -g
+        step = state_steps[i].float()
+        p32 = p.float()
+        p32 = p32 - lr * weight_decay * p32
+        m = beta1 * exp_avgs[i].float() + (1 - beta1) * g
+        v = beta2 * exp_avg_sqs[i].float() + (1 - beta2) * g * g
+        if amsgrad:
+            v_max = torch.maximum(max_exp_avg_sqs[i].float(), v)
+        bc1 = 1 - torch.pow(beta1, step)
+        bc2 = 1 - torch.pow(beta2, step)
+        denom = (v_max if amsgrad else v).sqrt() / bc2.sqrt() + eps
+        p32 = p32 - (lr / bc1) * m / denom
+        pairs = [(p, p32), (exp_avgs[i], m), (exp_avg_sqs[i], v)] + ([(max_exp_avg_sqs[i], v_max)] if amsgrad else [])
+        for dst, new in pairs:
+            dst.copy_(new if found_inf is None else torch.where(found_inf == 0, new, dst.float()))
 
 
 class AdamW(torch.optim.AdamW):

@@ -113,3 +113,20 @@ def test_kernel_cross_compiles_for_sm90(dtypes):
     sig = f.signature(i64, i64, i32, i64, *ts, step, step, 1e-3, 0.9, 0.999, -0.15, -0.0014, 0.01, 1e-8, 75,
                       MAXIMIZE=False, LR_PTR=False, BLOCK=optim._BLOCK_GPU)
     assert f.compile(sig, target="cuda:90", num_warps=4).binary
+
+
+def test_amsgrad_on_the_python_registrations(monkeypatch):
+    """Without the C++ operator path, enable() replaces aten's kernel: amsgrad (which the
+    kernel refuses) runs the torch-ops fallback and matches torch's fused step."""
+    monkeypatch.setattr(_native_ops, "module", lambda wait=False: None)
+    monkeypatch.setattr(_native_ops, "on_ready", lambda callback: None)
+    params = _params(torch.float32)
+    ref, _ = _run(lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, weight_decay=0.1, fused=True), params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with T.enable():
+            assert T._registry.native_path().startswith("Python")
+            got, _ = _run(lambda ps: torch.optim.AdamW(ps, lr=1e-2, amsgrad=True, weight_decay=0.1, fused=True),
+                          params)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a.detach(), b.detach(), **TOL[torch.float32])
