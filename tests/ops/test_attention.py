@@ -7,6 +7,7 @@ gpu) run model shapes in bf16/fp16 against torch's own SDPA.
 """
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -175,17 +176,37 @@ def test_efficient_attention_op_under_enable():
 
 
 # ---- GPU ----------------------------------------------------------------------------------------
-GPU_CASES = [(2, 8, 2, 1024, 64, True), (1, 8, 8, 2048, 128, False), (1, 4, 1, 1000, 128, True),
-             (1, 8, 2, 4096, 128, True)]
+GPU_CASES = [(2, 8, 2, 1024, 64, True, torch.bfloat16), (1, 8, 8, 2048, 128, False, torch.bfloat16),
+             (1, 4, 1, 1000, 128, True, torch.bfloat16), (1, 8, 2, 4096, 128, True, torch.bfloat16),
+             (2, 8, 2, 1024, 64, True, torch.float16), (1, 8, 8, 2048, 128, False, torch.float16)]
+
+
+@pytest.fixture(scope="module")
+def gpu_warm():
+    """Every variant the GPU cases launch (each tuned config), compiled first in parallel by
+    tritonjit's warm-up: the tuner then finds them compiled (minutes of serial compiles)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    from tritonjit._manifest import ManifestEntry
+    from tritonjit._warmup import warmup
+
+    entries = {}
+    mask = torch.zeros(2, 1, 1, 512, device="cuda", dtype=torch.bfloat16)
+    calls = [(b, h, hk, s, d, causal, dtype, None) for b, h, hk, s, d, causal, dtype in GPU_CASES]
+    calls += [(2, 8, 2, 512, 128, True, torch.bfloat16, None), (2, 8, 8, 512, 128, False, torch.bfloat16, mask)]
+    for b, h, hk, s, d, causal, dtype, bias in calls:
+        q, k = (torch.empty(b, hh, s, d, device="cuda", dtype=dtype) for hh in (h, hk))
+        for fn, sig, opts in attention_module.signatures(q, k, k, causal=causal, bias=bias):
+            entries[ManifestEntry(kernel=fn.name, file=attention_module.__file__, signature=sig,
+                                  options=tuple(sorted(opts.items())), module="tritonjit_ops.attention")] = None
+    major, minor = torch.cuda.get_device_capability()
+    warmup(list(entries), jobs=min(16, os.cpu_count() or 1), target=f"cuda:{major}{minor}", progress=False)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: "-".join(map(str, c)))
-def test_gpu_against_torch(case, dtype):
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    b, h, hk, s, d, causal = case
+@pytest.mark.parametrize("case", GPU_CASES, ids=lambda c: "-".join(map(str, c)).replace("torch.", ""))
+def test_gpu_against_torch(case, gpu_warm):
+    b, h, hk, s, d, causal, dtype = case
     q, k, v = _inputs(b, h, hk, s, s, d, dtype, device="cuda")
     o = T.attention(q, k, v, causal=causal)
     do = torch.randn_like(o)
@@ -202,11 +223,9 @@ def test_gpu_against_torch(case, dtype):
 
 
 @pytest.mark.gpu
-def test_gpu_sdpa_under_enable_is_routed():
+def test_gpu_sdpa_under_enable_is_routed(gpu_warm):
     """SDPA on the GPU: GQA causal (torch's flash path) and with bert's padding mask (its
     efficient path): forward and backward run tritonjit's kernels and agree with eager."""
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
     mask = torch.zeros(2, 1, 1, 512, device="cuda", dtype=torch.bfloat16)
     mask[1, ..., -100:] = float("-inf")
     for hk, kw in ((2, dict(is_causal=True, enable_gqa=True)), (8, dict(attn_mask=mask))):
