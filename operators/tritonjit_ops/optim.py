@@ -172,10 +172,12 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
         raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
     if not params:
         return
+    on_device = params[0].device.type != "cpu"
+    if isinstance(lr, Tensor) and on_device and lr.device.type == "cpu" and lr.numel() == 1:
+        lr = float(lr)  # a CPU scalar for device tensors: its value, read without waiting for the device
     lr_ptr = isinstance(lr, Tensor)
-    if lr_ptr:
-        if lr.device != params[0].device or lr.numel() != 1:  # type: ignore[union-attr]
-            raise Unsupported(f"tritonjit.adamw_step: a tensor lr must be one element on {params[0].device}")
+    if lr_ptr and (lr.device != params[0].device or lr.numel() != 1):  # type: ignore[union-attr]
+        raise Unsupported(f"tritonjit.adamw_step: a tensor lr must be one element on {params[0].device}")
     plan = _plan(lists)
     lr_val = 0.0 if lr_ptr else float(lr)
     consts = (float(beta1), float(beta2), _log2(beta1), _log2(beta2), float(weight_decay), float(eps))
