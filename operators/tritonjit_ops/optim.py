@@ -130,9 +130,11 @@ def _validate(lists: Sequence[Sequence[Tensor]]) -> None:
 
 
 def _plan(lists: Sequence[Sequence[Tensor]]) -> list[tuple]:
-    """Per group of equal dtypes: (its tables, its first tensors (the element types), its
-    size, extra constexprs). Built and validated once per tensor list: the key is every
-    address and size, so a list whose tensors moved or changed gets a new plan."""
+    """Per group of equal dtypes: (its tables, the index of its first tensor (whose element
+    types the launch passes), its size, extra constexprs). Built and validated once per
+    tensor list: the key is every address, size and dtype, so a list whose tensors moved
+    or changed gets a new plan (gradients set to None and reallocated at other addresses
+    cost a new table). The plans hold no tensors: a cached plan keeps no memory alive."""
     key = (*(t.data_ptr() for ts in lists for t in ts), *(t.numel() for t in lists[0]),
            *(t.dtype for ts in lists for t in ts))
     plan = _PLANS.get(key)
@@ -151,7 +153,7 @@ def _plan(lists: Sequence[Sequence[Tensor]]) -> list[tuple]:
         extra = {"BLOCK": block}
         if dev.type == "cpu":
             extra.update({f"RNE_{x}": sub[i][0].dtype == torch.bfloat16 for i, x in ((0, "P"), (2, "M"), (3, "V"))})
-        plan.append((_tables(sub, block), tuple(ts[0] for ts in sub), len(idx), extra))
+        plan.append((_tables(sub, block), idx[0], len(idx), extra))
     if len(_PLANS) >= _MAX_PLANS:
         _PLANS.pop(next(iter(_PLANS)))
     _PLANS[key] = plan
@@ -181,7 +183,8 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
     plan = _plan(lists)
     lr_val = 0.0 if lr_ptr else float(lr)
     consts = (float(beta1), float(beta2), _log2(beta1), _log2(beta2), float(weight_decay), float(eps))
-    for (addr, numel, blk_t, blk_s), firsts, count, extra in plan:
+    for (addr, numel, blk_t, blk_s), first, count, extra in plan:
+        firsts = [ts[first] for ts in lists]
         _kernel[(blk_t.numel(), 1, 1)](addr, numel, blk_t, blk_s, *firsts, lr if lr_ptr else firsts[0], lr_val,
                                        *consts, count, MAXIMIZE=bool(maximize), LR_PTR=lr_ptr, num_warps=4,
                                        **extra)
