@@ -22,6 +22,8 @@ step bench_autotune python3 -m tritonjit bench autotune --json "$out/autotune.js
 step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8,16 --variants 144
 step bench_models python3 -m tritonjit bench models --json "$out/models.json"
 step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"
+step bench_attention python3 -m tritonjit bench attention --json "$out/attention.json"
+step bench_adamw python3 -m tritonjit bench adamw --json "$out/adamw.json"
 # two GPUs or more: DDP, FSDP2, kernels beside NCCL collectives, device isolation, one compile per node
 if [[ $(nvidia-smi -L 2>/dev/null | wc -l) -ge 2 ]]; then
     step distributed env NCCL_NVLS_ENABLE=0 python3 -m torch.distributed.run --nproc-per-node 2 \

@@ -6,10 +6,12 @@ dispatch key, and ``enable()`` routes the matching aten operators through them.
 """
 from ._audit import Audit, AuditRow, audit, audit_table
 from ._registry import disable, dispatch_key, enable, enabled_ops
+from .attention import attention
 from .fused import cross_entropy, rotary_embedding, silu_and_mul
 from .indexing import embedding, gather, index_select
 from .matmul import addmm, bmm, mm
 from .norm import fused_add_rms_norm, group_norm, layer_norm, rms_norm
+from .optim import AdamW, adamw_step
 from .pointwise import (
                         abs,
                         add,
@@ -46,6 +48,8 @@ __all__ = [
     "mm", "bmm", "addmm", "index_select", "gather", "embedding",
     # fused
     "fused_add_rms_norm", "silu_and_mul", "rotary_embedding", "cross_entropy",
+    # attention, optimizer
+    "attention", "AdamW", "adamw_step",
     # registration
     "enable", "disable", "enabled_ops", "dispatch_key",
     # audit: per aten call of a model, routed or not and its cost against eager

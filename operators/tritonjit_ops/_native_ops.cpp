@@ -289,15 +289,23 @@ class OpKernel final : public c10::OperatorKernel {
   // Whether the call's tensors are the active backend's (0-dim CPU tensors are scalars).
   bool on_backend(const c10::IValue* args) const {
     bool any = false;
-    for (size_t i = 0; i < nargs_; i++) {
-      if (!args[i].isTensor()) continue;
-      const at::Tensor& t = args[i].toTensor();
-      if (!t.defined()) continue;
+    auto on = [&](const at::Tensor& t) {
+      if (!t.defined()) return true;
       const c10::DeviceType dt = t.device().type();
       if (dt == device_type_) {
         any = true;
-      } else if (!(dt == c10::DeviceType::CPU && t.dim() == 0)) {
-        return false;
+        return true;
+      }
+      return dt == c10::DeviceType::CPU && t.dim() == 0;
+    };
+    for (size_t i = 0; i < nargs_; i++) {
+      if (args[i].isTensor()) {
+        if (!on(args[i].toTensor())) return false;
+      } else if (args[i].isTensorList()) {  // the foreach/fused optimizer ops take only lists
+        const c10::List<at::Tensor> list = args[i].toTensorList();
+        for (size_t j = 0; j < list.size(); j++) {
+          if (!on(list.get(j))) return false;
+        }
       }
     }
     return any;

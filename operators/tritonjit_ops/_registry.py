@@ -116,6 +116,9 @@ _OPS += [
          lg.float(), t, ignore_index=ignore_index, reduction=reduction).to(lg.dtype)),
 ]
 
+from . import attention, optim  # noqa: E402 - its own import block, so that families merge without conflicts
+
+_OPS += attention.OPS
 _lib = torch.library.Library("tritonjit", "DEF")
 _KEY = dispatch_key()
 for _name, _schema, _impl, _ref in _OPS:
@@ -123,7 +126,9 @@ for _name, _schema, _impl, _ref in _OPS:
     _lib.define(f"{_name}{_schema}")
     _lib.impl(_name, _impl, _KEY)
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
-_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS])  # backward ops, and each op's autograd
+# backward ops, and each op's autograd (flash_attention's own: attention.register_autograd)
+_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS if o[0] != "flash_attention"])
+attention.register_autograd(_lib)
 
 
 def _first(planner: Callable) -> Callable:
@@ -267,6 +272,8 @@ _ATEN: dict[str, Callable] = {
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
 }
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
+_ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
+_ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are

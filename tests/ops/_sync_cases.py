@@ -107,7 +107,7 @@ def direct_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         Case("cross_entropy/none", lambda: T.cross_entropy(logits, target, reduction="none"),
              lambda: F.cross_entropy(logits.float(), target, reduction="none").to(dtype)),
     ]
-    return cases
+    return cases + attention_optim_direct_cases(dev, dtype)
 
 
 def _aten(name: str) -> Any:
@@ -149,7 +149,7 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         Case("add.Tensor/transposed", lambda: _aten("add.Tensor")(x.t(), z.t()), None),
         Case("mm/linear-layout", lambda: _aten("mm")(a, lin.t()), None),
     ]
-    return cases
+    return cases + attention_optim_aten_cases(dev, dtype)
 
 
 def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str, tuple]:
@@ -209,3 +209,118 @@ def close(got: Any, ref: Any, dtype: torch.dtype, what: str = "") -> None:
     tol = dict(rtol=3e-2, atol=3e-2) if dtype in (torch.bfloat16, torch.float16) else dict(rtol=5e-3, atol=5e-3)
     assert got.shape == ref.shape and got.dtype == ref.dtype, (what, got.shape, ref.shape, got.dtype, ref.dtype)
     torch.testing.assert_close(got.cpu(), ref.cpu(), equal_nan=True, msg=lambda m: f"{what}: {m}", **tol)
+
+
+# ---- attention and AdamW: cases with their own references --------------------------------------
+def _attention_inputs(dev: str, dtype: torch.dtype) -> dict[str, Any]:
+    """q, k, v (GQA: 4 query heads, 2 key heads), an upstream gradient, fp32-math outputs
+    and logsumexp, and the fp32-math gradients. On a GPU in fp16/bf16 at head_dim 64 (what
+    the kernels take there; fp32 would go to aten's kernels, which refuse it); on CPU at 16."""
+    adt = dtype if dev == "cpu" else (torch.bfloat16 if dtype == torch.bfloat16 else torch.float16)
+    d = 16 if dev == "cpu" else 64
+    g = torch.Generator().manual_seed(3)
+    q, k, v, do = (torch.randn(1, hh, 24, d, generator=g).to(dev, adt) for hh in (4, 2, 2, 4))
+    q32, k32, v32 = (t.float().requires_grad_() for t in (q, k, v))
+    kk, vv = k32.repeat_interleave(2, 1), v32.repeat_interleave(2, 1)
+    scores = (q32 @ kk.transpose(-1, -2)) / d ** 0.5
+    scores = scores.masked_fill(torch.ones(24, 24, dtype=torch.bool, device=dev).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, -1)
+    o32 = torch.softmax(scores, -1) @ vv
+    grads = torch.autograd.grad(o32, (q32, k32, v32), do.float())
+    return {"q": q, "k": k, "v": v, "do": do, "o": o32.detach().to(adt), "lse": lse.detach(),
+            "out_ref": o32.detach().to(adt), "grads_ref": tuple(t.to(adt) for t in grads)}
+
+
+class _AdamWState:
+    """Parameters, gradients and states reset from fixed values before each step (in place:
+    the addresses stay, so the step's pointer tables are built once, before a capture)."""
+
+    def __init__(self, dev: str, dtype: torch.dtype) -> None:
+        g = torch.Generator().manual_seed(4)
+        shapes = [(300,), (17, 5), (3,)]
+        self.init = [[torch.randn(s, generator=g).to(dev, dtype) for s in shapes] for _ in range(4)]
+        self.init[3] = [t.abs() for t in self.init[3]]  # exp_avg_sq >= 0
+        self.work = [[t.clone() for t in ts] for ts in self.init]
+        self.steps = [torch.full((), 3.0, device=dev) for _ in shapes]
+        self.lr = torch.tensor(1e-2, device=dev)
+
+    def reset(self) -> list[list[torch.Tensor]]:
+        for ws, ts in zip(self.work, self.init):
+            for w, t in zip(ws, ts):
+                w.copy_(t)
+        return self.work
+
+    def step(self, fn: Callable[..., Any], tensor_lr: bool = False) -> tuple:
+        p, g, m, v = self.reset()
+        fn(p, g, m, v, [], self.steps, lr=self.lr if tensor_lr else 1e-2, beta1=0.9, beta2=0.99,
+           weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+        return tuple(t.clone() for t in (*p, *m, *v))
+
+
+def attention_optim_direct_cases(dev: str, dtype: torch.dtype) -> list[Case]:
+    i = _attention_inputs(dev, dtype)
+    q, k, v = i["q"], i["k"], i["v"]
+    st = _AdamWState(dev, dtype)
+    opt_params = [t.clone().requires_grad_() for t in st.init[0]]
+    opt = T.AdamW(opt_params, lr=1e-2, weight_decay=0.1)
+    ref_params = [t.clone().requires_grad_() for t in st.init[0]]
+    ref_opt = torch.optim.AdamW(ref_params, lr=1e-2, weight_decay=0.1, foreach=False)
+
+    def optimizer_step(o: Any, params: list[torch.Tensor]) -> tuple:
+        with torch.no_grad():
+            for p, p0, g0 in zip(params, st.init[0], st.init[1]):
+                p.copy_(p0)
+                p.grad = g0  # the same tensor each call: no allocation
+            for state in o.state.values():
+                state["exp_avg"].zero_()
+                state["exp_avg_sq"].zero_()
+                state["step"].zero_()
+        o.step()
+        return tuple(p.detach().clone() for p in params)
+
+    def adamw_step(p, g, m, v, _, steps, **kw):
+        return T.adamw_step(p, g, m, v, steps, lr=kw["lr"], beta1=kw["beta1"], beta2=kw["beta2"],
+                            weight_decay=kw["weight_decay"], eps=kw["eps"])
+
+    return [
+        Case("attention", lambda: T.attention(q, k, v, causal=True), lambda: i["out_ref"]),
+        Case("adamw_step", lambda: st.step(adamw_step), lambda: st.step(torch._fused_adamw_)),
+        Case("AdamW", lambda: optimizer_step(opt, opt_params), lambda: optimizer_step(ref_opt, ref_params)),
+    ]
+
+
+def attention_optim_aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
+    i = _attention_inputs(dev, dtype)
+    q, k, v, do, o, lse = i["q"], i["k"], i["v"], i["do"], i["o"], i["lse"]
+    a = torch.ops.aten
+    seed = torch.zeros((), dtype=torch.int64, device=dev)
+    lse_eff = torch.zeros(1, 4, 32, device=dev)
+    lse_eff[..., :24] = lse
+    lse_cpu = lse.transpose(1, 2).contiguous().transpose(1, 2)
+    out, grads = (lambda: i["out_ref"]), (lambda: i["grads_ref"])
+    st = _AdamWState(dev, dtype)
+    return [
+        Case("_scaled_dot_product_flash_attention",
+             lambda: a._scaled_dot_product_flash_attention(q, k, v, 0.0, True)[0], out),
+        Case("_scaled_dot_product_flash_attention_backward",
+             lambda: a._scaled_dot_product_flash_attention_backward(do, q, k, v, o, lse, None, None, 24, 24, 0.0,
+                                                                    True, seed, seed), grads),
+        Case("_scaled_dot_product_flash_attention_for_cpu",
+             lambda: a._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True)[0], out),
+        Case("_scaled_dot_product_flash_attention_for_cpu_backward",
+             lambda: a._scaled_dot_product_flash_attention_for_cpu_backward(do, q, k, v, o, lse_cpu, 0.0, True),
+             grads),
+        Case("_scaled_dot_product_efficient_attention",
+             lambda: a._scaled_dot_product_efficient_attention(q, k, v, None, True, 0.0, True)[0], out),
+        Case("_scaled_dot_product_efficient_attention_backward",
+             lambda: a._scaled_dot_product_efficient_attention_backward(
+                 do, q, k, v, None, o, lse_eff, seed, seed, 0.0, [True, True, True, False], True)[:3], grads),
+        Case("_scaled_dot_product_cudnn_attention",
+             lambda: a._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, True)[0], out),
+        Case("_scaled_dot_product_cudnn_attention_backward",
+             lambda: a._scaled_dot_product_cudnn_attention_backward(do, q, k, v, o, lse[..., None], seed, seed, None,
+                                                                    None, None, 24, 24, 0.0, True), grads),
+        Case("_fused_adamw_", lambda: st.step(a._fused_adamw_), lambda: st.step(torch._fused_adamw_)),
+        Case("_fused_adamw_.tensor_lr", lambda: st.step(a._fused_adamw_.tensor_lr, tensor_lr=True),
+             lambda: st.step(torch._fused_adamw_, tensor_lr=True)),
+    ]

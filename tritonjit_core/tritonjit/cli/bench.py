@@ -26,12 +26,14 @@ BENCHMARKS = {
     "remote": ("remote_cache.py", "a variant another process published to the remote cache, first use in a fresh "
                "process; single flight"),
     "mm": ("mm_shapes.py", "mm/addmm at model shapes against cuBLAS; --sweep times config grids (GPU)"),
+    "attention": ("attention.py", "flash attention forward/backward against torch's flash kernel and SDPA"),
+    "adamw": ("adamw.py", "the fused AdamW step against torch.optim.AdamW (fused, foreach)"),
 }
 
 
 def add_parser(sub: Any) -> None:
     lines = "\n".join(f"  {k:10s} {v[1]}" for k, v in BENCHMARKS.items())
-    p = sub.add_parser("bench", help="run a benchmark (launch, ops, warmstart, warmup, autotune, models, audit, mm, remote)",
+    p = sub.add_parser("bench", help=f"run a benchmark ({', '.join(BENCHMARKS)})",
                        description=f"benchmarks:\n{lines}", formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", choices=sorted(BENCHMARKS), help="which benchmark")
     p.add_argument("--dir", default=None, help="the benchmarks folder (default: found automatically)")

@@ -1,0 +1,842 @@
+"""Flash attention (forward and backward) in Triton, behind ``scaled_dot_product_attention``.
+
+The forward is FlashAttention-2: one program per (query block, batch x head) streams
+the key/value blocks with an online softmax in the exp2 domain and writes the output
+and the row log-sum-exp (natural log, fp32: the layout aten's own kernels save). The
+backward follows Triton's fused-attention tutorial: ``_bwd_preprocess`` computes
+delta = rowsum(o * do); ``_bwd_dkdv`` keeps one key/value block in registers and
+streams the query blocks of every query head that shares it (grouped-query
+attention: dk and dv are summed over the group in the kernel, no atomics);
+``_bwd_dq`` keeps one query block and streams the key/value blocks.
+
+Supported: fp16 and bf16 (fp32 on the interpreter only), head dims 64 and 128 on a GPU
+(powers of two from 8 to 128 on the interpreter), any sequence lengths (the tail block is masked),
+causal (top-left aligned, as torch: only with equal query and key lengths) or not, a
+``scale``, grouped-query heads (key heads dividing query heads) and an additive
+attention bias of any broadcast shape (bert's padding mask). A call outside that
+raises :class:`Unsupported`; under ``enable()`` the C++ operator path then hands the
+call to aten's own kernel, as in eager (and where enable() runs on Python registrations,
+which replace aten's kernel, a torch-ops fallback computes it).
+
+Entry points: :func:`attention` (autograd), ``torch.ops.tritonjit.flash_attention``
+(returns output and log-sum-exp; autograd registered), and :data:`ATEN`, the aten
+overloads that ``enable()`` routes: the flash, efficient, cuDNN and CPU flash kernels of
+``scaled_dot_product_attention`` and their backwards (which one SDPA picks depends on
+the device, the call and the torch version; each keeps aten's output layouts).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import cdiv, jit
+
+Tensor = torch.Tensor
+
+__all__ = ["attention", "attention_forward", "attention_backward", "Unsupported", "ATEN"]
+
+_LOG2E = 1.4426950408889634
+
+
+class Unsupported(NotImplementedError):
+    """A call the Triton kernels do not take (aten's kernel serves it under enable())."""
+
+
+# ---- forward -----------------------------------------------------------------------------------
+@triton.jit
+def _fwd_inner(acc, l_i, m_i, q, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d, lo, hi,
+               M, N, qk_scale,
+               MASK_N: tl.constexpr, DIAG: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Online softmax over key blocks [lo, hi): returns the updated (acc, l_i, m_i)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        if MASK_N:
+            kt = tl.load(k_ptr + offs_n[None, :] * s_kn + offs_d[:, None], mask=offs_n[None, :] < N, other=0.0)
+        else:
+            kt = tl.load(k_ptr + offs_n[None, :] * s_kn + offs_d[:, None])
+        qk = tl.dot(q, kt) * qk_scale
+        if HAS_BIAS:
+            bias = tl.load(b_ptr + offs_m[:, None] * s_bm + offs_n[None, :] * s_bn,
+                           mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
+            qk += bias.to(tl.float32) * 1.4426950408889634
+        if DIAG:
+            qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, float("-inf"))
+        if MASK_N:
+            qk = tl.where(offs_n[None, :] < N, qk, float("-inf"))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        if HAS_BIAS:  # a row masked out so far: keep exp2 finite
+            m_ij = tl.where(m_ij == float("-inf"), 0.0, m_ij)
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASK_N:
+            v = tl.load(v_ptr + offs_n[:, None] * s_vn + offs_d[None, :], mask=offs_n[:, None] < N, other=0.0)
+        else:
+            v = tl.load(v_ptr + offs_n[:, None] * s_vn + offs_d[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, B, Out, LSE, qk_scale,
+              s_qz, s_qh, s_qm, s_kz, s_kh, s_kn, s_vz, s_vh, s_vn,
+              s_bz, s_bh, s_bm, s_bn, s_oz, s_oh, s_om, s_lz, s_lh, s_lm,
+              H, GROUP, M, N,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_BIAS: tl.constexpr,
+              EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """O = softmax(Q K^T * scale + B) V for one query block of one (batch, head); LSE per row."""
+    if CAUSAL:  # the longest rows first: they finish last otherwise
+        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    z = (off_hz // H).to(tl.int64)
+    h = off_hz % H
+    hk = (h // GROUP).to(tl.int64)
+    h = h.to(tl.int64)
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_ptr = Q + z * s_qz + h * s_qh
+    k_ptr = K + z * s_kz + hk * s_kh
+    v_ptr = V + z * s_vz + hk * s_vh
+    b_ptr = B + z * s_bz + h * s_bh
+    if EVEN_M:
+        q = tl.load(q_ptr + offs_m[:, None] * s_qm + offs_d[None, :])
+    else:
+        q = tl.load(q_ptr + offs_m[:, None] * s_qm + offs_d[None, :], mask=offs_m[:, None] < M, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    if CAUSAL:  # blocks left of the diagonal unmasked, then the diagonal band (M == N)
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0,
+                                   offs_d, 0, start_m, M, N, qk_scale, False, False, HAS_BIAS, BLOCK_N)
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0,
+                                   offs_d, start_m, tl.minimum(start_m + BLOCK_M, N), M, N, qk_scale,
+                                   not EVEN_N, True, HAS_BIAS, BLOCK_N)
+    else:
+        n_full = (N // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0,
+                                   offs_d, 0, n_full, M, N, qk_scale, False, False, HAS_BIAS, BLOCK_N)
+        if not EVEN_N:
+            acc, l_i, m_i = _fwd_inner(acc, l_i, m_i, q, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m,
+                                       offs_n0, offs_d, n_full, N, M, N, qk_scale, True, False, HAS_BIAS, BLOCK_N)
+    if HAS_BIAS:  # a row that is masked out entirely gives 0 (and lse -inf)
+        acc = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    else:
+        acc = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+    o_ptr = Out + z * s_oz + h * s_oh + offs_m[:, None] * s_om + offs_d[None, :]
+    l_ptr = LSE + z * s_lz + h * s_lh + offs_m * s_lm
+    if EVEN_M:
+        tl.store(o_ptr, acc.to(Out.dtype.element_ty))
+        tl.store(l_ptr, lse)
+    else:
+        tl.store(o_ptr, acc.to(Out.dtype.element_ty), mask=offs_m[:, None] < M)
+        tl.store(l_ptr, lse, mask=offs_m < M)
+
+
+# ---- backward ----------------------------------------------------------------------------------
+@triton.jit
+def _bwd_preprocess(Out, DO, DELTA, s_oz, s_oh, s_om, s_dz, s_dh, s_dm, H, M,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta[z, h, m] = sum_d o * do (fp32), contiguous (Z, H, M)."""
+    off_hz = tl.program_id(1)
+    z = (off_hz // H).to(tl.int64)
+    h = (off_hz % H).to(tl.int64)
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    mask = offs_m[:, None] < M
+    o = tl.load(Out + z * s_oz + h * s_oh + offs_m[:, None] * s_om + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DO + z * s_dz + h * s_dh + offs_m[:, None] * s_dm + offs_d[None, :], mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + off_hz.to(tl.int64) * M + offs_m, delta, mask=offs_m < M)
+
+
+@triton.jit
+def _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm, s_bn,
+                offs_n, offs_m0, offs_d, lo, hi, M, N, qk_scale,
+                MASK_M: tl.constexpr, DIAG: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr):
+    for start_m in range(lo, hi, BLOCK_M):
+        offs_m = start_m + offs_m0
+        if MASK_M:
+            qt = tl.load(q_ptr + offs_m[None, :] * s_qm + offs_d[:, None], mask=offs_m[None, :] < M, other=0.0)
+            do = tl.load(do_ptr + offs_m[:, None] * s_dm + offs_d[None, :], mask=offs_m[:, None] < M, other=0.0)
+            lse = tl.load(l_ptr + offs_m * s_lm, mask=offs_m < M, other=0.0)
+            di = tl.load(d_ptr + offs_m, mask=offs_m < M, other=0.0)
+        else:
+            qt = tl.load(q_ptr + offs_m[None, :] * s_qm + offs_d[:, None])
+            do = tl.load(do_ptr + offs_m[:, None] * s_dm + offs_d[None, :])
+            lse = tl.load(l_ptr + offs_m * s_lm)
+            di = tl.load(d_ptr + offs_m)
+        m2 = lse * 1.4426950408889634
+        qkt = tl.dot(k, qt) * qk_scale
+        if HAS_BIAS:
+            bias = tl.load(b_ptr + offs_m[None, :] * s_bm + offs_n[:, None] * s_bn,
+                           mask=(offs_m[None, :] < M) & (offs_n[:, None] < N), other=0.0)
+            qkt += bias.to(tl.float32) * 1.4426950408889634
+            m2 = tl.where(m2 == float("-inf"), float("inf"), m2)
+        pt = tl.math.exp2(qkt - m2[None, :])
+        if DIAG:
+            pt = tl.where(offs_m[None, :] >= offs_n[:, None], pt, 0.0)
+        dv = tl.dot(pt.to(do.dtype), do, dv)
+        dpt = tl.dot(v, tl.trans(do))
+        dst = pt * (dpt - di[None, :])
+        dk = tl.dot(dst.to(qt.dtype), tl.trans(qt), dk)
+    return dk, dv
+
+
+@triton.jit
+def _bwd_dkdv(Q, K, V, B, DO, LSE, DELTA, DK, DV, qk_scale, sm_scale,
+              s_qz, s_qh, s_qm, s_kz, s_kh, s_kn, s_vz, s_vh, s_vn,
+              s_bz, s_bh, s_bm, s_bn, s_dz, s_dh, s_dm, s_lz, s_lh, s_lm,
+              s_dkz, s_dkh, s_dkn, s_dvz, s_dvh, s_dvn,
+              H, HK, GROUP, M, N,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_BIAS: tl.constexpr,
+              EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dk, dv of one key block of one (batch, key head), summed over the query heads of its group."""
+    start_n = tl.program_id(0) * BLOCK_N
+    off_hz = tl.program_id(1)
+    z = (off_hz // HK).to(tl.int64)
+    hk = (off_hz % HK).to(tl.int64)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    offs_m0 = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    k_off = z * s_kz + hk * s_kh + offs_n[:, None] * s_kn + offs_d[None, :]
+    v_off = z * s_vz + hk * s_vh + offs_n[:, None] * s_vn + offs_d[None, :]
+    if EVEN_N:
+        k = tl.load(K + k_off)
+        v = tl.load(V + v_off)
+    else:
+        k = tl.load(K + k_off, mask=offs_n[:, None] < N, other=0.0)
+        v = tl.load(V + v_off, mask=offs_n[:, None] < N, other=0.0)
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], tl.float32)
+    for g in range(0, GROUP):
+        h = hk * GROUP + g
+        q_ptr = Q + z * s_qz + h * s_qh
+        do_ptr = DO + z * s_dz + h * s_dh
+        l_ptr = LSE + z * s_lz + h * s_lh
+        d_ptr = DELTA + (z * H + h) * M
+        b_ptr = B + z * s_bz + h * s_bh
+        if CAUSAL:  # the diagonal band (masked), then the query blocks below it
+            hi_diag = tl.minimum(start_n + BLOCK_N, M)
+            dk, dv = _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm, s_bn,
+                                 offs_n, offs_m0, offs_d, start_n, hi_diag, M, N, qk_scale,
+                                 not EVEN_M, True, HAS_BIAS, BLOCK_M)
+            m_full = start_n + BLOCK_N + ((M - start_n - BLOCK_N) // BLOCK_M) * BLOCK_M
+            dk, dv = _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm, s_bn,
+                                 offs_n, offs_m0, offs_d, start_n + BLOCK_N, m_full, M, N, qk_scale,
+                                 False, False, HAS_BIAS, BLOCK_M)
+            if not EVEN_M:
+                dk, dv = _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm,
+                                     s_bn, offs_n, offs_m0, offs_d, tl.maximum(m_full, start_n + BLOCK_N), M, M,
+                                     N, qk_scale, True, False, HAS_BIAS, BLOCK_M)
+        else:
+            m_full = (M // BLOCK_M) * BLOCK_M
+            dk, dv = _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm, s_bn,
+                                 offs_n, offs_m0, offs_d, 0, m_full, M, N, qk_scale, False, False, HAS_BIAS, BLOCK_M)
+            if not EVEN_M:
+                dk, dv = _dkdv_inner(dk, dv, k, v, q_ptr, do_ptr, l_ptr, d_ptr, b_ptr, s_qm, s_dm, s_lm, s_bm,
+                                     s_bn, offs_n, offs_m0, offs_d, m_full, M, M, N, qk_scale,
+                                     True, False, HAS_BIAS, BLOCK_M)
+    dk = dk * sm_scale
+    dk_ptr = DK + z * s_dkz + hk * s_dkh + offs_n[:, None] * s_dkn + offs_d[None, :]
+    dv_ptr = DV + z * s_dvz + hk * s_dvh + offs_n[:, None] * s_dvn + offs_d[None, :]
+    if EVEN_N:
+        tl.store(dk_ptr, dk.to(DK.dtype.element_ty))
+        tl.store(dv_ptr, dv.to(DV.dtype.element_ty))
+    else:
+        tl.store(dk_ptr, dk.to(DK.dtype.element_ty), mask=offs_n[:, None] < N)
+        tl.store(dv_ptr, dv.to(DV.dtype.element_ty), mask=offs_n[:, None] < N)
+
+
+@triton.jit
+def _dq_inner(dq, q, do, m2, di, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d, lo, hi,
+              M, N, qk_scale,
+              MASK_N: tl.constexpr, DIAG: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_N: tl.constexpr):
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + offs_n0
+        if MASK_N:
+            kt = tl.load(k_ptr + offs_n[None, :] * s_kn + offs_d[:, None], mask=offs_n[None, :] < N, other=0.0)
+            vt = tl.load(v_ptr + offs_n[None, :] * s_vn + offs_d[:, None], mask=offs_n[None, :] < N, other=0.0)
+        else:
+            kt = tl.load(k_ptr + offs_n[None, :] * s_kn + offs_d[:, None])
+            vt = tl.load(v_ptr + offs_n[None, :] * s_vn + offs_d[:, None])
+        qk = tl.dot(q, kt) * qk_scale
+        if HAS_BIAS:
+            bias = tl.load(b_ptr + offs_m[:, None] * s_bm + offs_n[None, :] * s_bn,
+                           mask=(offs_m[:, None] < M) & (offs_n[None, :] < N), other=0.0)
+            qk += bias.to(tl.float32) * 1.4426950408889634
+        p = tl.math.exp2(qk - m2[:, None])
+        if DIAG:
+            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        if MASK_N:
+            p = tl.where(offs_n[None, :] < N, p, 0.0)
+        dp = tl.dot(do, vt)
+        ds = p * (dp - di[:, None])
+        dq = tl.dot(ds.to(kt.dtype), tl.trans(kt), dq)
+    return dq
+
+
+@triton.jit
+def _bwd_dq(Q, K, V, B, DO, LSE, DELTA, DQ, qk_scale, sm_scale,
+            s_qz, s_qh, s_qm, s_kz, s_kh, s_kn, s_vz, s_vh, s_vn,
+            s_bz, s_bh, s_bm, s_bn, s_dz, s_dh, s_dm, s_lz, s_lh, s_lm, s_dqz, s_dqh, s_dqm,
+            H, GROUP, M, N,
+            HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, HAS_BIAS: tl.constexpr,
+            EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """dq of one query block of one (batch, head)."""
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    z = (off_hz // H).to(tl.int64)
+    h = off_hz % H
+    hk = (h // GROUP).to(tl.int64)
+    h = h.to(tl.int64)
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_n0 = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_off = z * s_qz + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :]
+    do_off = z * s_dz + h * s_dh + offs_m[:, None] * s_dm + offs_d[None, :]
+    l_off = z * s_lz + h * s_lh + offs_m * s_lm
+    d_off = off_hz.to(tl.int64) * M + offs_m
+    if EVEN_M:
+        q = tl.load(Q + q_off)
+        do = tl.load(DO + do_off)
+        lse = tl.load(LSE + l_off)
+        di = tl.load(DELTA + d_off)
+    else:
+        q = tl.load(Q + q_off, mask=offs_m[:, None] < M, other=0.0)
+        do = tl.load(DO + do_off, mask=offs_m[:, None] < M, other=0.0)
+        lse = tl.load(LSE + l_off, mask=offs_m < M, other=0.0)
+        di = tl.load(DELTA + d_off, mask=offs_m < M, other=0.0)
+    m2 = lse * 1.4426950408889634
+    if HAS_BIAS:
+        m2 = tl.where(m2 == float("-inf"), float("inf"), m2)
+    k_ptr = K + z * s_kz + hk * s_kh
+    v_ptr = V + z * s_vz + hk * s_vh
+    b_ptr = B + z * s_bz + h * s_bh
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    if CAUSAL:
+        dq = _dq_inner(dq, q, do, m2, di, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d,
+                       0, start_m, M, N, qk_scale, False, False, HAS_BIAS, BLOCK_N)
+        dq = _dq_inner(dq, q, do, m2, di, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d,
+                       start_m, tl.minimum(start_m + BLOCK_M, N), M, N, qk_scale, not EVEN_N, True, HAS_BIAS,
+                       BLOCK_N)
+    else:
+        n_full = (N // BLOCK_N) * BLOCK_N
+        dq = _dq_inner(dq, q, do, m2, di, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d,
+                       0, n_full, M, N, qk_scale, False, False, HAS_BIAS, BLOCK_N)
+        if not EVEN_N:
+            dq = _dq_inner(dq, q, do, m2, di, k_ptr, v_ptr, b_ptr, s_kn, s_vn, s_bm, s_bn, offs_m, offs_n0, offs_d,
+                           n_full, N, M, N, qk_scale, True, False, HAS_BIAS, BLOCK_N)
+    dq = dq * sm_scale
+    dq_ptr = DQ + z * s_dqz + h * s_dqh + offs_m[:, None] * s_dqm + offs_d[None, :]
+    if EVEN_M:
+        tl.store(dq_ptr, dq.to(DQ.dtype.element_ty))
+    else:
+        tl.store(dq_ptr, dq.to(DQ.dtype.element_ty), mask=offs_m[:, None] < M)
+
+
+# ---- configs -----------------------------------------------------------------------------------
+def _cfg(bm: int, bn: int, warps: int, stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=warps, num_stages=stages)
+
+
+#: Hopper tiles (FlashAttention-2 style: wide query blocks in the forward and dq, wide key
+#: blocks in dk/dv); causal needs one block size to divide the other, which every pair does
+_FWD_CONFIGS = [_cfg(128, 64, 8, 3), _cfg(128, 128, 8, 3), _cfg(64, 64, 4, 4)]
+_DKDV_CONFIGS = [_cfg(32, 128, 8, 3), _cfg(64, 128, 8, 2), _cfg(32, 64, 4, 3)]
+_DQ_CONFIGS = [_cfg(128, 32, 8, 3), _cfg(128, 64, 8, 2), _cfg(64, 64, 4, 3)]
+_KEY = ["HEAD_DIM", "CAUSAL", "HAS_BIAS", "N"]
+_BUCKETS = {"N": "log2"}  # the key length, rounded up to a power of two
+#: whether the config's blocks divide the lengths (the loads of the tail are masked otherwise)
+_EVEN = {"EVEN_M": lambda a: a["M"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0}
+
+
+#: key lengths up to this run one small-tile config, untuned (decode and short training
+#: sequences: the big tiles would mostly compute padding, and tuning costs compiles)
+SHORT_N = 256
+
+
+def _prune(configs: list, nargs: dict, **kwargs: Any) -> list:
+    """The configs a call may use: for a short key length, its one small-tile config."""
+    if nargs["N"] <= SHORT_N:
+        small = [c for c in configs if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
+        return small[:1] or configs[:1]
+    return configs
+
+
+def _tuned(kernel: Any, configs: list) -> Any:
+    return jit(triton.autotune(configs=configs, key=_KEY, prune_configs_by={"early_config_prune": _prune})(
+        triton.heuristics(_EVEN)(kernel)), key_buckets=_BUCKETS)
+
+
+_fwd = jit(_attn_fwd)
+_dkdv = jit(_bwd_dkdv)
+_dq = jit(_bwd_dq)
+_pre = jit(_bwd_preprocess)
+_fwd_tuned = _tuned(_attn_fwd, _FWD_CONFIGS)
+_dkdv_tuned = _tuned(_bwd_dkdv, _DKDV_CONFIGS)
+_dq_tuned = _tuned(_bwd_dq, _DQ_CONFIGS)
+#: the interpreter (CPU): small blocks, so that short test sequences span several blocks
+_CPU_FWD = {"BLOCK_M": 16, "BLOCK_N": 16}
+_CPU_DKDV = {"BLOCK_M": 16, "BLOCK_N": 32}
+_CPU_DQ = {"BLOCK_M": 32, "BLOCK_N": 16}
+
+#: tests: launch the tuned kernels on the interpreter too (their first config: the GPU tiles)
+TUNED_ON_CPU = False
+_GPU_DTYPES = (torch.float16, torch.bfloat16)
+_GPU_HEAD_DIMS = (64, 128)
+_CPU_HEAD_DIMS = (8, 16, 32, 64, 128)
+
+
+# ---- host side ---------------------------------------------------------------------------------
+def _unit_last(t: Tensor) -> Tensor:
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+def check(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None, causal: bool = False,
+          dropout_p: float = 0.0) -> str | None:
+    """Why the kernels cannot take this call (None: they can)."""
+    if not all(isinstance(t, Tensor) for t in (q, k, v)) or not (q.dim() == k.dim() == v.dim() == 4):
+        return "query, key and value must be 4-D (batch, heads, sequence, head_dim) tensors"
+    if not (q.device == k.device == v.device):
+        return "query, key and value are on different devices"
+    cpu = q.device.type == "cpu"
+    if not (q.dtype == k.dtype == v.dtype) or q.dtype not in (_GPU_DTYPES + ((torch.float32,) if cpu else ())):
+        return f"dtype {q.dtype} (key {k.dtype}, value {v.dtype}); expected float16 or bfloat16 for all three"
+    d = q.shape[-1]
+    if k.shape[-1] != d or v.shape[-1] != d or d not in (_CPU_HEAD_DIMS if cpu else _GPU_HEAD_DIMS):
+        return f"head_dim {d} (value {v.shape[-1]}); expected one of {_CPU_HEAD_DIMS if cpu else _GPU_HEAD_DIMS}"
+    b, h, m, _ = q.shape
+    if k.shape[0] != b or v.shape[:3] != k.shape[:3] or k.shape[1] == 0 or h % k.shape[1]:
+        return f"key/value shapes {tuple(k.shape)}/{tuple(v.shape)} do not fit query {tuple(q.shape)}"
+    n = k.shape[2]
+    if m == 0 or n == 0 or b * h == 0:
+        return "an empty sequence or batch"
+    if causal and m != n:
+        return f"causal with query length {m} != key length {n}"
+    if dropout_p:
+        return f"dropout_p={dropout_p}; expected 0"
+    if bias is not None:
+        if not isinstance(bias, Tensor) or bias.device != q.device:
+            return "attn_mask on another device"
+        if not (bias.is_floating_point() or bias.dtype == torch.bool) or bias.dim() > 4:
+            return f"attn_mask of dtype {bias.dtype} and {bias.dim()} dims"
+        try:
+            torch.broadcast_shapes(bias.shape, (b, h, m, n))
+        except RuntimeError:
+            return f"attn_mask of shape {tuple(bias.shape)} does not broadcast to {(b, h, m, n)}"
+    return None
+
+
+def _refuse(op: str, q: Any, k: Any, v: Any, bias: Any = None, causal: bool = False, dropout_p: float = 0.0) -> None:
+    why = check(q, k, v, bias, causal, dropout_p)
+    if why is not None:
+        raise Unsupported(f"tritonjit.{op}: {why}")
+
+
+def _bias_args(bias: Tensor | None, q: Tensor, n: int) -> tuple[Any, tuple[int, int, int, int]]:
+    if bias is None:
+        return q, (0, 0, 0, 0)  # never read (HAS_BIAS off): any pointer
+    if bias.dtype == torch.bool:
+        bias = torch.zeros(bias.shape, dtype=q.dtype, device=q.device).masked_fill_(~bias, float("-inf"))
+    b, h, m, _ = q.shape
+    full = bias.expand(b, h, m, n)
+    return full, tuple(full.stride())  # type: ignore[return-value]
+
+
+def _interpreted_bf16(q: Tensor) -> bool:
+    """Triton's interpreter multiplies bf16 tiles wrongly (see matmul.py): on CPU, bf16 runs in fp32."""
+    return q.device.type == "cpu" and q.dtype == torch.bfloat16
+
+
+def _scale(scale: float | None, d: int) -> float:
+    return float(scale) if scale is not None else 1.0 / math.sqrt(d)
+
+
+def _fwd_args(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None, o: Tensor, lse: Tensor, causal: bool,
+              scale: float | None) -> tuple[tuple, dict]:
+    """(arguments, constexprs) of _attn_fwd, blocks and tails aside."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    bt, sb = _bias_args(bias, q, n)
+    args = (q, k, v, bt, o, lse, _scale(scale, d) * _LOG2E, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            *sb, *o.stride()[:3], *lse.stride()[:3], h, h // hk, m, n)
+    return args, {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
+
+
+def _bwd_args(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, delta: Tensor, dq: Tensor,
+              dk: Tensor, dv: Tensor, causal: bool, scale: float | None,
+              bias: Tensor | None) -> tuple[tuple, tuple, tuple, dict]:
+    """(arguments of _bwd_preprocess, of _bwd_dkdv, of _bwd_dq, their constexprs)."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    sm_scale = _scale(scale, d)
+    bt, sb = _bias_args(bias, q, n)
+    common = (q, k, v, bt, do, lse, delta)
+    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sb, *do.stride()[:3], *lse.stride()[:3])
+    kv_args = (*common, dk, dv, sm_scale * _LOG2E, sm_scale, *strides, *dk.stride()[:3], *dv.stride()[:3],
+               h, hk, h // hk, m, n)
+    q_args = (*common, dq, sm_scale * _LOG2E, sm_scale, *strides, *dq.stride()[:3], h, h // hk, m, n)
+    pre_args = (o, do, delta, *o.stride()[:3], *do.stride()[:3], h, m)
+    return pre_args, kv_args, q_args, {"HEAD_DIM": d, "CAUSAL": bool(causal), "HAS_BIAS": bias is not None}
+
+
+def signatures(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
+               bias: Tensor | None = None) -> list[tuple[Any, str, dict]]:
+    """(kernel, signature, options) of every variant that the forward and backward of such
+    a call may launch on a GPU (each tuned config): what a warm-up compiles, in parallel,
+    before the tuner times them (contiguous outputs and gradients assumed)."""
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    b, h, m, d = q.shape
+    n = k.shape[2]
+    o = torch.empty_like(q)
+    lse = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
+    fwd_args, consts = _fwd_args(q, k, v, bias, o, lse, causal, None)
+    pre_args, kv_args, q_args, _ = _bwd_args(o, q, k, v, o, lse, lse, o, torch.empty_like(k), torch.empty_like(v),
+                                             causal, None, bias)
+    out: list[tuple[Any, str, dict]] = [(_pre, _pre.signature(*pre_args, HEAD_DIM=d, BLOCK_M=64), {})]
+    for fn, configs, args in ((_fwd, _FWD_CONFIGS, fwd_args), (_dkdv, _DKDV_CONFIGS, kv_args),
+                              (_dq, _DQ_CONFIGS, q_args)):
+        for c in _prune(configs, {"N": n}):
+            bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
+            sig = fn.signature(*args, **consts, EVEN_M=m % bm == 0, EVEN_N=n % bn == 0, BLOCK_M=bm, BLOCK_N=bn)
+            out.append((fn, sig, {"num_warps": c.num_warps, "num_stages": c.num_stages}))
+    return out
+
+
+def attention_forward(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: float | None = None,
+                      bias: Tensor | None = None, out: Tensor | None = None,
+                      lse: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(output, logsumexp) of softmax(q k^T * scale + bias) v; logsumexp in fp32, natural log.
+
+    ``out`` / ``lse``: buffers to write (any strides; lse of shape (B, H, >=M)), else an
+    output laid out like ``q`` and a contiguous (B, H, M) logsumexp."""
+    _refuse("attention", q, k, v, bias, causal)
+    return _forward(q, k, v, causal, scale, bias, out, lse)
+
+
+def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None, bias: Tensor | None,
+             out: Tensor | None, lse: Tensor | None) -> tuple[Tensor, Tensor]:
+    """attention_forward of a call check() accepted."""
+    if _interpreted_bf16(q):
+        o32, lse = _forward(q.float(), k.float(), v.float(), causal, scale, bias, None, lse)
+        return (o32.to(q.dtype) if out is None else out.copy_(o32)), lse
+    q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
+    b, h, m, d = q.shape
+    n = k.shape[2]
+    o = torch.empty_like(q) if out is None else out
+    lse = torch.empty((b, h, m), dtype=torch.float32, device=q.device) if lse is None else lse
+    args, consts = _fwd_args(q, k, v, bias, o, lse, causal, scale)
+    if q.device.type == "cpu" and not TUNED_ON_CPU:
+        cfg = _CPU_FWD
+        _fwd[(cdiv(m, cfg["BLOCK_M"]), b * h, 1)](*args, **consts, EVEN_M=m % cfg["BLOCK_M"] == 0,
+                                                  EVEN_N=n % cfg["BLOCK_N"] == 0, **cfg)
+    else:
+        _fwd_tuned[lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1)](*args, **consts)
+    return o, lse
+
+
+def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, *,
+                       causal: bool = False, scale: float | None = None,
+                       bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv) of :func:`attention_forward`, from its output and logsumexp; each laid
+    out like its input; dk and dv summed over the query heads that share a key head."""
+    _refuse("attention_backward", q, k, v, bias, causal)
+    return _backward(do, q, k, v, o, lse, causal, scale, bias)
+
+
+def _grad_like(t: Tensor, bshd: bool) -> Tensor:
+    if bshd:  # laid out (B, S, H, D), as aten's efficient and CPU flash backwards return them
+        return torch.empty_permuted(t.shape, (0, 2, 1, 3), dtype=t.dtype, device=t.device)
+    return torch.empty_like(t)
+
+
+def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+              scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """attention_backward of a call check() accepted; ``bshd``: gradients laid out (B, S, H, D)."""
+    if _interpreted_bf16(q):
+        grads = _backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal, scale, bias)
+        return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), grads))  # type: ignore[return-value]
+    q, k, v, o, do = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(o), _unit_last(do)
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    dq, dk, dv = _grad_like(q, bshd), _grad_like(k, bshd), _grad_like(v, bshd)
+    delta = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
+    cpu = q.device.type == "cpu"
+    pre_args, kv_args, q_args, consts = _bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, causal, scale, bias)
+    _pre[(cdiv(m, 64 if not cpu else 16), b * h, 1)](*pre_args, HEAD_DIM=d, BLOCK_M=64 if not cpu else 16)
+    if cpu and not TUNED_ON_CPU:
+        c1, c2 = _CPU_DKDV, _CPU_DQ
+        _dkdv[(cdiv(n, c1["BLOCK_N"]), b * hk, 1)](*kv_args, **consts, EVEN_M=m % c1["BLOCK_M"] == 0,
+                                                   EVEN_N=n % c1["BLOCK_N"] == 0, **c1)
+        _dq[(cdiv(m, c2["BLOCK_M"]), b * h, 1)](*q_args, **consts, EVEN_M=m % c2["BLOCK_M"] == 0,
+                                                EVEN_N=n % c2["BLOCK_N"] == 0, **c2)
+    else:
+        _dkdv_tuned[lambda meta: (cdiv(n, meta["BLOCK_N"]), b * hk, 1)](*kv_args, **consts)
+        _dq_tuned[lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1)](*q_args, **consts)
+    return dq, dk, dv
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
+                bias: Tensor | None) -> Tensor:
+        o, lse = attention_forward(q, k, v, causal=causal, scale=scale, bias=bias)
+        ctx.save_for_backward(q, k, v, o, lse, bias)
+        ctx.causal, ctx.scale = causal, scale
+        return o
+
+    @staticmethod
+    def backward(ctx: Any, do: Tensor) -> tuple:
+        q, k, v, o, lse, bias = ctx.saved_tensors
+        if bias is not None and bias.requires_grad:
+            raise Unsupported("tritonjit.attention: no gradient for attn_mask; pass it without requires_grad")
+        dq, dk, dv = attention_backward(do, q, k, v, o, lse, causal=ctx.causal, scale=ctx.scale, bias=bias)
+        return dq, dk, dv, None, None, None
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, scale: float | None = None,
+              attn_mask: Tensor | None = None) -> Tensor:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal=causal, scale=scale,
+    enable_gqa=True)`` on the Triton kernels, with autograd (no dropout). Raises
+    :class:`Unsupported` for what the kernels do not take (see :func:`check`)."""
+    return _Attention.apply(q, k, v, causal, scale, attn_mask)
+
+
+# ---- tritonjit:: ops ---------------------------------------------------------------------------
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
+                    scale: float | None = None) -> tuple[Tensor, Tensor]:
+    return attention_forward(q, k, v, causal=causal, scale=scale)
+
+
+def flash_attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                             causal: bool = False, scale: float | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    return attention_backward(do, q, k, v, o, lse, causal=causal, scale=scale)
+
+
+def _ref_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None) -> tuple:
+    b, h, m, _ = q.shape
+    return torch.empty_like(q), q.new_empty((b, h, m), dtype=torch.float32)
+
+
+def _ref_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool = False,
+                  scale: float | None = None) -> tuple:
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+#: name, schema, implementation, eager reference (for the fake): for _registry's _OPS
+OPS: list[tuple[str, str, Callable, Callable]] = [
+    ("flash_attention", "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> (Tensor, Tensor)",
+     flash_attention, _ref_forward),
+    ("flash_attention_backward", "(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+     "bool causal=False, float? scale=None) -> (Tensor, Tensor, Tensor)", flash_attention_backward, _ref_backward),
+]
+
+
+def register_autograd(lib: Any) -> None:
+    """Autograd of ``tritonjit::flash_attention`` (its backward is ``flash_attention_backward``)."""
+
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        q, k, v, causal, scale = inputs
+        ctx.save_for_backward(q, k, v, output[0], output[1])
+        ctx.causal, ctx.scale = causal, scale
+
+    def backward(ctx: Any, do: Tensor, dlse: Tensor | None) -> tuple:
+        q, k, v, o, lse = ctx.saved_tensors
+        dq, dk, dv = torch.ops.tritonjit.flash_attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.scale)
+        return dq, dk, dv, None, None
+
+    torch.library.register_autograd("tritonjit::flash_attention", backward, setup_context=setup_context, lib=lib)
+
+
+# ---- aten routing (enable()) -------------------------------------------------------------------
+def _math_scores(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
+                 bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    """fp32 scores (B, H, M, N), and key and value repeated over the query heads' groups."""
+    h, m, n = q.shape[1], q.shape[2], k.shape[2]
+    kk = k.float().repeat_interleave(h // k.shape[1], 1)
+    vv = v.float().repeat_interleave(h // k.shape[1], 1)
+    sc = torch.matmul(q.float(), kk.transpose(-1, -2)) * _scale(scale, q.shape[-1])
+    if bias is not None:
+        sc = sc.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else sc + bias.float()
+    if causal:
+        sc = sc.masked_fill(torch.ones(m, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return sc, kk, vv
+
+
+def _lse_rows(lse: Tensor, m: int) -> Tensor:
+    """The (B, H, M) view of a logsumexp buffer in any of aten's layouts."""
+    return lse[..., 0] if lse.dim() == 4 else lse[..., :m]
+
+
+def _math_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None, bias: Tensor | None,
+                  out: Tensor | None, lse: Tensor | None) -> tuple[Tensor, Tensor]:
+    """_forward in torch ops (fp32): for calls the kernels refuse where aten's kernel cannot
+    take over (enable()'s Python registration replaces it)."""
+    sc, _, vv = _math_scores(q, k, v, causal, scale, bias)
+    rows = torch.logsumexp(sc, -1)
+    o = torch.matmul(torch.exp(sc - rows[..., None]).nan_to_num(0.0), vv)
+    out = torch.empty_like(q) if out is None else out
+    out.copy_(o)
+    if lse is None:
+        return out, rows
+    _lse_rows(lse, q.shape[2]).copy_(rows)
+    return out, lse
+
+
+def _math_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
+                   scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+    """_backward in torch ops (fp32), from the saved logsumexp."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    sc, kk, vv = _math_scores(q, k, v, causal, scale, bias)
+    p = torch.exp(sc - _lse_rows(lse, m)[..., None]).nan_to_num(0.0)
+    do32 = do.float()
+    dv = torch.matmul(p.transpose(-1, -2), do32)
+    dp = torch.matmul(do32, vv.transpose(-1, -2))
+    ds = p * (dp - (do32 * o.float()).sum(-1, keepdim=True)) * _scale(scale, d)
+    dq = torch.matmul(ds, kk)
+    dk = torch.matmul(ds.transpose(-1, -2), q.float())
+    if hk != h:
+        dk, dv = (t.view(b, hk, h // hk, n, d).sum(2) for t in (dk, dv))
+    return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), (dq, dk, dv)))  # type: ignore[return-value]
+
+
+def _paths(op: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, dropout_p: float) -> tuple[Any, Any]:
+    """(forward, backward) for an aten call: the Triton kernels where check() accepts it.
+    Otherwise Unsupported, so that the C++ operator path hands the call to aten's kernel;
+    where enable() runs on Python registrations instead (aten's kernel replaced: the C++
+    path not built yet, or turned off), the torch-ops fallback of a call it can compute."""
+    why = check(q, k, v, bias, causal, dropout_p)
+    if why is None:
+        return _forward, _backward
+    from . import _registry
+
+    if _registry._State.native is None and _registry._State.lib is not None and not dropout_p and \
+            all(isinstance(t, Tensor) and t.dim() == 4 and t.is_floating_point() for t in (q, k, v)):
+        return _math_forward, _math_backward
+    raise Unsupported(f"tritonjit.{op}: {why}")
+
+
+def _seed_offset(q: Tensor, dtype: torch.dtype, seed_shape: tuple) -> tuple[Tensor, Tensor]:
+    return torch.empty(seed_shape, dtype=dtype, device=q.device), torch.empty((), dtype=dtype, device=q.device)
+
+
+def _bshd(q: Tensor, d: int) -> Tensor:
+    """An output (B, H, M, d) laid out (B, M, H, d), as aten's fused kernels allocate it."""
+    b, h, m, _ = q.shape
+    return torch.empty((b, m, h, d), dtype=q.dtype, device=q.device).transpose(1, 2)
+
+
+def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False,
+               return_debug_mask: bool = False, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_flash_attention (CUDA's flash path of SDPA)."""
+    if return_debug_mask:
+        raise Unsupported("tritonjit._scaled_dot_product_flash_attention: return_debug_mask=True")
+    fwd, _ = _paths("_scaled_dot_product_flash_attention", q, k, v, None, is_causal, dropout_p)
+    o, lse = fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
+    seed, offset = _seed_offset(q, torch.uint64, (2,))
+    return (o, lse, None, None, q.shape[2], k.shape[2], seed, offset,
+            torch.empty(0, dtype=q.dtype, device=q.device))
+
+
+def sdpa_flash_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, cum_q: Any,
+                        cum_k: Any, max_q: int, max_k: int, dropout_p: float, is_causal: bool, seed: Any,
+                        offset: Any, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_flash_attention_backward."""
+    _, bwd = _paths("_scaled_dot_product_flash_attention_backward", q, k, v, None, is_causal, dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, None)
+
+
+def sdpa_flash_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False, *,
+                   attn_mask: Tensor | None = None, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_flash_attention_for_cpu (the interpreter backend's SDPA path)."""
+    fwd, _ = _paths("_scaled_dot_product_flash_attention_for_cpu", q, k, v, attn_mask, is_causal, dropout_p)
+    b, h, m, _ = q.shape
+    lse = torch.empty((b, m, h), dtype=torch.float32, device=q.device).transpose(1, 2)
+    return fwd(q, k, v, is_causal, scale, attn_mask, torch.empty_like(q), lse)
+
+
+def sdpa_flash_cpu_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, dropout_p: float,
+                            is_causal: bool, *, attn_mask: Tensor | None = None,
+                            scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_flash_attention_for_cpu_backward."""
+    _, bwd = _paths("_scaled_dot_product_flash_attention_for_cpu_backward", q, k, v, attn_mask, is_causal,
+                    dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_mask, True)
+
+
+def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
+                   dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_efficient_attention (SDPA with an attention mask on CUDA:
+    bert's padding mask); its logsumexp is (B, H, M rounded up to 32), as aten's."""
+    fwd, _ = _paths("_scaled_dot_product_efficient_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    b, h, m, d = q.shape
+    rows = cdiv(m, 32) * 32
+    lse = torch.empty((b, h, rows), dtype=torch.float32, device=q.device)
+    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
+    seed, offset = _seed_offset(q, torch.int64, ())
+    return o, lse if compute_log_sumexp else lse[:, :, :0], seed, offset
+
+
+def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, o: Tensor,
+                            lse: Tensor, seed: Any, offset: Any, dropout_p: float, grad_input_mask: list[bool],
+                            is_causal: bool = False, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_efficient_attention_backward (no gradient of the bias)."""
+    if attn_bias is not None and len(grad_input_mask) > 3 and grad_input_mask[3]:
+        raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: a gradient of attn_bias")
+    _, bwd = _paths("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    if lse.shape[-1] < q.shape[2]:
+        raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
+    dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias, True)
+    return dq, dk, dv, None
+
+
+def sdpa_cudnn(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, compute_log_sumexp: bool,
+               dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False, *,
+               scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_cudnn_attention (where torch prefers cuDNN's kernel); its
+    logsumexp is (B, H, M, 1), as aten's."""
+    if return_debug_mask:
+        raise Unsupported("tritonjit._scaled_dot_product_cudnn_attention: return_debug_mask=True")
+    fwd, _ = _paths("_scaled_dot_product_cudnn_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    b, h, m, _ = q.shape
+    lse = torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device)
+    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
+    seed, offset = _seed_offset(q, torch.int64, ())
+    return o, lse, None, None, m, k.shape[2], seed, offset, None
+
+
+def sdpa_cudnn_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, seed: Any, offset: Any,
+                        attn_bias: Tensor | None, cum_q: Any, cum_k: Any, max_q: int, max_k: int, dropout_p: float,
+                        is_causal: bool, *, scale: float | None = None) -> tuple:
+    """aten::_scaled_dot_product_cudnn_attention_backward."""
+    _, bwd = _paths("_scaled_dot_product_cudnn_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    return bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
+
+
+#: aten overload -> implementation, for enable() (calls they refuse go to aten's kernel)
+ATEN: dict[str, Any] = {
+    "_scaled_dot_product_flash_attention": sdpa_flash,
+    "_scaled_dot_product_flash_attention_backward": sdpa_flash_backward,
+    "_scaled_dot_product_flash_attention_for_cpu": sdpa_flash_cpu,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": sdpa_flash_cpu_backward,
+    "_scaled_dot_product_efficient_attention": sdpa_efficient,
+    "_scaled_dot_product_efficient_attention_backward": sdpa_efficient_backward,
+    "_scaled_dot_product_cudnn_attention": sdpa_cudnn,
+    "_scaled_dot_product_cudnn_attention_backward": sdpa_cudnn_backward,
+}
