@@ -27,6 +27,7 @@ the device, the call and the torch version; each keeps aten's output layouts).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Callable
 
 import torch
@@ -732,6 +733,70 @@ def _paths(op: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, dropout_p: 
     raise Unsupported(f"tritonjit.{op}: {why}")
 
 
+#: a GPU call goes to tritonjit's kernels where they take at most this multiple of aten's time
+ATTN_MARGIN = 1.10
+#: call key -> whether tritonjit's kernels serve it (TRITONJIT_OPS_SDPA=auto), decided by the
+#: forward, read by the backward (so a backward always matches the forward that saved its inputs)
+_ROUTE: dict[tuple, bool] = {}
+_ROUTE_MAX = 4096
+
+
+def sdpa_mode() -> str:
+    """TRITONJIT_OPS_SDPA: "auto" (default): on a device, each distinct SDPA call (shapes,
+    dtype, causal, mask) is timed once against aten's own kernel, and the faster serves it;
+    "tritonjit": tritonjit's kernels wherever they apply; "aten": aten's kernels."""
+    mode = os.environ.get("TRITONJIT_OPS_SDPA", "auto").strip().lower()
+    return mode if mode in ("auto", "tritonjit", "aten") else "auto"
+
+
+def _route_key(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool) -> tuple:
+    family = op.removesuffix("_backward")
+    return (family, tuple(q.shape), tuple(k.shape), q.dtype, q.device, bool(causal),
+            None if bias is None else (tuple(bias.shape), bias.dtype))
+
+
+def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
+           ours: Callable[[], Any] | None = None, theirs: Callable[[], Any] | None = None) -> None:
+    """Raise Unsupported (aten's kernel serves the call) where sdpa_mode() says aten's kernel
+    is the faster one. A forward (``ours``/``theirs`` given) decides once per call key, timing
+    both outside graph capture; a backward follows its forward's decision (aten's where none
+    was made under enable()). On the interpreter, and on enable()'s Python registrations
+    (aten's kernel replaced, nothing to compare with), the kernels serve every call."""
+    mode = sdpa_mode()
+    if mode != "auto":
+        if mode == "aten":
+            raise Unsupported(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=aten")
+        return
+    from . import _registry
+
+    if q.device.type == "cpu" or _registry._State.native is None:
+        return
+    key = _route_key(op, q, k, bias, causal)
+    use = _ROUTE.get(key)
+    if use is None:
+        if ours is None or theirs is None:
+            use = False
+        elif q.device.type == "cuda" and (torch.cuda.is_current_stream_capturing()
+                                          or torch.cuda.get_sync_debug_mode() != 0):
+            use = True  # no timing (it synchronizes) in a capture or under sync-debug: the kernels
+        else:
+            import triton.testing
+
+            use = triton.testing.do_bench(ours, rep=25) <= triton.testing.do_bench(theirs, rep=25) * ATTN_MARGIN
+        if ours is not None and len(_ROUTE) < _ROUTE_MAX:
+            _ROUTE[key] = use
+    if not use:
+        raise Unsupported(f"tritonjit.{op}: aten's kernel measured faster for this call (TRITONJIT_OPS_SDPA=auto)")
+
+
+def _aten_kernel(op: str, q: Tensor) -> Callable[..., Any]:
+    """aten's own kernel of ``op`` for q's backend, below enable()'s BackendSelect registration."""
+    key = torch._C._parse_dispatch_key(q.device.type.upper() if q.device.type == "cuda" else "PrivateUse1")
+    overload = getattr(torch.ops.aten, op).default
+    keyset = torch._C.DispatchKeySet(key)
+    return lambda *a, **kw: overload.redispatch(keyset, *a, **kw)
+
+
 def _seed_offset(q: Tensor, dtype: torch.dtype, seed_shape: tuple) -> tuple[Tensor, Tensor]:
     return torch.empty(seed_shape, dtype=dtype, device=q.device), torch.empty((), dtype=dtype, device=q.device)
 
@@ -747,7 +812,10 @@ def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causa
     """aten::_scaled_dot_product_flash_attention (CUDA's flash path of SDPA)."""
     if return_debug_mask:
         raise Unsupported("tritonjit._scaled_dot_product_flash_attention: return_debug_mask=True")
-    fwd, _ = _paths("_scaled_dot_product_flash_attention", q, k, v, None, is_causal, dropout_p)
+    op = "_scaled_dot_product_flash_attention"
+    fwd, _ = _paths(op, q, k, v, None, is_causal, dropout_p)
+    _route(op, q, k, None, is_causal, lambda: fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None),
+           lambda: _aten_kernel(op, q)(q, k, v, dropout_p, is_causal, False, scale=scale))
     o, lse = fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
     seed, offset = _seed_offset(q, torch.uint64, (2,))
     return (o, lse, None, None, q.shape[2], k.shape[2], seed, offset,
@@ -759,6 +827,7 @@ def sdpa_flash_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
                         offset: Any, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_flash_attention_backward."""
     _, bwd = _paths("_scaled_dot_product_flash_attention_backward", q, k, v, None, is_causal, dropout_p)
+    _route("_scaled_dot_product_flash_attention_backward", q, k, None, is_causal)
     return bwd(do, q, k, v, o, lse, is_causal, scale, None)
 
 
@@ -784,10 +853,13 @@ def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, co
                    dropout_p: float = 0.0, is_causal: bool = False, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_efficient_attention (SDPA with an attention mask on CUDA:
     bert's padding mask); its logsumexp is (B, H, M rounded up to 32), as aten's."""
-    fwd, _ = _paths("_scaled_dot_product_efficient_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    op = "_scaled_dot_product_efficient_attention"
+    fwd, _ = _paths(op, q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, d = q.shape
     rows = cdiv(m, 32) * 32
     lse = torch.empty((b, h, rows), dtype=torch.float32, device=q.device)
+    _route(op, q, k, attn_bias, is_causal, lambda: fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse),
+           lambda: _aten_kernel(op, q)(q, k, v, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale=scale))
     o, _ = fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse if compute_log_sumexp else lse[:, :, :0], seed, offset
@@ -800,6 +872,7 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     if attn_bias is not None and len(grad_input_mask) > 3 and grad_input_mask[3]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: a gradient of attn_bias")
     _, bwd = _paths("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    _route("_scaled_dot_product_efficient_attention_backward", q, k, attn_bias, is_causal)
     if lse.shape[-1] < q.shape[2]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
     dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias, True)
@@ -813,9 +886,13 @@ def sdpa_cudnn(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, comput
     logsumexp is (B, H, M, 1), as aten's."""
     if return_debug_mask:
         raise Unsupported("tritonjit._scaled_dot_product_cudnn_attention: return_debug_mask=True")
-    fwd, _ = _paths("_scaled_dot_product_cudnn_attention", q, k, v, attn_bias, is_causal, dropout_p)
+    op = "_scaled_dot_product_cudnn_attention"
+    fwd, _ = _paths(op, q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, _ = q.shape
     lse = torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device)
+    _route(op, q, k, attn_bias, is_causal, lambda: fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse),
+           lambda: _aten_kernel(op, q)(q, k, v, attn_bias, compute_log_sumexp, dropout_p, is_causal, False,
+                                       scale=scale))
     o, _ = fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse, None, None, m, k.shape[2], seed, offset, None
@@ -826,6 +903,7 @@ def sdpa_cudnn_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
                         is_causal: bool, *, scale: float | None = None) -> tuple:
     """aten::_scaled_dot_product_cudnn_attention_backward."""
     _, bwd = _paths("_scaled_dot_product_cudnn_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
+    _route("_scaled_dot_product_cudnn_attention_backward", q, k, attn_bias, is_causal)
     return bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
 
 
