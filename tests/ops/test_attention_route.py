@@ -88,3 +88,13 @@ def test_the_switch_overrides_the_measurement(device_call, monkeypatch, mode):
         _forward(q, k)
         _backward(q, k)
     assert calls == []
+
+
+def test_a_call_aten_cannot_time_stays_with_tritonjit(device_call, monkeypatch):
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    q, k, times, calls = device_call
+    times.update(ours=1.0)  # "aten" missing: timing it raises, as aten's kernel refusing the call would
+
+    _forward(q, k)
+    _backward(q, k)
+    assert calls == ["ours", "aten"]
