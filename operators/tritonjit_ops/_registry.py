@@ -17,6 +17,8 @@ import torch
 import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from .elementwise import ATEN as _ELEMENTWISE_ATEN
+from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -246,13 +248,15 @@ _ATEN: dict[str, Callable] = {
     "mm": matmul.mm, "bmm": matmul.bmm,
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
+    **_ELEMENTWISE_ATEN,
 }
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
-                                  **indexing.PLANNERS, **matmul.PLANNERS}
+                                  **indexing.PLANNERS, **matmul.PLANNERS,
+                                  **_ELEMENTWISE_PLANNERS}
 
 
 class _State:
