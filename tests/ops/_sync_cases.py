@@ -142,12 +142,57 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         args[n] = (pos,)
     kwargs = {"add.Tensor": {"alpha": 2}, "gelu": {"approximate": "tanh"}}
     cases = [Case(n, lambda n=n, a=a: _aten(n)(*a, **kwargs.get(n, {})), None) for n, a in args.items()]
+    cases += [_schema_case(n, i) for n in _ATEN if n not in args]
     cases += [
         Case("mul.Tensor/cpu-scalar-tensor", lambda: _aten("mul.Tensor")(x, i["scalar_cpu"]), None),
         Case("add.Tensor/transposed", lambda: _aten("add.Tensor")(x.t(), z.t()), None),
         Case("mm/linear-layout", lambda: _aten("mm")(a, lin.t()), None),
     ]
     return cases
+
+
+def _schema_case(name: str, i: dict[str, Any]) -> Case:
+    """A call of ``name`` with arguments chosen from its schema: tensors like ``x`` (integers
+    for bitwise ops), a bool ``mask``, Scalars, an empty ``out=`` (resized as aten does),
+    ``self`` cloned first for in-place overloads (each call starts from the same values)."""
+    x, z = i["x"], i["z"]
+    ints = name.startswith("bitwise")
+    if ints:
+        x, z = (x * 10).to(torch.int32), (z * 10).to(torch.int32)
+    schema = _aten(name)._schema
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    out_like = None
+    stop = False  # a defaulted argument left out: the later positional ones too
+    for k, a in enumerate(schema.arguments):
+        t = str(a.type).replace("Optional[", "")
+        if a.name == "out":
+            out_like = x
+            continue
+        if a.kwarg_only or stop:
+            if a.name == "rounding_mode":
+                kwargs[a.name] = "floor"
+            continue
+        if t.startswith("Tensor"):
+            v = i["cond"] if a.name == "mask" else x if k == 0 else torch.tensor(1.5).to(x.device, x.dtype) \
+                if a.name == "value" else z + k
+        elif t.startswith(("Scalar", "number")):
+            v = 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0
+        elif a.has_default_value():
+            stop = True
+            continue
+        else:
+            raise ValueError(f"_sync_cases: no automatic argument for {name}'s {a.name} ({t})")
+        args.append(v)
+    inplace = schema.arguments and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write
+
+    def call() -> Any:
+        a = [args[0].clone() if inplace else args[0], *args[1:]]
+        if out_like is not None:
+            kwargs["out"] = torch.empty(0, dtype=out_like.dtype, device=out_like.device)
+        return _aten(name)(*a, **kwargs)
+
+    return Case(name, call, None)
 
 
 def aten_name(case: Case) -> str:

@@ -69,7 +69,8 @@ def test_replay_keeps_layouts_and_in_place_ops():
     view = base[1:, ::2]  # offset and strides
 
     def f(v, b):
-        b.add_(1.0)                      # in place (not covered)
+        b.add_(1.0)                      # in place (routed: elementwise.py)
+        b.index_fill_(1, torch.tensor([0]), 2.0)  # in place, not covered
         return v.exp(), b.expand(3, 6, 8) * 2.0
 
     rows = T.audit(f, view, base, rounds=1)
@@ -78,7 +79,9 @@ def test_replay_keeps_layouts_and_in_place_ops():
     mul = next(r for r in rows if r.op == "aten::mul.Tensor")
     assert mul.args == "f32[3,6,8]@(0,8,1), 2.0" and mul.error is None
     add_ = next(r for r in rows if r.op.startswith("aten::add_"))
-    assert add_.error is None and not add_.covered, add_
+    assert add_.error is None and add_.covered and add_.max_err == 0, add_
+    fill = next(r for r in rows if r.op.startswith("aten::index_fill_"))
+    assert fill.error is None and not fill.covered, fill
 
 
 def test_backward_calls_are_captured():

@@ -23,10 +23,9 @@ import pytest
 import torch
 
 pytest.importorskip("expecttest", reason="PyTorch's OpInfo database imports expecttest (a test dependency)")
+import tritonjit_ops as T
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_map
-
-import tritonjit_ops as T
 from tritonjit_ops import _native_ops
 from tritonjit_ops._registry import _ATEN
 
