@@ -17,6 +17,8 @@ import torch
 import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from .copy import ATEN as _COPY_ATEN
+from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 
@@ -249,6 +251,7 @@ _ATEN: dict[str, Callable] = {
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
     **_ELEMENTWISE_ATEN,
+    **_COPY_ATEN,
 }
 
 
@@ -256,7 +259,7 @@ _ATEN: dict[str, Callable] = {
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
                                   **indexing.PLANNERS, **matmul.PLANNERS,
-                                  **_ELEMENTWISE_PLANNERS}
+                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS}
 
 
 class _State:

@@ -461,9 +461,9 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
                   C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
 
 
-def _operands(op: str, operands: Sequence[Any]) -> tuple[list[Any], torch.device]:
+def _operands(op: str, operands: Sequence[Any], out: Tensor | None = None) -> tuple[list[Any], torch.device]:
     """Checked operands: a 0-dim CPU tensor next to device tensors becomes its value."""
-    dev = None
+    dev = None if out is None else out.device
     for t in operands:
         if isinstance(t, Tensor) and not (t.dim() == 0 and t.is_cpu):
             if dev is not None and t.device != dev:
@@ -482,13 +482,15 @@ def _operands(op: str, operands: Sequence[Any]) -> tuple[list[Any], torch.device
             raise _refuse(op, f"operand of type {type(t).__name__}")
         res.append(t)
     if dev is None:
-        dev = next(t.device for t in operands if isinstance(t, Tensor))
+        dev = next((t.device for t in operands if isinstance(t, Tensor)), None)
+        if dev is None:
+            raise _refuse(op, "no tensor operand")
     return res, dev
 
 
 def _overlaps(out: Tensor, operands: Sequence[Any]) -> bool:
     """Whether writing ``out`` could clobber an operand before it is read (partial overlap)."""
-    if torch._debug_has_internal_overlap(out) != 0:
+    if torch._debug_has_internal_overlap(out) == 1:  # 2 ("too hard") passes, as in aten
         return True
     for t in operands:
         if isinstance(t, Tensor) and t.numel() and out.numel():
@@ -500,12 +502,20 @@ def _overlaps(out: Tensor, operands: Sequence[Any]) -> bool:
     return False
 
 
+def _fp32_exact(v: Any) -> bool:
+    """Whether the scalar ``v`` survives the trip through a kernel's fp32 scalar argument."""
+    return not isinstance(v, float) or v != v or abs(v) == float("inf") or float(torch.tensor(v, dtype=torch.float32)) == v
+
+
 def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars: Sequence[Any] = (),
         out: Tensor | None = None, inplace: bool = False) -> Tensor:
-    """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` its shape must
-    be the broadcast shape; otherwise an empty ``out`` is resized as aten does."""
-    ops, dev = _operands(op, operands)
-    shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
+    """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` the operands
+    broadcast to its shape; otherwise an empty ``out`` is resized as aten does."""
+    ops, dev = _operands(op, operands, out)
+    if ct == "fp64" and not all(_fp32_exact(v) for v in [*scalars, *(t for t in ops if not isinstance(t, Tensor))]):
+        raise _refuse(op, "a float64 computation with a scalar that fp32 does not hold exactly")
+    shapes = [t.shape for t in ops if isinstance(t, Tensor)]
+    shape = _bshape(shapes + ([out.shape] if inplace and out is not None else []))
     if out is None:
         out = torch.empty(shape, dtype=rdtype, device=dev)
     else:
@@ -539,6 +549,9 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
         return None
     if refs is None:
         refs = [In(i) for i in range(len(ops))]
+    if ct == "fp64" and (any(isinstance(r, Arg) for r in [*refs, *scalar_refs])
+                         or not all(_fp32_exact(v) for v in scalar_refs)):
+        return None  # a float Scalar's value must be checked per call (run)
     if any(not isinstance(t, Tensor) and not isinstance(r, Arg) for t, r in zip(ops, refs)):
         return None  # a value the key does not hold: the Python implementation
     if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):

@@ -172,12 +172,18 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
         if a.kwarg_only or stop:
             if a.name == "rounding_mode":
                 kwargs[a.name] = "floor"
+            elif a.name == "device":  # factories: the inputs' device
+                kwargs[a.name] = x.device
             continue
-        if t.startswith("Tensor"):
+        if t.startswith(("List[Tensor]", "Tensor[]")):
+            v = [x, z]
+        elif t.startswith(("List[int]", "int[]", "SymInt[]")):
+            v = [2, 1]
+        elif t.startswith("Tensor"):
             v = i["cond"] if a.name == "mask" else x if k == 0 else torch.tensor(1.5).to(x.device, x.dtype) \
                 if a.name == "value" else z + k
         elif t.startswith(("Scalar", "number")):
-            v = 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0
+            v = {"start": 1, "end": 7, "step": 2}.get(a.name, 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0)
         elif a.has_default_value():
             stop = True
             continue
