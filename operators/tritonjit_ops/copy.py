@@ -17,10 +17,11 @@ from typing import Any, Callable
 import torch
 import triton
 import triton.language as tl
+import tritonjit
 
 from ._common import jit
 from ._plan import Buffer, In, Out, Plan, execute, launch
-from .elementwise import _CT, _REAL, _is_scalar, _refuse, plan, run
+from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, plan, run
 
 Tensor = torch.Tensor
 
@@ -80,7 +81,8 @@ def _plan_to_copy(x: Any, *, dtype: Any = None, layout: Any = None, device: Any 
                   non_blocking: bool = False, memory_format: Any = None) -> Plan | None:
     if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
         return None
-    if _mf(memory_format) not in (torch.preserve_format, torch.contiguous_format) or not x.is_contiguous():
+    mf = _mf(memory_format)
+    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
         return None  # the output's strides follow the input's: the Python implementation
     if device is not None:
         d = torch.device(device)
@@ -99,10 +101,11 @@ def clone(x: Tensor, *, memory_format: torch.memory_format | None = None) -> Ten
 
 
 def _plan_clone(x: Any, *, memory_format: Any = None) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dtype not in _REAL or not x.is_contiguous():
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
         return None
-    if _mf(memory_format) not in (torch.preserve_format, torch.contiguous_format):
-        return None
+    mf = _mf(memory_format)
+    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
+        return None  # the output's strides follow the input's: the Python implementation
     return plan("copy", [x], x.dtype, _CT[x.dtype])
 
 
@@ -205,23 +208,46 @@ def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
     return cat([t.unsqueeze(dim % nd) for t in ts], dim % nd)
 
 
+def _interleaved(x: Tensor, rank: int) -> Tensor:
+    """x viewed as (1, s0, 1, s1, ...) over ``rank`` dims (leading 1s padded): views only."""
+    v = x
+    for _ in range(rank - x.dim()):
+        v = v.unsqueeze(0)
+    for i in range(rank):
+        v = v.unsqueeze(2 * i)
+    return v
+
+
 def repeat(x: Tensor, repeats: list[int]) -> Tensor:
     """aten::repeat: the input, broadcast over interleaved repeat dims, copied once."""
     _check("repeat", x)
     reps = list(repeats)
     if len(reps) < x.dim() or any(r < 0 for r in reps):
         raise _refuse("repeat", "repeats")
-    pad = len(reps) - x.dim()
-    shape = [1] * pad + list(x.shape)
-    xv = x.reshape(shape)
-    inter = []
-    for r, s in zip(reps, shape):
-        inter += [r, s]
-    src = xv.reshape([d for s in shape for d in (1, s)]).expand(inter)
+    shape = [1] * (len(reps) - x.dim()) + list(x.shape)
+    inter = [d for r, s in zip(reps, shape) for d in (r, s)]
+    src = _interleaved(x, len(reps)).expand(inter)
     out = torch.empty(inter, dtype=x.dtype, device=x.device)
     if out.numel():
         _copy_into("repeat", src, out)
     return out.reshape([r * s for r, s in zip(reps, shape)])
+
+
+def _plan_repeat(x: Any, repeats: Any) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+        return None
+    reps = list(repeats)
+    if len(reps) < x.dim() or any(r < 0 for r in reps):
+        return None
+    shape = [1] * (len(reps) - x.dim()) + list(x.shape)
+    inter = [d for r, s in zip(reps, shape) for d in (r, s)]
+    src = _interleaved(x, len(reps)).expand(inter)  # a view at In(0)'s address
+    final = tuple(r * s for r, s in zip(reps, shape))
+    buf = Buffer(final, x.dtype)
+    if 0 in inter:
+        return Plan((buf,), ())
+    L = _launch("copy", [src], [In(0)], Buffer(tuple(inter), x.dtype), Out(0), inter, _CT[x.dtype], [])
+    return None if L is None else Plan((buf,), (L,))
 
 
 # ----------------------------------------------------------------- triu / tril
@@ -348,8 +374,12 @@ ATEN: dict[str, Callable] = {
     "cat": cat, "stack": stack, "repeat": repeat,
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
 }
+if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
+    # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
+    # storage onto itself): routed, each launch would pay two Python calls of copy_.
+    del ATEN["copy_"]
 PLANNERS: dict[str, Callable] = {
-    "_to_copy": _plan_to_copy, "clone": _plan_clone,
+    "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat,
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
 }

@@ -336,6 +336,22 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
 
 
 @triton.jit
+def _to_out(r, OT: tl.constexpr):
+    """r in the output's dtype; bfloat16 rounds to nearest even from the fp32 bits, as aten's
+    casts do (Triton's interpreter truncates an fp32 -> bf16 cast, and its "rtne" mode does
+    not carry into the exponent)."""
+    if OT == tl.bfloat16 and r.dtype != tl.bfloat16:
+        f = r.to(tl.float32)
+        u = f.to(tl.uint32, bitcast=True)
+        u = u + (((u >> 16) & 1) + 0x7FFF)
+        h = tl.where(f != f, 0x7FC0, (u >> 16).to(tl.int32))
+        v = h.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        v = r.to(OT)
+    return v
+
+
+@triton.jit
 def _ew_kernel(
     a, b, c, out, n, s0, s1, s2,
     d1, d2, d3,
@@ -373,7 +389,7 @@ def _ew_kernel(
     else:
         z = y
     r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
-    tl.store(out + (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), r.to(out.dtype.element_ty), mask=mask)
+    tl.store(out + (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), _to_out(r, out.dtype.element_ty), mask=mask)
 
 
 _ew = jit(_ew_kernel)
