@@ -21,6 +21,7 @@ from .copy import ATEN as _COPY_ATEN
 from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
+from .random import ATEN as _RANDOM_ATEN
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -252,6 +253,7 @@ _ATEN: dict[str, Callable] = {
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
     **_ELEMENTWISE_ATEN,
     **_COPY_ATEN,
+    **_RANDOM_ATEN,
 }
 
 

@@ -328,6 +328,8 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "lerp":  # c weight
         d = b - a
         r = tl.where(tl.abs(c) < 0.5, a + c * d, b - d * (1.0 - c))
+    elif OP == "mask_scale":  # dropout's backward: b the keep mask, s0 the scale
+        r = tl.where(b != 0, a * s0, 0.0)
     elif OP == "addcmul":
         r = a + s0 * b * c
     else:  # "addcdiv"

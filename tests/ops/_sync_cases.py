@@ -165,7 +165,8 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
     out_like = None
     stop = False  # a defaulted argument left out: the later positional ones too
     for k, a in enumerate(schema.arguments):
-        t = str(a.type).replace("Optional[", "")
+        t = str(a.type)
+        t = t[len("Optional["):-1] if t.startswith("Optional[") else t
         if a.name == "out":
             out_like = x
             continue
@@ -180,10 +181,13 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
         elif t.startswith(("List[int]", "int[]", "SymInt[]")):
             v = [2, 1]
         elif t.startswith("Tensor"):
-            v = i["cond"] if a.name == "mask" else x if k == 0 else torch.tensor(1.5).to(x.device, x.dtype) \
+            v = i["cond"] if a.name in ("mask", "mask_") else x if k == 0 else torch.tensor(1.5).to(x.device, x.dtype) \
                 if a.name == "value" else z + k
         elif t.startswith(("Scalar", "number")):
             v = {"start": 1, "end": 7, "step": 2}.get(a.name, 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0)
+        elif t in ("float", "bool") and a.name in ("p", "train", "scale"):
+            # dropout: p = 1 drops every element, a result eager agrees with, through the RNG path
+            v = {"p": 1.0, "train": True, "scale": 2.0}[a.name]
         elif a.has_default_value():
             stop = True
             continue
