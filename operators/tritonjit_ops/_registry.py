@@ -22,6 +22,7 @@ from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 from .random import ATEN as _RANDOM_ATEN
+from .rowwise import ATEN as _ROWWISE_ATEN
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -254,6 +255,7 @@ _ATEN: dict[str, Callable] = {
     **_ELEMENTWISE_ATEN,
     **_COPY_ATEN,
     **_RANDOM_ATEN,
+    **_ROWWISE_ATEN,
 }
 
 
