@@ -23,6 +23,7 @@ from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 from .random import ATEN as _RANDOM_ATEN
 from .rowwise import ATEN as _ROWWISE_ATEN
+from .scatter import ATEN as _SCATTER_ATEN
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -256,6 +257,7 @@ _ATEN: dict[str, Callable] = {
     **_COPY_ATEN,
     **_RANDOM_ATEN,
     **_ROWWISE_ATEN,
+    **_SCATTER_ATEN,
 }
 
 
