@@ -15,6 +15,7 @@ samples passed, and how many calls tritonjit served against how many it left to 
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections import defaultdict
 from typing import Any, Callable
@@ -172,6 +173,25 @@ def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool)
             torch.testing.assert_close(a, b, equal_nan=True, **_tol(op, b.dtype), msg=lambda m: f"{what}: backward: {m}")
 
 
+def _takes_inplace(op: Any) -> bool:
+    """torch.nn.functional's activations take ``inplace=True`` (then calling aten's ``relu_``, ...)."""
+    try:
+        return "inplace" in inspect.signature(op.op).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _with_inplace_kwarg:
+    """An OpInfo whose in-place variant is its function with ``inplace=True``."""
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+        self.inplace_variant = lambda *a, **k: op.op(*a, **k, inplace=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+
 def _dtypes(op: Any, device: str, full: bool) -> list[torch.dtype]:
     supported = op.supported_dtypes(device)
     want = [torch.float32] + ([torch.bfloat16, torch.float16] if full else []) + [torch.int64, torch.bool]
@@ -187,6 +207,8 @@ def _run_group(key: tuple[str, str, str], device: str, full: bool) -> None:
     overloads = GROUPS[key]
     for ov in overloads:
         RESULTS.setdefault(ov, [0, 0, 0, 0, []])
+    if kind == "inplace" and op.inplace_variant is None and _takes_inplace(op):
+        op = _with_inplace_kwarg(op)
     if kind == "inplace" and op.inplace_variant is None:
         for ov in overloads:
             RESULTS[ov][4].append(f"{name}: OpInfo has no in-place variant")
