@@ -158,6 +158,38 @@ def _like(op: str, value: Any) -> Callable:
     return fn
 
 
+def _factory(op: str, value: Any, like: bool = False) -> Callable:
+    """zeros/ones/full/scalar_tensor (``like``: new_zeros/new_ones/new_full, whose dtype and
+    device default to self's): an allocation and one fill."""
+    def fn(*args: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Tensor:
+        args_ = list(args)
+        self_ = args_.pop(0) if like else None
+        if op == "scalar_tensor":
+            size, v = [], args_[0]
+        else:
+            size = list(args_[0])
+            v = args_[1] if value is None else value
+        if not _is_scalar(v) or not _strided(layout) or pin_memory:
+            raise _refuse(op, "arguments")
+        if self_ is not None:
+            _check(op, self_)
+            dt = self_.dtype if dtype is None else dtype
+            dev = self_.device if device is None else device
+        else:
+            dt = dtype if dtype is not None else (
+                torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) and value is None
+                and op != "scalar_tensor" else torch.get_default_dtype())
+            dev = device
+        if dt not in _REAL:
+            raise _refuse(op, f"dtype {dt}")
+        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v):
+            raise _refuse(op, f"value {v!r} for {dt}")
+        out = torch.empty(size, dtype=dt, device=dev)
+        return _copy_into(op, v, out) if out.numel() else out
+
+    return fn
+
+
 def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
     """aten::cat: one strided copy per input into its slice of the output."""
     ts = list(tensors)
@@ -177,11 +209,11 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
     for t in live:
         if t.dim() != nd or t.device != dev or any(t.shape[d] != ref.shape[d] for d in range(nd) if d != dim):
             raise _refuse("cat", "inputs whose shapes or devices disagree")
-        if t.dim() >= 4 and not t.is_contiguous():
-            raise _refuse("cat", "a non-contiguous input of rank >= 4 (aten picks its memory format)")
     shape = list(ref.shape)
     shape[dim] = sum(t.shape[dim] for t in live)
-    out = torch.empty(shape, dtype=_promote(ts), device=dev)
+    formats = {_suggested_format(t) for t in live}  # aten: the inputs' one format, else contiguous
+    fmt = formats.pop() if len(formats) == 1 else torch.contiguous_format
+    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=fmt)
     off = 0
     for t in live:
         n = t.shape[dim]
@@ -189,6 +221,15 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             _copy_into("cat", t, out.narrow(dim, off, n))
         off += n
     return out
+
+
+def _suggested_format(t: Tensor) -> torch.memory_format:
+    """aten's suggest_memory_format: channels-last where the strides are and plain
+    contiguity is not, else contiguous."""
+    for nd, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if t.dim() == nd and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
+            return fmt
+    return torch.contiguous_format
 
 
 def _promote(ts: list[Tensor]) -> torch.dtype:
@@ -372,6 +413,10 @@ ATEN: dict[str, Callable] = {
     "fill_.Scalar": fill_scalar, "fill_.Tensor": fill_tensor, "zero_": zero_,
     "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1), "full_like": _like("full_like", None),
     "cat": cat, "stack": stack, "repeat": repeat,
+    "zeros": _factory("zeros", 0), "ones": _factory("ones", 1), "full": _factory("full", None),
+    "scalar_tensor": _factory("scalar_tensor", None),
+    "new_zeros": _factory("new_zeros", 0, like=True), "new_ones": _factory("new_ones", 1, like=True),
+    "new_full": _factory("new_full", None, like=True),
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
 }
 if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
