@@ -163,6 +163,15 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     out_like = None
+    base = name.partition(".")[0].rstrip("_")
+    dev = x.device
+    # the index family: index tensors in range, sources of matching shapes (x is [4, 6])
+    by_name: dict[str, Any] = {
+        "index": torch.tensor([[0, 3, 1, 2, 5, 4]] * 4, device=dev) if base.startswith("scatter")
+        else torch.tensor([3, 0], device=dev),
+        "src": z, "source": z[:2] if base.startswith("index") else z,
+        "indices": [torch.tensor([3, 0], device=dev)], "values": z[:2],
+    }
     stop = False  # a defaulted argument left out: the later positional ones too
     for k, a in enumerate(schema.arguments):
         t = str(a.type)
@@ -175,8 +184,18 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
                 kwargs[a.name] = "floor"
             elif a.name == "device":  # factories: the inputs' device
                 kwargs[a.name] = x.device
+            elif a.name == "stable":
+                kwargs[a.name] = True
             continue
-        if t.startswith(("List[Tensor]", "Tensor[]")):
+        if a.name in by_name and not (a.name == "src" and t.startswith("Scalar")):
+            v = by_name[a.name]
+        elif t == "int" and a.name == "dim":
+            v = 0 if base.startswith("index") else 1
+        elif t in ("int", "SymInt") and a.name == "k":
+            v = 2
+        elif t.startswith(("List[int]", "int[]")) and a.name == "dim":
+            v = [1]
+        elif t.startswith(("List[Tensor]", "Tensor[]")):
             v = [x, z]
         elif t.startswith(("List[int]", "int[]", "SymInt[]")):
             v = [2, 1]
