@@ -87,7 +87,64 @@ def native_dropout_backward(grad: Tensor, mask: Tensor, scale: float) -> Tensor:
     return run("mask_scale", [grad, mask], grad.dtype, ct, [scale])
 
 
+@triton.jit
+def _fill_kernel(out, n, a, b, seed, offset, DIST: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    c = (offset + offs).to(tl.uint32)
+    if DIST == "uniform":  # [a, b)
+        v = a + (b - a) * tl.rand(seed, c)
+    elif DIST == "normal":  # mean a, std b
+        v = a + b * tl.randn(seed, c)
+    else:  # "bernoulli": 1 with probability a
+        v = (tl.rand(seed, c) < a).to(tl.float32)
+    tl.store(out + offs, v.to(out.dtype.element_ty), mask=valid)
+
+
+_fill = jit(_fill_kernel)
+
+
+def _random_fill(op: str, dist: str, x: Tensor, a: float, b: float, generator: Any) -> Tensor:
+    """Fill ``x`` in place from the device generator's Philox stream (a contiguous buffer,
+    copied into a strided ``x``)."""
+    if generator is not None:
+        raise _refuse(op, "an explicit generator")
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES + ((torch.bool,) if dist == "bernoulli" else ()):
+        raise _refuse(op, f"self of dtype {getattr(x, 'dtype', None)}")
+    if torch._debug_has_internal_overlap(x) == 1:
+        raise _refuse(op, "a self with internal overlap")
+    n = x.numel()
+    if n == 0:
+        return x
+    target = x if x.is_contiguous() else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    seed, offset = _seed_offset(x.device, n * (2 if dist == "normal" else 1))
+    execute(launch(_fill, ((n + _BLOCK - 1) // _BLOCK,), target, n, float(a), float(b), seed, offset % 2**31,
+                   DIST=dist, BLOCK=_BLOCK))
+    if target is not x:
+        run("copy", [target], x.dtype, "fp32" if x.dtype != torch.float64 else "fp64", out=x, inplace=True)
+    return x
+
+
+def bernoulli_(x: Tensor, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    if not 0.0 <= p <= 1.0:
+        raise _refuse("bernoulli_", f"p={p}")
+    return _random_fill("bernoulli_", "bernoulli", x, p, 0.0, generator)
+
+
+def uniform_(x: Tensor, low: float = 0.0, high: float = 1.0, *, generator: Any = None) -> Tensor:
+    if not low <= high:
+        raise _refuse("uniform_", f"from={low} > to={high}")
+    return _random_fill("uniform_", "uniform", x, low, high, generator)
+
+
+def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
+    if not std >= 0.0:
+        raise _refuse("normal_", f"std={std}")
+    return _random_fill("normal_", "normal", x, mean, std, generator)
+
+
 ATEN: dict[str, Callable[..., Any]] = {
+    "bernoulli_.float": bernoulli_, "uniform_": uniform_, "normal_": normal_,
     "native_dropout": native_dropout,
     "native_dropout_backward": native_dropout_backward,
 }

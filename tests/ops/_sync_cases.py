@@ -204,9 +204,10 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
                 if a.name == "value" else z + k
         elif t.startswith(("Scalar", "number")):
             v = {"start": 1, "end": 7, "step": 2}.get(a.name, 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0)
-        elif t in ("float", "bool") and a.name in ("p", "train", "scale"):
-            # dropout: p = 1 drops every element, a result eager agrees with, through the RNG path
-            v = {"p": 1.0, "train": True, "scale": 2.0}[a.name]
+        elif t in ("float", "bool") and a.name in ("p", "train", "scale", "from", "to", "mean", "std"):
+            # random ops with results eager agrees with, through the RNG path: dropout's p = 1
+            # drops everything, bernoulli's p = 1 is all ones, uniform on [0.5, 0.5], std 0
+            v = {"p": 1.0, "train": True, "scale": 2.0, "from": 0.5, "to": 0.5, "mean": 0.5, "std": 0.0}[a.name]
         elif a.has_default_value():
             stop = True
             continue

@@ -1,4 +1,4 @@
-"""native_dropout under enable(): reproducible under torch.manual_seed, fresh masks on
+"""native_dropout and the random fills (bernoulli_, uniform_, normal_) under enable(): reproducible under torch.manual_seed, fresh masks on
 successive calls, the keep probability and the 1/(1-p) scale, and a backward that uses the
 forward's mask. (The mask is not eager's bit for bit: aten's Philox layout differs.)"""
 import pytest
@@ -48,3 +48,29 @@ def test_dropout_gpu_reproducible_and_no_sync():
         finally:
             torch.cuda.set_sync_debug_mode(0)
     assert out.shape == x.shape
+
+
+def _fill_checks(dev: str, n: int) -> None:
+    with T.enable(wait_native=True):
+        torch.manual_seed(3)
+        a = torch.empty(n, device=dev).normal_(1.0, 2.0)
+        u = torch.empty(n, device=dev).uniform_(-1.0, 3.0)
+        b = torch.empty(n, device=dev).bernoulli_(0.25)
+        torch.manual_seed(3)
+        a2 = torch.empty(n, device=dev).normal_(1.0, 2.0)
+        s = torch.empty(8, 16, device=dev).t().uniform_(2.0, 5.0)  # a strided self
+    assert torch.equal(a, a2) and not torch.equal(a, torch.empty(n, device=dev).normal_(1.0, 2.0))
+    tol = 6 / n ** 0.5
+    assert abs(a.mean().item() - 1.0) < 2 * tol and abs(a.std().item() - 2.0) < 2 * tol
+    assert -1.0 <= u.min().item() and u.max().item() <= 3.0 and abs(u.mean().item() - 1.0) < 2 * tol
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs(b.mean().item() - 0.25) < tol
+    assert 2.0 <= s.min().item() and s.max().item() <= 5.0 and s.std().item() > 0.5
+
+
+def test_random_fills_cpu():
+    _fill_checks("cpu", 1 << 14)
+
+
+@pytest.mark.gpu
+def test_random_fills_gpu():
+    _fill_checks("cuda", 1 << 20)
