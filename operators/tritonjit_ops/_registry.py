@@ -21,6 +21,7 @@ from .copy import ATEN as _COPY_ATEN
 from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
+from .loss import ATEN as _LOSS_ATEN
 from .random import ATEN as _RANDOM_ATEN
 from .rowwise import ATEN as _ROWWISE_ATEN
 from .scatter import ATEN as _SCATTER_ATEN
@@ -258,6 +259,7 @@ _ATEN: dict[str, Callable] = {
     **_RANDOM_ATEN,
     **_ROWWISE_ATEN,
     **_SCATTER_ATEN,
+    **_LOSS_ATEN,
 }
 
 

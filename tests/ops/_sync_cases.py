@@ -136,6 +136,7 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         "mm": (a, bm), "bmm": (ba, bb), "addmm": (bias3, a, lin.t()),
         "index_select": (i["table"], 0, i["sel"]), "gather": (x, 1, i["gidx"]), "embedding": (i["table"], i["ids"]),
     }
+    args["nll_loss_forward"] = (i["logits"], i["target"], None, 1, -100)
     for n in ("neg", "abs", "exp", "sigmoid", "tanh", "relu", "silu", "gelu"):
         args[n] = (x,)
     for n in ("log", "sqrt", "rsqrt"):
