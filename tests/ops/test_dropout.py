@@ -1,6 +1,7 @@
 """native_dropout and the random fills (bernoulli_, uniform_, normal_) under enable():
-reproducible under torch.manual_seed, fresh masks on successive calls, the keep probability and the 1/(1-p) scale, and a backward that uses the
-forward's mask. (The mask is not eager's bit for bit: aten's Philox layout differs.)"""
+reproducible under torch.manual_seed, fresh masks on successive calls, the keep
+probability and the 1/(1-p) scale, and a backward that uses the forward's mask. (The
+mask is not eager's bit for bit: aten's Philox layout differs.)"""
 import pytest
 import torch
 import tritonjit_ops as T
