@@ -20,6 +20,7 @@ import triton.language as tl
 import tritonjit
 
 from ._common import jit
+from ._fallback import with_aten_fallback
 from ._plan import Buffer, In, Out, Plan, execute, launch
 from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, plan, run
 
@@ -298,7 +299,10 @@ def _tri_kernel(x, out, n, M, N, diag, UPPER: tl.constexpr, BLOCK: tl.constexpr)
     mask = offs < n
     j = offs % N
     i = (offs // N) % M
-    keep = (j - i) >= diag if UPPER else (j - i) <= diag
+    if UPPER:
+        keep = (j - i) >= diag
+    else:
+        keep = (j - i) <= diag
     v = tl.load(x + offs, mask=mask)
     tl.store(out + offs, tl.where(keep, v, tl.zeros_like(v)), mask=mask)
 
@@ -428,3 +432,4 @@ PLANNERS: dict[str, Callable] = {
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
 }
+ATEN = with_aten_fallback(ATEN)

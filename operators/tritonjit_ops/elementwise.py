@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
+from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -1071,3 +1072,4 @@ ATEN["nan_to_num.out"] = lambda self, nan=None, posinf=None, neginf=None, *, out
                                                                                              neginf, out=out)
 
 del _op, _fn, _pl, _f, _ov
+ATEN = with_aten_fallback(ATEN)

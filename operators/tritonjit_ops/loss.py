@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, host_check_allowed, jit
+from ._fallback import with_aten_fallback
 from ._plan import execute, launch
 from .elementwise import _refuse
 
@@ -100,3 +101,4 @@ def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction
 
 
 ATEN: dict[str, Callable[..., Any]] = {"nll_loss_forward": nll_loss_forward}
+ATEN = with_aten_fallback(ATEN)

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, jit
+from ._fallback import with_aten_fallback
 from ._plan import execute, launch
 from .elementwise import _refuse, run
 
@@ -148,3 +149,4 @@ ATEN: dict[str, Callable[..., Any]] = {
     "native_dropout": native_dropout,
     "native_dropout_backward": native_dropout_backward,
 }
+ATEN = with_aten_fallback(ATEN)

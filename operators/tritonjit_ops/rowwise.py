@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, jit, next_pow2
+from ._fallback import with_aten_fallback
 from ._plan import execute, launch
 from .elementwise import _CT, _cast, _refuse
 
@@ -58,7 +59,7 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         key = tl.where(m, key, 2147483647)
         packed = (key.to(tl.int64) << 32) | cols.to(tl.int64)
         packed = tl.sort(packed, 0)
-        idx = (packed & 0xFFFFFFFF).to(tl.int32)
+        idx = (packed - ((packed >> 32) << 32)).to(tl.int32)  # the low word: the index
         vals = tl.load(base + idx, mask=m)
         tl.store(out + row * N + cols, vals, mask=m)
         tl.store(out2 + row * N + cols, idx.to(tl.int64), mask=m)
@@ -323,3 +324,4 @@ ATEN: dict[str, Callable] = {
     "var.correction": _moments("var", "var"), "std.correction": _moments("std", "std"),
     "var_mean.correction": _moments("var_mean", "var_mean"), "std_mean.correction": _moments("std_mean", "std_mean"),
 }
+ATEN = with_aten_fallback(ATEN)

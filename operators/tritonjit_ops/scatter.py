@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from ._common import host_check_allowed, jit, unravel4
+from ._fallback import with_aten_fallback
 from ._plan import execute, launch
 from .elementwise import _REAL, _is_scalar, _refuse
 
@@ -190,3 +191,4 @@ ATEN: dict[str, Callable] = {
     "index_copy": _index_add("index_copy", False, copy=True), "index_copy_": _index_add("index_copy_", True, copy=True),
     "index_put": _index_put("index_put", False), "index_put_": _index_put("index_put_", True),
 }
+ATEN = with_aten_fallback(ATEN)
