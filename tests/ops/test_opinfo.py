@@ -10,7 +10,7 @@ passes (aten's error under enable() is the point of the fallback).
 
 On CPU (the interpreter, in CI) each entry runs a few small samples in float32 and one
 integer dtype; the ``gpu``/``slow`` variant runs every sample, also in bfloat16, on the GPU:
-``pytest tests/ops/test_opinfo.py -m gpu -s``. Each run prints its table: per overload,
+``pytest tests/ops/test_opinfo.py -m gpu``. Each run prints its table (terminal summary): per overload,
 samples passed, and how many calls tritonjit served against how many it left to aten.
 """
 from __future__ import annotations
@@ -196,11 +196,11 @@ class _with_inplace_kwarg:
 
 def _dtypes(op: Any, device: str, full: bool) -> list[torch.dtype]:
     supported = op.supported_dtypes(device)
-    want = [torch.float32] + ([torch.bfloat16, torch.float16] if full else []) + [torch.int64, torch.bool]
+    want = [torch.float32] + ([torch.bfloat16] if full else []) + [torch.int64, torch.int32, torch.bool]
     got = [d for d in want if d in supported]
     ints = [d for d in got if not d.is_floating_point]
     floats = [d for d in got if d.is_floating_point]
-    return floats + ints[:1] if not full else floats + ints
+    return floats + ints[:1]
 
 
 def _run_group(key: tuple[str, str, str], device: str, full: bool) -> None:
