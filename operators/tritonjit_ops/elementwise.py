@@ -851,6 +851,23 @@ for _op in ("add", "sub"):
     ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, alpha=1, out: f(self, other, alpha, out=out))(_f)
 
 
+def _rsub(x, other, alpha=1):
+    """other - alpha * x (aten's rsub: ``1.0 - mask`` in attention masks)."""
+    _check_tensor("rsub", x)
+    if not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
+        raise _refuse("rsub", "operands")
+    rd = torch.result_type(x, other)
+    if rd == torch.bool:
+        raise _refuse("rsub", "bool operands")
+    if isinstance(alpha, float) and not rd.is_floating_point:
+        raise _refuse("rsub", "a float alpha for integers")
+    return run("sub", [other, x], rd, _ct("sub", rd), [alpha])
+
+
+ATEN["rsub.Tensor"] = lambda self, other, *, alpha=1: _rsub(self, other, alpha)
+ATEN["rsub.Scalar"] = lambda self, other, alpha=1: _rsub(self, other, alpha)
+
+
 def _div_mode(x, y, rounding_mode=None, out=None, inplace=False):
     _check_tensor("div", x)
     rd = torch.result_type(x, y)

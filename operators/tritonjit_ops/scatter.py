@@ -183,7 +183,59 @@ def _index_put(op: str, inplace: bool) -> Callable:
     return fn
 
 
+@triton.jit
+def _take_kernel(x, index, out, n, L, Q, size, sxp, sxk, sxq, si, BLOCK: tl.constexpr):
+    """out[p, l, q] = x[p, index[l], q] (negative indices wrap, as aten's indexing does)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    q = offs % Q
+    t = offs // Q
+    lpos = t % L
+    p = t // L
+    idx = tl.load(index + lpos * si, mask=mask, other=0).to(tl.int64)
+    idx = tl.where(idx < 0, idx + size, idx)
+    ok = mask & (idx >= 0) & (idx < size)
+    v = tl.load(x + p * sxp + idx * sxk + q * sxq, mask=ok)
+    tl.store(out + offs, v, mask=mask)
+
+
+_take = jit(_take_kernel)
+
+
+def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
+    """aten::index.Tensor with one integer index tensor (any shape) at one dim: ``x[:, idx]``.
+    Boolean masks (their result size needs a device sync) and several index tensors go to aten."""
+    idx = list(indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or len(pos) != 1 or x.dim() == 0:
+        raise _refuse("index", "indices other than one integer index tensor")
+    k = pos[0]
+    index = idx[k]
+    if index.dtype not in (torch.int64, torch.int32) or index.device != x.device or k >= x.dim():
+        raise _refuse("index", "an index that is not an integer tensor on self's device")
+    size = x.shape[k]
+    if host_check_allowed(index) and index.numel() and bool(((index < -size) | (index >= size)).any()):
+        raise _refuse("index", "an index out of range")  # aten's error
+    pre, post = list(x.shape[:k]), list(x.shape[k + 1:])
+    P = 1
+    for d in pre:
+        P *= d
+    Q = 1
+    for d in post:
+        Q *= d
+    xv = x.contiguous().reshape(P, size, Q)
+    flat = index.reshape(-1)
+    L = flat.numel()
+    out = torch.empty(pre + list(index.shape) + post, dtype=x.dtype, device=x.device)
+    n = P * L * Q
+    if n:
+        execute(launch(_take, ((n + _BLOCK - 1) // _BLOCK,), xv, flat, out, n, L, Q, size, xv.stride(0), xv.stride(1),
+                       xv.stride(2), flat.stride(0), BLOCK=_BLOCK))
+    return out
+
+
 ATEN: dict[str, Callable] = {
+    "index.Tensor": index_tensor,
     "scatter.src": _scatter("scatter", False, False), "scatter.value": _scatter("scatter", False, False),
     "scatter_.src": _scatter("scatter_", False, True), "scatter_.value": _scatter("scatter_", False, True),
     "scatter_add": _scatter("scatter_add", True, False), "scatter_add_": _scatter("scatter_add_", True, True),
