@@ -98,6 +98,23 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         ms = tl.where(tl.abs(mx) == float("inf"), 0.0, mx)
         s = tl.sum(tl.where(m, tl.exp(v - ms), 0.0), 0)
         tl.store(out + row, (ms + tl.log(s)).to(out.dtype.element_ty))
+    elif OP == "norm2" or OP == "norm1" or OP == "norminf" or OP == "normninf" or OP == "norm0" or OP == "normp":
+        v = tl.abs(_cast(tl.load(base + cols, mask=m, other=0), CT))
+        if OP == "norm2":
+            r = tl.sqrt(tl.sum(v * v, 0))
+        elif OP == "norm1":
+            r = tl.sum(v, 0)
+        elif OP == "norminf":
+            r = tl.max(tl.where(m, v, 0.0), 0)
+            r = tl.where(tl.max(tl.where(m & (v != v), 1, 0), 0) > 0, float("nan"), r)
+        elif OP == "normninf":
+            r = tl.min(tl.where(m, v, float("inf")), 0)
+            r = tl.where(tl.max(tl.where(m & (v != v), 1, 0), 0) > 0, float("nan"), r)
+        elif OP == "norm0":
+            r = tl.sum(tl.where(m & (v != 0), 1.0, 0.0), 0)
+        else:  # |x|^p summed, to the 1/p (corr holds p)
+            r = tl.exp2(tl.log2(tl.sum(tl.where(m & (v != 0), tl.exp2(corr * tl.log2(v)), 0.0), 0)) / corr)
+        tl.store(out + row, r.to(out.dtype.element_ty))
     else:  # "var_mean": out = var (std with OP "std_mean"), out2 = mean
         v = _cast(tl.load(base + cols, mask=m, other=0), CT)
         mean = tl.sum(v, 0) / N
@@ -306,6 +323,22 @@ def _moments(op: str, which: str) -> Callable:
     return fn
 
 
+def linalg_vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                       dtype: torch.dtype | None = None) -> Tensor:
+    """The vector p-norm over ``dim`` (all dims when None): p = 2, 1, inf, -inf, 0 or another
+    positive p."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (dtype is not None and dtype not in FLOAT_DTYPES):
+        raise _refuse("linalg_vector_norm", "a non-float self or dtype")
+    rd = dtype or x.dtype
+    p = float(ord)
+    kop = {2.0: "norm2", 1.0: "norm1", float("inf"): "norminf", float("-inf"): "normninf", 0.0: "norm0"}.get(p, "normp")
+    if kop == "normp" and not p > 0:
+        raise _refuse("linalg_vector_norm", f"ord={ord}")
+    if kop in ("norminf", "normninf") and x.numel() == 0:
+        raise _refuse("linalg_vector_norm", "an empty input with ord=inf")  # aten's error
+    return _reduce(kop, x, dim, keepdim, rd, _ct_of("linalg_vector_norm", rd), p if kop == "normp" else 0.0)
+
+
 _max_dim, _max_full = _minmax("max")
 _min_dim, _min_full = _minmax("min")
 _any_dim, _any_full = _logic("any")
@@ -320,7 +353,7 @@ ATEN: dict[str, Callable] = {
     "prod": prod, "prod.dim_int": prod_dim,
     "any": _any_full, "any.dim": _any_dim, "any.dims": _any_dim,
     "all": _all_full, "all.dim": _all_dim, "all.dims": _all_dim,
-    "logsumexp": logsumexp,
+    "logsumexp": logsumexp, "linalg_vector_norm": linalg_vector_norm,
     "var.correction": _moments("var", "var"), "std.correction": _moments("std", "std"),
     "var_mean.correction": _moments("var_mean", "var_mean"), "std_mean.correction": _moments("std_mean", "std_mean"),
 }
