@@ -868,6 +868,21 @@ ATEN["rsub.Tensor"] = lambda self, other, *, alpha=1: _rsub(self, other, alpha)
 ATEN["rsub.Scalar"] = lambda self, other, alpha=1: _rsub(self, other, alpha)
 
 
+def _plan_rsub(x: Any, other: Any, alpha: Any = 1) -> Plan | None:
+    if not isinstance(x, Tensor) or not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
+        return None
+    rd = torch.result_type(x, other)
+    if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
+        return None
+    if rd == torch.float64:
+        return None  # Scalars through fp32 arguments: the Python implementation checks their values
+    return plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)])
+
+
+PLANNERS["rsub.Tensor"] = lambda self, other, *, alpha=1: _plan_rsub(self, other, alpha)
+PLANNERS["rsub.Scalar"] = lambda self, other, alpha=1: _plan_rsub(self, other, alpha)
+
+
 def _div_mode(x, y, rounding_mode=None, out=None, inplace=False):
     _check_tensor("div", x)
     rd = torch.result_type(x, y)
