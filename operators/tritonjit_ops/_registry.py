@@ -17,6 +17,7 @@ import torch
 import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from ._fallback import with_aten_fallback
 from .copy import ATEN as _COPY_ATEN
 from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
@@ -261,6 +262,8 @@ _ATEN: dict[str, Callable] = {
     **_SCATTER_ATEN,
     **_LOSS_ATEN,
 }
+# enable()'s Python path: a call an implementation refuses runs aten's kernel, as on the C++ path
+_ATEN = with_aten_fallback(_ATEN)
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
