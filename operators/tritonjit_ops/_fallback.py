@@ -22,7 +22,7 @@ def with_aten_fallback(table: dict[str, Callable[..., Any]]) -> dict[str, Callab
     """``table`` (aten overload -> implementation) with each implementation falling back to
     aten's own kernel for the active backend's dispatch key."""
     key = tritonjit.current_backend().dispatch_key
-    keyset = torch._C.DispatchKeySet(key)
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
     out: dict[str, Callable[..., Any]] = {}
     for name, impl in table.items():
         base, _, overload = name.partition(".")

@@ -211,10 +211,11 @@ def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
         raise _refuse("index", "indices other than one integer index tensor")
     k = pos[0]
     index = idx[k]
+    assert index is not None
     if index.dtype not in (torch.int64, torch.int32) or index.device != x.device or k >= x.dim():
         raise _refuse("index", "an index that is not an integer tensor on self's device")
     size = x.shape[k]
-    if host_check_allowed(index) and index.numel() and bool(((index < -size) | (index >= size)).any()):
+    if host_check_allowed(index) and index.numel() and bool(torch.any((index < -size) | (index >= size))):
         raise _refuse("index", "an index out of range")  # aten's error
     pre, post = list(x.shape[:k]), list(x.shape[k + 1:])
     P = 1
