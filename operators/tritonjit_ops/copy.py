@@ -22,7 +22,7 @@ import tritonjit
 from ._common import jit
 from ._fallback import with_aten_fallback
 from ._plan import Buffer, In, Out, Plan, execute, launch
-from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, plan, run
+from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
 
 Tensor = torch.Tensor
 
@@ -365,7 +365,7 @@ def _arange_kernel(out, n, s_hi, s_lo, d_hi, d_lo, IS_FLOAT: tl.constexpr, BLOCK
     else:
         z = tl.zeros([BLOCK], tl.int64)
         v = (z + s_hi) + offs.to(tl.int64) * (z + d_hi)
-    tl.store(out + offs, v.to(out.dtype.element_ty), mask=mask)
+    tl.store(out + offs, _to_out(v, out.dtype.element_ty), mask=mask)
 
 
 _arange_k = jit(_arange_kernel)

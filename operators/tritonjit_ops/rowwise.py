@@ -43,7 +43,8 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         v = _cast(tl.load(base + cols, mask=m, other=0), CT)
         tl.store(out + row * N + cols, tl.cumsum(v, 0).to(out.dtype.element_ty), mask=m)
     elif OP == "cumprod":
-        v = _cast(tl.load(base + cols, mask=m, other=1), CT)
+        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        v = tl.where(m, v, 1)  # (not other=1: Triton's interpreter reads a bf16 `other` as raw bits)
         tl.store(out + row * N + cols, tl.cumprod(v, 0).to(out.dtype.element_ty), mask=m)
     elif OP == "sort":
         v = tl.load(base + cols, mask=m)
@@ -84,16 +85,16 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         tl.store(out + row, best.to(out.dtype.element_ty))
         tl.store(out2 + row, bi.to(tl.int64))
     elif OP == "prod":
-        v = _cast(tl.load(base + cols, mask=m, other=1), CT)
+        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), 1)
         tl.store(out + row, tl.reduce(v, 0, _mul).to(out.dtype.element_ty))
     elif OP == "any":
         nz = (tl.load(base + cols, mask=m, other=0) != 0).to(tl.int32)
         tl.store(out + row, tl.max(nz, 0).to(out.dtype.element_ty))
     elif OP == "all":
-        nz = (tl.load(base + cols, mask=m, other=1) != 0).to(tl.int32)
+        nz = tl.where(m, tl.load(base + cols, mask=m, other=0) != 0, 1).to(tl.int32)
         tl.store(out + row, tl.min(nz, 0).to(out.dtype.element_ty))
     elif OP == "logsumexp":
-        v = _cast(tl.load(base + cols, mask=m, other=-float("inf")), CT)
+        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), -float("inf"))
         mx = tl.max(v, 0)
         ms = tl.where(tl.abs(mx) == float("inf"), 0.0, mx)
         s = tl.sum(tl.where(m, tl.exp(v - ms), 0.0), 0)
