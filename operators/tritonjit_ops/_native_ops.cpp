@@ -25,6 +25,7 @@
 #include <tritonjit/function.h>
 
 #include <atomic>
+#include <optional>
 #include <mutex>
 #include <deque>
 #include <memory>
@@ -267,7 +268,11 @@ class OpKernel final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     c10::IValue* args = stack->data() + (stack->size() - nargs_);
-    if (redispatch_ && !on_backend(args)) return to_aten(op, ks, stack);
+    if (redispatch_) {
+      const int where = backend_of(args);
+      if (where == kNoTensors) return factory(op, ks, stack);
+      if (where == kOtherBackend) return to_aten(op, ks, stack);
+    }
     tritonjit::detail::Key key;
     int dev_arg = -1;
     if (planner_ != nullptr && build_key(args, key, dev_arg)) {
@@ -286,29 +291,58 @@ class OpKernel final : public c10::OperatorKernel {
   }
 
  private:
-  // Whether the call's tensors are the active backend's (0-dim CPU tensors are scalars).
-  bool on_backend(const c10::IValue* args) const {
-    bool any = false;
-    auto on = [&](const at::Tensor& t) {
+  static constexpr int kOnBackend = 1, kOtherBackend = 0, kNoTensors = -1;
+
+  // Whether the call's tensors (lists of tensors included) are the active backend's (0-dim
+  // CPU tensors are scalars); kNoTensors for a factory call (arange, ...).
+  int backend_of(const c10::IValue* args) const {
+    bool any = false, seen = false;
+    auto visit = [&](const at::Tensor& t) -> bool {
       if (!t.defined()) return true;
+      seen = true;
       const c10::DeviceType dt = t.device().type();
       if (dt == device_type_) {
         any = true;
-        return true;
+      } else if (!(dt == c10::DeviceType::CPU && t.dim() == 0)) {
+        return false;
       }
-      return dt == c10::DeviceType::CPU && t.dim() == 0;
+      return true;
     };
     for (size_t i = 0; i < nargs_; i++) {
       if (args[i].isTensor()) {
-        if (!on(args[i].toTensor())) return false;
-      } else if (args[i].isTensorList()) {  // the foreach/fused optimizer ops take only lists
-        const c10::List<at::Tensor> list = args[i].toTensorList();
-        for (size_t j = 0; j < list.size(); j++) {
-          if (!on(list.get(j))) return false;
-        }
+        if (!visit(args[i].toTensor())) return kOtherBackend;
+      } else if (args[i].isTensorList()) {
+        for (const at::Tensor& t : args[i].toTensorList().vec())
+          if (!visit(t)) return kOtherBackend;
       }
     }
-    return any;
+    if (!seen) return kNoTensors;
+    return any ? kOnBackend : kOtherBackend;
+  }
+
+  // A call without tensor arguments (a factory: arange, ...): ours where its device is the
+  // active backend's (the Python implementation; aten's kernel where that refuses), else
+  // aten's kernel of the device its dtype/layout/device arguments name, as aten's own
+  // BackendSelect kernel chooses it.
+  void factory(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const c10::IValue* args = stack->data() + (stack->size() - nargs_);
+    std::optional<at::ScalarType> dtype;
+    std::optional<at::Layout> layout;
+    std::optional<at::Device> device;
+    for (size_t i = 0; i < nargs_; i++) {
+      if (args[i].isNone()) continue;
+      if (names_[i] == "dtype" && args[i].isInt()) dtype = static_cast<at::ScalarType>(args[i].toInt());
+      if (names_[i] == "layout" && args[i].isInt()) layout = static_cast<at::Layout>(args[i].toInt());
+      if (names_[i] == "device" && args[i].isDevice()) device = args[i].toDevice();
+    }
+    const c10::DeviceType dt = device ? device->type() : c10::DeviceType::CPU;
+    if (dt == device_type_ && (!layout || *layout == at::kStrided)) {
+      g_fallback_calls++;
+      if (call_python(op, stack)) return;
+    }
+    g_aten_calls++;
+    const c10::DispatchKey key = c10::computeDispatchKey(dtype, layout, device);
+    op.redispatchBoxed((ks & kAfterBackendSelect) | c10::DispatchKeySet(key), stack);
   }
 
   void to_aten(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) const {

@@ -20,6 +20,15 @@ import tritonjit
 
 from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
 from . import autograd as _autograd
+from ._fallback import with_aten_fallback
+from .copy import ATEN as _COPY_ATEN
+from .copy import PLANNERS as _COPY_PLANNERS
+from .elementwise import ATEN as _ELEMENTWISE_ATEN
+from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
+from .loss import ATEN as _LOSS_ATEN
+from .random import ATEN as _RANDOM_ATEN
+from .rowwise import ATEN as _ROWWISE_ATEN
+from .scatter import ATEN as _SCATTER_ATEN
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -270,16 +279,25 @@ _ATEN: dict[str, Callable] = {
     "mm": matmul.mm, "bmm": matmul.bmm,
     "addmm": matmul.addmm,
     "index_select": indexing.index_select, "gather": _gather, "embedding": _embedding,
+    **_ELEMENTWISE_ATEN,
+    **_COPY_ATEN,
+    **_RANDOM_ATEN,
+    **_ROWWISE_ATEN,
+    **_SCATTER_ATEN,
+    **_LOSS_ATEN,
 }
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
+# enable()'s Python path: a call an implementation refuses runs aten's kernel, as on the C++ path
+_ATEN = with_aten_fallback(_ATEN)
 
 
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
-                                  **indexing.PLANNERS, **matmul.PLANNERS}
+                                  **indexing.PLANNERS, **matmul.PLANNERS,
+                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 
 

@@ -137,6 +137,7 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         "index_select": (i["table"], 0, i["sel"]), "gather": (x, 1, i["gidx"]), "embedding": (i["table"], i["ids"]),
     }
     args.update(_backward_args(i, dev, dtype))
+    args["nll_loss_forward"] = (i["logits"], i["target"], None, 1, -100)
     for n in ("neg", "abs", "exp", "sigmoid", "tanh", "relu", "silu", "gelu"):
         args[n] = (x,)
     for n in ("log", "sqrt", "rsqrt"):
@@ -144,6 +145,7 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
     kwargs = {"add.Tensor": {"alpha": 2}, "gelu": {"approximate": "tanh"}}
     refs = {"_fused_rms_norm_backward": _rms_backward_ref(args["_fused_rms_norm_backward"])}  # no aten CPU kernel
     cases = [Case(n, lambda n=n, a=a: _aten(n)(*a, **kwargs.get(n, {})), refs.get(n)) for n, a in args.items()]
+    cases += [_schema_case(n, i) for n in _ATEN if n not in args]
     cases += [
         Case("mul.Tensor/cpu-scalar-tensor", lambda: _aten("mul.Tensor")(x, i["scalar_cpu"]), None),
         Case("add.Tensor/transposed", lambda: _aten("add.Tensor")(x.t(), z.t()), None),
@@ -182,6 +184,80 @@ def _rms_backward_ref(args: tuple) -> Callable[[], Any]:
         return torch.autograd.grad(F.rms_norm(xs, ns, ws, 1e-6), (xs, ws), dy)
 
     return ref
+
+
+def _schema_case(name: str, i: dict[str, Any]) -> Case:
+    """A call of ``name`` with arguments chosen from its schema: tensors like ``x`` (integers
+    for bitwise ops), a bool ``mask``, Scalars, an empty ``out=`` (resized as aten does),
+    ``self`` cloned first for in-place overloads (each call starts from the same values)."""
+    x, z = i["x"], i["z"]
+    ints = name.startswith("bitwise")
+    if ints:
+        x, z = (x * 10).to(torch.int32), (z * 10).to(torch.int32)
+    schema = _aten(name)._schema
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    out_like = None
+    base = name.partition(".")[0].rstrip("_")
+    dev = x.device
+    # the index family: index tensors in range, sources of matching shapes (x is [4, 6])
+    by_name: dict[str, Any] = {
+        "index": torch.tensor([[0, 3, 1, 2, 5, 4]] * 4, device=dev) if base.startswith("scatter")
+        else torch.tensor([3, 0], device=dev),
+        "src": z, "source": z[:2] if base.startswith("index") else z,
+        "indices": [torch.tensor([3, 0], device=dev)], "values": z[:2],
+    }
+    stop = False  # a defaulted argument left out: the later positional ones too
+    for k, a in enumerate(schema.arguments):
+        t = str(a.type)
+        t = t[len("Optional["):-1] if t.startswith("Optional[") else t
+        if a.name == "out":
+            out_like = x
+            continue
+        if a.kwarg_only or stop:
+            if a.name == "rounding_mode":
+                kwargs[a.name] = "floor"
+            elif a.name == "device":  # factories: the inputs' device
+                kwargs[a.name] = x.device
+            elif a.name == "stable":
+                kwargs[a.name] = True
+            continue
+        if a.name in by_name and not (a.name == "src" and t.startswith("Scalar")):
+            v = by_name[a.name]
+        elif t == "int" and a.name == "dim":
+            v = 0 if base.startswith("index") else 1
+        elif t in ("int", "SymInt") and a.name == "k":
+            v = 2
+        elif t.startswith(("List[int]", "int[]")) and a.name == "dim":
+            v = [1]
+        elif t.startswith(("List[Tensor]", "Tensor[]")):
+            v = [x, z]
+        elif t.startswith(("List[int]", "int[]", "SymInt[]")):
+            v = [2, 1]
+        elif t.startswith("Tensor"):
+            v = i["cond"] if a.name in ("mask", "mask_") else x if k == 0 else torch.tensor(1.5).to(x.device, x.dtype) \
+                if a.name == "value" else z + k
+        elif t.startswith(("Scalar", "number")):
+            v = {"start": 1, "end": 7, "step": 2}.get(a.name, 2 if ints else (-0.5 if a.name == "min" else 0.5) if k else 2.0)
+        elif t in ("float", "bool") and a.name in ("p", "train", "scale", "from", "to", "mean", "std"):
+            # random ops with results eager agrees with, through the RNG path: dropout's p = 1
+            # drops everything, bernoulli's p = 1 is all ones, uniform on [0.5, 0.5], std 0
+            v = {"p": 1.0, "train": True, "scale": 2.0, "from": 0.5, "to": 0.5, "mean": 0.5, "std": 0.0}[a.name]
+        elif a.has_default_value():
+            stop = True
+            continue
+        else:
+            raise ValueError(f"_sync_cases: no automatic argument for {name}'s {a.name} ({t})")
+        args.append(v)
+    inplace = schema.arguments and schema.arguments[0].alias_info is not None and schema.arguments[0].alias_info.is_write
+
+    def call() -> Any:
+        a = [args[0].clone() if inplace else args[0], *args[1:]]
+        if out_like is not None:
+            kwargs["out"] = torch.empty(0, dtype=out_like.dtype, device=out_like.device)
+        return _aten(name)(*a, **kwargs)
+
+    return Case(name, call, None)
 
 
 def aten_name(case: Case) -> str:

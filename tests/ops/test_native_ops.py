@@ -107,14 +107,15 @@ def test_scalar_values_are_runtime_arguments(native):
 
 def test_calls_tritonjit_cannot_take_go_on_to_aten_as_in_eager(native):
     """Under enable() a model keeps working where eager works: a call no plan and no Python
-    implementation of tritonjit takes (complex numbers, exp of bools) gets aten's own
-    kernel, below enable()'s."""
-    z, b = torch.tensor([1 + 2j, 3 - 1j]), torch.tensor([True, False])
+    implementation of tritonjit takes (complex numbers, neg of uint8) gets aten's own
+    kernel, below enable()'s. (Not exp of bools: aten's kernel casts them to float with
+    _to_copy, which tritonjit routes.)"""
+    z, b = torch.tensor([1 + 2j, 3 - 1j]), torch.tensor([1, 200], dtype=torch.uint8)
     T.disable()
-    want = [z + z, torch.exp(b)]
+    want = [z + z, torch.neg(b)]
     T.enable(wait_native=True)
     before = native.stats()
-    got = [z + z, torch.exp(b)]
+    got = [z + z, torch.neg(b)]
     d = _delta(before, native.stats())
     assert d["aten_calls"] == 2 and d["launches"] == 0
     for g, w in zip(got, want):

@@ -1,0 +1,435 @@
+"""Copies, casts, fills and shape ops that launch kernels: ``_to_copy``, ``copy_``, ``clone``,
+``cat``, ``stack``, ``fill_``, ``zero_``, ``zeros_like``/``ones_like``/``full_like``,
+``repeat``, ``triu``/``tril``.
+
+The copies are elementwise.py's strided kernel with op "copy" (any source and
+destination strides, broadcasting, dtype casts); ``cat`` is one such copy per input into
+its slice of the output. Outputs keep aten's layout: ``_to_copy``/``clone``/``*_like``
+allocate with ``torch.empty_like`` (``preserve_format``: the input's strides where it is
+dense). What they do not take (another device, complex dtypes, a sparse layout) raises
+NotImplementedError, which under ``enable()`` hands the call to aten's own kernel.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+import triton
+import triton.language as tl
+import tritonjit
+
+from ._common import jit
+from ._fallback import with_aten_fallback
+from ._plan import Buffer, In, Out, Plan, execute, launch
+from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
+
+Tensor = torch.Tensor
+
+
+#: c10::MemoryFormat and c10::Layout values: the C++ path passes these arguments as ints
+_MEMORY_FORMATS = {0: torch.contiguous_format, 1: torch.preserve_format, 2: torch.channels_last,
+                   3: torch.channels_last_3d}
+_LAYOUTS = {0: torch.strided}
+
+
+def _mf(v: Any) -> Any:
+    """A memory_format argument as torch's object (None: preserve)."""
+    if v is None:
+        return torch.preserve_format
+    return _MEMORY_FORMATS.get(v, v) if isinstance(v, int) else v
+
+
+def _strided(layout: Any) -> bool:
+    return layout is None or layout is torch.strided or (isinstance(layout, int) and _LAYOUTS.get(layout) is torch.strided)
+
+
+def _check(op: str, x: Any) -> None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.layout != torch.strided:
+        raise _refuse(op, f"an argument of type {type(x).__name__} / dtype {getattr(x, 'dtype', None)}")
+
+
+def _same_device(op: str, x: Tensor, device: Any) -> None:
+    if device is None:
+        return
+    d = torch.device(device)
+    if d.type != x.device.type or (d.index is not None and d != x.device):
+        raise _refuse(op, f"a copy to {d}")
+
+
+def _copy_into(op: str, src: Any, dst: Tensor) -> Tensor:
+    """dst[...] = src (broadcast, cast to dst's dtype)."""
+    ct = _CT[src.dtype] if isinstance(src, Tensor) else _CT[dst.dtype]
+    return run("copy", [src], dst.dtype, ct, out=dst, inplace=True)
+
+
+def to_copy(x: Tensor, *, dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+            pin_memory: bool | None = None, non_blocking: bool = False,
+            memory_format: torch.memory_format | None = None) -> Tensor:
+    """aten::_to_copy on one device: a cast and/or copy with aten's layout rules."""
+    _check("_to_copy", x)
+    _same_device("_to_copy", x, device)
+    if not _strided(layout) or pin_memory:
+        raise _refuse("_to_copy", "a layout or pinned memory")
+    dt = x.dtype if dtype is None else dtype
+    if dt not in _REAL:
+        raise _refuse("_to_copy", f"dtype {dt}")
+    out = torch.empty_like(x, dtype=dt, memory_format=_mf(memory_format))
+    return _copy_into("_to_copy", x, out) if x.numel() else out
+
+
+def _plan_to_copy(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
+                  non_blocking: bool = False, memory_format: Any = None) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
+        return None
+    mf = _mf(memory_format)
+    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
+        return None  # the output's strides follow the input's: the Python implementation
+    if device is not None:
+        d = torch.device(device)
+        if d.type != x.device.type or (d.index is not None and d != x.device):
+            return None
+    dt = x.dtype if dtype is None else dtype
+    if dt not in _REAL:
+        return None
+    return plan("copy", [x], dt, _CT[x.dtype])
+
+
+def clone(x: Tensor, *, memory_format: torch.memory_format | None = None) -> Tensor:
+    _check("clone", x)
+    out = torch.empty_like(x, memory_format=_mf(memory_format))
+    return _copy_into("clone", x, out) if x.numel() else out
+
+
+def _plan_clone(x: Any, *, memory_format: Any = None) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+        return None
+    mf = _mf(memory_format)
+    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
+        return None  # the output's strides follow the input's: the Python implementation
+    return plan("copy", [x], x.dtype, _CT[x.dtype])
+
+
+def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """aten::copy_ within one device: any strides on both sides, src broadcast, cast."""
+    _check("copy_", dst)
+    _check("copy_", src)
+    if src.device != dst.device and not (src.dim() == 0 and src.is_cpu):
+        raise _refuse("copy_", f"a copy from {src.device} to {dst.device}")
+    if src is dst or (src.data_ptr() == dst.data_ptr() and src.stride() == dst.stride() and src.shape == dst.shape
+                      and src.dtype == dst.dtype):
+        return dst
+    return _copy_into("copy_", src, dst) if dst.numel() else dst
+
+
+def fill_scalar(x: Tensor, value: Any) -> Tensor:
+    _check("fill_", x)
+    if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point and value != int(value)):
+        raise _refuse("fill_", f"value {value!r}")
+    return _copy_into("fill_", value, x) if x.numel() else x
+
+
+def fill_tensor(x: Tensor, value: Tensor) -> Tensor:
+    _check("fill_", x)
+    if not isinstance(value, Tensor) or value.dim() != 0:
+        raise _refuse("fill_", "a value tensor with dimensions")
+    return _copy_into("fill_", value, x) if x.numel() else x
+
+
+def zero_(x: Tensor) -> Tensor:
+    _check("zero_", x)
+    return _copy_into("zero_", 0, x) if x.numel() else x
+
+
+def _like(op: str, value: Any) -> Callable:
+    def fn(x: Tensor, *args: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
+           memory_format: Any = None) -> Tensor:
+        _check(op, x)
+        v = args[0] if value is None else value
+        if not _is_scalar(v) or not _strided(layout) or pin_memory:
+            raise _refuse(op, "arguments")
+        _same_device(op, x, device)
+        out = torch.empty_like(x, dtype=dtype, memory_format=_mf(memory_format))
+        if out.dtype not in _REAL:
+            raise _refuse(op, f"dtype {out.dtype}")
+        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v):
+            raise _refuse(op, f"value {v!r} for {out.dtype}")
+        return _copy_into(op, v, out) if out.numel() else out
+
+    return fn
+
+
+def _factory(op: str, value: Any, like: bool = False) -> Callable:
+    """zeros/ones/full/scalar_tensor (``like``: new_zeros/new_ones/new_full, whose dtype and
+    device default to self's): an allocation and one fill."""
+    def fn(*args: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Tensor:
+        args_ = list(args)
+        self_ = args_.pop(0) if like else None
+        if op == "scalar_tensor":
+            size, v = [], args_[0]
+        else:
+            size = list(args_[0])
+            v = args_[1] if value is None else value
+        if not _is_scalar(v) or not _strided(layout) or pin_memory:
+            raise _refuse(op, "arguments")
+        if self_ is not None:
+            _check(op, self_)
+            dt = self_.dtype if dtype is None else dtype
+            dev = self_.device if device is None else device
+        else:
+            dt = dtype if dtype is not None else (
+                torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) and value is None
+                and op != "scalar_tensor" else torch.get_default_dtype())
+            dev = device
+        if dt not in _REAL:
+            raise _refuse(op, f"dtype {dt}")
+        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v):
+            raise _refuse(op, f"value {v!r} for {dt}")
+        out = torch.empty(size, dtype=dt, device=dev)
+        return _copy_into(op, v, out) if out.numel() else out
+
+    return fn
+
+
+def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
+    """aten::cat: one strided copy per input into its slice of the output."""
+    ts = list(tensors)
+    if not ts:
+        raise _refuse("cat", "an empty list")
+    for t in ts:
+        _check("cat", t)
+    live = [t for t in ts if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
+    if not live:
+        return torch.empty(0, dtype=_promote(ts), device=ts[0].device)
+    ref = live[0]
+    nd = ref.dim()
+    if nd == 0 or not -nd <= dim < nd:
+        raise _refuse("cat", "a zero-dim tensor or dim out of range")
+    dim %= nd
+    dev = ref.device
+    for t in live:
+        if t.dim() != nd or t.device != dev or any(t.shape[d] != ref.shape[d] for d in range(nd) if d != dim):
+            raise _refuse("cat", "inputs whose shapes or devices disagree")
+    shape = list(ref.shape)
+    shape[dim] = sum(t.shape[dim] for t in live)
+    formats = {_suggested_format(t) for t in live}  # aten: the inputs' one format, else contiguous
+    fmt = formats.pop() if len(formats) == 1 else torch.contiguous_format
+    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=fmt)
+    off = 0
+    for t in live:
+        n = t.shape[dim]
+        if n and t.numel():
+            _copy_into("cat", t, out.narrow(dim, off, n))
+        off += n
+    return out
+
+
+def _suggested_format(t: Tensor) -> torch.memory_format:
+    """aten's suggest_memory_format: channels-last where the strides are and plain
+    contiguity is not, else contiguous."""
+    for nd, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if t.dim() == nd and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
+            return fmt
+    return torch.contiguous_format
+
+
+def _promote(ts: list[Tensor]) -> torch.dtype:
+    dt = ts[0].dtype
+    for t in ts[1:]:
+        dt = torch.promote_types(dt, t.dtype)
+    return dt
+
+
+def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
+    ts = list(tensors)
+    if not ts:
+        raise _refuse("stack", "an empty list")
+    nd = ts[0].dim() + 1
+    if not -nd <= dim < nd or any(t.shape != ts[0].shape for t in ts):
+        raise _refuse("stack", "shapes or dim")
+    return cat([t.unsqueeze(dim % nd) for t in ts], dim % nd)
+
+
+def _interleaved(x: Tensor, rank: int) -> Tensor:
+    """x viewed as (1, s0, 1, s1, ...) over ``rank`` dims (leading 1s padded): views only."""
+    v = x
+    for _ in range(rank - x.dim()):
+        v = v.unsqueeze(0)
+    for i in range(rank):
+        v = v.unsqueeze(2 * i)
+    return v
+
+
+def repeat(x: Tensor, repeats: list[int]) -> Tensor:
+    """aten::repeat: the input, broadcast over interleaved repeat dims, copied once."""
+    _check("repeat", x)
+    reps = list(repeats)
+    if len(reps) < x.dim() or any(r < 0 for r in reps):
+        raise _refuse("repeat", "repeats")
+    shape = [1] * (len(reps) - x.dim()) + list(x.shape)
+    inter = [d for r, s in zip(reps, shape) for d in (r, s)]
+    src = _interleaved(x, len(reps)).expand(inter)
+    out = torch.empty(inter, dtype=x.dtype, device=x.device)
+    if out.numel():
+        _copy_into("repeat", src, out)
+    return out.reshape([r * s for r, s in zip(reps, shape)])
+
+
+def _plan_repeat(x: Any, repeats: Any) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+        return None
+    reps = list(repeats)
+    if len(reps) < x.dim() or any(r < 0 for r in reps):
+        return None
+    shape = [1] * (len(reps) - x.dim()) + list(x.shape)
+    inter = [d for r, s in zip(reps, shape) for d in (r, s)]
+    src = _interleaved(x, len(reps)).expand(inter)  # a view at In(0)'s address
+    final = tuple(r * s for r, s in zip(reps, shape))
+    buf = Buffer(final, x.dtype)
+    if 0 in inter:
+        return Plan((buf,), ())
+    L = _launch("copy", [src], [In(0)], Buffer(tuple(inter), x.dtype), Out(0), inter, _CT[x.dtype], [])
+    return None if L is None else Plan((buf,), (L,))
+
+
+# ----------------------------------------------------------------- triu / tril
+@triton.jit
+def _tri_kernel(x, out, n, M, N, diag, UPPER: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    j = offs % N
+    i = (offs // N) % M
+    if UPPER:
+        keep = (j - i) >= diag
+    else:
+        keep = (j - i) <= diag
+    v = tl.load(x + offs, mask=mask)
+    tl.store(out + offs, tl.where(keep, v, tl.zeros_like(v)), mask=mask)
+
+
+_tri_k = jit(_tri_kernel)
+
+
+def _tri_plan(upper: bool, x: Any, diagonal: int = 0) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.dim() < 2 or not x.is_contiguous():
+        return None
+    n = x.numel()
+    buf = Buffer(tuple(x.shape), x.dtype)
+    if n == 0:
+        return Plan((buf,), ())
+    M, N = x.shape[-2], x.shape[-1]
+    return Plan((buf,), (launch(_tri_k, ((n + 1023) // 1024,), In(0), Out(0), n, M, N, diagonal, UPPER=upper,
+                                BLOCK=1024),))
+
+
+def _tri(upper: bool) -> tuple[Callable, Callable]:
+    op = "triu" if upper else "tril"
+
+    def fn(x: Tensor, diagonal: int = 0) -> Tensor:
+        _check(op, x)
+        if x.dim() < 2:
+            raise _refuse(op, "a tensor of rank < 2")
+        xc = x.contiguous()
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        n = x.numel()
+        if n:
+            execute(launch(_tri_k, ((n + 1023) // 1024,), xc, out, n, x.shape[-2], x.shape[-1], diagonal,
+                           UPPER=upper, BLOCK=1024))
+        return out
+
+    def fn_(x: Tensor, diagonal: int = 0) -> Tensor:
+        _check(op, x)
+        if x.dim() < 2 or not x.is_contiguous():
+            raise _refuse(op + "_", "a non-contiguous self")
+        n = x.numel()
+        if n:
+            execute(launch(_tri_k, ((n + 1023) // 1024,), x, x, n, x.shape[-2], x.shape[-1], diagonal,
+                           UPPER=upper, BLOCK=1024))
+        return x
+
+    return fn, fn_
+
+
+_triu, _triu_ = _tri(True)
+_tril, _tril_ = _tri(False)
+
+# ----------------------------------------------------------------- arange
+@triton.jit
+def _arange_kernel(out, n, s_hi, s_lo, d_hi, d_lo, IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
+    # float start/step arrive as fp32 pairs (hi + lo): about 48 bits of each, summed in fp64
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    if IS_FLOAT:
+        z = tl.zeros([BLOCK], tl.float64)
+        v = (z + s_hi + s_lo) + offs.to(tl.float64) * (z + d_hi + d_lo)
+    else:
+        z = tl.zeros([BLOCK], tl.int64)
+        v = (z + s_hi) + offs.to(tl.int64) * (z + d_hi)
+    tl.store(out + offs, _to_out(v, out.dtype.element_ty), mask=mask)
+
+
+_arange_k = jit(_arange_kernel)
+
+
+def _split(v: float) -> tuple[float, float]:
+    hi = float(torch.tensor(v, dtype=torch.float32))
+    return hi, float(torch.tensor(v - hi, dtype=torch.float32))
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, layout: Any = None, device: Any = None,
+           pin_memory: Any = None) -> Tensor:
+    """aten::arange (all three overloads): size and values as aten computes them."""
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if not all(_is_scalar(v) for v in vals) or not _strided(layout) or pin_memory:
+        raise _refuse("arange", "arguments")
+    start, end, step = vals
+    if dtype is None:
+        dtype = torch.int64 if all(isinstance(v, int) for v in vals) else torch.get_default_dtype()
+    if dtype not in _REAL or dtype == torch.bool:
+        raise _refuse("arange", f"dtype {dtype}")
+    if step == 0 or (end - start) * step < 0 and end != start:
+        raise _refuse("arange", "a step of the wrong sign")  # aten's error
+    if any(abs(v) > 2**53 for v in vals if isinstance(v, int)):
+        raise _refuse("arange", "integers beyond float64's exact range")
+    size = max(0, math.ceil((end - start) / step)) if dtype.is_floating_point or not all(
+        isinstance(v, int) for v in vals) else max(0, -((start - end) // step))
+    out = torch.empty(size, dtype=dtype, device=device)
+    if size:
+        if dtype.is_floating_point:
+            (sh, sl), (dh, dl) = _split(float(start)), _split(float(step))
+        else:
+            sh, sl, dh, dl = int(start), 0, int(step), 0
+        execute(launch(_arange_k, ((size + 1023) // 1024,), out, size, sh, sl, dh, dl,
+                       IS_FLOAT=dtype.is_floating_point, BLOCK=1024))
+    return out
+
+
+ATEN: dict[str, Callable] = {
+    "arange": lambda end, *, dtype=None, layout=None, device=None, pin_memory=None: arange(
+        end, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory),
+    "arange.start": lambda start, end, *, dtype=None, layout=None, device=None, pin_memory=None: arange(
+        start, end, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory),
+    "arange.start_step": lambda start, end, step=1, *, dtype=None, layout=None, device=None, pin_memory=None: arange(
+        start, end, step, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory),
+    "_to_copy": to_copy, "clone": clone, "copy_": copy_,
+    "fill_.Scalar": fill_scalar, "fill_.Tensor": fill_tensor, "zero_": zero_,
+    "zeros_like": _like("zeros_like", 0), "ones_like": _like("ones_like", 1), "full_like": _like("full_like", None),
+    "cat": cat, "stack": stack, "repeat": repeat,
+    "zeros": _factory("zeros", 0), "ones": _factory("ones", 1), "full": _factory("full", None),
+    "scalar_tensor": _factory("scalar_tensor", None),
+    "new_zeros": _factory("new_zeros", 0, like=True), "new_ones": _factory("new_ones", 1, like=True),
+    "new_full": _factory("new_full", None, like=True),
+    "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
+}
+if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
+    # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
+    # storage onto itself): routed, each launch would pay two Python calls of copy_.
+    del ATEN["copy_"]
+PLANNERS: dict[str, Callable] = {
+    "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat,
+    "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
+    "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
+}
+ATEN = with_aten_fallback(ATEN)

@@ -1,0 +1,1107 @@
+"""More elementwise aten ops: math, comparisons, logic, clamps, activations; with their
+in-place (``exp_``) and ``out=`` variants.
+
+One rank-4 strided kernel serves them all: up to three operands (each a tensor of any
+strides, broadcast, or a scalar), up to three Scalar parameters, and an output of any
+strides, so an in-place op writes straight into a non-contiguous ``self`` and ``out=``
+into the tensor given. The compute type is a constexpr string (fp32 for 16-bit floats).
+
+Calls this module does not take (complex dtypes, ranks beyond 4 after coalescing, an
+output that overlaps an input partially, an ``out=`` to resize) raise
+``NotImplementedError``; under ``enable()`` they then run on aten's own kernel, as in
+eager. The transcendental functions without a Triton builtin that runs everywhere
+(atan, asin, acos, erfinv, ...) are float32-accurate polynomials: float64 calls of
+those go to aten.
+"""
+from __future__ import annotations
+
+from numbers import Number
+from typing import Any, Callable, Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
+from ._fallback import with_aten_fallback
+from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
+
+Tensor = torch.Tensor
+_INT32_MAX = 2**31 - 1
+_BLOCK = 1024
+
+
+# --------------------------------------------------------------------- kernels
+@triton.jit
+def _cast(x, CT: tl.constexpr):
+    if CT == "fp32":
+        r = x.to(tl.float32)
+    elif CT == "fp64":
+        r = x.to(tl.float64)
+    elif CT == "i64":
+        r = x.to(tl.int64)
+    elif CT == "i32":
+        r = x.to(tl.int32)
+    elif CT == "i16":
+        r = x.to(tl.int16)
+    elif CT == "i8":
+        r = x.to(tl.int8)
+    elif CT == "u8":
+        r = x.to(tl.uint8)
+    else:  # "i1"
+        r = x != 0
+    return r
+
+
+@triton.jit
+def _atan_unit(t):
+    """atan(t) for t in [0, 1] (Cephes atanf: float32 accuracy)."""
+    big = t > 0.41421356237309503
+    z = tl.where(big, (t - 1.0) / (t + 1.0), t)
+    zz = z * z
+    p = (((8.05374449538e-2 * zz - 1.38776856032e-1) * zz + 1.99777106478e-1) * zz - 3.33329491539e-1) * zz * z + z
+    return tl.where(big, 0.7853981633974483 + p, p)
+
+
+@triton.jit
+def _atan2(y, x):
+    ax = tl.abs(x)
+    ay = tl.abs(y)
+    mx = tl.maximum(ax, ay)
+    mn = tl.minimum(ax, ay)
+    t = tl.where(mx == 0, 0.0, mn / tl.where(mx == 0, 1.0, mx))
+    r = _atan_unit(t)
+    r = tl.where(ay > ax, 1.5707963267948966 - r, r)
+    r = tl.where(x < 0, 3.141592653589793 - r, r)
+    r = tl.where(y < 0, -r, r)
+    return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def _log1p(x):
+    u = 1.0 + x
+    d = u - 1.0
+    return tl.where(d == 0, x, tl.log(u) * (x / tl.where(d == 0, 1.0, d)))
+
+
+@triton.jit
+def _expm1(x):
+    u = tl.exp(x)
+    d = u - 1.0
+    lu = tl.log(u)
+    r = tl.where(u == 1.0, x, tl.where(d == -1.0, -1.0, d * x / tl.where(lu == 0, 1.0, lu)))
+    return tl.where(x > 80.0, u, r)
+
+
+@triton.jit
+def _tanh(x):
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _erfinv(x):
+    """Giles' single-precision approximation of erfinv."""
+    w = -tl.log((1.0 - x) * (1.0 + x))
+    ws = w - 2.5
+    p1 = 2.81022636e-08
+    p1 = 3.43273939e-07 + p1 * ws
+    p1 = -3.5233877e-06 + p1 * ws
+    p1 = -4.39150654e-06 + p1 * ws
+    p1 = 0.00021858087 + p1 * ws
+    p1 = -0.00125372503 + p1 * ws
+    p1 = -0.00417768164 + p1 * ws
+    p1 = 0.246640727 + p1 * ws
+    p1 = 1.50140941 + p1 * ws
+    wl = tl.sqrt(tl.where(w < 5.0, 5.0, w)) - 3.0
+    p2 = -0.000200214257
+    p2 = 0.000100950558 + p2 * wl
+    p2 = 0.00134934322 + p2 * wl
+    p2 = -0.00367342844 + p2 * wl
+    p2 = 0.00573950773 + p2 * wl
+    p2 = -0.0076224613 + p2 * wl
+    p2 = 0.00943887047 + p2 * wl
+    p2 = 1.00167406 + p2 * wl
+    p2 = 2.83297682 + p2 * wl
+    r = tl.where(w < 5.0, p1, p2) * x
+    r = tl.where(tl.abs(x) == 1.0, x * float("inf"), r)
+    return tl.where(tl.abs(x) > 1.0, float("nan"), r)
+
+
+@triton.jit
+def _floor_div(a, b, IS_FLOAT: tl.constexpr):
+    if IS_FLOAT:
+        r = tl.floor(a / b)
+    else:
+        q = a // b
+        r = tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+    return r
+
+
+@triton.jit
+def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
+    # ---- unary
+    if OP == "copy":
+        r = a
+    elif OP == "neg":
+        r = -a
+    elif OP == "abs":
+        r = tl.where(a < 0, -a, a)
+    elif OP == "exp":
+        r = tl.exp(a)
+    elif OP == "log":
+        r = tl.log(a)
+    elif OP == "sqrt":
+        r = tl.sqrt(a)
+    elif OP == "rsqrt":
+        r = 1.0 / tl.sqrt(a)
+    elif OP == "sigmoid":
+        r = 1.0 / (1.0 + tl.exp(-a))
+    elif OP == "tanh":
+        r = _tanh(a)
+    elif OP == "relu":
+        r = tl.where(a > 0, a, 0).to(a.dtype)
+        r = tl.where(a != a, a, r)
+    elif OP == "silu":
+        r = a / (1.0 + tl.exp(-a))
+    elif OP == "gelu":
+        r = 0.5 * a * (1.0 + tl.erf(a * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        r = 0.5 * a * (1.0 + _tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+    elif OP == "exp2":
+        r = tl.exp2(a)
+    elif OP == "expm1":
+        r = _expm1(a)
+    elif OP == "log1p":
+        r = _log1p(a)
+    elif OP == "log2":
+        r = tl.log2(a)
+    elif OP == "log10":
+        r = tl.log(a) * 0.4342944819032518
+    elif OP == "sin":
+        r = tl.sin(a)
+    elif OP == "cos":
+        r = tl.cos(a)
+    elif OP == "tan":
+        r = tl.sin(a) / tl.cos(a)
+    elif OP == "atan":
+        r = _atan2(a, tl.full(a.shape, 1.0, a.dtype))
+    elif OP == "asin":
+        r = _atan2(a, tl.sqrt((1.0 - a) * (1.0 + a)))
+        r = tl.where(tl.abs(a) > 1.0, float("nan"), r)
+    elif OP == "acos":
+        r = _atan2(tl.sqrt((1.0 - a) * (1.0 + a)), a)
+        r = tl.where(tl.abs(a) > 1.0, float("nan"), r)
+    elif OP == "sinh":
+        e = _expm1(tl.abs(a))
+        r = 0.5 * (e + e / (e + 1.0))
+        r = tl.where(a < 0, -r, r)
+    elif OP == "cosh":
+        e = tl.exp(tl.abs(a))
+        r = 0.5 * (e + 1.0 / e)
+    elif OP == "asinh":
+        x = tl.abs(a)
+        r = _log1p(x + x * x / (1.0 + tl.sqrt(1.0 + x * x)))
+        r = tl.where(x > 1e10, tl.log(x) + 0.6931471805599453, r)
+        r = tl.where(a < 0, -r, r)
+    elif OP == "atanh":
+        r = 0.5 * _log1p(2.0 * a / (1.0 - a))
+    elif OP == "erf":
+        r = tl.erf(a)
+    elif OP == "erfc":
+        r = 1.0 - tl.erf(a)
+    elif OP == "erfinv":
+        r = _erfinv(a)
+    elif OP == "reciprocal":
+        r = 1.0 / a
+    elif OP == "floor":
+        r = tl.floor(a)
+    elif OP == "ceil":
+        r = tl.ceil(a)
+    elif OP == "trunc":
+        r = tl.where(a < 0, tl.ceil(a), tl.floor(a))
+    elif OP == "frac":
+        r = a - tl.where(a < 0, tl.ceil(a), tl.floor(a))
+    elif OP == "round":  # half to even
+        f = tl.floor(a)
+        d = a - f
+        even = (f * 0.5) == tl.floor(f * 0.5)
+        r = tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(even, f, f + 1.0)))
+    elif OP == "sign":
+        r = tl.where(a > 0, 1, tl.where(a < 0, -1, 0)).to(a.dtype)
+    elif OP == "isnan":
+        r = a != a
+    elif OP == "isinf":
+        r = tl.abs(a) == float("inf")
+    elif OP == "logical_not":
+        r = a == 0
+    elif OP == "bitwise_not":
+        r = ~a
+    elif OP == "nan_to_num":
+        r = tl.where(a != a, s0, tl.where(a == float("inf"), s1, tl.where(a == -float("inf"), s2, a)))
+    elif OP == "hardtanh":
+        r = tl.where(a < s0, s0, tl.where(a > s1, s1, a))
+    elif OP == "leaky_relu":
+        r = tl.where(a > 0, a, a * s0)
+    elif OP == "elu":  # s0 alpha, s1 scale, s2 input_scale
+        r = tl.where(a > 0, a * s1, s0 * s1 * _expm1(a * s2))
+    elif OP == "softplus":  # s0 beta, s1 threshold
+        r = tl.where(a * s0 > s1, a, _log1p(tl.exp(a * s0)) / s0)
+    elif OP == "hardsigmoid":
+        r = tl.minimum(tl.maximum(a / 6.0 + 0.5, 0.0), 1.0)
+    elif OP == "hardswish":
+        r = a * tl.minimum(tl.maximum(a + 3.0, 0.0), 6.0) / 6.0
+    elif OP == "mish":
+        sp = tl.where(a > 20.0, a, _log1p(tl.exp(a)))
+        r = a * _tanh(sp)
+    # ---- binary
+    elif OP == "add":
+        r = a + b * s0
+    elif OP == "sub":
+        r = a - b * s0
+    elif OP == "mul":
+        r = a * b
+    elif OP == "div":
+        r = a / b
+    elif OP == "div_trunc":
+        if IS_FLOAT:
+            q = a / b
+            r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+        else:
+            r = a // b
+    elif OP == "div_floor":
+        r = _floor_div(a, b, IS_FLOAT)
+    elif OP == "remainder":
+        m = a % b
+        r = tl.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+    elif OP == "fmod":
+        r = a % b
+    elif OP == "pow":
+        mag = tl.exp2(b * tl.log2(tl.abs(a)))
+        b_int = b == tl.floor(b)
+        b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
+        r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
+        r = tl.where(b == 0, 1.0, r)
+        r = tl.where(a == 1.0, 1.0, r)
+    elif OP == "maximum":
+        r = tl.where((a > b) | (a != a), a, b)
+    elif OP == "minimum":
+        r = tl.where((a < b) | (a != a), a, b)
+    elif OP == "atan2":
+        r = _atan2(a, b)
+    elif OP == "eq":
+        r = a == b
+    elif OP == "ne":
+        r = a != b
+    elif OP == "lt":
+        r = a < b
+    elif OP == "le":
+        r = a <= b
+    elif OP == "gt":
+        r = a > b
+    elif OP == "ge":
+        r = a >= b
+    elif OP == "logical_and":
+        r = (a != 0) & (b != 0)
+    elif OP == "logical_or":
+        r = (a != 0) | (b != 0)
+    elif OP == "logical_xor":
+        r = (a != 0) != (b != 0)
+    elif OP == "bitwise_and":
+        r = a & b
+    elif OP == "bitwise_or":
+        r = a | b
+    elif OP == "bitwise_xor":
+        r = a ^ b
+    # ---- ternary
+    elif OP == "clamp":  # b min, c max (NaN stays NaN)
+        r = tl.where(a < b, b, a)
+        r = tl.where(r > c, c, r)
+    elif OP == "clamp_min":
+        r = tl.where(a < b, b, a)
+    elif OP == "clamp_max":
+        r = tl.where(a > b, b, a)
+    elif OP == "masked_fill":  # b mask, c value
+        r = tl.where(b != 0, c, a)
+    elif OP == "where":  # a cond
+        r = tl.where(a != 0, b, c)
+    elif OP == "lerp":  # c weight
+        d = b - a
+        r = tl.where(tl.abs(c) < 0.5, a + c * d, b - d * (1.0 - c))
+    elif OP == "mask_scale":  # dropout's backward: b the keep mask, s0 the scale
+        r = tl.where(b != 0, a * s0, 0.0)
+    elif OP == "addcmul":
+        r = a + s0 * b * c
+    else:  # "addcdiv"
+        r = a + s0 * (b / c)
+    return r
+
+
+@triton.jit
+def _to_out(r, OT: tl.constexpr):
+    """r in the output's dtype; bfloat16 rounds to nearest even from the fp32 bits, as aten's
+    casts do (Triton's interpreter truncates an fp32 -> bf16 cast, and its "rtne" mode does
+    not carry into the exponent)."""
+    if OT == tl.bfloat16 and r.dtype != tl.bfloat16:
+        f = r.to(tl.float32)
+        u = f.to(tl.uint32, bitcast=True)
+        u = u + (((u >> 16) & 1) + 0x7FFF)
+        h = tl.where(f != f, 0x7FC0, (u >> 16).to(tl.int32))
+        v = h.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    else:
+        v = r.to(OT)
+    return v
+
+
+@triton.jit
+def _ew_kernel(
+    a, b, c, out, n, s0, s1, s2,
+    d1, d2, d3,
+    as0, as1, as2, as3, bs0, bs1, bs2, bs3, cs0, cs1, cs2, cs3, os0, os1, os2, os3,
+    OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
+    A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
+    BLOCK: tl.constexpr, IDX64: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    if IDX64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
+    zero = tl.zeros([BLOCK], tl.int32)
+    if NIN >= 1:
+        if A_SCALAR:
+            x = _cast(a + zero, CT)
+        else:
+            x = _cast(tl.load(a + (i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3), mask=mask), CT)
+    else:
+        x = _cast(zero, CT)
+    if NIN >= 2:
+        if B_SCALAR:
+            y = _cast(b + zero, CT)
+        else:
+            y = _cast(tl.load(b + (i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3), mask=mask), CT)
+    else:
+        y = x
+    if NIN >= 3:
+        if C_SCALAR:
+            z = _cast(c + zero, CT)
+        else:
+            z = _cast(tl.load(c + (i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3), mask=mask), CT)
+    else:
+        z = y
+    r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
+    tl.store(out + (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), _to_out(r, out.dtype.element_ty), mask=mask)
+
+
+_ew = jit(_ew_kernel)
+
+
+# ----------------------------------------------------------------- dtype rules
+_CT = {torch.float32: "fp32", torch.float16: "fp32", torch.bfloat16: "fp32", torch.float64: "fp64",
+       torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+       torch.bool: "i1"}
+_REAL = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
+#: ops computed by float32-accurate formulas: float64 calls go to aten
+_APPROX = {"atan", "asin", "acos", "atan2", "erfinv", "sinh", "asinh", "atanh", "tan", "expm1", "log1p", "softplus",
+           "mish", "elu"}
+
+
+def _refuse(op: str, why: str) -> NotImplementedError:
+    return NotImplementedError(f"tritonjit_ops.{op}: {why}; aten's kernel serves this call")
+
+
+def _is_scalar(v: Any) -> bool:
+    return not isinstance(v, Tensor) and isinstance(v, Number) and not isinstance(v, complex)
+
+
+def _float_of(dt: torch.dtype) -> torch.dtype:
+    return dt if dt.is_floating_point else torch.get_default_dtype()
+
+
+def _ct(op: str, dt: torch.dtype) -> str:
+    if dt not in _CT:
+        raise _refuse(op, f"dtype {dt}")
+    if dt == torch.float64 and op in _APPROX:
+        raise _refuse(op, "float64 (its formula is float32-accurate)")
+    return _CT[dt]
+
+
+# ----------------------------------------------------------------- host side
+def _bshape(shapes: Sequence[Sequence[int]]) -> list[int]:
+    return list(torch.broadcast_shapes(*[tuple(s) for s in shapes])) if shapes else []
+
+
+def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
+    if not isinstance(t, Tensor):
+        return [0] * len(shape)
+    pad = len(shape) - t.dim()
+    st = [0] * pad
+    for i, (sz, s) in enumerate(zip(t.shape, t.stride())):
+        st.append(0 if sz == 1 and shape[pad + i] != 1 else s)
+    return st
+
+
+def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
+            shape: Sequence[int], ct: str, scalars: Sequence[Any]) -> Any:
+    """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
+    (a tensor of any strides, or a contiguous plan Buffer); None beyond rank 4."""
+    n = 1
+    for d in shape:
+        n *= d
+    ostr = out.stride() if isinstance(out, Tensor) else [0] * len(shape)
+    if not isinstance(out, Tensor):  # contiguous strides of a plan buffer
+        acc = 1
+        ostr = [0] * len(shape)
+        for i in range(len(shape) - 1, -1, -1):
+            ostr[i] = acc
+            acc *= shape[i]
+    strides = [_bstrides(t, shape) for t in operands] + [list(ostr)]
+    dims, cstr = coalesce(list(shape), strides)
+    if len(dims) > 4:
+        return None
+    pad = 4 - len(dims)
+    dims = [1] * pad + dims
+    cstr = [[0] * pad + s for s in cstr]
+    ostr4 = cstr.pop()
+    refs = list(refs)
+    scalar = [not isinstance(t, Tensor) for t in operands]
+    nin = len(operands)
+    while len(refs) < 3:
+        refs.append(0)
+        scalar.append(True)
+        cstr.append([0, 0, 0, 0])
+    sc = list(scalars) + [0] * (3 - len(scalars))
+    extent = max([n] + [sum(abs(s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in cstr + [ostr4]])
+    return launch(_ew, ((n + _BLOCK - 1) // _BLOCK,), refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2],
+                  dims[1], dims[2], dims[3], *cstr[0], *cstr[1], *cstr[2], *ostr4,
+                  OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
+                  C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
+
+
+def _operands(op: str, operands: Sequence[Any], out: Tensor | None = None) -> tuple[list[Any], torch.device]:
+    """Checked operands: a 0-dim CPU tensor next to device tensors becomes its value."""
+    dev = None if out is None else out.device
+    for t in operands:
+        if isinstance(t, Tensor) and not (t.dim() == 0 and t.is_cpu):
+            if dev is not None and t.device != dev:
+                raise _refuse(op, "tensors on two devices")
+            dev = t.device
+    res = []
+    for t in operands:
+        if isinstance(t, Tensor):
+            if t.dtype not in _REAL or t.layout != torch.strided:
+                raise _refuse(op, f"dtype {t.dtype} / layout {t.layout}")
+            if dev is not None and t.device != dev:
+                t = t.item()
+            elif t.is_neg() or t.is_conj():
+                t = t.resolve_neg().resolve_conj()
+        elif not _is_scalar(t):
+            raise _refuse(op, f"operand of type {type(t).__name__}")
+        res.append(t)
+    if dev is None:
+        dev = next((t.device for t in operands if isinstance(t, Tensor)), None)
+        if dev is None:
+            raise _refuse(op, "no tensor operand")
+    return res, dev
+
+
+def _overlaps(out: Tensor, operands: Sequence[Any]) -> bool:
+    """Whether writing ``out`` could clobber an operand before it is read (partial overlap)."""
+    if torch._debug_has_internal_overlap(out) == 1:  # 2 ("too hard") passes, as in aten
+        return True
+    for t in operands:
+        if isinstance(t, Tensor) and t.numel() and out.numel():
+            if t.untyped_storage().data_ptr() != out.untyped_storage().data_ptr():
+                continue
+            if not (t.data_ptr() == out.data_ptr() and t.shape == out.shape and t.stride() == out.stride()
+                    and t.dtype == out.dtype):
+                return True
+    return False
+
+
+def _fp32_exact(v: Any) -> bool:
+    """Whether the scalar ``v`` survives the trip through a kernel's fp32 scalar argument."""
+    return not isinstance(v, float) or v != v or abs(v) == float("inf") or float(torch.tensor(v, dtype=torch.float32)) == v
+
+
+def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars: Sequence[Any] = (),
+        out: Tensor | None = None, inplace: bool = False) -> Tensor:
+    """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` the operands
+    broadcast to its shape; otherwise an empty ``out`` is resized as aten does."""
+    ops, dev = _operands(op, operands, out)
+    if ct == "fp64" and not all(_fp32_exact(v) for v in [*scalars, *(t for t in ops if not isinstance(t, Tensor))]):
+        raise _refuse(op, "a float64 computation with a scalar that fp32 does not hold exactly")
+    shapes = [t.shape for t in ops if isinstance(t, Tensor)]
+    shape = _bshape(shapes + ([out.shape] if inplace and out is not None else []))
+    if out is None:
+        out = torch.empty(shape, dtype=rdtype, device=dev)
+    else:
+        if out.device != dev or out.dtype not in _REAL:
+            raise _refuse(op, "out= on another device or of an unsupported dtype")
+        if not torch.can_cast(rdtype, out.dtype):
+            raise _refuse(op, f"result type {rdtype} can't be cast to {out.dtype}")
+        if list(out.shape) != shape:
+            if inplace or out.numel() != 0:
+                raise _refuse(op, f"output of shape {list(out.shape)} for a result of shape {shape}")
+            out.resize_(shape)
+        if _overlaps(out, ops):
+            raise _refuse(op, "the output overlaps an input")
+    if out.numel() == 0:
+        return out
+    L = _launch(op, ops, ops, out, out, shape, ct, scalars)
+    if L is None:
+        raise _refuse(op, "rank beyond 4 after coalescing dims")
+    execute(L)
+    return out
+
+
+def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_refs: Sequence[Any] = (),
+         refs: Sequence[Any] | None = None) -> Plan | None:
+    """The C++ path's plan of a functional call (a new contiguous output); None where the
+    Python implementation must run. ``refs``: what the launch passes for each operand
+    (default: In(i) for tensors; Scalar operands must be given as Arg(i))."""
+    try:
+        ops, dev = _operands(op, operands)
+    except NotImplementedError:
+        return None
+    if refs is None:
+        refs = [In(i) for i in range(len(ops))]
+    if ct == "fp64" and (any(isinstance(r, Arg) for r in [*refs, *scalar_refs])
+                         or not all(_fp32_exact(v) for v in scalar_refs)):
+        return None  # a float Scalar's value must be checked per call (run)
+    if any(not isinstance(t, Tensor) and not isinstance(r, Arg) for t, r in zip(ops, refs)):
+        return None  # a value the key does not hold: the Python implementation
+    if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):
+        return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
+    shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
+    buf = Buffer(tuple(shape), rdtype)
+    if 0 in shape:
+        return Plan((buf,), ())
+    L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs)
+    return None if L is None else Plan((buf,), (L,))
+
+
+# ----------------------------------------------------------------- op families
+def _result_binary(x: Any, y: Any) -> torch.dtype:
+    return torch.result_type(x, y)
+
+
+def _float_unary_dtype(op: str, x: Tensor) -> tuple[torch.dtype, str]:
+    rd = _float_of(x.dtype)
+    return rd, _ct(op, rd)
+
+
+def _with_variants(table: dict[str, Callable], planners: dict[str, Callable], name: str, fn: Callable,
+                   planner: Callable | None, inplace: str | None = None, out: str | None = None) -> None:
+    """Register ``name`` (functional), ``inplace`` and ``out`` overloads of one op, where
+    ``fn(*args, out=None, inplace=False)`` computes it."""
+    table[name] = lambda *a, **k: fn(*a, **k)
+    if planner is not None:
+        planners[name] = planner
+    if inplace:
+        table[inplace] = lambda self, *a, **k: fn(self, *a, out=self, inplace=True, **k)
+    if out:
+        table[out] = lambda *a, out, **k: fn(*a, out=out, **k)
+
+
+ATEN: dict[str, Callable] = {}
+PLANNERS: dict[str, Callable] = {}
+
+
+def _check_tensor(op: str, x: Any) -> None:
+    if not isinstance(x, Tensor):
+        raise _refuse(op, f"self of type {type(x).__name__}")
+
+
+# unary, float result (integers compute in the default float dtype)
+_FLOAT_UNARY = ["exp2", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                "asinh", "atanh", "erf", "erfc", "erfinv", "reciprocal"]
+# ops that already have a functional overload in pointwise.py: their in-place and out variants
+_EXISTING_FLOAT_UNARY = ["exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "silu"]
+
+
+def _float_unary(op: str) -> tuple[Callable, Callable]:
+    def fn(x, out=None, inplace=False):
+        _check_tensor(op, x)
+        rd, ct = _float_unary_dtype(op, x)
+        return run(op, [x], rd, ct, out=out, inplace=inplace)
+
+    def planner(x):
+        if not isinstance(x, Tensor) or x.dtype not in _REAL:
+            return None
+        rd = _float_of(x.dtype)
+        if rd == torch.float64 and op in _APPROX:
+            return None
+        return plan(op, [x], rd, _CT[rd])
+
+    return fn, planner
+
+
+for _op in _FLOAT_UNARY:
+    _fn, _pl = _float_unary(_op)
+    _with_variants(ATEN, PLANNERS, _op, _fn, _pl, f"{_op}_", f"{_op}.out")
+for _op in _EXISTING_FLOAT_UNARY:
+    _fn, _pl = _float_unary(_op)
+    ATEN[f"{_op}_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
+    ATEN[f"{_op}.out"] = (lambda f: lambda self, *, out: f(self, out=out))(_fn)
+
+
+def _gelu(x, approximate="none", out=None, inplace=False):
+    _check_tensor("gelu", x)
+    if approximate not in ("none", "tanh"):
+        raise _refuse("gelu", f"approximate={approximate!r}")
+    if not x.dtype.is_floating_point:
+        raise _refuse("gelu", f"dtype {x.dtype}")
+    return run("gelu" if approximate == "none" else "gelu_tanh", [x], x.dtype, _ct("gelu", x.dtype), out=out,
+               inplace=inplace)
+
+
+ATEN["gelu_"] = lambda self, *, approximate="none": _gelu(self, approximate, out=self, inplace=True)
+ATEN["gelu.out"] = lambda self, *, approximate="none", out: _gelu(self, approximate, out=out)
+
+
+# unary, same dtype: rounding (identity on integers), sign, neg, abs, relu
+def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tuple[Callable, Callable]:
+    def kop(dt: torch.dtype) -> str:
+        if op in ("floor", "ceil", "round", "trunc") and not dt.is_floating_point:
+            return "copy"
+        if op == "abs" and dt in (torch.uint8, torch.bool):
+            return "copy"
+        if op == "sign" and dt == torch.bool:
+            return "copy"
+        return op
+
+    def ok(dt: torch.dtype) -> bool:
+        if dt not in _REAL or (floats_only and not dt.is_floating_point):
+            return False
+        return not (no_bool and dt == torch.bool and op not in ("sign", "abs"))
+
+    def fn(x, out=None, inplace=False):
+        _check_tensor(op, x)
+        if not ok(x.dtype):
+            raise _refuse(op, f"dtype {x.dtype}")
+        return run(kop(x.dtype), [x], x.dtype, _ct(op, x.dtype), out=out, inplace=inplace)
+
+    def planner(x):
+        if not isinstance(x, Tensor) or not ok(x.dtype):
+            return None
+        return plan(kop(x.dtype), [x], x.dtype, _CT[x.dtype])
+
+    return fn, planner
+
+
+for _op in ("floor", "ceil", "round", "trunc", "sign"):
+    _fn, _pl = _same_unary(_op)
+    _with_variants(ATEN, PLANNERS, _op, _fn, _pl, f"{_op}_", f"{_op}.out")
+_fn, _pl = _same_unary("frac", floats_only=True)
+_with_variants(ATEN, PLANNERS, "frac", _fn, _pl, "frac_", "frac.out")
+for _op in ("neg", "abs"):
+    _fn, _ = _same_unary(_op)
+    ATEN[f"{_op}_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
+    ATEN[f"{_op}.out"] = (lambda f: lambda self, *, out: f(self, out=out))(_fn)
+_fn, _ = _same_unary("relu")
+ATEN["relu_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
+
+
+# predicates -> bool
+def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
+    def fn(x, out=None, inplace=False):
+        _check_tensor(op, x)
+        dt = x.dtype
+        if dt not in _REAL:
+            raise _refuse(op, f"dtype {dt}")
+        rd = torch.bool
+        if op in ("isnan", "isinf") and not dt.is_floating_point:
+            return run("copy", [False], torch.bool, "i1", out=torch.empty(x.shape, dtype=torch.bool, device=x.device))
+        return run(op, [x], rd, _CT[dt], out=out, inplace=inplace)
+
+    def planner(x):
+        if not isinstance(x, Tensor) or x.dtype not in _REAL:
+            return None
+        if op in ("isnan", "isinf") and not x.dtype.is_floating_point:
+            return None
+        return plan(op, [x], torch.bool, _CT[x.dtype])
+
+    return fn, planner
+
+
+for _op in ("isnan", "isinf"):
+    _fn, _pl = _pred(_op)
+    ATEN[_op], PLANNERS[_op] = _fn, _pl
+_fn, _pl = _pred("logical_not")
+_with_variants(ATEN, PLANNERS, "logical_not", _fn, _pl, "logical_not_", "logical_not.out")
+
+
+def _bitwise_not(x, out=None, inplace=False):
+    _check_tensor("bitwise_not", x)
+    if x.dtype not in INT_DTYPES + (torch.bool,):
+        raise _refuse("bitwise_not", f"dtype {x.dtype}")
+    return run("logical_not" if x.dtype == torch.bool else "bitwise_not", [x], x.dtype, _CT[x.dtype], out=out,
+               inplace=inplace)
+
+
+_with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, None, "bitwise_not_", "bitwise_not.out")
+
+
+# binary
+def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
+    """kind: "arith" (result_type), "float" (integers -> default float), "cmp" (-> bool),
+    "logic" (-> bool, any dtypes), "int" (integers and bool only)."""
+    def types(x: Any, y: Any, kop: str) -> tuple[torch.dtype, str]:
+        ct_dt = _result_binary(x, y)
+        if kind == "float":
+            ct_dt = _float_of(ct_dt)
+        rd = torch.bool if kind in ("cmp", "logic") else ct_dt
+        if kind == "int" and ct_dt.is_floating_point:
+            raise _refuse(op, f"dtype {ct_dt}")
+        if kind == "logic" and ct_dt == torch.bool:
+            return rd, "i1"
+        if ct_dt == torch.bool and kind == "arith" and kop in ("remainder", "fmod", "atan2", "div_floor", "div_trunc"):
+            raise _refuse(op, "bool operands")
+        return rd, _ct(kop, ct_dt)
+
+    def kop_of(x: Any, y: Any) -> str:
+        if kind == "int" and _result_binary(x, y) == torch.bool:
+            return {"bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor"}[op]
+        return op
+
+    def fn(x, y, out=None, inplace=False):
+        if not isinstance(x, Tensor):
+            raise _refuse(op, "a Scalar self")
+        k = kop_of(x, y)
+        rd, ct = types(x, y, k)
+        return run(k, [x, y], rd, ct, out=out, inplace=inplace)
+
+    def planner(x, y):
+        if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
+            return None
+        try:
+            k = kop_of(x, y)
+            rd, ct = types(x, y, k)
+        except NotImplementedError:
+            return None
+        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)])
+
+    return fn, planner
+
+
+def _binary_family(op: str, kind: str, overloads: Sequence[tuple[str, str | None, str | None]]) -> None:
+    fn, planner = _binary(op, kind)
+    for name, inplace, out in overloads:
+        _with_variants(ATEN, PLANNERS, name, fn, planner, inplace, out)
+
+
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _binary_family(_op, "cmp", [(f"{_op}.Tensor", f"{_op}_.Tensor", f"{_op}.Tensor_out"),
+                                (f"{_op}.Scalar", f"{_op}_.Scalar", f"{_op}.Scalar_out")])
+for _op in ("logical_and", "logical_or", "logical_xor"):
+    _binary_family(_op, "logic", [(_op, f"{_op}_", f"{_op}.out")])
+for _op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+    _binary_family(_op, "int", [(f"{_op}.Tensor", f"{_op}_.Tensor", f"{_op}.Tensor_out"),
+                                (f"{_op}.Scalar", f"{_op}_.Scalar", None)])
+for _op in ("remainder", "fmod"):
+    _binary_family(_op, "arith", [(f"{_op}.Tensor", f"{_op}_.Tensor", f"{_op}.Tensor_out"),
+                                  (f"{_op}.Scalar", f"{_op}_.Scalar", None)])
+_binary_family("atan2", "float", [("atan2", "atan2_", "atan2.out")])
+for _op in ("mul", "div"):
+    _f, _ = _binary(_op, "float" if _op == "div" else "arith")
+    for _ov in ("Tensor", "Scalar"):
+        ATEN[f"{_op}_.{_ov}"] = (lambda f: lambda self, other: f(self, other, out=self, inplace=True))(_f)
+    ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, out: f(self, other, out=out))(_f)
+for _op in ("maximum", "minimum"):
+    _f, _ = _binary(_op, "arith")
+    ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, out: f(self, other, out=out))(_f)
+_pow_fn, _ = _binary("pow", "float")
+
+
+def _pow_checked(x, e, out=None, inplace=False):
+    if not torch.result_type(x, e).is_floating_point:
+        raise _refuse("pow", "integer powers")  # pointwise.pow's kernel is float-only as well
+    return _pow_fn(x, e, out=out, inplace=inplace)
+
+
+ATEN["pow_.Tensor"] = lambda self, e: _pow_checked(self, e, out=self, inplace=True)
+ATEN["pow_.Scalar"] = lambda self, e: _pow_checked(self, e, out=self, inplace=True)
+ATEN["pow.Tensor_Tensor_out"] = lambda self, e, *, out: _pow_checked(self, e, out=out)
+ATEN["pow.Tensor_Scalar_out"] = lambda self, e, *, out: _pow_checked(self, e, out=out)
+
+
+def _add_sub(op: str) -> Callable:
+    def fn(x, y, alpha=1, out=None, inplace=False):
+        _check_tensor(op, x)
+        if not (isinstance(y, Tensor) or _is_scalar(y)) or not _is_scalar(alpha):
+            raise _refuse(op, "operands")
+        rd = torch.result_type(x, y)
+        if rd == torch.bool:
+            raise _refuse(op, "bool operands")
+        if isinstance(alpha, float) and not rd.is_floating_point:
+            raise _refuse(op, "a float alpha for integers")
+        return run(op, [x, y], rd, _ct(op, rd), [alpha], out=out, inplace=inplace)
+
+    return fn
+
+
+for _op in ("add", "sub"):
+    _f = _add_sub(_op)
+    for _ov in ("Tensor", "Scalar"):
+        ATEN[f"{_op}_.{_ov}"] = (lambda f: lambda self, other, *, alpha=1: f(self, other, alpha, out=self,
+                                                                                inplace=True))(_f)
+    ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, alpha=1, out: f(self, other, alpha, out=out))(_f)
+
+
+def _rsub(x, other, alpha=1):
+    """other - alpha * x (aten's rsub: ``1.0 - mask`` in attention masks)."""
+    _check_tensor("rsub", x)
+    if not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
+        raise _refuse("rsub", "operands")
+    rd = torch.result_type(x, other)
+    if rd == torch.bool:
+        raise _refuse("rsub", "bool operands")
+    if isinstance(alpha, float) and not rd.is_floating_point:
+        raise _refuse("rsub", "a float alpha for integers")
+    return run("sub", [other, x], rd, _ct("sub", rd), [alpha])
+
+
+ATEN["rsub.Tensor"] = lambda self, other, *, alpha=1: _rsub(self, other, alpha)
+ATEN["rsub.Scalar"] = lambda self, other, alpha=1: _rsub(self, other, alpha)
+
+
+def _plan_rsub(x: Any, other: Any, alpha: Any = 1) -> Plan | None:
+    if not isinstance(x, Tensor) or not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
+        return None
+    rd = torch.result_type(x, other)
+    if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
+        return None
+    if rd == torch.float64:
+        return None  # Scalars through fp32 arguments: the Python implementation checks their values
+    return plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)])
+
+
+PLANNERS["rsub.Tensor"] = lambda self, other, *, alpha=1: _plan_rsub(self, other, alpha)
+PLANNERS["rsub.Scalar"] = lambda self, other, alpha=1: _plan_rsub(self, other, alpha)
+
+
+def _div_mode(x, y, rounding_mode=None, out=None, inplace=False):
+    _check_tensor("div", x)
+    rd = torch.result_type(x, y)
+    if rounding_mode is None:
+        rd = _float_of(rd)
+        op = "div"
+    elif rounding_mode in ("trunc", "floor"):
+        op = "div_" + rounding_mode
+        if rd == torch.bool:
+            raise _refuse("div", "bool operands")
+    else:
+        raise _refuse("div", f"rounding_mode={rounding_mode!r}")
+    if not rd.is_floating_point and isinstance(y, Tensor) and y.device.type == "cpu" and bool((y == 0).any()):
+        raise _refuse("div", "integer division by zero")  # aten raises ZeroDivisionError
+    return run(op, [x, y], rd, _ct(op, rd), out=out, inplace=inplace)
+
+
+ATEN["div.Tensor_mode"] = lambda self, other, *, rounding_mode=None: _div_mode(self, other, rounding_mode)
+ATEN["div.Scalar_mode"] = lambda self, other, *, rounding_mode=None: _div_mode(self, other, rounding_mode)
+ATEN["div_.Tensor_mode"] = lambda self, other, *, rounding_mode=None: _div_mode(self, other, rounding_mode,
+                                                                               out=self, inplace=True)
+ATEN["div.out_mode"] = lambda self, other, *, rounding_mode=None, out: _div_mode(self, other, rounding_mode, out=out)
+ATEN["floor_divide"] = lambda self, other: _div_mode(self, other, "floor")
+ATEN["floor_divide_.Tensor"] = lambda self, other: _div_mode(self, other, "floor", out=self, inplace=True)
+
+
+# clamp family
+def _clamp_scalar_dtype(x: Tensor, *vals: Any) -> torch.dtype:
+    rd = x.dtype
+    for v in vals:
+        if v is not None:
+            rd = torch.result_type(x, v) if not isinstance(v, Tensor) else torch.promote_types(rd, v.dtype)
+    return rd
+
+
+def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
+    _check_tensor("clamp", x)
+    if lo is None and hi is None:
+        raise _refuse("clamp", "neither min nor max")
+    rd = _clamp_scalar_dtype(x, lo, hi)
+    if rd == torch.bool or (inplace and not torch.can_cast(rd, x.dtype)):
+        raise _refuse("clamp", f"dtype {rd}")
+    ct = _ct("clamp", rd)
+    od = rd
+    if lo is None:
+        return run("clamp_max", [x, hi], od, ct, out=out, inplace=inplace)
+    if hi is None:
+        return run("clamp_min", [x, lo], od, ct, out=out, inplace=inplace)
+    return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace)
+
+
+def _plan_clamp(x, lo=None, hi=None, pos=(1, 2)):
+    if not isinstance(x, Tensor) or (lo is None and hi is None):
+        return None
+    try:
+        rd = _clamp_scalar_dtype(x, lo, hi)
+        ct = _ct("clamp", rd)
+    except (NotImplementedError, TypeError, RuntimeError):
+        return None
+    if rd == torch.bool:
+        return None
+    ref = [In(0)]
+    args = [x]
+    op = "clamp" if lo is not None and hi is not None else "clamp_min" if lo is not None else "clamp_max"
+    for i, v in zip(pos, (lo, hi)):
+        if v is not None:
+            args.append(v)
+            ref.append(In(i) if isinstance(v, Tensor) else Arg(i))
+    return plan(op, args, rd, ct, refs=ref)
+
+
+ATEN["clamp"] = lambda self, min=None, max=None: _clamp2(self, min, max)
+ATEN["clamp.Tensor"] = lambda self, min=None, max=None: _clamp2(self, min, max)
+ATEN["clamp_"] = lambda self, min=None, max=None: _clamp2(self, min, max, out=self, inplace=True)
+ATEN["clamp_.Tensor"] = lambda self, min=None, max=None: _clamp2(self, min, max, out=self, inplace=True)
+ATEN["clamp.out"] = lambda self, min=None, max=None, *, out: _clamp2(self, min, max, out=out)
+ATEN["clamp_min"] = lambda self, min: _clamp2(self, min, None)
+ATEN["clamp_min.Tensor"] = lambda self, min: _clamp2(self, min, None)
+ATEN["clamp_max"] = lambda self, max: _clamp2(self, None, max)
+ATEN["clamp_max.Tensor"] = lambda self, max: _clamp2(self, None, max)
+ATEN["clamp_min_"] = lambda self, min: _clamp2(self, min, None, out=self, inplace=True)
+ATEN["clamp_max_"] = lambda self, max: _clamp2(self, None, max, out=self, inplace=True)
+PLANNERS["clamp"] = _plan_clamp
+PLANNERS["clamp.Tensor"] = _plan_clamp
+PLANNERS["clamp_min"] = lambda x, lo: _plan_clamp(x, lo, None)
+PLANNERS["clamp_min.Tensor"] = lambda x, lo: _plan_clamp(x, lo, None)
+PLANNERS["clamp_max"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
+PLANNERS["clamp_max.Tensor"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
+
+
+# masked_fill: value Scalar or 0-dim Tensor; the result keeps self's dtype
+def _masked_fill(x, mask, value, out=None, inplace=False):
+    _check_tensor("masked_fill", x)
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise _refuse("masked_fill", "a mask that is not a bool tensor")
+    if isinstance(value, Tensor) and value.dim() != 0:
+        raise _refuse("masked_fill", "a value tensor with dimensions")
+    if x.dtype not in _REAL:
+        raise _refuse("masked_fill", f"dtype {x.dtype}")
+    if isinstance(value, Tensor):
+        if value.device != x.device and not value.is_cpu:
+            raise _refuse("masked_fill", "value on another device")
+    elif isinstance(value, float) and not x.dtype.is_floating_point:
+        raise _refuse("masked_fill", "a float value for an integer tensor")
+    if inplace and list(torch.broadcast_shapes(x.shape, mask.shape)) != list(x.shape):
+        raise _refuse("masked_fill", "a mask that does not broadcast to self")
+    return run("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], out=out, inplace=inplace)
+
+
+def _plan_masked_fill(x, mask, value):
+    if not isinstance(x, Tensor) or not isinstance(mask, Tensor) or mask.dtype != torch.bool or x.dtype not in _REAL:
+        return None
+    if isinstance(value, Tensor):
+        if value.dim() != 0 or (value.is_cpu and not x.is_cpu):
+            return None
+        ref: Any = In(2)
+    else:
+        if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point):
+            return None
+        ref = Arg(2)
+    return plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref])
+
+
+for _ov in ("Scalar", "Tensor"):
+    ATEN[f"masked_fill.{_ov}"] = _masked_fill
+    ATEN[f"masked_fill_.{_ov}"] = lambda self, mask, value: _masked_fill(self, mask, value, out=self, inplace=True)
+    PLANNERS[f"masked_fill.{_ov}"] = _plan_masked_fill
+
+
+# lerp, addcmul, addcdiv
+def _lerp(x, end, weight, out=None, inplace=False):
+    _check_tensor("lerp", x)
+    if not x.dtype.is_floating_point or not isinstance(end, Tensor) or end.dtype != x.dtype:
+        raise _refuse("lerp", "operands")
+    if isinstance(weight, Tensor) and weight.dtype != x.dtype:
+        raise _refuse("lerp", "weight dtype")
+    return run("lerp", [x, end, weight], x.dtype, _ct("lerp", x.dtype), out=out, inplace=inplace)
+
+
+for _ov in ("Scalar", "Tensor"):
+    ATEN[f"lerp.{_ov}"] = _lerp
+    ATEN[f"lerp_.{_ov}"] = lambda self, end, weight: _lerp(self, end, weight, out=self, inplace=True)
+
+
+def _addc(op: str) -> Callable:
+    def fn(x, t1, t2, value=1, out=None, inplace=False):
+        _check_tensor(op, x)
+        if not all(isinstance(t, Tensor) for t in (t1, t2)) or not _is_scalar(value):
+            raise _refuse(op, "operands")
+        rd = torch.promote_types(torch.promote_types(x.dtype, t1.dtype), t2.dtype)
+        if not rd.is_floating_point:
+            raise _refuse(op, f"dtype {rd}")
+        return run(op, [x, t1, t2], rd, _ct(op, rd), [value], out=out, inplace=inplace)
+
+    return fn
+
+
+for _op in ("addcmul", "addcdiv"):
+    _f = _addc(_op)
+    ATEN[_op] = (lambda f: lambda self, t1, t2, *, value=1: f(self, t1, t2, value))(_f)
+    ATEN[f"{_op}_"] = (lambda f: lambda self, t1, t2, *, value=1: f(self, t1, t2, value, out=self, inplace=True))(_f)
+
+
+# activations with Scalar parameters
+def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
+    def fn(x, *params, out=None, inplace=False):
+        _check_tensor(op, x)
+        if not x.dtype.is_floating_point:
+            raise _refuse(op, f"dtype {x.dtype}")
+        vals = list(params) + list(defaults[len(params):])
+        if not all(_is_scalar(v) for v in vals):
+            raise _refuse(op, "parameters")
+        return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace)
+
+    def planner(x, *params):
+        if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+            return None
+        if x.dtype == torch.float64 and op in _APPROX:
+            return None
+        vals = list(params) + list(defaults[len(params):])
+        if not all(_is_scalar(v) for v in vals):
+            return None
+        refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
+        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs)
+
+    ATEN[op] = fn
+    PLANNERS[op] = planner
+    if inplace_name:
+        ATEN[inplace_name] = lambda self, *params: fn(self, *params, out=self, inplace=True)
+
+
+_act("hardtanh", (-1.0, 1.0), "hardtanh_")
+_act("leaky_relu", (0.01,), "leaky_relu_")
+_act("elu", (1.0, 1.0, 1.0), "elu_")
+_act("softplus", (1.0, 20.0), None)
+_act("hardsigmoid", (), "hardsigmoid_")
+_act("hardswish", (), "hardswish_")
+_act("mish", (), "mish_")
+
+
+def _nan_to_num(x, nan=None, posinf=None, neginf=None, out=None, inplace=False):
+    _check_tensor("nan_to_num", x)
+    if x.dtype not in _REAL:
+        raise _refuse("nan_to_num", f"dtype {x.dtype}")
+    if not x.dtype.is_floating_point:
+        return run("copy", [x], x.dtype, _CT[x.dtype], out=out, inplace=inplace)
+    fi = torch.finfo(x.dtype)
+    vals = [0.0 if nan is None else nan, fi.max if posinf is None else posinf, fi.min if neginf is None else neginf]
+    if x.dtype != torch.float64:  # the fp32 scalar argument must not overflow to inf
+        f32 = torch.finfo(torch.float32)
+        vals = [min(max(v, f32.min), f32.max) for v in vals]
+    return run("nan_to_num", [x], x.dtype, _ct("nan_to_num", x.dtype), vals, out=out, inplace=inplace)
+
+
+ATEN["nan_to_num"] = _nan_to_num
+ATEN["nan_to_num_"] = lambda self, nan=None, posinf=None, neginf=None: _nan_to_num(self, nan, posinf, neginf,
+                                                                                  out=self, inplace=True)
+ATEN["nan_to_num.out"] = lambda self, nan=None, posinf=None, neginf=None, *, out: _nan_to_num(self, nan, posinf,
+                                                                                             neginf, out=out)
+
+del _op, _fn, _pl, _f, _ov
+ATEN = with_aten_fallback(ATEN)

@@ -1,0 +1,361 @@
+"""Operators along one dim (or a few), one row per program: sort, argsort (aten's is
+``sort.stable``), topk, cumsum, cumprod, max/min with indices, prod, any, all, logsumexp,
+var/std (and their means).
+
+The dims an op works along are moved last and the input made contiguous, so a row of N
+elements is one block of ``next_pow2(N)`` lanes. Bounds (larger rows go to aten's kernel):
+N <= 16384 for the scans and reductions, N <= 4096 for sort and topk. Sorting packs each
+element's order-preserving 32-bit key and its index into one int64 and sorts those
+(``tl.sort``): stable, NaN last as in aten; for dtypes of at most 32 bits (float64 and
+int64 sort on aten's kernel).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import FLOAT_DTYPES, INT_DTYPES, jit, next_pow2
+from ._fallback import with_aten_fallback
+from ._plan import execute, launch
+from .elementwise import _CT, _cast, _refuse
+
+Tensor = torch.Tensor
+MAX_N = 16384
+MAX_SORT = 4096
+
+
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK: tl.constexpr,
+                DESC: tl.constexpr = False, IS_FLOAT: tl.constexpr = True):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    m = cols < N
+    base = x + row * N
+    if OP == "cumsum":
+        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        tl.store(out + row * N + cols, tl.cumsum(v, 0).to(out.dtype.element_ty), mask=m)
+    elif OP == "cumprod":
+        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        v = tl.where(m, v, 1)  # (not other=1: Triton's interpreter reads a bf16 `other` as raw bits)
+        tl.store(out + row * N + cols, tl.cumprod(v, 0).to(out.dtype.element_ty), mask=m)
+    elif OP == "sort":
+        v = tl.load(base + cols, mask=m)
+        if IS_FLOAT:
+            f = v.to(tl.float32)
+            f = tl.where(f != f, float("nan"), f + 0.0)  # one NaN, and -0.0 == 0.0
+            bits = f.to(tl.int32, bitcast=True)
+            key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+        else:
+            key = v.to(tl.int32)
+        if DESC:
+            key = ~key
+        key = tl.where(m, key, 2147483647)
+        packed = (key.to(tl.int64) << 32) | cols.to(tl.int64)
+        packed = tl.sort(packed, 0)
+        idx = (packed - ((packed >> 32) << 32)).to(tl.int32)  # the low word: the index
+        vals = tl.load(base + idx, mask=m)
+        tl.store(out + row * N + cols, vals, mask=m)
+        tl.store(out2 + row * N + cols, idx.to(tl.int64), mask=m)
+    elif OP == "max" or OP == "min":
+        v = _cast(tl.load(base + cols, mask=m), CT)
+        if IS_FLOAT:
+            lo = -float("inf")
+            hi = float("inf")
+        else:
+            lo = v.dtype.get_int_min_value()
+            hi = v.dtype.get_int_max_value()
+        if OP == "max":
+            v = tl.where(m, v, lo)
+            best, bi = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
+        else:
+            v = tl.where(m, v, hi)
+            best, bi = tl.min(v, 0, return_indices=True, return_indices_tie_break_left=True)
+        if IS_FLOAT:
+            nan_i = tl.min(tl.where((v != v) & m, cols, BLOCK), 0)
+            best = tl.where(nan_i < BLOCK, float("nan"), best)
+            bi = tl.where(nan_i < BLOCK, nan_i, bi)
+        tl.store(out + row, best.to(out.dtype.element_ty))
+        tl.store(out2 + row, bi.to(tl.int64))
+    elif OP == "prod":
+        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), 1)
+        tl.store(out + row, tl.reduce(v, 0, _mul).to(out.dtype.element_ty))
+    elif OP == "any":
+        nz = (tl.load(base + cols, mask=m, other=0) != 0).to(tl.int32)
+        tl.store(out + row, tl.max(nz, 0).to(out.dtype.element_ty))
+    elif OP == "all":
+        nz = tl.where(m, tl.load(base + cols, mask=m, other=0) != 0, 1).to(tl.int32)
+        tl.store(out + row, tl.min(nz, 0).to(out.dtype.element_ty))
+    elif OP == "logsumexp":
+        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), -float("inf"))
+        mx = tl.max(v, 0)
+        ms = tl.where(tl.abs(mx) == float("inf"), 0.0, mx)
+        s = tl.sum(tl.where(m, tl.exp(v - ms), 0.0), 0)
+        tl.store(out + row, (ms + tl.log(s)).to(out.dtype.element_ty))
+    elif OP == "norm2" or OP == "norm1" or OP == "norminf" or OP == "normninf" or OP == "norm0" or OP == "normp":
+        v = tl.abs(_cast(tl.load(base + cols, mask=m, other=0), CT))
+        if OP == "norm2":
+            r = tl.sqrt(tl.sum(v * v, 0))
+        elif OP == "norm1":
+            r = tl.sum(v, 0)
+        elif OP == "norminf":
+            r = tl.max(tl.where(m, v, 0.0), 0)
+            r = tl.where(tl.max(tl.where(m & (v != v), 1, 0), 0) > 0, float("nan"), r)
+        elif OP == "normninf":
+            r = tl.min(tl.where(m, v, float("inf")), 0)
+            r = tl.where(tl.max(tl.where(m & (v != v), 1, 0), 0) > 0, float("nan"), r)
+        elif OP == "norm0":
+            r = tl.sum(tl.where(m & (v != 0), 1.0, 0.0), 0)
+        else:  # |x|^p summed, to the 1/p (corr holds p)
+            r = tl.exp2(tl.log2(tl.sum(tl.where(m & (v != 0), tl.exp2(corr * tl.log2(v)), 0.0), 0)) / corr)
+        tl.store(out + row, r.to(out.dtype.element_ty))
+    else:  # "var_mean": out = var (std with OP "std_mean"), out2 = mean
+        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        mean = tl.sum(v, 0) / N
+        d = tl.where(m, v - mean, 0.0)
+        var = tl.sum(d * d, 0) / tl.maximum(N - corr, 0.0)
+        if OP == "std_mean":
+            var = tl.sqrt(var)
+        tl.store(out + row, var.to(out.dtype.element_ty))
+        tl.store(out2 + row, mean.to(out2.dtype.element_ty))
+
+
+_row = jit(_row_kernel)
+_REAL = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
+
+
+def _num_warps(block: int) -> int:
+    return 4 if block <= 2048 else 8 if block <= 8192 else 16
+
+
+def _dims(op: str, x: Tensor, dim: Any) -> list[int]:
+    nd = max(x.dim(), 1)
+    if dim is None:
+        return list(range(x.dim()))
+    ds = [dim] if isinstance(dim, int) else list(dim)
+    if not ds:
+        return list(range(x.dim()))
+    out = []
+    for d in ds:
+        if not -nd <= d < nd:
+            raise _refuse(op, f"dim {d} out of range")
+        out.append(d % nd if x.dim() else 0)
+    if len(set(out)) != len(out):
+        raise _refuse(op, "a repeated dim")
+    return sorted(set(out)) if x.dim() else []
+
+
+def _rows(op: str, x: Tensor, dims: Sequence[int], bound: int) -> tuple[Tensor, int, int, list[int]]:
+    """x with ``dims`` moved last, contiguous, as (M, N); and the shape of the kept dims."""
+    if x.dtype not in _REAL or x.layout != torch.strided:
+        raise _refuse(op, f"dtype {x.dtype}")
+    keep = [d for d in range(x.dim()) if d not in dims]
+    kept_shape = [x.shape[d] for d in keep]
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    if n > bound or n == 0:
+        raise _refuse(op, f"{n} elements along the dims (tritonjit takes 1 to {bound})")
+    xt = x.permute(*keep, *dims) if x.dim() else x.reshape(1)
+    xt = xt.contiguous()
+    m = xt.numel() // n
+    return xt.reshape(m, n), m, n, kept_shape
+
+
+def _keep(shape: list[int], x: Tensor, dims: Sequence[int], keepdim: bool) -> list[int]:
+    if not keepdim:
+        return shape
+    return [1 if d in dims else x.shape[d] for d in range(x.dim())]
+
+
+def _run(op: str, rows: Tensor, m: int, n: int, out: Tensor, out2: Tensor | None, ct: str, corr: float = 0.0,
+         desc: bool = False, is_float: bool = True) -> None:
+    if m == 0:
+        return
+    block = next_pow2(n)
+    execute(launch(_row, (m,), rows, out, out if out2 is None else out2, n, float(corr), OP=op, CT=ct, BLOCK=block,
+                   DESC=desc, IS_FLOAT=is_float, num_warps=_num_warps(block)))
+
+
+def _ct_of(op: str, dt: torch.dtype) -> str:
+    if dt not in _CT:
+        raise _refuse(op, f"dtype {dt}")
+    return _CT[dt]
+
+
+# ----------------------------------------------------------------- scans
+def _scan(op: str) -> Callable:
+    def fn(x: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
+        if not isinstance(x, Tensor):
+            raise _refuse(op, "self")
+        rd = dtype or (torch.int64 if not x.dtype.is_floating_point else x.dtype)
+        if rd not in _REAL or rd == torch.bool:
+            raise _refuse(op, f"dtype {rd}")
+        (d,) = _dims(op, x, dim) or [0]
+        if x.dim() == 0:
+            return x.to(rd).clone()
+        if x.numel() == 0:
+            return torch.empty(x.shape, dtype=rd, device=x.device)
+        rows, m, n, _ = _rows(op, x, [d], MAX_N)
+        out = torch.empty(m, n, dtype=rd, device=x.device)
+        _run(op, rows, m, n, out, None, _ct_of(op, rd), is_float=rd.is_floating_point)
+        perm = [i for i in range(x.dim()) if i != d] + [d]
+        inv = [perm.index(i) for i in range(x.dim())]
+        return out.reshape([x.shape[i] for i in perm]).permute(*inv).contiguous()
+
+    return fn
+
+
+# ----------------------------------------------------------------- sort, topk
+def _sort_rows(op: str, x: Tensor, dim: int, descending: bool) -> tuple[Tensor, Tensor, list[int], int]:
+    if not isinstance(x, Tensor) or x.dtype in (torch.float64, torch.int64):
+        raise _refuse(op, f"dtype {getattr(x, 'dtype', None)} (64-bit keys)")
+    (d,) = _dims(op, x, dim) or [0]
+    rows, m, n, _ = _rows(op, x, [d], MAX_SORT)
+    vals = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    idx = torch.empty(m, n, dtype=torch.int64, device=x.device)
+    _run("sort", rows, m, n, vals, idx, "fp32", desc=descending, is_float=x.dtype.is_floating_point)
+    return vals, idx, [i for i in range(x.dim()) if i != d] + [d], n
+
+
+def _unrows(t: Tensor, x: Tensor, perm: list[int], last: int) -> Tensor:
+    shape = [x.shape[i] for i in perm[:-1]] + [last]
+    inv = [perm.index(i) for i in range(x.dim())]
+    return t.reshape(shape).permute(*inv).contiguous()
+
+
+def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool | None = None) -> tuple[Tensor, Tensor]:
+    """A stable sort along ``dim`` (aten's unstable sort may order ties either way)."""
+    if isinstance(x, Tensor) and (x.dim() == 0 or x.numel() == 0):
+        return x.clone(), torch.zeros(x.shape, dtype=torch.int64, device=x.device)
+    vals, idx, perm, n = _sort_rows("sort", x, dim, descending)
+    return _unrows(vals, x, perm, n), _unrows(idx, x, perm, n)
+
+
+def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
+    if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0:
+        raise _refuse("topk", "a 0-dim or empty self")
+    d = dim % x.dim()
+    if not 0 <= k <= x.shape[d]:
+        raise _refuse("topk", f"k={k}")
+    vals, idx, perm, n = _sort_rows("topk", x, dim, largest)
+    return _unrows(vals[:, :k], x, perm, k), _unrows(idx[:, :k], x, perm, k)
+
+
+# ----------------------------------------------------------------- reductions
+def _reduce(op: str, x: Tensor, dim: Any, keepdim: bool, rd: torch.dtype, ct: str, corr: float = 0.0,
+            two: torch.dtype | None = None) -> Any:
+    if not isinstance(x, Tensor):
+        raise _refuse(op, "self")
+    dims = _dims(op, x, dim)
+    rows, m, n, kept = _rows(op, x, dims, MAX_N)
+    shape = _keep(kept, x, dims, keepdim)
+    out = torch.empty(shape, dtype=rd, device=x.device)
+    out2 = None if two is None else torch.empty(shape, dtype=two, device=x.device)
+    _run(op, rows, m, n, out, out2, ct, corr, is_float=ct in ("fp32", "fp64"))
+    return out if out2 is None else (out, out2)
+
+
+def _minmax(op: str) -> tuple[Callable, Callable]:
+    def dim_fn(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+        if not isinstance(x, Tensor) or x.dtype == torch.bool:
+            raise _refuse(op, "a bool self")
+        return _reduce(op, x, [dim], keepdim, x.dtype, _ct_of(op, x.dtype), two=torch.int64)
+
+    def full_fn(x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.dtype == torch.bool:
+            raise _refuse(op, "a bool self")
+        return _reduce(op, x, None, False, x.dtype, _ct_of(op, x.dtype), two=torch.int64)[0]
+
+    return dim_fn, full_fn
+
+
+def _prod_dtype(x: Tensor, dtype: Any) -> torch.dtype:
+    return dtype or (torch.int64 if not x.dtype.is_floating_point else x.dtype)
+
+
+def prod_dim(x: Tensor, dim: int, keepdim: bool = False, *, dtype: torch.dtype | None = None) -> Tensor:
+    rd = _prod_dtype(x, dtype)
+    return _reduce("prod", x, [dim], keepdim, rd, _ct_of("prod", rd))
+
+
+def prod(x: Tensor, *, dtype: torch.dtype | None = None) -> Tensor:
+    rd = _prod_dtype(x, dtype)
+    return _reduce("prod", x, None, False, rd, _ct_of("prod", rd))
+
+
+def _logic(op: str) -> tuple[Callable, Callable]:
+    def rd(x: Tensor) -> torch.dtype:
+        return torch.uint8 if x.dtype == torch.uint8 else torch.bool
+
+    def dim_fn(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce(op, x, dim, keepdim, rd(x), "i1")
+
+    def full_fn(x: Tensor) -> Tensor:
+        return _reduce(op, x, None, False, rd(x), "i1")
+
+    return dim_fn, full_fn
+
+
+def logsumexp(x: Tensor, dim: Sequence[int], keepdim: bool = False) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise _refuse("logsumexp", "self")
+    rd = x.dtype if x.dtype.is_floating_point else torch.get_default_dtype()
+    return _reduce("logsumexp", x, dim, keepdim, rd, _ct_of("logsumexp", rd))
+
+
+def _moments(op: str, which: str) -> Callable:
+    """var/std (which "var"/"std") and var_mean/std_mean ("var_mean"/"std_mean")."""
+    def fn(x: Tensor, dim: Any = None, *, correction: Any = None, keepdim: bool = False) -> Any:
+        if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES:
+            raise _refuse(op, f"dtype {getattr(x, 'dtype', None)}")
+        corr = 1.0 if correction is None else float(correction)
+        kop = "std_mean" if which.startswith("std") else "var_mean"
+        var, mean = _reduce(kop, x, dim, keepdim, x.dtype, _ct_of(op, x.dtype), corr, two=x.dtype)
+        return (var, mean) if which.endswith("_mean") else var
+
+    return fn
+
+
+def linalg_vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                       dtype: torch.dtype | None = None) -> Tensor:
+    """The vector p-norm over ``dim`` (all dims when None): p = 2, 1, inf, -inf, 0 or another
+    positive p."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (dtype is not None and dtype not in FLOAT_DTYPES):
+        raise _refuse("linalg_vector_norm", "a non-float self or dtype")
+    rd = dtype or x.dtype
+    p = float(ord)
+    kop = {2.0: "norm2", 1.0: "norm1", float("inf"): "norminf", float("-inf"): "normninf", 0.0: "norm0"}.get(p, "normp")
+    if kop == "normp" and not p > 0:
+        raise _refuse("linalg_vector_norm", f"ord={ord}")
+    if kop in ("norminf", "normninf") and x.numel() == 0:
+        raise _refuse("linalg_vector_norm", "an empty input with ord=inf")  # aten's error
+    return _reduce(kop, x, dim, keepdim, rd, _ct_of("linalg_vector_norm", rd), p if kop == "normp" else 0.0)
+
+
+_max_dim, _max_full = _minmax("max")
+_min_dim, _min_full = _minmax("min")
+_any_dim, _any_full = _logic("any")
+_all_dim, _all_full = _logic("all")
+
+ATEN: dict[str, Callable] = {
+    "cumsum": _scan("cumsum"), "cumprod": _scan("cumprod"),
+    "sort": lambda self, dim=-1, descending=False: sort(self, dim, descending),
+    "sort.stable": lambda self, *, stable=None, dim=-1, descending=False: sort(self, dim, descending),
+    "topk": topk,
+    "max.dim": _max_dim, "min.dim": _min_dim, "max": _max_full, "min": _min_full,
+    "prod": prod, "prod.dim_int": prod_dim,
+    "any": _any_full, "any.dim": _any_dim, "any.dims": _any_dim,
+    "all": _all_full, "all.dim": _all_dim, "all.dims": _all_dim,
+    "logsumexp": logsumexp, "linalg_vector_norm": linalg_vector_norm,
+    "var.correction": _moments("var", "var"), "std.correction": _moments("std", "std"),
+    "var_mean.correction": _moments("var_mean", "var_mean"), "std_mean.correction": _moments("std_mean", "std_mean"),
+}
+ATEN = with_aten_fallback(ATEN)

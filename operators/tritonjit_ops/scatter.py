@@ -1,0 +1,247 @@
+"""Writes through an index: ``scatter`` (src and value), ``scatter_add``, ``index_add``,
+``index_copy``, ``index_put`` (one 1-D index tensor over the leading dim, the form of
+``x[idx] = v`` and ``x[idx] += v``), each with its in-place variant.
+
+One kernel walks the iteration space (the index's shape for scatter, the source's for
+index_add/index_copy, ``(len(idx), *self.shape[1:])`` for index_put; rank <= 4), reads
+the index, and stores (or atomically adds, for the accumulating ops) into the output at
+that position with the indexed dim replaced. Positions whose index is out of range are
+not written (aten raises there; on the CPU the values are checked first and such calls
+go to aten, which raises its error). Accumulation is by atomics, in float32, float64,
+int32 and int64 (other dtypes go to aten): float sums may differ from eager's in the
+last bits, in an order that varies from run to run, as aten's CUDA kernels do.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import triton
+import triton.language as tl
+
+from ._common import host_check_allowed, jit, unravel4
+from ._fallback import with_aten_fallback
+from ._plan import execute, launch
+from .elementwise import _REAL, _is_scalar, _refuse
+
+Tensor = torch.Tensor
+_ATOMIC = (torch.float32, torch.float64, torch.int32, torch.int64)
+_BLOCK = 512
+
+
+@triton.jit
+def _index_kernel(out, index, src, n, d1, d2, d3, size,
+                  is0, is1, is2, is3, ss0, ss1, ss2, ss3, os0, os1, os2, os3, osd, alpha,
+                  DIM: tl.constexpr, ADD: tl.constexpr, SRC_SCALAR: tl.constexpr, INDEX_1D: tl.constexpr,
+                  WRAP: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
+    if DIM == 0:
+        pd = i0
+    elif DIM == 1:
+        pd = i1
+    elif DIM == 2:
+        pd = i2
+    else:
+        pd = i3
+    if INDEX_1D:
+        idx = tl.load(index + pd * is0, mask=mask, other=0).to(tl.int64)
+    else:
+        idx = tl.load(index + (i0 * is0 + i1 * is1 + i2 * is2 + i3 * is3), mask=mask, other=0).to(tl.int64)
+    if WRAP:
+        idx = tl.where(idx < 0, idx + size, idx)
+    ok = mask & (idx >= 0) & (idx < size)
+    tgt = i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + idx * osd  # os[DIM] is 0: the index picks it
+    if SRC_SCALAR:
+        v = src + tl.zeros([BLOCK], out.dtype.element_ty)
+    else:
+        v = tl.load(src + (i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3), mask=ok)
+    if ADD:
+        tl.atomic_add(out + tgt, (v * alpha).to(out.dtype.element_ty), mask=ok)
+    else:
+        tl.store(out + tgt, v.to(out.dtype.element_ty), mask=ok)
+
+
+_index = jit(_index_kernel)
+
+
+def _pad4(shape: list[int], strides: list[int]) -> tuple[list[int], list[int]]:
+    pad = 4 - len(shape)
+    return [1] * pad + list(shape), [0] * pad + list(strides)
+
+
+def _launch(op: str, out: Tensor, dim: int, index: Tensor, src: Any, space: list[int], index_1d: bool, add: bool,
+            alpha: Any = 1, wrap: bool = False) -> Tensor:
+    """Write ``src`` (a tensor shaped like ``space``, or a scalar) into ``out`` through ``index``."""
+    nd = len(space)
+    if nd > 4 or out.dim() != nd:
+        raise _refuse(op, "a rank above 4")
+    n = 1
+    for d in space:
+        n *= d
+    if n == 0:
+        return out
+    size = out.shape[dim]
+    if host_check_allowed(index) and index.numel():
+        lo = -size if wrap else 0
+        if bool((index < lo).any()) or bool((index >= size).any()):
+            raise _refuse(op, "an index out of range")  # aten's error
+    pad = 4 - nd
+    dims, _ = _pad4(space, [0] * nd)
+    if index_1d:
+        ist = [index.stride(0), 0, 0, 0]
+    else:
+        _, ist = _pad4(list(index.shape), list(index.stride()))
+    if isinstance(src, Tensor):
+        _, sst = _pad4(list(src.shape), list(src.stride()))
+        src_ref, scalar = src, False
+    else:
+        sst, src_ref, scalar = [0, 0, 0, 0], src, True
+    _, ost = _pad4(list(out.shape), list(out.stride()))
+    osd = ost[pad + dim]
+    ost[pad + dim] = 0
+    if add and not out.dtype.is_floating_point and isinstance(alpha, float):
+        raise _refuse(op, "a float alpha for integers")
+    execute(launch(_index, ((n + _BLOCK - 1) // _BLOCK,), out, index, src_ref, n, dims[1], dims[2], dims[3], size,
+                   *ist, *sst, *ost, osd, alpha, DIM=pad + dim, ADD=add, SRC_SCALAR=scalar, INDEX_1D=index_1d,
+                   WRAP=wrap, BLOCK=_BLOCK))
+    return out
+
+
+def _check(op: str, x: Any, index: Any, add: bool) -> None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.layout != torch.strided:
+        raise _refuse(op, "self")
+    if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32) or index.device != x.device:
+        raise _refuse(op, "an index that is not an integer tensor on self's device")
+    if add and x.dtype not in _ATOMIC:
+        raise _refuse(op, f"accumulating into {x.dtype}")
+    if torch._debug_has_internal_overlap(x) == 1:
+        raise _refuse(op, "a self with internal overlap")
+
+
+def _dim(op: str, x: Tensor, dim: int) -> int:
+    nd = max(x.dim(), 1)
+    if not -nd <= dim < nd or x.dim() == 0:
+        raise _refuse(op, f"dim {dim} for a tensor of rank {x.dim()}")
+    return dim % nd
+
+
+def _scatter(op: str, add: bool, inplace: bool) -> Callable:
+    def fn(x: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
+        _check(op, x, index, add)
+        d = _dim(op, x, dim)
+        if isinstance(src, Tensor):
+            if src.dtype != x.dtype or src.device != x.device or src.dim() != x.dim():
+                raise _refuse(op, "src of another dtype, device or rank")
+            if any(index.shape[k] > src.shape[k] for k in range(index.dim())):
+                raise _refuse(op, "an index larger than src")
+        elif not _is_scalar(src):
+            raise _refuse(op, "value")
+        if index.dim() != x.dim() or any(index.shape[k] > x.shape[k] for k in range(x.dim()) if k != d):
+            raise _refuse(op, "an index of another rank or larger than self")
+        out = x if inplace else x.clone()
+        return _launch(op, out, d, index, src, list(index.shape), False, add)
+
+    return fn
+
+
+def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
+    def fn(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
+        _check(op, x, index, not copy)
+        d = _dim(op, x, dim)
+        if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
+            raise _refuse(op, "source of another dtype or device")
+        if index.dim() > 1 or source.dim() != x.dim() or source.shape[d] != index.numel() or any(
+                source.shape[k] != x.shape[k] for k in range(x.dim()) if k != d):
+            raise _refuse(op, "shapes")
+        out = x if inplace else x.clone()
+        return _launch(op, out, d, index.reshape(-1), source, list(source.shape), True, not copy, alpha)
+
+    return fn
+
+
+def _index_put(op: str, inplace: bool) -> Callable:
+    def fn(x: Tensor, indices: list[Tensor | None], values: Tensor, accumulate: bool = False) -> Tensor:
+        idx_list = list(indices)
+        if len(idx_list) != 1 or idx_list[0] is None:
+            raise _refuse(op, "indices other than one index tensor over the leading dim")
+        index = idx_list[0]
+        _check(op, x, index, accumulate)
+        if index.dim() != 1 or x.dim() == 0:
+            raise _refuse(op, "an index of rank other than 1")
+        if not isinstance(values, Tensor) or values.device != x.device or values.dtype != x.dtype:
+            raise _refuse(op, "values of another dtype or device")
+        space = [index.shape[0], *x.shape[1:]]
+        try:
+            v = values.expand(space)
+        except RuntimeError as e:
+            raise _refuse(op, "values that do not broadcast") from e
+        out = x if inplace else x.clone()
+        return _launch(op, out, 0, index, v, space, True, accumulate, 1, wrap=True)
+
+    return fn
+
+
+@triton.jit
+def _take_kernel(x, index, out, n, L, Q, size, sxp, sxk, sxq, si, BLOCK: tl.constexpr):
+    """out[p, l, q] = x[p, index[l], q] (negative indices wrap, as aten's indexing does)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    q = offs % Q
+    t = offs // Q
+    lpos = t % L
+    p = t // L
+    idx = tl.load(index + lpos * si, mask=mask, other=0).to(tl.int64)
+    idx = tl.where(idx < 0, idx + size, idx)
+    ok = mask & (idx >= 0) & (idx < size)
+    v = tl.load(x + p * sxp + idx * sxk + q * sxq, mask=ok)
+    tl.store(out + offs, v, mask=mask)
+
+
+_take = jit(_take_kernel)
+
+
+def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
+    """aten::index.Tensor with one integer index tensor (any shape) at one dim: ``x[:, idx]``.
+    Boolean masks (their result size needs a device sync) and several index tensors go to aten."""
+    idx = list(indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or len(pos) != 1 or x.dim() == 0:
+        raise _refuse("index", "indices other than one integer index tensor")
+    k = pos[0]
+    index = idx[k]
+    assert index is not None
+    if index.dtype not in (torch.int64, torch.int32) or index.device != x.device or k >= x.dim():
+        raise _refuse("index", "an index that is not an integer tensor on self's device")
+    size = x.shape[k]
+    if host_check_allowed(index) and index.numel() and bool(torch.any((index < -size) | (index >= size))):
+        raise _refuse("index", "an index out of range")  # aten's error
+    pre, post = list(x.shape[:k]), list(x.shape[k + 1:])
+    P = 1
+    for d in pre:
+        P *= d
+    Q = 1
+    for d in post:
+        Q *= d
+    xv = x.contiguous().reshape(P, size, Q)
+    flat = index.reshape(-1)
+    L = flat.numel()
+    out = torch.empty(pre + list(index.shape) + post, dtype=x.dtype, device=x.device)
+    n = P * L * Q
+    if n:
+        execute(launch(_take, ((n + _BLOCK - 1) // _BLOCK,), xv, flat, out, n, L, Q, size, xv.stride(0), xv.stride(1),
+                       xv.stride(2), flat.stride(0), BLOCK=_BLOCK))
+    return out
+
+
+ATEN: dict[str, Callable] = {
+    "index.Tensor": index_tensor,
+    "scatter.src": _scatter("scatter", False, False), "scatter.value": _scatter("scatter", False, False),
+    "scatter_.src": _scatter("scatter_", False, True), "scatter_.value": _scatter("scatter_", False, True),
+    "scatter_add": _scatter("scatter_add", True, False), "scatter_add_": _scatter("scatter_add_", True, True),
+    "index_add": _index_add("index_add", False), "index_add_": _index_add("index_add_", True),
+    "index_copy": _index_add("index_copy", False, copy=True), "index_copy_": _index_add("index_copy_", True, copy=True),
+    "index_put": _index_put("index_put", False), "index_put_": _index_put("index_put_", True),
+}
+ATEN = with_aten_fallback(ATEN)

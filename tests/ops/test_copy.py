@@ -1,0 +1,74 @@
+"""copy.py's operators beyond what PyTorch's OpInfo samples reach: copy_ (not routed on the
+interpreter backend, whose own launches call it: tested through its function here and under
+enable() on a GPU), layouts (_to_copy keeps a transposed input's strides, cat keeps
+channels-last), bfloat16 rounding, arange's values, and enable()'s refusals reaching aten."""
+import pytest
+import torch
+import tritonjit_ops as T
+from tritonjit_ops import copy as C
+
+
+def test_copy_into_strided_broadcast_and_cast():
+    dst = torch.zeros(6, 8)[:, ::2]  # strided destination
+    src = torch.randn(4)  # broadcast over rows
+    C.copy_(dst, src)
+    assert torch.equal(dst, src.expand(6, 4))
+    dst16 = torch.empty(3, 4, dtype=torch.bfloat16).t()
+    src32 = torch.randn(4, 3) * 100
+    C.copy_(dst16, src32)
+    assert torch.equal(dst16, src32.to(torch.bfloat16))  # round to nearest even, as aten
+
+
+def test_to_copy_layouts_and_bf16_rounding():
+    x = torch.randn(5, 7).t()
+    with T.enable(wait_native=True):
+        y = x.to(torch.float64)
+        b = x.to(torch.bfloat16)
+        c = x.contiguous()
+    assert y.stride() == x.stride() and torch.equal(y, x.double())  # preserve_format keeps strides
+    assert torch.equal(b, x.to(torch.bfloat16))
+    assert c.is_contiguous() and torch.equal(c, x)
+
+
+def test_cat_keeps_channels_last_and_promotes():
+    a = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    b = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    with T.enable(wait_native=True):
+        got = torch.cat([a, b], 1)
+        mixed = torch.cat([torch.ones(2, dtype=torch.int32), torch.full((3,), 0.5)])
+        rot = torch.cat([-a[..., 2:], a[..., :2]], -1)  # rotate_half-like strided halves
+    assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat([a, b], 1))
+    assert mixed.dtype == torch.float32 and torch.equal(mixed, torch.tensor([1, 1, 0.5, 0.5, 0.5]))
+    assert torch.equal(rot, torch.cat([-a[..., 2:], a[..., :2]], -1))
+
+
+@pytest.mark.parametrize("args,kwargs", [((10,), {}), ((2, 11, 3), {}), ((0.1, 2.0, 0.3), {}),
+                                         ((5,), {"dtype": torch.float64}), ((-3, 4), {"dtype": torch.int32}),
+                                         ((1.0, -1.0, -0.25), {})])
+def test_arange(args, kwargs):
+    ref = torch.arange(*args, **kwargs)
+    with T.enable(wait_native=True):
+        got = torch.arange(*args, **kwargs)
+    assert got.dtype == ref.dtype and got.shape == ref.shape
+    torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_refused_calls_get_atens_result():
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    with T.enable(wait_native=True):
+        got = [torch.cat([z, z]), torch.zeros_like(z), z.clone(), torch.full((2,), 1 + 1j)]
+    want = [torch.cat([z, z]), torch.zeros_like(z), z.clone(), torch.full((2,), 1 + 1j)]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+
+
+@pytest.mark.gpu
+def test_copy_under_enable_on_gpu():
+    dst = torch.zeros(6, 8, device="cuda")[:, ::2]
+    src = torch.randn(4, device="cuda")
+    with T.enable(wait_native=True):
+        assert "copy_" in T.enabled_ops()
+        dst.copy_(src)
+        host = torch.randn(3, 4).cuda()  # across devices: aten's copy
+        back = host.cpu()
+    assert torch.equal(dst, src.expand(6, 4)) and torch.equal(back.cuda(), host)

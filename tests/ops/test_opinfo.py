@@ -1,0 +1,287 @@
+"""Every aten overload enable() routes, on PyTorch's own OpInfo sample inputs
+(``torch.testing._internal.common_methods_invocations.op_db``): forward under ``enable()``
+against eager, the in-place and ``out=`` variants where the overload is one, and the
+backward where the op is differentiable.
+
+An overload maps to the OpInfo entries of its name (``eq_.Scalar`` -> ``eq``, in place;
+``exp.out`` -> ``exp``, out=; ``hardtanh`` -> ``nn.functional.hardtanh``); one without an
+entry is reported with the reason, not failed. A call both sides refuse with an error
+passes (aten's error under enable() is the point of the fallback).
+
+On CPU (the interpreter, in CI) each entry runs a few small samples in float32 and one
+integer dtype; the ``gpu``/``slow`` variant runs every sample, also in bfloat16, on the GPU:
+``pytest tests/ops/test_opinfo.py -m gpu``. Each run prints its table (terminal summary): per overload,
+samples passed, and how many calls tritonjit served against how many it left to aten.
+"""
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections import defaultdict
+from typing import Any, Callable
+
+import pytest
+import torch
+
+pytest.importorskip("expecttest", reason="PyTorch's OpInfo database imports expecttest (a test dependency)")
+import tritonjit_ops as T
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._pytree import tree_flatten, tree_map
+from tritonjit_ops import _native_ops
+from tritonjit_ops._registry import _ATEN
+
+#: aten overloads whose OpInfo entry has another name
+ALIASES = {"_softmax": "softmax", "_log_softmax": "log_softmax", "_fused_rms_norm": "nn.functional.rms_norm",
+           "native_group_norm": "nn.functional.group_norm", "_to_copy": "to", "sum.dim_IntList": "sum",
+           "mean.dim": "mean", "embedding": "nn.functional.embedding",
+           "nll_loss_forward": "nn.functional.nll_loss", "index.Tensor": "__getitem__"}
+#: why an overload without an OpInfo entry is covered elsewhere
+_RANDOM = "random output: tests/ops/test_dropout.py checks it"
+ELSEWHERE = {"native_dropout": _RANDOM, "bernoulli_.float": _RANDOM, "uniform_": _RANDOM, "normal_": _RANDOM,
+             "copy_": "no OpInfo entry; tests/ops/_sync_cases.py and every model test call it"}
+#: per-OpInfo tolerances where tritonjit computes differently from aten (documented why)
+TOL_OVERRIDE: dict[str, dict[str, float]] = {}
+CPU_SAMPLES = 2        # samples per OpInfo entry and dtype on CPU (CI's time budget)
+CPU_MAX_NUMEL = 2048   # on CPU, samples whose tensors hold more elements are left out
+
+_BY_NAME: dict[str, list[Any]] = defaultdict(list)
+for _op in op_db:
+    if _op.name.startswith(("masked.", "sparse.")):
+        continue  # other operators (masked reductions, sparse layouts) that share a name's tail
+    for _k in {_op.name, _op.aten_name, _op.name.split(".")[-1]}:
+        _BY_NAME[_k].append(_op)
+
+
+def variant(overload: str) -> tuple[str, str]:
+    """(OpInfo name, kind): kind "fn" (functional), "inplace" or "out"."""
+    base, _, ov = overload.partition(".")
+    if overload in ALIASES:
+        return ALIASES[overload], "fn"
+    if ov == "out" or ov.endswith("_out") or ov.startswith("out"):
+        return base, "out"
+    if base.endswith("_") and not base.endswith("__") and base[:-1] in _BY_NAME:
+        return base[:-1], "inplace"
+    return ALIASES.get(base, base), "fn"
+
+
+def groups() -> tuple[dict[tuple[str, str, str], list[str]], dict[str, str]]:
+    """(OpInfo full name, variant test name, kind) -> the overloads it covers; and the
+    overloads without an OpInfo entry, with the reason."""
+    covered: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    unmapped: dict[str, str] = {}
+    for name in sorted(_ATEN):
+        key, kind = variant(name)
+        ops = [] if name in ELSEWHERE else _BY_NAME.get(key, [])
+        if not ops:
+            unmapped[name] = ELSEWHERE.get(name, f"no OpInfo entry named {key!r}")
+            continue
+        for op in ops:
+            covered[(op.name, op.variant_test_name, kind)].append(name)
+    return dict(covered), unmapped
+
+
+GROUPS, UNMAPPED = groups()
+_OPS = {(op.name, op.variant_test_name): op for op in op_db}
+#: overload -> [passed, samples, tritonjit calls, aten fallbacks, notes]
+RESULTS: dict[str, list[Any]] = {}
+
+
+def _tol(op: Any, dtype: torch.dtype) -> dict[str, float]:
+    tol = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float64: dict(rtol=1e-7, atol=1e-7),
+           torch.float16: dict(rtol=1e-3, atol=1e-3), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}.get(
+        dtype, dict(rtol=0.0, atol=0.0))
+    return {**tol, **TOL_OVERRIDE.get(op.name, {})}
+
+
+def _detached(sample: Any) -> tuple[Any, tuple, dict]:
+    f = lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t
+    return tree_map(f, sample.input), tree_map(f, tuple(sample.args)), tree_map(f, dict(sample.kwargs))
+
+
+def _numel(sample: Any) -> int:
+    leaves, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
+    return sum(t.numel() for t in leaves if isinstance(t, torch.Tensor))
+
+
+def _call(fn: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(), None
+    except Exception as e:  # compared below: both sides must agree on failing
+        return None, e
+
+
+def _tensors(r: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(r)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def _compare(got: Any, ref: Any, op: Any, dtype: torch.dtype, what: str) -> None:
+    g, r = _tensors(got), _tensors(ref)
+    assert len(g) == len(r), f"{what}: {len(g)} outputs, eager has {len(r)}"
+    for a, b in zip(g, r):
+        torch.testing.assert_close(a.detach(), b.detach(), equal_nan=True, **_tol(op, b.dtype),
+                                   msg=lambda m: f"{what}: {m}")
+
+
+def _counters() -> tuple[int, int]:
+    s = _native_ops.stats()
+    return s.get("plan_hits", 0) + s.get("python_calls", 0) - s.get("aten_calls", 0), s.get("aten_calls", 0)
+
+
+def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool) -> None:
+    """One sample: eager, then under enable(); raises AssertionError on a mismatch."""
+    if kind == "fn":
+        inp, args, kwargs = sample.input, tuple(sample.args), dict(sample.kwargs)
+        fn = lambda: op.op(inp, *args, **kwargs)
+    elif kind == "inplace":
+        def fn() -> Any:
+            inp, args, kwargs = _detached(sample)
+            op.inplace_variant(inp, *args, **kwargs)
+            return inp
+    else:
+        ref_shape, _ = _call(lambda: op.op(*_detached(sample)[:1], *_detached(sample)[1], **_detached(sample)[2]))
+
+        def fn() -> Any:
+            inp, args, kwargs = _detached(sample)
+            out = torch.empty_like(ref_shape)
+            op.op(inp, *args, **kwargs, out=out)
+            return out
+    ref, ref_err = _call(fn)
+    with T.enable():
+        got, err = _call(fn)
+    what = f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''} ({kind}, {dtype}, {sample!r:.200})"
+    if ref_err is not None:
+        assert err is not None, f"{what}: eager raised {ref_err!r:.200}, enable() did not"
+        return
+    assert err is None, f"{what}: enable() raised {err!r}"
+    _compare(got, ref, op, dtype, what)
+    if not grad:
+        return
+    leaves, _ = tree_flatten((sample.input, sample.args, sample.kwargs))
+    inputs = [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
+    idx = [i for i, t in enumerate(_tensors(ref)) if t.requires_grad and t.dtype.is_floating_point]
+    if not inputs or not idx:
+        return
+    outs = [_tensors(ref)[i] for i in idx]
+    gen = torch.Generator(device=outs[0].device).manual_seed(0)
+    cots = [torch.randn(t.shape, dtype=t.dtype, device=t.device, generator=gen) for t in outs]
+    ref_g = torch.autograd.grad(outs, inputs, cots, allow_unused=True)
+    with T.enable():
+        res = op.op(sample.input, *sample.args, **sample.kwargs)
+        got_g = torch.autograd.grad([_tensors(res)[i] for i in idx], inputs, cots, allow_unused=True)
+    for a, b in zip(got_g, ref_g):
+        assert (a is None) == (b is None), f"{what}: backward: gradient presence differs"
+        if a is not None:
+            torch.testing.assert_close(a, b, equal_nan=True, **_tol(op, b.dtype), msg=lambda m: f"{what}: backward: {m}")
+
+
+def _takes_inplace(op: Any) -> bool:
+    """torch.nn.functional's activations take ``inplace=True`` (then calling aten's ``relu_``, ...)."""
+    try:
+        return "inplace" in inspect.signature(op.op).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _with_inplace_kwarg:
+    """An OpInfo whose in-place variant is its function with ``inplace=True``."""
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+        self.inplace_variant = lambda *a, **k: op.op(*a, **k, inplace=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+
+def _dtypes(op: Any, device: str, full: bool) -> list[torch.dtype]:
+    supported = op.supported_dtypes(device)
+    want = [torch.float32] + ([torch.bfloat16] if full else []) + [torch.int64, torch.int32, torch.bool]
+    got = [d for d in want if d in supported]
+    ints = [d for d in got if not d.is_floating_point]
+    floats = [d for d in got if d.is_floating_point]
+    return floats + ints[:1]
+
+
+def _run_group(key: tuple[str, str, str], device: str, full: bool) -> None:
+    name, vname, kind = key
+    op = _OPS[(name, vname)]
+    overloads = GROUPS[key]
+    for ov in overloads:
+        RESULTS.setdefault(ov, [0, 0, 0, 0, []])
+    if kind == "inplace" and op.inplace_variant is None and _takes_inplace(op):
+        op = _with_inplace_kwarg(op)
+    if kind == "inplace" and op.inplace_variant is None:
+        for ov in overloads:
+            RESULTS[ov][4].append(f"{name}: OpInfo has no in-place variant")
+        pytest.skip(f"{name}: OpInfo has no in-place variant")
+    if kind == "out" and not op.supports_out:
+        for ov in overloads:
+            RESULTS[ov][4].append(f"{name}: OpInfo has no out= variant")
+        pytest.skip(f"{name}: OpInfo does not support out=")
+    passed = total = 0
+    before = _counters()
+    failures: list[str] = []
+    for dtype in _dtypes(op, device, full):
+        grad = kind == "fn" and op.supports_autograd and dtype.is_floating_point
+        samples = op.sample_inputs(device, dtype, requires_grad=grad)
+        if not full:
+            samples = itertools.islice((s for s in samples if _numel(s) <= CPU_MAX_NUMEL), CPU_SAMPLES)
+        for sample in samples:
+            if kind == "out" and not isinstance(sample.input, torch.Tensor):
+                continue
+            total += 1
+            try:
+                _run_sample(op, kind, sample, dtype, grad)
+                passed += 1
+            except AssertionError as e:
+                failures.append(str(e)[:600])
+    after = _counters()
+    for ov in overloads:
+        r = RESULTS[ov]
+        r[0] += passed
+        r[1] += total
+        r[2] += after[0] - before[0]
+        r[3] += after[1] - before[1]
+    if total == 0:
+        pytest.skip(f"{name} ({kind}): no sample fits ({'all' if full else 'small'} samples)")
+    assert not failures, f"{len(failures)} of {total} samples differ from eager:\n" + "\n".join(failures[:5])
+
+
+_KEYS = sorted(GROUPS)
+_IDS = [f"{n}{'.' + v if v else ''}-{k}" for n, v, k in _KEYS]
+
+
+def report_lines() -> list[str]:
+    """The table of this run (tests/ops/conftest.py prints it in pytest's terminal summary)."""
+    if not RESULTS:
+        return []
+    lines = [f"{'overload':32s} {'passed':>8s} {'group calls tj/aten':>20s}  notes"]
+    for ov in sorted(_ATEN):
+        if ov in UNMAPPED:
+            lines.append(f"{ov:32s} {'-':>8s} {'-':>20s}  skipped: {UNMAPPED[ov]}")
+        elif ov in RESULTS:
+            p, t, tj, at, notes = RESULTS[ov]
+            lines.append(f"{ov:32s} {f'{p}/{t}':>8s} {f'{tj}/{at}':>20s}  {'; '.join(sorted(set(notes)))}")
+    tested = sum(1 for ov in RESULTS if RESULTS[ov][1])
+    lines.append(f"{len(_ATEN)} routed overloads: {tested} run on OpInfo samples here, {len(UNMAPPED)} without an "
+                 "OpInfo entry")
+    return lines
+
+
+@pytest.mark.parametrize("key", _KEYS, ids=_IDS)
+def test_opinfo_cpu(key: tuple[str, str, str]) -> None:
+    _run_group(key, "cpu", full=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("key", _KEYS, ids=_IDS)
+def test_opinfo_gpu_all_samples(key: tuple[str, str, str]) -> None:
+    _run_group(key, "cuda", full=True)
+
+
+def test_every_routed_overload_is_mapped_or_explained() -> None:
+    """The mapping itself: every overload enable() routes has OpInfo samples or a reason."""
+    assert set(_ATEN) == {ov for ovs in GROUPS.values() for ov in ovs} | set(UNMAPPED)
+    assert all(UNMAPPED.values())
