@@ -145,13 +145,15 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
     kwargs = {"add.Tensor": {"alpha": 2}, "gelu": {"approximate": "tanh"}}
     refs = {"_fused_rms_norm_backward": _rms_backward_ref(args["_fused_rms_norm_backward"])}  # no aten CPU kernel
     cases = [Case(n, lambda n=n, a=a: _aten(n)(*a, **kwargs.get(n, {})), refs.get(n)) for n, a in args.items()]
-    cases += [_schema_case(n, i) for n in _ATEN if n not in args]
+    special = attention_optim_aten_cases(dev, dtype)  # attention and AdamW: arguments of their own
+    named = {c.name.split("/")[0] for c in special}
+    cases += [_schema_case(n, i) for n in _ATEN if n not in args and n not in named]
     cases += [
         Case("mul.Tensor/cpu-scalar-tensor", lambda: _aten("mul.Tensor")(x, i["scalar_cpu"]), None),
         Case("add.Tensor/transposed", lambda: _aten("add.Tensor")(x.t(), z.t()), None),
         Case("mm/linear-layout", lambda: _aten("mm")(a, lin.t()), None),
     ]
-    return cases + attention_optim_aten_cases(dev, dtype)
+    return cases + special
 
 
 def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str, tuple]:

@@ -286,7 +286,8 @@ def test_aten_backward_ops_are_routed_and_agree(name: str) -> None:
         got = op(*args)
     after = _native_ops.stats()
     served = (after["plan_hits"] + after["python_calls"]) - (before["plan_hits"] + before["python_calls"])
-    assert served == 1 and after["aten_calls"] == before["aten_calls"], (name, before, after)
+    # at least the op itself; a Python implementation may call other routed ops (zeros, index_add)
+    assert served >= 1 and after["aten_calls"] == before["aten_calls"], (name, before, after)
     _same(got, ref, f"{name} (C++ path)")
 
 
