@@ -5,7 +5,7 @@ operators are registered as ``torch.ops.tritonjit.*`` for the active backend's
 dispatch key, and ``enable()`` routes the matching aten operators through them.
 """
 from ._audit import Audit, AuditRow, audit, audit_table
-from ._registry import disable, dispatch_key, enable, enabled_ops
+from ._registry import default_ops, disable, dispatch_key, enable, enabled_ops
 from .attention import attention
 from .fused import cross_entropy, rotary_embedding, silu_and_mul
 from .indexing import embedding, gather, index_select
@@ -51,7 +51,7 @@ __all__ = [
     # attention, optimizer
     "attention", "AdamW", "adamw_step",
     # registration
-    "enable", "disable", "enabled_ops", "dispatch_key",
+    "enable", "disable", "enabled_ops", "default_ops", "dispatch_key",
     # audit: per aten call of a model, routed or not and its cost against eager
     "audit", "audit_table", "Audit", "AuditRow",
 ]

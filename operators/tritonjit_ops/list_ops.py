@@ -18,12 +18,13 @@ BEGIN, END = "<!-- list_ops: begin -->", "<!-- list_ops: end -->"
 
 def aten_table() -> str:
     """One row per aten overload enable() can route: the pass it serves and its C++ path."""
-    rows = ["| aten overload | pass | C++ operator path |", "| --- | --- | --- |"]
+    rows = ["| aten overload | pass | C++ operator path | device default |", "| --- | --- | --- | --- |"]
     backward = set(autograd.ATEN_BACKWARD)
     for name in sorted(_registry._ATEN, key=lambda n: (n in backward, n.lstrip("_"))):
         kind = "backward" if name in backward else "forward"
         plan = "planned" if name in _registry._PLANNERS else "Python implementation"
-        rows.append(f"| `{name}` | {kind} | {plan} |")
+        default = "yes" if name in _registry.DEVICE_DEFAULT else "opt-in"
+        rows.append(f"| `{name}` | {kind} | {plan} | {default} |")
     return "\n".join(rows)
 
 

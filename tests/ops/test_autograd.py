@@ -180,7 +180,7 @@ def _check(name: str, path: str, dev: str) -> None:
             pytest.skip(f"{name}: no torch.ops.tritonjit form")
         out, got = _grads(case.ops, inputs)
     else:
-        with T.enable(wait_native=True):
+        with T.enable(include="all", wait_native=True):
             out, got = _grads(case.ref, inputs)
     outs = out if isinstance(out, tuple) else (out,)
     assert all(o.requires_grad for o in outs), f"{name} via {path}: the output does not require grad"
@@ -281,7 +281,7 @@ def test_aten_backward_ops_are_routed_and_agree(name: str) -> None:
     if _native_ops.module(wait=True) is None:
         pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
     before = _native_ops.stats()
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         assert name.split(" ")[0] in T.enabled_ops()
         got = op(*args)
     after = _native_ops.stats()
@@ -344,9 +344,9 @@ def test_enable_prints_no_override_warning(native: str) -> None:
         import warnings
         warnings.simplefilter("always")
         import tritonjit_ops as T
-        with T.enable(wait_native=True):
+        with T.enable(include="all", wait_native=True):
             pass
-        T.enable()
+        T.enable(include="all")
         T.disable()
     """)
     env = {**os.environ, "TRITONJIT_OPS_NATIVE": native}

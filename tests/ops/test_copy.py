@@ -21,7 +21,7 @@ def test_copy_into_strided_broadcast_and_cast():
 
 def test_to_copy_layouts_and_bf16_rounding():
     x = torch.randn(5, 7).t()
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         y = x.to(torch.float64)
         b = x.to(torch.bfloat16)
         c = x.contiguous()
@@ -33,7 +33,7 @@ def test_to_copy_layouts_and_bf16_rounding():
 def test_cat_keeps_channels_last_and_promotes():
     a = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
     b = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         got = torch.cat([a, b], 1)
         mixed = torch.cat([torch.ones(2, dtype=torch.int32), torch.full((3,), 0.5)])
         rot = torch.cat([-a[..., 2:], a[..., :2]], -1)  # rotate_half-like strided halves
@@ -47,7 +47,7 @@ def test_cat_keeps_channels_last_and_promotes():
                                          ((1.0, -1.0, -0.25), {})])
 def test_arange(args, kwargs):
     ref = torch.arange(*args, **kwargs)
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         got = torch.arange(*args, **kwargs)
     assert got.dtype == ref.dtype and got.shape == ref.shape
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
@@ -55,7 +55,7 @@ def test_arange(args, kwargs):
 
 def test_refused_calls_get_atens_result():
     z = torch.tensor([1 + 2j, 3 - 1j])
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         got = [torch.cat([z, z]), torch.zeros_like(z), z.clone(), torch.full((2,), 1 + 1j)]
     want = [torch.cat([z, z]), torch.zeros_like(z), z.clone(), torch.full((2,), 1 + 1j)]
     for g, w in zip(got, want):
@@ -66,7 +66,7 @@ def test_refused_calls_get_atens_result():
 def test_copy_under_enable_on_gpu():
     dst = torch.zeros(6, 8, device="cuda")[:, ::2]
     src = torch.randn(4, device="cuda")
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         assert "copy_" in T.enabled_ops()
         dst.copy_(src)
         host = torch.randn(3, 4).cuda()  # across devices: aten's copy

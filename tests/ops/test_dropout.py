@@ -12,7 +12,7 @@ aten = torch.ops.aten
 def _dropout_checks(dev: str, n: int) -> None:
     x = torch.randn(n, device=dev, requires_grad=True)
     p = 0.3
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         assert "native_dropout" in T.enabled_ops()
         torch.manual_seed(1)
         out1, m1 = aten.native_dropout(x, p, True)
@@ -41,7 +41,7 @@ def test_dropout_cpu():
 def test_dropout_gpu_reproducible_and_no_sync():
     _dropout_checks("cuda", 1 << 20)
     x = torch.randn(1 << 16, device="cuda")
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
@@ -52,7 +52,7 @@ def test_dropout_gpu_reproducible_and_no_sync():
 
 
 def _fill_checks(dev: str, n: int) -> None:
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         torch.manual_seed(3)
         a = torch.empty(n, device=dev).normal_(1.0, 2.0)
         u = torch.empty(n, device=dev).uniform_(-1.0, 3.0)

@@ -42,7 +42,7 @@ def test_half_precision_matches_eager(dt):
     bad = []
     for name, f in _cases(dt).items():
         ref = f()
-        with T.enable(wait_native=True):
+        with T.enable(include="all", wait_native=True):
             got = f()
         for r, g in zip(ref if isinstance(ref, tuple) else (ref,), got if isinstance(got, tuple) else (got,)):
             try:
@@ -57,7 +57,7 @@ def test_half_precision_matches_eager(dt):
 def test_half_precision_prod_accumulates_in_fp32(dt):
     # (eager's CPU product of bf16 accumulates in bf16; tritonjit's in fp32, as aten's CUDA kernel)
     p = (torch.randn(8, 33, generator=torch.Generator().manual_seed(1)).abs() + 0.5).to(dt)
-    with T.enable(wait_native=True):
+    with T.enable(include="all", wait_native=True):
         got = p.prod(1)
     exact = p.double().prod(1)
     assert got.dtype == dt

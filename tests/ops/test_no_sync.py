@@ -98,7 +98,7 @@ def test_aten_routes_raise_eagers_errors():
     for call in calls:
         with pytest.raises(Exception) as eager:
             call()
-        with T.enable(wait_native=True), pytest.raises(type(eager.value)) as enabled:
+        with T.enable(include="all", wait_native=True), pytest.raises(type(eager.value)) as enabled:
             call()
         assert str(enabled.value) == str(eager.value)
 
@@ -181,7 +181,7 @@ def test_device_path_reads_no_values_on_the_host(monkeypatch, path):
         m.setattr(indexing, "host_check_allowed", lambda t: False)
         m.setattr(fused, "host_check_allowed", lambda t: False)
         _forbid_host_reads(m)
-        with T.enable() if path == "enable" else _null():
+        with T.enable(include="all") if path == "enable" else _null():
             for c in cases:
                 got.append(c.call())
     for c, g, r in zip(cases, got, refs):
@@ -340,7 +340,7 @@ def test_no_sync_cases_run_and_match_eager_on_cpu():
             close(got, c.ref(), torch.float32, c.name)
     cases = aten_cases("cpu", torch.float32)
     refs = [c.ref() if c.ref is not None else c.call() for c in cases]
-    with T.enable():
+    with T.enable(include="all"):
         routed = set(T.enabled_ops())
         got = [c.call() for c in cases]
     assert {aten_name(c) for c in cases} <= routed

@@ -31,7 +31,7 @@ def _cases(path: str, dtype: torch.dtype):
 
 
 def _ctx(path: str):
-    return T.enable() if path == "enable" else contextlib.nullcontext()
+    return T.enable(include="all") if path == "enable" else contextlib.nullcontext()
 
 
 def _refs(path: str, cases):

@@ -147,7 +147,7 @@ def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool)
             op.op(inp, *args, **kwargs, out=out)
             return out
     ref, ref_err = _call(fn)
-    with T.enable():
+    with T.enable(include="all"):
         got, err = _call(fn)
     what = f"{op.name}{'.' + op.variant_test_name if op.variant_test_name else ''} ({kind}, {dtype}, {sample!r:.200})"
     if ref_err is not None:
@@ -166,7 +166,7 @@ def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool)
     gen = torch.Generator(device=outs[0].device).manual_seed(0)
     cots = [torch.randn(t.shape, dtype=t.dtype, device=t.device, generator=gen) for t in outs]
     ref_g = torch.autograd.grad(outs, inputs, cots, allow_unused=True)
-    with T.enable():
+    with T.enable(include="all"):
         res = op.op(sample.input, *sample.args, **sample.kwargs)
         got_g = torch.autograd.grad([_tensors(res)[i] for i in idx], inputs, cots, allow_unused=True)
     for a, b in zip(got_g, ref_g):

@@ -160,3 +160,19 @@ def test_autograd_still_works_under_enable():
 def test_model_under_enable_matches_eager_gpu(monkeypatch):
     torch.backends.cuda.matmul.allow_tf32 = False
     _model_check("cuda", monkeypatch)
+
+
+def test_device_default_is_the_measured_set_and_all_routes_everything():
+    """Without include, a device backend routes DEVICE_DEFAULT (measured no slower than eager
+    in real models); the interpreter routes the whole table; include="all" and a single name
+    are accepted."""
+    from tritonjit_ops import _registry
+
+    cuda = set(T.default_ops("CUDA"))
+    assert cuda == set(_registry._ATEN) & _registry.DEVICE_DEFAULT
+    assert {"mm", "add.Tensor", "_softmax"} <= cuda and "cat" not in cuda and "_softmax_backward_data" not in cuda
+    assert set(T.default_ops("CPU")) == set(_registry._ATEN)
+    with T.enable(include="all"):
+        assert set(T.enabled_ops()) >= set(_registry._ATEN)
+    with T.enable(include="mm"):
+        assert T.enabled_ops() == ["mm"]
