@@ -241,6 +241,8 @@ def test_gpu_sdpa_under_enable_is_routed(gpu_warm, monkeypatch):
             o = F.scaled_dot_product_attention(q, k, v, **kw)
             return o, torch.autograd.grad(o, (q, k, v), do)
 
+        with T.enable(include="all", wait_native=True):
+            step()  # first call: compiles and autotunes (the tuner's own torch calls are routed too)
         (o, grads), calls = _routed(step)
         assert calls == 2, kw
         torch.testing.assert_close(o, r, rtol=2e-2, atol=2e-2)
