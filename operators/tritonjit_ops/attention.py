@@ -795,7 +795,7 @@ def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
 
 def _aten_kernel(op: str, q: Tensor) -> Callable[..., Any]:
     """aten's own kernel of ``op`` for q's backend, below enable()'s BackendSelect registration."""
-    key = torch._C._parse_dispatch_key(q.device.type.upper() if q.device.type == "cuda" else "PrivateUse1")
+    key = torch._C.DispatchKey.CUDA if q.device.type == "cuda" else torch._C.DispatchKey.PrivateUse1
     overload = getattr(torch.ops.aten, op).default
     keyset = torch._C.DispatchKeySet(key)
     return lambda *a, **kw: overload.redispatch(keyset, *a, **kw)
