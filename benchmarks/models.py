@@ -349,8 +349,12 @@ def main(argv: list[str] | None = None) -> int:
             if device == "cuda":
                 torch.cuda.empty_cache()  # the case's model and activations are gone: give their memory back
             rows.append(row)
-            print(f"  {m}/{s}: {row['wall_s']:.1f} s" + (f" ERROR {row['error']}" if "error" in row else ""),
+            ratio = (f", ratio {row['tritonjit_ms'] / row['eager_ms']:.2f}x" if row.get("eager_ms") and
+                     row.get("tritonjit_ms") else "")
+            print(f"  {m}/{s}: {row['wall_s']:.1f} s{ratio}" + (f" ERROR {row['error']}" if "error" in row else ""),
                   flush=True)
+            if args.json:  # after every case: a run cut short still leaves the rows it finished
+                Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=SMOKE_TOL), indent=2))
     print(table(rows))
     failed = [f"{r['model']}/{r['shape']}" for r in rows if smoke and not smoke_ok(r)]
     if failed:
