@@ -768,6 +768,7 @@ def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
             raise Unsupported(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=aten")
         return
     from . import _registry
+    from .matmul import _capturing
 
     if q.device.type == "cpu" or _registry._State.native is None:
         return
@@ -776,8 +777,7 @@ def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
     if use is None:
         if ours is None or theirs is None:
             use = False
-        elif q.device.type == "cuda" and (torch.cuda.is_current_stream_capturing()
-                                          or torch.cuda.get_sync_debug_mode() != 0):
+        elif _capturing(q.device) or (q.device.type == "cuda" and torch.cuda.get_sync_debug_mode() != 0):
             use = True  # no timing (it synchronizes) in a capture or under sync-debug: the kernels
         else:
             import triton.testing
