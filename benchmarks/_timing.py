@@ -8,6 +8,7 @@ which is what makes the ratios of one run comparable.
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any, Callable
 
@@ -44,3 +45,26 @@ class Rounds:
             for name, timed in self.paths.items():
                 self.samples[name].append(timed(self.calls))
         return {name: min(s) for name, s in self.samples.items()}
+
+
+def device_ms(fn: Callable[[], Any], reps: int, dev: str, warmup: int = 1) -> float:
+    """Median device milliseconds of one call of ``fn``, after ``warmup`` calls: CUDA events
+    around each of ``reps`` calls; on CPU (smoke mode) the wall time of one call."""
+    for _ in range(warmup):
+        fn()
+    if dev == "cpu":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    import torch
+
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)

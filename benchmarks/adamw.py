@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import time
 import warnings
@@ -33,7 +32,11 @@ for _sub in ("operators", "tritonjit_core"):
     if str(_ROOT / _sub) not in sys.path:
         sys.path.insert(0, str(_ROOT / _sub))
 
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import torch  # noqa: E402
+from _timing import device_ms  # noqa: E402
 
 
 def llama_shapes(layers: int, hidden: int = 2048, inter: int = 5632, heads: int = 32, kv: int = 8,
@@ -45,21 +48,7 @@ def llama_shapes(layers: int, hidden: int = 2048, inter: int = 5632, heads: int 
 
 
 def _time(fn: Callable[[], Any], reps: int, dev: str) -> float:
-    fn()
-    if dev == "cpu":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return device_ms(fn, reps, dev, warmup=1)
 
 
 def run(shapes: list[tuple[int, ...]], dtype: torch.dtype, dev: str, reps: int) -> dict[str, Any]:

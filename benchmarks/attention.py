@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import re
-import statistics
 import sys
 import time
 import warnings
@@ -38,7 +37,11 @@ for _sub in ("operators", "tritonjit_core"):
     if str(_ROOT / _sub) not in sys.path:
         sys.path.insert(0, str(_ROOT / _sub))
 
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import torch  # noqa: E402
+from _timing import device_ms  # noqa: E402
 
 F = torch.nn.functional
 
@@ -56,23 +59,7 @@ SMOKE_CASES = [("smoke-causal", 1, 4, 2, 40, 16, True), ("smoke", 1, 2, 2, 24, 3
 
 
 def _time(fn: Callable[[], Any], reps: int, dev: str) -> float:
-    """Median device milliseconds of one call (CUDA events; wall clock on CPU)."""
-    for _ in range(2 if dev == "cpu" else 3):
-        fn()
-    if dev == "cpu":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return device_ms(fn, reps, dev, warmup=2 if dev == "cpu" else 3)
 
 
 def warm(cases: list[tuple], dev: str, dtype: torch.dtype, jobs: int, target: str | None = None) -> dict[str, Any]:
