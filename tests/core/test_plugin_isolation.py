@@ -167,6 +167,45 @@ def test_disable_plugins_skips_them_unimported(plugin_modules, monkeypatch):
         reg.get("exiter2")
 
 
+def test_get_by_name_imports_only_that_plugin(plugin_modules, monkeypatch):
+    """A lookup by name (a target "cuda:90", TRITONJIT_BACKEND) imports the built-in and the
+    entry point of that name; the others wait for a full discovery, which imports each once."""
+    plugin_modules("tj_iso_lazy_a", PLUGIN.format(name="lazy-a"))
+    plugin_modules("tj_iso_lazy_b", PLUGIN.format(name="lazy-b"))
+    reg = _registry(monkeypatch, _ep("lazy-a", "tj_iso_lazy_a:plugin"), _ep("lazy-b", "tj_iso_lazy_b:plugin"),
+                    _ep("interpreter", BUILTIN))
+    assert reg.get("lazy-b").name == "lazy-b"
+    assert "tj_iso_lazy_b" in sys.modules and "tj_iso_lazy_a" not in sys.modules
+    assert reg.get("interpreter").plugin is tritonjit.interpreter.plugin
+    assert "tj_iso_lazy_a" not in sys.modules
+    assert [b.name for b in reg.backends()] == ["lazy-a", "lazy-b", "interpreter"]
+    assert reg.broken == []  # lazy-b was not imported and registered a second time
+
+
+def test_get_by_name_finds_a_backend_named_unlike_its_entry_point(plugin_modules, monkeypatch):
+    plugin_modules("tj_iso_alias", PLUGIN.format(name="realname"))
+    reg = _registry(monkeypatch, _ep("alias", "tj_iso_alias:plugin"), _ep("interpreter", BUILTIN))
+    assert reg.get("realname").name == "realname"  # not the entry point's name: the full discovery finds it
+    with pytest.raises(tritonjit.BackendError, match="unknown backend 'nosuch'.*interpreter, realname"):
+        reg.get("nosuch")
+
+
+def test_get_by_name_keeps_the_rules_of_discovery(plugin_modules, monkeypatch):
+    """Disabled stays unimported, and two plugins of one name are refused, on the lazy path too."""
+    plugin_modules("tj_iso_twin1", PLUGIN.format(name="twin"))
+    plugin_modules("tj_iso_twin2", PLUGIN.format(name="twin"))
+    plugin_modules("tj_iso_off", "import sys\nsys.exit(6)\n")
+    monkeypatch.setenv("TRITONJIT_DISABLE_PLUGINS", "off")
+    reg = _registry(monkeypatch, _ep("twin", "tj_iso_twin1:plugin"), _ep("twin", "tj_iso_twin2:plugin"),
+                    _ep("off", "tj_iso_off:plugin"), _ep("interpreter", BUILTIN))
+    assert reg.get("twin").plugin is sys.modules["tj_iso_twin1"].plugin
+    (broken,) = reg.broken
+    assert broken.value == "tj_iso_twin2:plugin" and "two plugins are named 'twin'" in broken.reason
+    with pytest.raises(tritonjit.BackendError, match="plugin 'off' is disabled"):
+        reg.get("off")
+    assert "tj_iso_off" not in sys.modules and len(reg.broken) == 1
+
+
 # ---- a real installed distribution: tritonjit info ------------------------------------------------------
 @pytest.fixture(scope="module")
 def exit_site(tmp_path_factory) -> Path:

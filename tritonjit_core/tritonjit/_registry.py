@@ -117,6 +117,9 @@ class Registry:
         self.current_cell: list[Backend | None] = [None]
         self._lock = threading.RLock()
         self._discovered = False
+        #: entry points already imported or skipped, as (name, value): a lookup by name
+        #: imports its own plugin early, and the full discovery must not import it twice
+        self._seen: set[tuple[str, str]] = set()
 
     @property
     def _current(self) -> Backend | None:
@@ -128,19 +131,44 @@ class Registry:
 
     # ---- discovery ------------------------------------------------------------------
     def discover(self) -> None:
+        """Import and register every installed plugin (once per process)."""
         with self._lock:
             if self._discovered:
                 return
             self._discovered = True
             off = disabled_names()
             for ep in _builtin_first(_entry_points()):
-                found = getattr(ep, "dist", None)
-                dist = found.name if found is not None else None
-                if ep.value != BUILTIN and (ep.name in off or dist in off):
-                    log.info("backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
-                    self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
-                    continue
-                self._load(ep, dist)
+                self._consider(ep, off)
+
+    def _discover_named(self, name: str) -> None:
+        """Import only the built-in backend and the entry points called ``name``.
+
+        Why: a process that names its backend (a target ``cuda:90``, ``TRITONJIT_BACKEND``)
+        needs that one plugin; importing every installed plugin first is most of a warm
+        start. The rules stay those of :meth:`discover`: the built-in registers first, a
+        disabled plugin is not imported, a second plugin of one name is refused.
+        """
+        with self._lock:
+            if self._discovered:
+                return
+            off = disabled_names()
+            for ep in _builtin_first(_entry_points()):
+                if ep.value == BUILTIN or ep.name == name:
+                    self._consider(ep, off)
+
+    def _consider(self, ep: metadata.EntryPoint, off: frozenset[str]) -> None:
+        """Load one entry point unless it was seen already or is disabled."""
+        key = (ep.name, ep.value)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        found = getattr(ep, "dist", None)
+        dist = found.name if found is not None else None
+        if ep.value != BUILTIN and (ep.name in off or dist in off):
+            log.info("backend plugin '%s' (%s) disabled by %s", ep.name, dist or "?", ENV_DISABLE)
+            self.disabled.append(DisabledPlugin(ep.name, dist, ep.value))
+            return
+        self._load(ep, dist)
 
     def _load(self, ep: metadata.EntryPoint, dist: str | None) -> None:
         """Import and register one entry point; whatever it raises (SystemExit too, but
@@ -210,9 +238,21 @@ class Registry:
     # ---- queries --------------------------------------------------------------------
     def backends(self) -> list[Backend]:
         self.discover()
-        return sorted(self._backends.values(), key=lambda b: -b.info.priority)
+        # by name among equal priorities: the order must not depend on which backend a
+        # lookup by name imported first
+        return sorted(self._backends.values(), key=lambda b: (-b.info.priority, b.info.name))
 
     def get(self, name: str) -> Backend:
+        """The backend called ``name``; its own entry point is imported first and the
+        others only when it is not found there (a plugin may name its entry point
+        differently from its backend)."""
+        backend = self._backends.get(name)
+        if backend is not None:
+            return backend
+        self._discover_named(name)
+        backend = self._backends.get(name)
+        if backend is not None:
+            return backend
         self.discover()
         try:
             return self._backends[name]

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Sequence
 
-import numpy as np
-
 from ._backend import BackendInfo, CompiledVariant
 from ._errors import ArgumentError
 from ._hookspecs import hookimpl
@@ -223,6 +221,8 @@ class InterpreterBackend:
 
     @hookimpl
     def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
+        import numpy as np  # here, not at the top: discovery imports this module in every process
+
         _patch_interpreter_index()
         # numpy's floating-point warnings off: a GPU computes masked lanes' -inf - -inf
         # or x / 0 silently (IEEE), and so does a kernel here (Triton's interpreter would
