@@ -50,6 +50,7 @@ SIG = "*fp32:16,*fp32:16,*fp32:16,i32,fp32,{block}"
 PROBE = r'''
 import json, os, sys, time
 path, sig, go = sys.argv[1], sys.argv[2], sys.argv[3]
+import torch, triton  # imported before the clock, as benchmarks/warmstart.py's probes do
 import tritonjit
 f = tritonjit.function(path, "fleet_axpy")
 if go != "-":
@@ -96,7 +97,9 @@ def start_server(binary: str, workdir: str) -> tuple[subprocess.Popen, str]:
 def env_for(url: str, root: str) -> dict[str, str]:
     env = dict(os.environ, TRITON_CACHE_DIR=root, TRITONJIT_REMOTE_CACHE=url)
     env["PYTHONPATH"] = os.pathsep.join([str(_ROOT / "tritonjit_core"), env.get("PYTHONPATH", "")])
-    for name in ("TRITONJIT_CACHE_DIR", "TRITONJIT_DISK_CACHE"):
+    # PYTHONDONTWRITEBYTECODE: an installed package has its bytecode (pip compiles it);
+    # without it each probe would time compiling tritonjit's own sources
+    for name in ("TRITONJIT_CACHE_DIR", "TRITONJIT_DISK_CACHE", "PYTHONDONTWRITEBYTECODE"):
         env.pop(name, None)
     return env
 

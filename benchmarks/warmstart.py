@@ -84,8 +84,10 @@ print(json.dumps({{"seconds": dt}}))
 
 def _run_probe(workdir: str, how: str, cache: str) -> float:
     env = dict(os.environ, TRITON_CACHE_DIR=cache)
-    env.pop("TRITONJIT_CACHE_DIR", None)
-    env.pop("TRITONJIT_RECORD", None)
+    # PYTHONDONTWRITEBYTECODE: an installed package has its bytecode (pip compiles it);
+    # without it each probe would time compiling tritonjit's own sources
+    for name in ("TRITONJIT_CACHE_DIR", "TRITONJIT_RECORD", "PYTHONDONTWRITEBYTECODE"):
+        env.pop(name, None)
     out = subprocess.run([sys.executable, os.path.join(workdir, "probe.py"), os.path.join(workdir, "warm_kernel.py"),
                           how], env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
