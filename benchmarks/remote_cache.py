@@ -46,6 +46,8 @@ def fleet_axpy(x, y, out, n, alpha, BLOCK: tl.constexpr):
 '''
 
 SIG = "*fp32:16,*fp32:16,*fp32:16,i32,fp32,{block}"
+#: the single-flight rounds' variants: an i64 length, so none was published by the rounds before
+FLIGHT_SIG = "*fp32:16,*fp32:16,*fp32:16,i64,fp32,{block}"
 
 PROBE = r'''
 import json, os, sys, time
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             local.append(again["seconds"])
         for r in range(max(1, args.reps // 2)):
             go = f"{tmp}/go-{r}"
-            procs = [probe(tmp, url, f"{tmp}/flight-{r}-{i}", SIG.format(block=8192 >> r), go)
+            procs = [probe(tmp, url, f"{tmp}/flight-{r}-{i}", FLIGHT_SIG.format(block=8192 >> r), go)
                      for i in range(args.fleet)]
             deadline = time.monotonic() + 120
             while len(list(Path(tmp).glob(f"go-{r}.ready.*"))) < args.fleet and time.monotonic() < deadline:
