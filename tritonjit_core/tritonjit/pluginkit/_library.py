@@ -6,13 +6,24 @@ for ``acl*`` and ``libruntime.so`` for ``rt*``): :func:`find_libraries`, whose
 :class:`LibrarySet` binds each symbol from whichever library exports it. Both honour
 an explicit path, then ``$<env_var>``, then the SDK directories, then the dynamic
 loader's own search; both report every place they looked.
+
+The loader's search beyond a bare ``dlopen`` (other sonames of the library, as
+``ctypes.util.find_library`` finds them) reads ``ldconfig -p`` once per process:
+``find_library`` runs ldconfig, and on a miss gcc and ld, at every call, 10-35 ms
+per name -- some 200 ms for the vendor plugins' availability checks on a machine
+that has none of their drivers.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
+import glob
 import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,22 +93,52 @@ def find_library(names: Sequence[str], env_var: str, search_dirs: Sequence[str] 
         candidates = [pinned]
     else:
         candidates = [os.path.join(d, n) for d in search.search_dirs for n in names]
-        candidates = [c for c in candidates if os.path.exists(c)]
-        for n in names:
-            candidates.append(n)
-            found = ctypes.util.find_library(n[3:].split(".so")[0]) if n.startswith("lib") else None
-            if found and found not in candidates:
-                candidates.append(found)
+        candidates = [c for c in candidates if os.path.exists(c)] + list(names)
+    if _open_first(search, candidates, mode, report=bool(pinned)) or pinned:
+        return search
+    # the loader's other names for the library (libcuda.so.1 for libcuda.so), asked only now
+    more = [p for n in names if n.startswith("lib") for p in loader_paths(n[3:].split(".so")[0])]
+    _open_first(search, [p for p in dict.fromkeys(more) if p not in search.tried], mode, report=False)
+    return search
+
+
+def _open_first(search: LibrarySearch, candidates: Sequence[str], mode: int, report: bool) -> bool:
     for cand in candidates:
         search.tried.append(cand)
         try:
             search.handle = ctypes.CDLL(cand, mode=mode)
             search.path = cand
-            return search
+            return True
         except OSError as exc:
-            if pinned:
+            if report:
                 search.error = str(exc)
-    return search
+    return False
+
+
+def loader_paths(stem: str) -> list[str]:
+    """Where the dynamic loader would find ``lib<stem>.so*``: its cache (``ldconfig -p``,
+    read once per process), then ``$LD_LIBRARY_PATH``. Off Linux, ``ctypes.util.find_library``."""
+    if not sys.platform.startswith("linux"):
+        found = ctypes.util.find_library(stem)
+        return [found] if found else []
+    pattern = re.compile(rf"^\s+lib{re.escape(stem)}\.so[^\s]*\s.*=>\s*(\S+)\s*$", re.M)
+    paths = pattern.findall(_ldconfig_cache())
+    for d in filter(None, os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)):
+        paths += sorted(glob.glob(os.path.join(glob.escape(d), f"lib{stem}.so*")))
+    return list(dict.fromkeys(paths))
+
+
+@functools.lru_cache(maxsize=1)
+def _ldconfig_cache() -> str:
+    """``ldconfig -p``, run once per process (empty when there is no ldconfig)."""
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    for exe in ("/sbin/ldconfig", "/usr/sbin/ldconfig", "ldconfig"):
+        try:
+            return subprocess.run([exe, "-p"], capture_output=True, text=True, env=env, timeout=10,
+                                  check=False).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return ""
 
 
 @dataclass
