@@ -161,6 +161,32 @@ def test_marked_override_and_unrelated_helpers_register():
     assert backend.compile.__func__ is Fine.compile
 
 
+def test_a_misspelt_hookimpl_is_refused_naming_it():
+    class Typo(_Named):
+        @hookimpl
+        def compiel(self, src, target, options):  # never called: there is no such hook
+            return None
+
+    with pytest.raises(tritonjit.BackendError, match=r"Typo\.compiel is marked @hookimpl, but tritonjit has no "
+                                                     r"hook named 'compiel'.*the hooks are: .*compile"):
+        Registry().register(Typo())
+
+
+@pytest.mark.parametrize("wrap", [staticmethod, classmethod])
+def test_a_misspelt_static_or_class_hookimpl_is_refused(wrap):
+    Typo = type("Typo", (_Named,), {"lod": wrap(hookimpl(lambda *a: None))})
+    with pytest.raises(tritonjit.BackendError, match=r"no hook named 'lod'"):
+        Registry().register(Typo())
+
+
+def test_a_misspelt_hookimpl_of_a_module_plugin_is_refused():
+    mod = types.ModuleType("tj_contract_typo")
+    mod.__dict__.update({name: getattr(_Named(), name) for name in REQUIRED})
+    mod.laucnh = hookimpl(lambda state, grid, stream, packed: None)
+    with pytest.raises(tritonjit.BackendError, match=r"tj_contract_typo\.laucnh is marked @hookimpl"):
+        Registry().register(mod)
+
+
 def test_refused_plugin_leaves_the_registry_clean():
     reg = Registry()
     forgetful = _forgetful(_Named, "compile")

@@ -46,7 +46,11 @@ class PluginManager(pluggy.PluginManager):
     skipped: skipped, a subclass's unmarked override of ``compile`` would hide both
     itself and the base class's hook, and the backend would silently run the core's
     default instead (libtriton_jit's ``static_assert(BackendPolicy<X>)``, at
-    registration).
+    registration). The other way round, a routine marked ``@hookimpl`` under a name
+    that is no hook (a typo: ``compiel``) is refused too, where pluggy would register
+    it and never call it. Only names of hooks go through pluggy's own (slow, static)
+    attribute lookup: the rest of a plugin's ~60 attributes, at every discovery, are
+    read from the class dictionaries.
     """
 
     def __init__(self) -> None:
@@ -54,6 +58,12 @@ class PluginManager(pluggy.PluginManager):
         self.add_hookspecs(BackendSpec)
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if name not in HOOKS:
+            if not name.startswith("__") and _marked(_raw_attr(plugin, name)):
+                raise pluggy.PluginValidationError(
+                    plugin, f"{_defined_in(plugin, name)}.{name} is marked @hookimpl, but tritonjit has no hook "
+                    f"named '{name}' (a misspelt hook is never called); the hooks are: {', '.join(HOOKS)}")
+            return None
         opts = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name in HOOKS and _is_routine(plugin, name):
             owner = _defined_in(plugin, name)
@@ -62,6 +72,32 @@ class PluginManager(pluggy.PluginManager):
                 "(an unmarked override hides the hook it replaces); decorate it with "
                 "tritonjit.hookimpl, or rename it if it is not meant as the hook")
         return opts
+
+
+_IMPL_MARK = f"{PROJECT}_impl"  # the attribute pluggy's HookimplMarker sets on a function
+
+
+def _raw_attr(plugin: Any, name: str) -> Any:
+    """``plugin.name`` as stored (instance or module dictionary, then the classes of the MRO),
+    running no descriptor; None when absent."""
+    if isinstance(plugin, type):  # a class registered as the plugin
+        mro: tuple[type, ...] = plugin.__mro__
+    else:
+        own = getattr(plugin, "__dict__", None)
+        if isinstance(own, dict) and name in own:
+            return own[name]
+        mro = type(plugin).__mro__
+    for cls in mro:
+        if name in vars(cls):
+            return vars(cls)[name]
+    return None
+
+
+def _marked(attr: Any) -> bool:
+    """Whether a stored attribute is a function marked ``@hookimpl`` (through static- and
+    classmethod wrappers)."""
+    fn = getattr(attr, "__func__", attr) if isinstance(attr, (staticmethod, classmethod)) else attr
+    return inspect.isroutine(fn) and getattr(fn, _IMPL_MARK, None) is not None
 
 
 def _is_routine(plugin: Any, name: str) -> bool:
