@@ -24,6 +24,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
+from ._math import atan2, erfinv, expm1, floor_div, log1p, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -54,92 +55,6 @@ def _cast(x, CT: tl.constexpr):
 
 
 @triton.jit
-def _atan_unit(t):
-    """atan(t) for t in [0, 1] (Cephes atanf: float32 accuracy)."""
-    big = t > 0.41421356237309503
-    z = tl.where(big, (t - 1.0) / (t + 1.0), t)
-    zz = z * z
-    p = (((8.05374449538e-2 * zz - 1.38776856032e-1) * zz + 1.99777106478e-1) * zz - 3.33329491539e-1) * zz * z + z
-    return tl.where(big, 0.7853981633974483 + p, p)
-
-
-@triton.jit
-def _atan2(y, x):
-    ax = tl.abs(x)
-    ay = tl.abs(y)
-    mx = tl.maximum(ax, ay)
-    mn = tl.minimum(ax, ay)
-    t = tl.where(mx == 0, 0.0, mn / tl.where(mx == 0, 1.0, mx))
-    r = _atan_unit(t)
-    r = tl.where(ay > ax, 1.5707963267948966 - r, r)
-    r = tl.where(x < 0, 3.141592653589793 - r, r)
-    r = tl.where(y < 0, -r, r)
-    return tl.where((x != x) | (y != y), x + y, r)
-
-
-@triton.jit
-def _log1p(x):
-    u = 1.0 + x
-    d = u - 1.0
-    return tl.where(d == 0, x, tl.log(u) * (x / tl.where(d == 0, 1.0, d)))
-
-
-@triton.jit
-def _expm1(x):
-    u = tl.exp(x)
-    d = u - 1.0
-    lu = tl.log(u)
-    r = tl.where(u == 1.0, x, tl.where(d == -1.0, -1.0, d * x / tl.where(lu == 0, 1.0, lu)))
-    return tl.where(x > 80.0, u, r)
-
-
-@triton.jit
-def _tanh(x):
-    t = tl.exp(-2.0 * tl.abs(x))
-    r = (1.0 - t) / (1.0 + t)
-    return tl.where(x < 0, -r, r)
-
-
-@triton.jit
-def _erfinv(x):
-    """Giles' single-precision approximation of erfinv."""
-    w = -tl.log((1.0 - x) * (1.0 + x))
-    ws = w - 2.5
-    p1 = 2.81022636e-08
-    p1 = 3.43273939e-07 + p1 * ws
-    p1 = -3.5233877e-06 + p1 * ws
-    p1 = -4.39150654e-06 + p1 * ws
-    p1 = 0.00021858087 + p1 * ws
-    p1 = -0.00125372503 + p1 * ws
-    p1 = -0.00417768164 + p1 * ws
-    p1 = 0.246640727 + p1 * ws
-    p1 = 1.50140941 + p1 * ws
-    wl = tl.sqrt(tl.where(w < 5.0, 5.0, w)) - 3.0
-    p2 = -0.000200214257
-    p2 = 0.000100950558 + p2 * wl
-    p2 = 0.00134934322 + p2 * wl
-    p2 = -0.00367342844 + p2 * wl
-    p2 = 0.00573950773 + p2 * wl
-    p2 = -0.0076224613 + p2 * wl
-    p2 = 0.00943887047 + p2 * wl
-    p2 = 1.00167406 + p2 * wl
-    p2 = 2.83297682 + p2 * wl
-    r = tl.where(w < 5.0, p1, p2) * x
-    r = tl.where(tl.abs(x) == 1.0, x * float("inf"), r)
-    return tl.where(tl.abs(x) > 1.0, float("nan"), r)
-
-
-@triton.jit
-def _floor_div(a, b, IS_FLOAT: tl.constexpr):
-    if IS_FLOAT:
-        r = tl.floor(a / b)
-    else:
-        q = a // b
-        r = tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
-    return r
-
-
-@triton.jit
 def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     # ---- unary
     if OP == "copy":
@@ -147,7 +62,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "neg":
         r = -a
     elif OP == "abs":
-        r = tl.where(a < 0, -a, a)
+        r = tl.abs(a)  # not where(a < 0, -a, a): abs(-0.0) is +0.0
     elif OP == "exp":
         r = tl.exp(a)
     elif OP == "log":
@@ -159,7 +74,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "sigmoid":
         r = 1.0 / (1.0 + tl.exp(-a))
     elif OP == "tanh":
-        r = _tanh(a)
+        r = tanh_exp(a)
     elif OP == "relu":
         r = tl.where(a > 0, a, 0).to(a.dtype)
         r = tl.where(a != a, a, r)
@@ -168,13 +83,13 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "gelu":
         r = 0.5 * a * (1.0 + tl.erf(a * 0.7071067811865476))
     elif OP == "gelu_tanh":
-        r = 0.5 * a * (1.0 + _tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))
+        r = 0.5 * a * (1.0 + tanh_exp(0.7978845608028654 * (a + 0.044715 * a * a * a)))
     elif OP == "exp2":
         r = tl.exp2(a)
     elif OP == "expm1":
-        r = _expm1(a)
+        r = expm1(a)
     elif OP == "log1p":
-        r = _log1p(a)
+        r = log1p(a)
     elif OP == "log2":
         r = tl.log2(a)
     elif OP == "log10":
@@ -186,15 +101,15 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "tan":
         r = tl.sin(a) / tl.cos(a)
     elif OP == "atan":
-        r = _atan2(a, tl.full(a.shape, 1.0, a.dtype))
+        r = atan2(a, tl.full(a.shape, 1.0, a.dtype))
     elif OP == "asin":
-        r = _atan2(a, tl.sqrt((1.0 - a) * (1.0 + a)))
+        r = atan2(a, tl.sqrt((1.0 - a) * (1.0 + a)))
         r = tl.where(tl.abs(a) > 1.0, float("nan"), r)
     elif OP == "acos":
-        r = _atan2(tl.sqrt((1.0 - a) * (1.0 + a)), a)
+        r = atan2(tl.sqrt((1.0 - a) * (1.0 + a)), a)
         r = tl.where(tl.abs(a) > 1.0, float("nan"), r)
     elif OP == "sinh":
-        e = _expm1(tl.abs(a))
+        e = expm1(tl.abs(a))
         r = 0.5 * (e + e / (e + 1.0))
         r = tl.where(a < 0, -r, r)
     elif OP == "cosh":
@@ -202,17 +117,17 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = 0.5 * (e + 1.0 / e)
     elif OP == "asinh":
         x = tl.abs(a)
-        r = _log1p(x + x * x / (1.0 + tl.sqrt(1.0 + x * x)))
+        r = log1p(x + x * x / (1.0 + tl.sqrt(1.0 + x * x)))
         r = tl.where(x > 1e10, tl.log(x) + 0.6931471805599453, r)
         r = tl.where(a < 0, -r, r)
     elif OP == "atanh":
-        r = 0.5 * _log1p(2.0 * a / (1.0 - a))
+        r = 0.5 * log1p(2.0 * a / (1.0 - a))
     elif OP == "erf":
         r = tl.erf(a)
     elif OP == "erfc":
         r = 1.0 - tl.erf(a)
     elif OP == "erfinv":
-        r = _erfinv(a)
+        r = erfinv(a)
     elif OP == "reciprocal":
         r = 1.0 / a
     elif OP == "floor":
@@ -245,16 +160,16 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "leaky_relu":
         r = tl.where(a > 0, a, a * s0)
     elif OP == "elu":  # s0 alpha, s1 scale, s2 input_scale
-        r = tl.where(a > 0, a * s1, s0 * s1 * _expm1(a * s2))
+        r = tl.where(a > 0, a * s1, s0 * s1 * expm1(a * s2))
     elif OP == "softplus":  # s0 beta, s1 threshold
-        r = tl.where(a * s0 > s1, a, _log1p(tl.exp(a * s0)) / s0)
+        r = tl.where(a * s0 > s1, a, log1p(tl.exp(a * s0)) / s0)
     elif OP == "hardsigmoid":
         r = tl.minimum(tl.maximum(a / 6.0 + 0.5, 0.0), 1.0)
     elif OP == "hardswish":
         r = a * tl.minimum(tl.maximum(a + 3.0, 0.0), 6.0) / 6.0
     elif OP == "mish":
-        sp = tl.where(a > 20.0, a, _log1p(tl.exp(a)))
-        r = a * _tanh(sp)
+        sp = tl.where(a > 20.0, a, log1p(tl.exp(a)))
+        r = a * tanh_exp(sp)
     # ---- binary
     elif OP == "add":
         r = a + b * s0
@@ -271,7 +186,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         else:
             r = a // b
     elif OP == "div_floor":
-        r = _floor_div(a, b, IS_FLOAT)
+        r = floor_div(a, b, IS_FLOAT)
     elif OP == "remainder":
         m = a % b
         r = tl.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
@@ -289,7 +204,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "minimum":
         r = tl.where((a < b) | (a != a), a, b)
     elif OP == "atan2":
-        r = _atan2(a, b)
+        r = atan2(a, b)
     elif OP == "eq":
         r = a == b
     elif OP == "ne":

@@ -15,20 +15,13 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
+from ._math import activation
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
 
 
 # --------------------------------------------------------------------- kernels
-@triton.jit
-def _tanh(x):
-    # exp-based so it also runs in the interpreter; |x| keeps exp from overflowing.
-    t = tl.exp(-2.0 * tl.abs(x))
-    r = (1.0 - t) / (1.0 + t)
-    return tl.where(x < 0, -r, r)
-
-
 @triton.jit
 def _binary_op(a, b, alpha, OP: tl.constexpr):
     if OP == "add":
@@ -61,36 +54,6 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
 
 
 @triton.jit
-def _unary_op(x, OP: tl.constexpr):
-    if OP == "neg":
-        r = -x
-    elif OP == "abs":
-        r = tl.abs(x)
-    elif OP == "relu":
-        r = tl.where(x > 0, x, 0).to(x.dtype)
-        r = tl.where(x != x, x, r)
-    elif OP == "exp":
-        r = tl.exp(x)
-    elif OP == "log":
-        r = tl.log(x)
-    elif OP == "sqrt":
-        r = tl.sqrt(x)
-    elif OP == "rsqrt":
-        r = 1.0 / tl.sqrt(x)
-    elif OP == "sigmoid":
-        r = 1.0 / (1.0 + tl.exp(-x))
-    elif OP == "tanh":
-        r = _tanh(x)
-    elif OP == "silu":
-        r = x / (1.0 + tl.exp(-x))
-    elif OP == "gelu":
-        r = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
-    else:  # "gelu_tanh"
-        r = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-    return r
-
-
-@triton.jit
 def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constexpr,
                         X_SCALAR: tl.constexpr = False, Y_SCALAR: tl.constexpr = False,
                         UPCAST: tl.constexpr = False):
@@ -117,7 +80,7 @@ def _unary_flat_kernel(x, out, n, OP: tl.constexpr, BLOCK: tl.constexpr, UPCAST:
     mask = offs < n
     CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
     a = tl.load(x + offs, mask=mask).to(CT)
-    tl.store(out + offs, _unary_op(a, OP).to(out.dtype.element_ty), mask=mask)
+    tl.store(out + offs, activation(a, OP).to(out.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -154,7 +117,7 @@ def _pointwise_nd_kernel(
         else:
             b = tl.load(y + _nd_offset(i0, i1, i2, i3, ys0, ys1, ys2, ys3), mask=mask)
     if NIN == 1:
-        r = _unary_op(a.to(CT), OP)
+        r = activation(a.to(CT), OP)
     elif NIN == 2:
         r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
     else:  # where(x=cond, y, z)

@@ -15,16 +15,10 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, cdiv, jit
+from ._math import tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
 
 Tensor = torch.Tensor
-
-
-@triton.jit
-def _tanh(x):
-    t = tl.exp(-2.0 * tl.abs(x))
-    r = (1.0 - t) / (1.0 + t)
-    return tl.where(x < 0, -r, r)
 
 
 @triton.jit
@@ -43,7 +37,7 @@ def _act_bwd_kernel(dy, x, dx, n, threshold, OP: tl.constexpr, BLOCK: tl.constex
     elif OP == "gelu_tanh":
         k = 0.7978845608028654
         inner = k * (v + 0.044715 * v * v * v)
-        t = _tanh(inner)
+        t = tanh_exp(inner)
         r = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v))
     elif OP == "sigmoid":  # v is the output
         r = g * v * (1.0 - v)

@@ -226,3 +226,19 @@ def test_gpu_bad_device_on_the_fast_path():
     if torch.cuda.device_count() > 1:
         with pytest.raises(RuntimeError, match="same device"):
             T.add(x, x.to("cuda:1"))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_abs_of_negative_zero_is_positive_zero_on_every_path(dtype):
+    """abs(-0.0) is +0.0 (the sign bit cleared), through the direct entry, the strided
+    kernel (a transposed view), the in-place and out= forms under enable()."""
+    x = torch.tensor([[-0.0, 0.0], [-2.5, 3.0]], dtype=dtype)
+    want = torch.abs(x)
+    assert not torch.signbit(T.abs(x)).any()
+    T.enable(include="all")
+    try:
+        got = [torch.abs(x), torch.abs(x.t()).t(), x.clone().abs_(), torch.abs(x, out=torch.empty_like(x))]
+    finally:
+        T.disable()
+    for g in got:
+        assert torch.equal(g, want) and not torch.signbit(g).any()

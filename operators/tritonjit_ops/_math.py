@@ -1,0 +1,131 @@
+"""Device functions shared by the elementwise kernels (pointwise.py, elementwise.py and
+pointwise_backward.py): one copy of each formula.
+
+The transcendental helpers are written with ``tl.exp``/``tl.log`` so that they run in
+Triton's interpreter as well as on every compiled backend (no libdevice); they are
+float32-accurate. Calls are inlined when a kernel compiles: sharing them changes no
+generated code.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh_exp(x):
+    """tanh through exp, so that it also runs in the interpreter; |x| keeps exp from overflowing."""
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = (1.0 - t) / (1.0 + t)
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def log1p(x):
+    u = 1.0 + x
+    d = u - 1.0
+    return tl.where(d == 0, x, tl.log(u) * (x / tl.where(d == 0, 1.0, d)))
+
+
+@triton.jit
+def expm1(x):
+    u = tl.exp(x)
+    d = u - 1.0
+    lu = tl.log(u)
+    r = tl.where(u == 1.0, x, tl.where(d == -1.0, -1.0, d * x / tl.where(lu == 0, 1.0, lu)))
+    return tl.where(x > 80.0, u, r)
+
+
+@triton.jit
+def atan_unit(t):
+    """atan(t) for t in [0, 1] (Cephes atanf: float32 accuracy)."""
+    big = t > 0.41421356237309503
+    z = tl.where(big, (t - 1.0) / (t + 1.0), t)
+    zz = z * z
+    p = (((8.05374449538e-2 * zz - 1.38776856032e-1) * zz + 1.99777106478e-1) * zz - 3.33329491539e-1) * zz * z + z
+    return tl.where(big, 0.7853981633974483 + p, p)
+
+
+@triton.jit
+def atan2(y, x):
+    ax = tl.abs(x)
+    ay = tl.abs(y)
+    mx = tl.maximum(ax, ay)
+    mn = tl.minimum(ax, ay)
+    t = tl.where(mx == 0, 0.0, mn / tl.where(mx == 0, 1.0, mx))
+    r = atan_unit(t)
+    r = tl.where(ay > ax, 1.5707963267948966 - r, r)
+    r = tl.where(x < 0, 3.141592653589793 - r, r)
+    r = tl.where(y < 0, -r, r)
+    return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def erfinv(x):
+    """Giles' single-precision approximation of erfinv."""
+    w = -tl.log((1.0 - x) * (1.0 + x))
+    ws = w - 2.5
+    p1 = 2.81022636e-08
+    p1 = 3.43273939e-07 + p1 * ws
+    p1 = -3.5233877e-06 + p1 * ws
+    p1 = -4.39150654e-06 + p1 * ws
+    p1 = 0.00021858087 + p1 * ws
+    p1 = -0.00125372503 + p1 * ws
+    p1 = -0.00417768164 + p1 * ws
+    p1 = 0.246640727 + p1 * ws
+    p1 = 1.50140941 + p1 * ws
+    wl = tl.sqrt(tl.where(w < 5.0, 5.0, w)) - 3.0
+    p2 = -0.000200214257
+    p2 = 0.000100950558 + p2 * wl
+    p2 = 0.00134934322 + p2 * wl
+    p2 = -0.00367342844 + p2 * wl
+    p2 = 0.00573950773 + p2 * wl
+    p2 = -0.0076224613 + p2 * wl
+    p2 = 0.00943887047 + p2 * wl
+    p2 = 1.00167406 + p2 * wl
+    p2 = 2.83297682 + p2 * wl
+    r = tl.where(w < 5.0, p1, p2) * x
+    r = tl.where(tl.abs(x) == 1.0, x * float("inf"), r)
+    return tl.where(tl.abs(x) > 1.0, float("nan"), r)
+
+
+@triton.jit
+def floor_div(a, b, IS_FLOAT: tl.constexpr):
+    if IS_FLOAT:
+        r = tl.floor(a / b)
+    else:
+        q = a // b
+        r = tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)
+    return r
+
+
+@triton.jit
+def activation(x, OP: tl.constexpr):
+    """The unary ops of the flat and strided pointwise kernels (``OP``: neg, abs, relu, exp, log,
+    sqrt, rsqrt, sigmoid, tanh, silu, gelu, gelu_tanh)."""
+    if OP == "neg":
+        r = -x
+    elif OP == "abs":
+        r = tl.abs(x)
+    elif OP == "relu":
+        r = tl.where(x > 0, x, 0).to(x.dtype)
+        r = tl.where(x != x, x, r)
+    elif OP == "exp":
+        r = tl.exp(x)
+    elif OP == "log":
+        r = tl.log(x)
+    elif OP == "sqrt":
+        r = tl.sqrt(x)
+    elif OP == "rsqrt":
+        r = 1.0 / tl.sqrt(x)
+    elif OP == "sigmoid":
+        r = 1.0 / (1.0 + tl.exp(-x))
+    elif OP == "tanh":
+        r = tanh_exp(x)
+    elif OP == "silu":
+        r = x / (1.0 + tl.exp(-x))
+    elif OP == "gelu":
+        r = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    else:  # "gelu_tanh"
+        r = 0.5 * x * (1.0 + tanh_exp(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return r
