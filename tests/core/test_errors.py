@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from importlib.metadata import EntryPoint
 
 import pytest
 
@@ -12,7 +11,8 @@ torch = pytest.importorskip("torch")
 
 import _spec_kernels as K  # noqa: E402
 import tritonjit  # noqa: E402
-from tritonjit._registry import ENTRY_POINT_GROUP, Registry  # noqa: E402
+from _fake_plugins import PLUGIN, ep  # noqa: E402
+from tritonjit._registry import Registry  # noqa: E402
 from tritonjit._variant import module_cache  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("interpreter_backend")
@@ -159,52 +159,18 @@ def test_unknown_backend_lists_the_known_ones():
 def test_unknown_backend_from_environment(monkeypatch):
     reg = Registry()
     monkeypatch.setenv("TRITONJIT_BACKEND", "no-such-backend")
-    only = [_ep("interpreter", "tritonjit.interpreter:plugin")]
+    only = [ep("interpreter", "tritonjit.interpreter:plugin")]
     monkeypatch.setattr("tritonjit._registry._entry_points", lambda: only)
     with pytest.raises(tritonjit.BackendError, match="unknown backend 'no-such-backend'.*interpreter"):
         reg.current()
-
-
-def _ep(name: str, value: str) -> EntryPoint:
-    return EntryPoint(name=name, value=value, group=ENTRY_POINT_GROUP)
-
-
-PLUGIN = textwrap.dedent('''\
-    from tritonjit.interpreter import InterpreterBackend
-    from tritonjit import BackendInfo, hookimpl
-
-
-    class Plugin(InterpreterBackend):
-        @hookimpl
-        def backend_info(self):
-            return BackendInfo(name={name!r}, priority=5, triton_backend="interpreter", device_type="cpu")
-
-
-    plugin = Plugin()
-''')
-
-
-@pytest.fixture
-def plugin_modules(tmp_path, monkeypatch):
-    """Importable modules for fake entry points (removed from sys.modules after)."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    made = []
-
-    def make(module: str, text: str) -> None:
-        (tmp_path / f"{module}.py").write_text(text)
-        made.append(module)
-
-    yield make
-    for m in made:
-        sys.modules.pop(m, None)
 
 
 def test_plugin_whose_import_fails(plugin_modules, monkeypatch):
     plugin_modules("tj_fake_good", PLUGIN.format(name="good"))
     plugin_modules("tj_fake_broken", "import tj_this_module_does_not_exist\n")
     monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [
-        _ep("broken", "tj_fake_broken:plugin"), _ep("good", "tj_fake_good:plugin"),
-        _ep("interpreter", "tritonjit.interpreter:plugin")])
+        ep("broken", "tj_fake_broken:plugin"), ep("good", "tj_fake_good:plugin"),
+        ep("interpreter", "tritonjit.interpreter:plugin")])
     reg = Registry()
     names = [b.name for b in reg.backends()]
     assert names == ["good", "interpreter"]  # the others still work
@@ -219,8 +185,8 @@ def test_two_plugins_with_one_name(plugin_modules, monkeypatch):
     plugin_modules("tj_fake_one", PLUGIN.format(name="twin"))
     plugin_modules("tj_fake_two", PLUGIN.format(name="twin"))
     monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [
-        _ep("twin", "tj_fake_one:plugin"), _ep("twin-again", "tj_fake_two:plugin"),
-        _ep("interpreter", "tritonjit.interpreter:plugin")])
+        ep("twin", "tj_fake_one:plugin"), ep("twin-again", "tj_fake_two:plugin"),
+        ep("interpreter", "tritonjit.interpreter:plugin")])
     reg = Registry()
     assert sorted(b.name for b in reg.backends()) == ["interpreter", "twin"]
     assert len(reg.broken) == 1
@@ -242,7 +208,7 @@ def test_plugin_missing_required_hooks(plugin_modules, monkeypatch):
 
         plugin = Half()
     '''))
-    monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [_ep("half", "tj_fake_half:plugin")])
+    monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [ep("half", "tj_fake_half:plugin")])
     reg = Registry()
     assert reg.backends() == []
     assert "lacks required hooks" in reg.broken[0].reason and "launch" in reg.broken[0].reason

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -30,53 +29,15 @@ torch = pytest.importorskip("torch")
 import _spec_kernels as K  # noqa: E402
 import tritonjit  # noqa: E402
 import tritonjit.interpreter  # noqa: E402
+from _fake_plugins import PLUGIN, ep  # noqa: E402
 from tritonjit import BackendInfo, HookError, hookimpl  # noqa: E402
-from tritonjit._registry import BUILTIN, ENTRY_POINT_GROUP, Registry  # noqa: E402
+from tritonjit._registry import BUILTIN, Registry  # noqa: E402
 from tritonjit.interpreter import InterpreterBackend  # noqa: E402
 
 
 @triton.jit
 def scalar_kernel(n):
     pass
-
-
-def _ep(name: str, value: str) -> EntryPoint:
-    return EntryPoint(name=name, value=value, group=ENTRY_POINT_GROUP)
-
-
-PLUGIN = textwrap.dedent('''\
-    from tritonjit.interpreter import InterpreterBackend
-    from tritonjit import BackendInfo, hookimpl
-
-
-    class Plugin(InterpreterBackend):
-        @hookimpl
-        def backend_info(self):
-            return BackendInfo(name={name!r}, priority=5, triton_backend="interpreter", device_type="cpu")
-
-
-    plugin = Plugin()
-''')
-
-
-@pytest.fixture
-def plugin_modules(tmp_path, monkeypatch):
-    """Importable modules for fake entry points (removed from sys.modules after). The path is
-    put on sys.path by hand: monkeypatch.syspath_prepend imports pkg_resources, whose
-    namespace fix-ups break later imports of setuptools in this process (torch's C++
-    extension builder, which the native helpers' builds use)."""
-    sys.path.insert(0, str(tmp_path))
-    importlib.invalidate_caches()
-    made = []
-
-    def make(module: str, text: str) -> None:
-        (tmp_path / f"{module}.py").write_text(text)
-        made.append(module)
-
-    yield make
-    sys.path.remove(str(tmp_path))
-    for m in made:
-        sys.modules.pop(m, None)
 
 
 def _registry(monkeypatch, *eps: EntryPoint) -> Registry:
@@ -88,8 +49,8 @@ def _registry(monkeypatch, *eps: EntryPoint) -> Registry:
 def test_plugin_calling_sys_exit_at_import_is_broken_not_fatal(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_exit", "import sys\nsys.exit(3)\n")
     plugin_modules("tj_iso_good", PLUGIN.format(name="good"))
-    reg = _registry(monkeypatch, _ep("exiter", "tj_iso_exit:plugin"), _ep("good", "tj_iso_good:plugin"),
-                    _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("exiter", "tj_iso_exit:plugin"), ep("good", "tj_iso_good:plugin"),
+                    ep("interpreter", BUILTIN))
     assert [b.name for b in reg.backends()] == ["good", "interpreter"]
     (broken,) = reg.broken
     assert broken.name == "exiter" and broken.value == "tj_iso_exit:plugin"
@@ -127,8 +88,8 @@ def test_sys_exit_in_backend_info_or_availability(plugin_modules, monkeypatch):
 
         plugin = Plugin()
     '''))
-    reg = _registry(monkeypatch, _ep("info-exit", "tj_iso_info_exit:plugin"),
-                    _ep("moody", "tj_iso_avail_exit:plugin"), _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("info-exit", "tj_iso_info_exit:plugin"),
+                    ep("moody", "tj_iso_avail_exit:plugin"), ep("interpreter", BUILTIN))
     assert [b.name for b in reg.backends()] == ["moody", "interpreter"]
     assert [b.name for b in reg.broken] == ["info-exit"]
     assert "backend_info failed: SystemExit('no info today')" in reg.broken[0].reason
@@ -139,7 +100,7 @@ def test_sys_exit_in_backend_info_or_availability(plugin_modules, monkeypatch):
 
 def test_keyboard_interrupt_at_import_still_stops(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_ctrl_c", "raise KeyboardInterrupt\n")
-    reg = _registry(monkeypatch, _ep("slow", "tj_iso_ctrl_c:plugin"), _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("slow", "tj_iso_ctrl_c:plugin"), ep("interpreter", BUILTIN))
     with pytest.raises(KeyboardInterrupt):
         reg.backends()
 
@@ -147,7 +108,7 @@ def test_keyboard_interrupt_at_import_still_stops(plugin_modules, monkeypatch):
 def test_third_party_interpreter_does_not_displace_the_built_in(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_impostor", PLUGIN.format(name="interpreter"))
     # found first (its distribution sorts first on sys.path): the built-in still wins
-    reg = _registry(monkeypatch, _ep("interpreter", "tj_iso_impostor:plugin"), _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("interpreter", "tj_iso_impostor:plugin"), ep("interpreter", BUILTIN))
     assert reg.get("interpreter").plugin is tritonjit.interpreter.plugin
     (broken,) = reg.broken
     assert broken.value == "tj_iso_impostor:plugin"
@@ -158,8 +119,8 @@ def test_disable_plugins_skips_them_unimported(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_exit2", "import sys\nsys.exit(5)\n")
     plugin_modules("tj_iso_good2", PLUGIN.format(name="good2"))
     monkeypatch.setenv("TRITONJIT_DISABLE_PLUGINS", " exiter2 , interpreter,")
-    reg = _registry(monkeypatch, _ep("exiter2", "tj_iso_exit2:plugin"), _ep("good2", "tj_iso_good2:plugin"),
-                    _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("exiter2", "tj_iso_exit2:plugin"), ep("good2", "tj_iso_good2:plugin"),
+                    ep("interpreter", BUILTIN))
     assert [b.name for b in reg.backends()] == ["good2", "interpreter"]  # the built-in is never switched off
     assert reg.broken == [] and "tj_iso_exit2" not in sys.modules
     assert [(d.name, d.value) for d in reg.disabled] == [("exiter2", "tj_iso_exit2:plugin")]
@@ -172,8 +133,8 @@ def test_get_by_name_imports_only_that_plugin(plugin_modules, monkeypatch):
     entry point of that name; the others wait for a full discovery, which imports each once."""
     plugin_modules("tj_iso_lazy_a", PLUGIN.format(name="lazy-a"))
     plugin_modules("tj_iso_lazy_b", PLUGIN.format(name="lazy-b"))
-    reg = _registry(monkeypatch, _ep("lazy-a", "tj_iso_lazy_a:plugin"), _ep("lazy-b", "tj_iso_lazy_b:plugin"),
-                    _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("lazy-a", "tj_iso_lazy_a:plugin"), ep("lazy-b", "tj_iso_lazy_b:plugin"),
+                    ep("interpreter", BUILTIN))
     assert reg.get("lazy-b").name == "lazy-b"
     assert "tj_iso_lazy_b" in sys.modules and "tj_iso_lazy_a" not in sys.modules
     assert reg.get("interpreter").plugin is tritonjit.interpreter.plugin
@@ -184,7 +145,7 @@ def test_get_by_name_imports_only_that_plugin(plugin_modules, monkeypatch):
 
 def test_get_by_name_finds_a_backend_named_unlike_its_entry_point(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_alias", PLUGIN.format(name="realname"))
-    reg = _registry(monkeypatch, _ep("alias", "tj_iso_alias:plugin"), _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("alias", "tj_iso_alias:plugin"), ep("interpreter", BUILTIN))
     assert reg.get("realname").name == "realname"  # not the entry point's name: the full discovery finds it
     with pytest.raises(tritonjit.BackendError, match="unknown backend 'nosuch'.*interpreter, realname"):
         reg.get("nosuch")
@@ -196,8 +157,8 @@ def test_get_by_name_keeps_the_rules_of_discovery(plugin_modules, monkeypatch):
     plugin_modules("tj_iso_twin2", PLUGIN.format(name="twin"))
     plugin_modules("tj_iso_off", "import sys\nsys.exit(6)\n")
     monkeypatch.setenv("TRITONJIT_DISABLE_PLUGINS", "off")
-    reg = _registry(monkeypatch, _ep("twin", "tj_iso_twin1:plugin"), _ep("twin", "tj_iso_twin2:plugin"),
-                    _ep("off", "tj_iso_off:plugin"), _ep("interpreter", BUILTIN))
+    reg = _registry(monkeypatch, ep("twin", "tj_iso_twin1:plugin"), ep("twin", "tj_iso_twin2:plugin"),
+                    ep("off", "tj_iso_off:plugin"), ep("interpreter", BUILTIN))
     assert reg.get("twin").plugin is sys.modules["tj_iso_twin1"].plugin
     (broken,) = reg.broken
     assert broken.value == "tj_iso_twin2:plugin" and "two plugins are named 'twin'" in broken.reason
