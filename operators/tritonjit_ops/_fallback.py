@@ -8,10 +8,16 @@ tensor (``_to_copy`` to another device), a complex ``cat``. :func:`with_aten_fal
 wraps each implementation so that any exception sends the call to aten's kernel for the
 backend key, captured when the module is imported, before enable() replaces it; aten then
 computes it, or raises its own error, as in eager.
+
+A Python number in a Tensor argument (``x * True``, ``torch.where(c, x, 0.5)``: the
+dispatcher hands the Python kernel a wrapped-number tensor as a plain number) is passed
+to aten's kernel as a 0-dim CPU tensor of the dtype that number takes in the call's type
+promotion (a boxed kernel call does not take numbers for Tensor arguments).
 """
 from __future__ import annotations
 
 import sys
+from numbers import Number
 from typing import Any, Callable
 
 import torch
@@ -31,8 +37,37 @@ def with_aten_fallback(table: dict[str, Callable[..., Any]]) -> dict[str, Callab
         except Exception:  # no kernel for that key (nothing to fall back to): the implementation alone
             out[name] = impl
             continue
-        out[name] = _wrap(impl, kernel, keyset)
+        out[name] = _wrap(impl, kernel, keyset, _tensor_slots(base, overload or "default"))
     return out
+
+
+def _tensor_slots(base: str, overload: str) -> tuple[tuple[int, str], ...]:
+    """(position, name) of the schema's Tensor arguments that are not keyword-only."""
+    try:
+        schema = getattr(getattr(torch.ops.aten, base), overload)._schema
+    except (AttributeError, RuntimeError):
+        return ()
+    tensor = torch._C.TensorType.get()
+    return tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                 if not a.kwarg_only and a.type == tensor)
+
+
+def _unwrapped(args: tuple, slots: tuple[tuple[int, str], ...]) -> tuple:
+    """``args`` with each Python number in a Tensor argument as a 0-dim CPU tensor of the
+    dtype aten's promotion gives that wrapped number beside the call's first tensor (a 0-dim
+    tensor of that dtype promotes with the other operands as the wrapped number would); a
+    bool stays bool (the bottom of the promotion order, and the ops that refuse bool
+    operands, ``sub``, refuse it as in eager)."""
+    numbers = [i for i, _ in slots if i < len(args) and isinstance(args[i], Number)]
+    if not numbers:
+        return args
+    ref = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    out = list(args)
+    for i in numbers:
+        v = args[i]
+        dtype = torch.result_type(ref, v) if ref is not None and not isinstance(v, bool) else torch.tensor(v).dtype
+        out[i] = torch.tensor(v, dtype=dtype)
+    return tuple(out)
 
 
 def _on_python_path() -> bool:
@@ -42,14 +77,15 @@ def _on_python_path() -> bool:
     return registry is None or registry._State.native is None
 
 
-def _wrap(impl: Callable[..., Any], kernel: Any, keyset: Any) -> Callable[..., Any]:
+def _wrap(impl: Callable[..., Any], kernel: Any, keyset: Any,
+          slots: tuple[tuple[int, str], ...] = ()) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return impl(*args, **kwargs)
         except Exception:
             if not _on_python_path():
                 raise
-            return kernel.call_boxed(keyset, *args, **kwargs)
+            return kernel.call_boxed(keyset, *_unwrapped(args, slots), **kwargs)
 
     call.__name__ = call.__qualname__ = getattr(impl, "__name__", "impl")
     call.__doc__ = impl.__doc__

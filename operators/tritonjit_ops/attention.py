@@ -665,15 +665,22 @@ def register_autograd(lib: Any) -> None:
 
 
 # ---- aten routing (enable()) -------------------------------------------------------------------
+def _acc(q: Tensor) -> torch.dtype:
+    """The torch-ops fallback's compute dtype: fp32, float64 for float64 inputs (as aten's)."""
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
 def _math_scores(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
                  bias: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-    """fp32 scores (B, H, M, N), and key and value repeated over the query heads' groups."""
+    """Scores (B, H, M, N) in fp32 (float64 for float64 inputs), and key and value repeated
+    over the query heads' groups."""
     h, m, n = q.shape[1], q.shape[2], k.shape[2]
-    kk = k.float().repeat_interleave(h // k.shape[1], 1)
-    vv = v.float().repeat_interleave(h // k.shape[1], 1)
-    sc = torch.matmul(q.float(), kk.transpose(-1, -2)) * _scale(scale, q.shape[-1])
+    acc = _acc(q)
+    kk = k.to(acc).repeat_interleave(h // k.shape[1], 1)
+    vv = v.to(acc).repeat_interleave(h // k.shape[1], 1)
+    sc = torch.matmul(q.to(acc), kk.transpose(-1, -2)) * _scale(scale, q.shape[-1])
     if bias is not None:
-        sc = sc.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else sc + bias.float()
+        sc = sc.masked_fill(~bias, float("-inf")) if bias.dtype == torch.bool else sc + bias.to(acc)
     if causal:
         sc = sc.masked_fill(torch.ones(m, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     return sc, kk, vv
@@ -686,7 +693,7 @@ def _lse_rows(lse: Tensor, m: int) -> Tensor:
 
 def _math_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None, bias: Tensor | None,
                   out: Tensor | None, lse: Tensor | None) -> tuple[Tensor, Tensor]:
-    """_forward in torch ops (fp32): for calls the kernels refuse where aten's kernel cannot
+    """_forward in torch ops (fp32; float64 inputs in float64): for calls the kernels refuse where aten's kernel cannot
     take over (enable()'s Python registration replaces it)."""
     sc, _, vv = _math_scores(q, k, v, causal, scale, bias)
     rows = torch.logsumexp(sc, -1)
@@ -701,17 +708,18 @@ def _math_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | 
 
 def _math_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
                    scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
-    """_backward in torch ops (fp32), from the saved logsumexp."""
+    """_backward in torch ops (fp32; float64 inputs in float64), from the saved logsumexp."""
     b, h, m, d = q.shape
     hk, n = k.shape[1], k.shape[2]
     sc, kk, vv = _math_scores(q, k, v, causal, scale, bias)
     p = torch.exp(sc - _lse_rows(lse, m)[..., None]).nan_to_num(0.0)
-    do32 = do.float()
+    acc = _acc(q)
+    do32 = do.to(acc)
     dv = torch.matmul(p.transpose(-1, -2), do32)
     dp = torch.matmul(do32, vv.transpose(-1, -2))
-    ds = p * (dp - (do32 * o.float()).sum(-1, keepdim=True)) * _scale(scale, d)
+    ds = p * (dp - (do32 * o.to(acc)).sum(-1, keepdim=True)) * _scale(scale, d)
     dq = torch.matmul(ds, kk)
-    dk = torch.matmul(ds.transpose(-1, -2), q.float())
+    dk = torch.matmul(ds.transpose(-1, -2), q.to(acc))
     if hk != h:
         dk, dv = (t.view(b, hk, h // hk, n, d).sum(2) for t in (dk, dv))
     return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), (dq, dk, dv)))  # type: ignore[return-value]
@@ -840,7 +848,8 @@ def sdpa_flash_cpu(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_c
     """aten::_scaled_dot_product_flash_attention_for_cpu (the interpreter backend's SDPA path)."""
     fwd, _ = _paths("_scaled_dot_product_flash_attention_for_cpu", q, k, v, attn_mask, is_causal, dropout_p)
     b, h, m, _ = q.shape
-    lse = torch.empty((b, m, h), dtype=torch.float32, device=q.device).transpose(1, 2)
+    # aten's logsumexp is in the op-math dtype: fp32, float64 for float64 inputs
+    lse = torch.empty((b, m, h), dtype=_acc(q), device=q.device).transpose(1, 2)
     return fwd(q, k, v, is_causal, scale, attn_mask, torch.empty_like(q), lse)
 
 

@@ -393,8 +393,19 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, lay
         raise _refuse("arange", "a step of the wrong sign")  # aten's error
     if any(abs(v) > 2**53 for v in vals if isinstance(v, int)):
         raise _refuse("arange", "integers beyond float64's exact range")
-    size = max(0, math.ceil((end - start) / step)) if dtype.is_floating_point or not all(
-        isinstance(v, int) for v in vals) else max(0, -((start - end) // step))
+    if dtype == torch.int64 and not all(isinstance(v, int) for v in vals):
+        # aten's int64 size: start, end and step truncated to integers first, then
+        # (end - start + step - sign(step)) / step in C's truncating division
+        start, end, step = int(start), int(end), int(step)
+        if step == 0:
+            raise _refuse("arange", "a step that truncates to 0")  # aten's "step must be nonzero"
+        num = end - start + step - (1 if step > 0 else -1)
+        size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)
+        if size < 0:
+            raise _refuse("arange", "a negative size")  # aten's error
+    else:
+        size = max(0, math.ceil((end - start) / step)) if dtype.is_floating_point or not all(
+            isinstance(v, int) for v in vals) else max(0, -((start - end) // step))
     out = torch.empty(size, dtype=dtype, device=device)
     if size:
         if dtype.is_floating_point:

@@ -36,9 +36,9 @@ def _embed_bwd_kernel(g, idx, acc, counts, W, D, padding_idx, BLOCK: tl.constexp
     if CHECK:
         tl.device_assert(j.to(tl.uint64, bitcast=True) < W, "tritonjit embedding_backward: index out of range")
     m = (cols < D) & (j != padding_idx) & (j >= 0) & (j < W)
-    v = tl.load(g + i * D + cols, mask=m, other=0.0).to(tl.float32)
+    v = tl.load(g + i * D + cols, mask=m, other=0.0).to(acc.dtype.element_ty)  # float64 stays float64
     if FREQ:
-        v = v / tl.load(counts + j, mask=(j >= 0) & (j < W), other=1).to(tl.float32)
+        v = v / tl.load(counts + j, mask=(j >= 0) & (j < W), other=1).to(acc.dtype.element_ty)
     tl.atomic_add(acc + j * D + cols, v, mask=m)
 
 

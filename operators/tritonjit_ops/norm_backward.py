@@ -311,7 +311,31 @@ def native_layer_norm_backward(grad_out: Tensor, x: Tensor, normalized_shape: Se
 def fused_rms_norm_backward(grad_out: Tensor, x: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
                             weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
     args = (grad_out, x, normalized_shape, rstd, weight, output_mask)
+    if isinstance(x, Tensor) and x.dtype == torch.float64:
+        return _rms_norm_backward_f64(*args)
     return _run(plan_fused_rms_norm_backward(*args), args, "_fused_rms_norm_backward")
+
+
+def _rms_norm_backward_f64(grad_out: Tensor, x: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
+                           weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
+    """float64, which the kernel computes in float32 and aten has no CPU kernel of (enable()
+    gives the planner's float64 calls to this Python implementation):
+    the gradient from tensor ops in float64 (dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w;
+    dw = sum(dy * xhat) over the leading dims)."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    n = 1
+    for d in ns:
+        n *= d
+    x2 = x.reshape(-1, n)
+    dy = grad_out.reshape(-1, n)
+    r = rstd.reshape(-1, 1).to(x.dtype)
+    xhat = x2 * r
+    g = dy * weight.reshape(1, n) if weight is not None else dy
+    dx = (r * (g - xhat * (g * xhat).mean(-1, keepdim=True))).reshape(x.shape) if output_mask[0] else None
+    dw = None
+    if weight is not None and output_mask[1]:
+        dw = (dy * xhat).sum(0).reshape(weight.shape).to(weight.dtype)
+    return dx, dw
 
 
 # ------------------------------------------------------------------ tritonjit's backward op

@@ -48,6 +48,14 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
         b_int = b == tl.floor(b)
         b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
         r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
+        # the exponents aten computes exactly (its pow_tensor_scalar kernels): exp2/log2 loses
+        # |b * log2(a)| ulps, up to 1e-6..1e-5 relative in fp32
+        r = tl.where(b == 2.0, a * a, r)
+        r = tl.where(b == 3.0, a * a * a, r)
+        r = tl.where(b == 0.5, tl.sqrt(a), r)
+        r = tl.where(b == -0.5, 1.0 / tl.sqrt(a), r)
+        r = tl.where(b == -1.0, 1.0 / a, r)
+        r = tl.where(b == -2.0, 1.0 / (a * a), r)
         r = tl.where(b == 0, 1.0, r)
         r = tl.where(a == 1.0, 1.0, r)
     return r
@@ -229,11 +237,20 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
 
 
 def _as_operand(op: str, v):
+    """A Tensor, or a real Python scalar (a bool included: ``x * True``, a wrapped number
+    the dispatcher passes as a plain bool; it takes part in the type promotion as a bool,
+    see :func:`_kernel_scalar`)."""
     if isinstance(v, Tensor):
         return v
-    if isinstance(v, bool) or not isinstance(v, Number) or isinstance(v, complex):
+    if not isinstance(v, Number) or isinstance(v, complex):
         raise TypeError(f"tritonjit.{op}: expected a Tensor or a real scalar, got {type(v).__name__}")
     return v
+
+
+def _kernel_scalar(v):
+    """A scalar operand as the kernels take it: a bool as the integer 0/1 (the result dtype
+    is already promoted with the bool)."""
+    return int(v) if isinstance(v, bool) else v
 
 
 def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
@@ -250,10 +267,13 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         else:
             check_same_device(op, x, y)
     rdtype = torch.result_type(x, y)
+    if op == "sub" and any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in (x, y)):
+        raise _unsupported(op, torch.bool)  # aten raises its own error for a bool operand
     if rdtype == torch.bool and op in ("add", "mul", "maximum", "minimum") and out is None:
         # logical or/and on bytes: nonzero <=> True, as aten's bool arithmetic
         u8 = [v.to(torch.uint8) if isinstance(v, Tensor) else int(v) for v in (x, y)]
         return _binary(op, u8[0], u8[1], alpha, None).to(torch.bool)
+    x, y = _kernel_scalar(x), _kernel_scalar(y)
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype not in _ALLOWED[op]:
@@ -406,6 +426,7 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
     rdtype = torch.result_type(x, y)
     if rdtype not in _ARITH_DTYPES:
         raise _unsupported("where", rdtype)
+    x, y = _kernel_scalar(x), _kernel_scalar(y)
     shape = list(condition.shape)
     for t in (x, y):
         if isinstance(t, Tensor):

@@ -72,3 +72,23 @@ def test_copy_under_enable_on_gpu():
         host = torch.randn(3, 4).cuda()  # across devices: aten's copy
         back = host.cpu()
     assert torch.equal(dst, src.expand(6, 4)) and torch.equal(back.cuda(), host)
+
+
+@pytest.mark.parametrize("args", [(0.0, -8.000001, -4.0), (1.0, 5.000001, 2.0), (-0.9, 2.1, 2.0), (0.5, 5.5, 1.5),
+                                  (-3.7, 3.7, 1.2), (0.0, -0.5, -1.0), (2.5, -3.5, -1.5), (0, 5, 0.5), (3, 11, 3)])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+def test_arange_float_bounds_integer_dtype(args, dtype):
+    """aten's int64 arange truncates start, end and step before it computes the size (other
+    dtypes take the size from the float bounds): arange(0., -8.000001, -4., dtype=int64) has 2
+    elements, int32's has 3."""
+    try:
+        ref = torch.arange(*args, dtype=dtype)
+    except (RuntimeError, ValueError) as e:  # int64 with a step that truncates to 0
+        with pytest.raises(type(e), match="step must be nonzero"):
+            with T.enable(include=["arange.start_step"]):
+                torch.arange(*args, dtype=dtype)
+        return
+    with T.enable(include=["arange.start_step"]):
+        got = torch.arange(*args, dtype=dtype)
+    assert got.dtype == ref.dtype and got.shape == ref.shape, (got, ref)
+    torch.testing.assert_close(got, ref)

@@ -51,6 +51,56 @@ def _patch_interpreter_index() -> None:
     _index_patched = True
 
 
+_bf16_patched = False
+
+
+def _patch_interpreter_bf16_rounding() -> None:
+    """Round float32 -> bfloat16 casts to nearest even, as a GPU (and torch) does, and
+    widen bfloat16 subnormals exactly.
+
+    Triton 3.6's interpreter converts float32 to bfloat16 by dropping the low 16 bits
+    (``x.to(tl.bfloat16)`` passes no rounding mode, which its converter treats as
+    truncation) and, asked for ``rtne``, rounds half up with the carry OR-ed into the
+    exponent. Every bf16 result a kernel stores was thus up to one ulp toward zero:
+    twice eager's error and biased, which compounds through a model's layers. The
+    converter is replaced for that one conversion: round to nearest even with the
+    carry propagated, NaN kept quiet; ``rtz`` (an explicit request) truncates (the bits'
+    high half: the interpreter's own converter also mangled float32 subnormals). bfloat16
+    -> float32, exact on a GPU, gave bf16 subnormals (below 1.2e-38) wrong values: it is
+    the bits shifted left by 16 now.
+    """
+    global _bf16_patched
+    if _bf16_patched:
+        return
+    import numpy as np
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+
+    if not getattr(interp, "_tritonjit_bf16_patched", False) and hasattr(interp, "_convert_float"):
+        original = interp._convert_float
+        rtz = getattr(getattr(interp, "_ir", None), "ROUNDING_MODE", None)
+        rtz = getattr(rtz, "RTZ", None)
+
+        def convert(input: Any, input_dtype: Any, output_dtype: Any, rounding_mode: Any) -> Any:
+            if input_dtype == tl.bfloat16 and output_dtype == tl.float32:  # exact: the bits, shifted
+                return (np.ascontiguousarray(input).view(np.uint16).astype(np.uint32) << np.uint32(16)).reshape(
+                    np.shape(input))
+            if input_dtype != tl.float32 or output_dtype != tl.bfloat16:
+                return original(input, input_dtype, output_dtype, rounding_mode)
+            bits = np.ascontiguousarray(input, dtype=np.float32).view(np.uint32)
+            if rtz is not None and rounding_mode == rtz:
+                rounded = bits >> np.uint32(16)
+            else:
+                rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+            nan = (bits & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+            out = np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
+            return out.reshape(np.shape(input))
+
+        interp._convert_float = convert
+        interp._tritonjit_bf16_patched = True
+    _bf16_patched = True
+
+
 class _Artifact:
     """An interpreter 'binary': the kernel plus the constants of one variant."""
 
@@ -224,6 +274,7 @@ class InterpreterBackend:
         import numpy as np  # here, not at the top: discovery imports this module in every process
 
         _patch_interpreter_index()
+        _patch_interpreter_bf16_rounding()
         # numpy's floating-point warnings off: a GPU computes masked lanes' -inf - -inf
         # or x / 0 silently (IEEE), and so does a kernel here (Triton's interpreter would
         # print "invalid value encountered" for lanes the kernel then discards)
