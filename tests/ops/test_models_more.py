@@ -1,5 +1,5 @@
 """Tiny random-weight transformers architectures beyond the models benchmark's four (and
-test_more_models.py's five) under enable(): forward logits and one training step's loss and
+test_models_cpp_path.py's five) under enable(): forward logits and one training step's loss and
 parameter gradients agree with eager in fp32; greedy decode with a KV cache picks eager's
 tokens; padding masks, SDPA, and a bf16 forward. Each architecture exercises other op
 mixes: sliding windows and GQA (Mistral), soft-capping and sandwich norms (Gemma2), fused
