@@ -37,7 +37,7 @@ class Result:
 
 
 def _tox_command() -> list[str]:
-    """tox from the interpreter running this script (the README's .venv), else PATH."""
+    """tox of the interpreter running this script (the README's .venv)."""
     return [sys.executable, "-m", "tox"]
 
 
