@@ -43,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--views", action="store_true", help="list views and allocations too")
     p.add_argument("--rounds", type=int, default=3, help="timed rounds per call and path")
     p.add_argument("--smoke", action="store_true", help="tiny fp32 configs (default without a GPU)")
+    p.add_argument("--include", default=None, help="enable()'s include: comma-separated overloads, or 'all' "
+                   "(default: the backend's default set; 'all' shows what the opt-in families would cost)")
+    p.add_argument("--exclude", default="", help="enable()'s exclude: comma-separated overloads")
     p.add_argument("--json", metavar="FILE", help="also write every row as JSON")
     args = p.parse_args(argv)
     try:
@@ -74,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             fn = M.step_fn(m, model, s, M.make_inputs(m, model, batch, tokens, device))
             fn()  # first call outside the audit: lazy initialization in transformers and torch
             t0 = time.perf_counter()
-            rows = T.audit(fn, rounds=args.rounds)
+            rows = T.audit(fn, rounds=args.rounds, include=M.routing(args.include),
+                           exclude=tuple(x for x in args.exclude.split(",") if x))
             print(f"\n## {m} / {s} ({batch}x{tokens}), audited in {time.perf_counter() - t0:.1f} s\n")
             print(rows.table(limit=args.limit or None, views=args.views))
             out.append(dict(model=m, shape=s, batch=batch, tokens=tokens, summary=rows.summary(),

@@ -1,7 +1,7 @@
 """End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
 
     python benchmarks/models.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train]
-                                [--rounds R] [--json FILE] [--smoke [--timed]]
+                                [--rounds R] [--include all|OPS] [--exclude OPS] [--json FILE] [--smoke [--timed]]
 
 The real-model measure of the operator library. Each model is built from a config
 with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
@@ -189,7 +189,9 @@ def _seconds_per_call(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
 
 
 def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype, rounds: int,
-             timed: bool = True) -> dict[str, Any]:
+             timed: bool = True, include: str | list[str] | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One model and shape: agreement, coverage and (``timed``) eager against
+    ``enable(include, exclude)`` in interleaved rounds."""
     batch, tokens = (SMOKE_SHAPES if smoke else SHAPES)[shape]
     model = build_model(name, smoke, device, dtype)
     inputs = make_inputs(name, model, batch, tokens, device)
@@ -201,7 +203,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     ref = fn()
     ref_grads = _grads(model) if train else None
     t0 = time.perf_counter()
-    got, cov = _audit.coverage(fn)  # the first call under enable(), counting its calls' launches
+    got, cov = _audit.coverage(fn, include=include, exclude=exclude)  # the first call under enable(), counting its calls' launches
     sync()
     row["first_enabled_s"] = time.perf_counter() - t0  # compile (and tune) included
     row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
@@ -216,7 +218,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     timer.add("eager", fn)
 
     def enabled(n: int) -> float:
-        with T.enable():
+        with T.enable(include, exclude):
             t = time.perf_counter()
             for _ in range(n):
                 fn()
@@ -289,6 +291,13 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def routing(include: str | None) -> str | list[str] | None:
+    """``--include``'s value as enable() takes it: None, "all", or a list of overloads."""
+    if include is None or include == "all":
+        return include
+    return [x for x in include.split(",") if x]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tritonjit bench models", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
@@ -297,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny fp32 configs, agreement only (default without a GPU)")
     p.add_argument("--timed", action="store_true", help="time the smoke configs too (exercises the timing code; "
                    "interpreter figures mean nothing)")
+    p.add_argument("--include", default=None, help="enable()'s include: comma-separated overloads, or 'all' "
+                   "(default: the backend's default set)")
+    p.add_argument("--exclude", default="", help="enable()'s exclude: comma-separated overloads")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -320,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu", torch=torch.__version__,
                 transformers=transformers.__version__, backend=tritonjit.current_backend().name,
-                dtype=str(dtype).replace("torch.", ""), smoke=smoke)
+                dtype=str(dtype).replace("torch.", ""), smoke=smoke, include=args.include, exclude=args.exclude)
     from tritonjit_ops import _native_ops
 
     # the C++ operator path is built in the background on first use: measure it in use
@@ -339,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in shapes:
             t0 = time.perf_counter()
             try:
-                row = run_case(m, s, smoke, device, dtype, args.rounds, timed=not smoke or args.timed)
+                row = run_case(m, s, smoke, device, dtype, args.rounds, timed=not smoke or args.timed,
+                               include=routing(args.include), exclude=tuple(x for x in args.exclude.split(",") if x))
             except Exception as exc:  # one broken case must not hide the others
                 traceback.print_exc()
                 b, n = (SMOKE_SHAPES if smoke else SHAPES)[s]

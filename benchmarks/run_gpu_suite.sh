@@ -13,7 +13,27 @@ python3 -m pip install -q --no-deps --no-build-isolation ./tritonjit_core ./plug
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$out/info.txt" 2>&1
 # STEPS="gpu_tests demo" runs only those steps
 step() { local name=$1; shift; [[ -n "${STEPS:-}" && " $STEPS " != *" $name "* ]] && return; echo "== $name"; timeout "${STEP_TIMEOUT:-400}" "$@" > "$out/$name.log" 2>&1; echo "rc=$? $(tail -1 "$out/$name.log")"; }
-step gpu_tests python3 -m pytest -q -m gpu tests plugins/tritonjit-cuda -p no:cacheprovider -W ignore
+# the GPU tests in SHARDS processes at once (default 6: compiling is most of their time); the
+# shards' logs follow one another in gpu_tests.log, their failures and the summaries first
+gpu_tests() {
+    local n=${SHARDS:-6} i rc=0 tmp ids
+    tmp=$(mktemp -d)
+    python3 -m pytest -q --collect-only -m gpu tests plugins/tritonjit-cuda -p no:cacheprovider 2>/dev/null \
+        | grep '::' > "$tmp/ids"
+    for i in $(seq 0 $((n - 1))); do
+        mapfile -t ids < <(awk -v n="$n" -v i="$i" 'NR % n == i' "$tmp/ids")  # test ids may hold spaces
+        timeout "${STEP_TIMEOUT:-400}" python3 -m pytest -q -rfEs -p no:cacheprovider -W ignore "${ids[@]}" \
+            > "$tmp/log$i" 2>&1 &
+    done
+    for i in $(seq 0 $((n - 1))); do wait -n || rc=1; done
+    for i in $(seq 0 $((n - 1))); do echo "shard $i: $(tail -1 "$tmp/log$i")"; grep -E '^(FAILED|ERROR) ' "$tmp/log$i"; done
+    for i in $(seq 0 $((n - 1))); do echo "==== shard $i"; cat "$tmp/log$i"; done
+    rm -rf "$tmp"
+    return $rc
+}
+if [[ -z "${STEPS:-}" || " $STEPS " == *" gpu_tests "* ]]; then
+    echo "== gpu_tests"; gpu_tests > "$out/gpu_tests.log" 2>&1; echo "rc=$?"; grep -E '^(shard|FAILED|ERROR) ' "$out/gpu_tests.log"
+fi
 step demo python3 -m tritonjit demo
 step bench_launch python3 -m tritonjit bench launch --json "$out/launch.json"
 step bench_ops python3 -m tritonjit bench ops --json "$out/ops.json"

@@ -12,11 +12,12 @@ values, so index arguments stay in range; floating point ones get random values.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch.utils import _pytree as pytree
@@ -265,12 +266,13 @@ class _RoutedRecorder(TorchDispatchMode):
         return out
 
 
-def coverage(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-    """Runs ``fn`` once under enable(): what it returned, and the counts of its aten calls:
-    all, those with a kernel (not views or allocations), those enable() covers, those
-    that launched tritonjit kernels (and those of them covered); ``not_routed``: op ->
-    kernel calls that launched none."""
-    with _registry.enable(), _count_launches() as launches, _RoutedRecorder(launches) as rec:
+def coverage(fn: Callable[..., Any], *args: Any, include: Iterable[str] | str | None = None,
+             exclude: Iterable[str] = (), **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    """Runs ``fn`` once under ``enable(include, exclude)``: what it returned, and the counts
+    of its aten calls: all, those with a kernel (not views or allocations), those enable()
+    covers, those that launched tritonjit kernels (and those of them covered);
+    ``not_routed``: op -> kernel calls that launched none."""
+    with _registry.enable(include, exclude), _count_launches() as launches, _RoutedRecorder(launches) as rec:
         result = fn(*args, **kwargs)
     return result, {**rec.counts, "not_routed": dict(sorted(rec.not_routed.items(), key=lambda kv: -kv[1]))}
 
@@ -370,8 +372,8 @@ def _max_err(ref: Any, got: Any) -> float | None:
     return diff / scale if scale > 0 else diff
 
 
-def _run_enabled(func: Any, args_kwargs: tuple[tuple, dict]) -> Any:
-    with _registry.enable():
+def _run_enabled(func: Any, args_kwargs: tuple[tuple, dict], route: Callable[[], Any]) -> Any:
+    with route():
         return func(*args_kwargs[0], **args_kwargs[1])
 
 
@@ -380,9 +382,9 @@ def _on_cuda(call: Call) -> bool:
                for s in pytree.tree_leaves((call.args, call.kwargs)))
 
 
-def _time_rounds(fn: Callable[[], Any], sync: Callable[[], None], n: int, enabled: bool) -> float:
-    """us per call of ``n`` back-to-back calls and one synchronize."""
-    ctx = _registry.enable() if enabled else _null()
+def _time_rounds(fn: Callable[[], Any], sync: Callable[[], None], n: int, route: Callable[[], Any] | None) -> float:
+    """us per call of ``n`` back-to-back calls and one synchronize, under ``route()`` if given."""
+    ctx = route() if route is not None else _null()
     with ctx:
         t0 = time.perf_counter()
         for _ in range(n):
@@ -396,7 +398,9 @@ def _null() -> Iterator[None]:
     yield
 
 
-def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float, max_reps: int) -> AuditRow:
+def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float, max_reps: int,
+            route: Callable[[], Any]) -> AuditRow:
+    """The row of one distinct call: replayed eager and under ``route()`` (an enable())."""
     args, kwargs = _materialize(call)
     func = call.func
     row = AuditRow(call.op, _describe(call), call.count, call.covered, False, 0, math.nan, math.nan,
@@ -405,22 +409,23 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
         ea, ek = _clone((args, kwargs))
         ref = func(*ea, **ek)
         ta, tk = _clone((args, kwargs))
-        with _registry.enable(), _count_launches() as launches:
+        with route(), _count_launches() as launches:
             got = func(*ta, **tk)
             sync()
         row.launches = launches[0]
         if not row.launches and call.covered and _on_cuda(call):
-            row.launches = _device_launches(lambda: _run_enabled(func, _clone((args, kwargs))), sync) or 0
+            row.launches = _device_launches(lambda: _run_enabled(func, _clone((args, kwargs)), route), sync) or 0
         row.routed = row.launches > 0
         row.max_err = _max_err(ref, got)
         del ref, got, ea, ek, ta, tk
         call_once = lambda: func(*args, **kwargs)  # noqa: E731
-        best = {e: _time_rounds(call_once, sync, 1, e) for e in (False, True)}  # also calibrates
+        paths = {False: None, True: route}
+        best = {e: _time_rounds(call_once, sync, 1, paths[e]) for e in (False, True)}  # also calibrates
         # calls per round, per path: about min_time_s each (1 for a slow interpreted kernel)
         n = {e: max(1, min(max_reps, int(min_time_s * 1e6 / max(t, 0.1)))) for e, t in best.items()}
         for _ in range(rounds):
             for enabled in (False, True):
-                best[enabled] = min(best[enabled], _time_rounds(call_once, sync, n[enabled], enabled))
+                best[enabled] = min(best[enabled], _time_rounds(call_once, sync, n[enabled], paths[enabled]))
         row.eager_us, row.tritonjit_us = best[False], best[True]
     except Exception as exc:  # a call that cannot be replayed out of its context: reported, not fatal
         row.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
@@ -428,12 +433,13 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
 
 
 def audit(fn: Callable[..., Any], *args: Any, rounds: int = 3, min_time_s: float = 2e-3, max_reps: int = 100,
-          **kwargs: Any) -> Audit:
+          include: Iterable[str] | str | None = None, exclude: Iterable[str] = (), **kwargs: Any) -> Audit:
     """Audit ``fn(*args, **kwargs)``: per distinct aten call, routed or not and its cost.
 
     Runs ``fn`` once eagerly to capture its aten calls, then replays each distinct call
     eager and under ``enable()`` (``rounds`` interleaved rounds of about ``min_time_s``,
-    at most ``max_reps`` calls each; the best round counts). Returns an :class:`Audit`
+    at most ``max_reps`` calls each; the best round counts). ``include``/``exclude`` are
+    enable()'s (e.g. ``include="all"``: what the opt-in families would cost). Returns an :class:`Audit`
     (a list of :class:`AuditRow`, costliest gap first) whose ``str()`` is a table.
     Call it outside ``enable()``: it switches routing on and off itself.
     """
@@ -441,7 +447,8 @@ def audit(fn: Callable[..., Any], *args: Any, rounds: int = 3, min_time_s: float
         raise RuntimeError("tritonjit_ops.audit: call it outside enable(); it compares eager against enable() itself")
     calls = capture(fn, *args, **kwargs)
     sync = _sync_for(calls)
-    rows = [_replay(c, sync, rounds, min_time_s, max_reps) for c in calls]
+    route = functools.partial(_registry.enable, include, exclude)
+    rows = [_replay(c, sync, rounds, min_time_s, max_reps, route) for c in calls]
     return Audit(sorted(rows, key=_gap_key, reverse=True))
 
 
