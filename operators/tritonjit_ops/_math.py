@@ -90,9 +90,29 @@ def erfinv(x):
 
 
 @triton.jit
+def div_rn(a, b):
+    """a / b rounded to nearest, as aten divides: Triton's fp32 ``/`` is the approximate
+    division on NVIDIA GPUs (up to 2 ulp), which floor/trunc turn into off-by-one quotients."""
+    if a.dtype == tl.float32:
+        r = tl.div_rn(a, b)
+    else:
+        r = a / b
+    return r
+
+
+@triton.jit
 def floor_div(a, b, IS_FLOAT: tl.constexpr):
+    """a // b as aten's div_floor: for floats Python's rule through fmod; floor(a / b) is one
+    off where a / b rounds onto an integer (-0.3 / 0.1 in fp32)."""
     if IS_FLOAT:
-        r = tl.floor(a / b)
+        q = div_rn(a, b)
+        mod = a % b
+        d = div_rn(a - mod, b)
+        d = tl.where((mod != 0) & ((b < 0) != (mod < 0)), d - 1.0, d)
+        f = tl.floor(d)
+        f = tl.where(d - f > 0.5, f + 1.0, f)
+        r = tl.where(d != 0, f, q * 0.0)  # a zero takes a / b's sign (q is finite here)
+        r = tl.where(b == 0, q, r)
     else:
         q = a // b
         r = tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), q - 1, q)

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._math import atan2, erfinv, expm1, floor_div, log1p, tanh_exp
+from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -178,10 +178,10 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "mul":
         r = a * b
     elif OP == "div":
-        r = a / b
+        r = div_rn(a, b)
     elif OP == "div_trunc":
         if IS_FLOAT:
-            q = a / b
+            q = div_rn(a, b)
             r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
         else:
             r = a // b
@@ -458,7 +458,9 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
         if not torch.can_cast(rdtype, out.dtype):
             raise _refuse(op, f"result type {rdtype} can't be cast to {out.dtype}")
         if list(out.shape) != shape:
-            if inplace or out.numel() != 0:
+            # aten resizes an empty out=, but not one that is also an input (x.logical_and_(y)
+            # reaches here as logical_and.out(x, y, out=x))
+            if inplace or out.numel() != 0 or any(t is out for t in ops):
                 raise _refuse(op, f"output of shape {list(out.shape)} for a result of shape {shape}")
             out.resize_(shape)
         if _overlaps(out, ops):

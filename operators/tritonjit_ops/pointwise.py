@@ -15,7 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
-from ._math import activation
+from ._math import activation, div_rn
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -31,7 +31,7 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
     elif OP == "mul":
         r = a * b
     elif OP == "div":
-        r = a / b
+        r = div_rn(a, b)
     elif OP == "maximum":
         if a.dtype.is_floating():
             r = tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)

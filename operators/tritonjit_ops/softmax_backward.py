@@ -70,6 +70,8 @@ def plan_softmax_backward(log: bool, grad: Any, out: Any, dim: int, input_dtype:
             or grad.device != out.device or grad.dtype not in FLOAT_DTYPES or out.dtype not in FLOAT_DTYPES
             or input_dtype not in FLOAT_DTYPES or out.dim() == 0 or not -out.dim() <= dim < out.dim()):
         return None
+    if out.device.type != "cpu" and not grad.dtype == out.dtype == input_dtype:
+        return None  # aten's device kernels refuse mixed dtypes ("expected scalar type ..."): theirs raises
     res = (Buffer(tuple(out.shape), input_dtype),)
     contiguous = tuple(i for i, t in ((0, grad), (1, out)) if not t.is_contiguous())
     if out.numel() == 0:

@@ -379,9 +379,14 @@ def test_models_training_step_bf16_gpu(model: str) -> None:
     assert "error" not in row, row
     assert row["loss_diff"] <= 2e-2, row
     assert row["grad_cos"] >= 0.995 and row["grad_rel"] <= 5e-2, row
-    share = row["covered_routed_calls"] / row["covered_calls"]
     print(f"{model}: {row['covered_routed_calls']}/{row['covered_calls']} covered calls on tritonjit kernels")
-    assert share >= 0.6, row
+    # every default-routed call ran a tritonjit kernel, except where a measured policy may choose
+    # aten's (mm family, SDPA): a share would pass or fail with those timings
+    default = set(T.default_ops())
+    measured = {"mm", "addmm", "bmm"} | {op for op in default if "scaled_dot_product" in op}
+    unexpected = {op: n for op, n in row["not_routed"].items()
+                  if op.removeprefix("aten::") in default and op.removeprefix("aten::") not in measured}
+    assert not unexpected, (unexpected, row)
 
 
 # ------------------------------------------------------------------ torch.compile traces the backward

@@ -41,6 +41,19 @@ ELSEWHERE = {"native_dropout": _RANDOM, "bernoulli_.float": _RANDOM, "uniform_":
              "copy_": "no OpInfo entry; tests/ops/_sync_cases.py and every model test call it"}
 #: per-OpInfo tolerances where tritonjit computes differently from aten (documented why)
 TOL_OVERRIDE: dict[str, dict[str, float]] = {}
+#: per-(OpInfo, dtype) tolerances, each with its reason
+DTYPE_TOL_OVERRIDE: dict[tuple[str, torch.dtype], dict[str, float]] = {
+    # aten's CUDA cumsum scans bf16 in bf16 (CUB over scalar_t): each partial sum rounds;
+    # tritonjit accumulates in fp32 and rounds once, so they part by a few ulps of the running sum
+    ("cumsum", torch.bfloat16): dict(rtol=0.15, atol=0.1),
+}
+#: ops whose index outputs may order equal values differently (bf16 makes ties common): the
+#: indices pass when they select the same values; name -> how to find the dim in a sample
+TIE_ORDER: dict[str, Callable[[Any], int]] = {
+    "topk": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
+    "sort": lambda s: s.args[0] if s.args and isinstance(s.args[0], int) else s.kwargs.get("dim", -1),
+    "argsort": lambda s: s.args[0] if s.args and isinstance(s.args[0], int) else s.kwargs.get("dim", -1),
+}
 CPU_SAMPLES = 2        # samples per OpInfo entry and dtype on CPU (CI's time budget)
 CPU_MAX_NUMEL = 2048   # on CPU, samples whose tensors hold more elements are left out
 
@@ -90,7 +103,7 @@ def _tol(op: Any, dtype: torch.dtype) -> dict[str, float]:
     tol = {torch.float32: dict(rtol=2e-5, atol=2e-5), torch.float64: dict(rtol=1e-7, atol=1e-7),
            torch.float16: dict(rtol=1e-3, atol=1e-3), torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2)}.get(
         dtype, dict(rtol=0.0, atol=0.0))
-    return {**tol, **TOL_OVERRIDE.get(op.name, {})}
+    return {**tol, **TOL_OVERRIDE.get(op.name, {}), **DTYPE_TOL_OVERRIDE.get((op.name, dtype), {})}
 
 
 def _detached(sample: Any) -> tuple[Any, tuple, dict]:
@@ -115,10 +128,16 @@ def _tensors(r: Any) -> list[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
 
-def _compare(got: Any, ref: Any, op: Any, dtype: torch.dtype, what: str) -> None:
+def _compare(got: Any, ref: Any, op: Any, dtype: torch.dtype, what: str, sample: Any = None) -> None:
     g, r = _tensors(got), _tensors(ref)
     assert len(g) == len(r), f"{what}: {len(g)} outputs, eager has {len(r)}"
     for a, b in zip(g, r):
+        if (op.name in TIE_ORDER and sample is not None and b.dtype == torch.int64 and a.shape == b.shape
+                and not sample.kwargs.get("stable") and isinstance(sample.input, torch.Tensor) and sample.input.dim()):
+            x, d = sample.input.detach(), TIE_ORDER[op.name](sample)
+            torch.testing.assert_close(x.gather(d, a), x.gather(d, b), equal_nan=True, rtol=0, atol=0,
+                                       msg=lambda m: f"{what}: the indices select other values: {m}")
+            continue
         torch.testing.assert_close(a.detach(), b.detach(), equal_nan=True, **_tol(op, b.dtype),
                                    msg=lambda m: f"{what}: {m}")
 
@@ -154,7 +173,7 @@ def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool)
         assert err is not None, f"{what}: eager raised {ref_err!r:.200}, enable() did not"
         return
     assert err is None, f"{what}: enable() raised {err!r}"
-    _compare(got, ref, op, dtype, what)
+    _compare(got, ref, op, dtype, what, sample)
     if not grad:
         return
     leaves, _ = tree_flatten((sample.input, sample.args, sample.kwargs))

@@ -258,3 +258,44 @@ def test_pow_exact_exponents_match_aten(exponent):
     with T.enable(include=["pow.Tensor_Scalar"]):
         got = torch.pow(x, exponent)
     torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
+
+
+def test_div_rounds_to_nearest_on_the_gpu():
+    """fp32 division compiles to the IEEE divide (div.rn), as aten's: Triton's '/' is the
+    approximate one on NVIDIA GPUs (2 ulp), which floor/trunc division turned into quotients
+    one off from aten's (cross-compiled for sm_90; no GPU needed)."""
+    from tritonjit_ops import elementwise, pointwise
+
+    k = pointwise._binary_flat.compile("*fp32:16,*fp32:16,*fp32:16,i32,fp32,'div',1024,False,False,False",
+                                       target="cuda:90")
+    assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
+    sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
+           + "'div_floor',2,'fp32',True,False,False,True,1024,False")
+    k = elementwise._ew.compile(sig, target="cuda:90")
+    assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
+
+
+@pytest.mark.parametrize("op", ["logical_and_", "logical_or_", "logical_xor_", "add_", "mul_"])
+def test_inplace_broadcast_to_a_larger_shape_raises_as_aten(op):
+    """x.op_(y) where y broadcasts x to a larger (here empty) shape: aten refuses to resize self,
+    also on the path that reaches the out= overload with out=self."""
+    x, y = torch.empty(0, 1, 3), torch.empty(0, 10, 3)
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        getattr(x.clone(), op)(y)
+    with T.enable(include="all"), pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        getattr(x.clone(), op)(y)
+
+
+def test_floor_and_trunc_division_match_aten_at_integer_quotients():
+    g = torch.Generator().manual_seed(0)
+    special = [6.0, -6.0, 0.3, -0.3, 7.0, 1e-3, -4.0938, 2.8750, -0.0, 0.0, 1.0, float("inf"), -5.0, 0.0]
+    divisors = [3.0, 3.0, 0.1, 0.1, -3.5, 1e-3, 2.0469, -0.8125, 2.0, -2.0, 0.0, 2.0, float("inf"), 0.0]
+    a = torch.cat([torch.tensor(special), (torch.randn(4000, generator=g) * 8).round(decimals=2)])
+    b = torch.cat([torch.tensor(divisors), (torch.randn(4000, generator=g) * 2).round(decimals=1)])
+    with T.enable(include="all"):
+        got = [torch.div(a, b, rounding_mode=m) for m in ("floor", "trunc")] + [torch.remainder(a, b), a / b]
+    ref = [torch.div(a, b, rounding_mode=m) for m in ("floor", "trunc")] + [torch.remainder(a, b), a / b]
+    for x, r in zip(got, ref):
+        torch.testing.assert_close(x, r, rtol=0, atol=0, equal_nan=True)
+        num = ~torch.isnan(r)
+        assert torch.equal(torch.signbit(x[num]), torch.signbit(r[num]))
