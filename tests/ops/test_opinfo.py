@@ -131,9 +131,10 @@ def _tensors(r: Any) -> list[torch.Tensor]:
 def _compare(got: Any, ref: Any, op: Any, dtype: torch.dtype, what: str, sample: Any = None) -> None:
     g, r = _tensors(got), _tensors(ref)
     assert len(g) == len(r), f"{what}: {len(g)} outputs, eager has {len(r)}"
-    for a, b in zip(g, r):
-        if (op.name in TIE_ORDER and sample is not None and b.dtype == torch.int64 and a.shape == b.shape
-                and not sample.kwargs.get("stable") and isinstance(sample.input, torch.Tensor) and sample.input.dim()):
+    for k, (a, b) in enumerate(zip(g, r)):
+        if (op.name in TIE_ORDER and sample is not None and k == len(r) - 1 and b.dtype == torch.int64
+                and a.shape == b.shape and not torch.equal(a, b) and not sample.kwargs.get("stable")
+                and isinstance(sample.input, torch.Tensor) and sample.input.dim()):
             x, d = sample.input.detach(), TIE_ORDER[op.name](sample)
             torch.testing.assert_close(x.gather(d, a), x.gather(d, b), equal_nan=True, rtol=0, atol=0,
                                        msg=lambda m: f"{what}: the indices select other values: {m}")
