@@ -214,9 +214,7 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             raise _refuse("cat", "inputs whose shapes or devices disagree")
     shape = list(ref.shape)
     shape[dim] = sum(t.shape[dim] for t in live)
-    formats = {_suggested_format(t) for t in live}  # aten: the inputs' one format, else contiguous
-    fmt = formats.pop() if len(formats) == 1 else torch.contiguous_format
-    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=fmt)
+    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=_cat_format(ts))
     off = 0
     for t in live:
         n = t.shape[dim]
@@ -227,12 +225,27 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
 
 
 def _suggested_format(t: Tensor) -> torch.memory_format:
-    """aten's suggest_memory_format: channels-last where the strides are and plain
-    contiguity is not, else contiguous."""
-    for nd, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
-        if t.dim() == nd and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
-            return fmt
-    return torch.contiguous_format
+    """aten's suggest_memory_format: channels-last where the strides look like it (c10's
+    is_channels_last_strides_2d/3d, ambiguous cases contiguous), else contiguous."""
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(t.dim())
+    if order is None or t.layout != torch.strided:
+        return torch.contiguous_format
+    sizes, strides = t.shape, t.stride()
+    if strides[1] == 0:
+        return torch.contiguous_format
+    low = 0
+    for d in order:
+        if sizes[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return torch.contiguous_format
+        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+    return torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+
+
+def _cat_format(ts: list[Tensor]) -> torch.memory_format:
+    """aten's cat_compute_output_memory_format, over all inputs (skipped ones included):
+    contiguous where one input suggests it or two disagree, else the inputs' format."""
+    formats = {_suggested_format(t) for t in ts}
+    return formats.pop() if len(formats) == 1 else torch.contiguous_format
 
 
 def _promote(ts: list[Tensor]) -> torch.dtype:
@@ -249,7 +262,10 @@ def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
     nd = ts[0].dim() + 1
     if not -nd <= dim < nd or any(t.shape != ts[0].shape for t in ts):
         raise _refuse("stack", "shapes or dim")
-    return cat([t.unsqueeze(dim % nd) for t in ts], dim % nd)
+    d = dim % nd
+    if d < nd - 1:  # as aten: the cat of the inputs themselves, viewed (their layout is the output's)
+        return cat(ts, d).view(*ts[0].shape[:d], len(ts), *ts[0].shape[d:])
+    return cat([t.unsqueeze(d) for t in ts], d)
 
 
 # ----------------------------------------------------------------- cat / stack planners
@@ -393,45 +409,47 @@ def _cat_inputs(tensors: Any) -> list[Tensor] | None:
     return ts
 
 
-def _meta_result(op: Callable, ts: list[Tensor], dim: int) -> Tensor | None:
-    """aten's result of ``op`` on meta copies of ``ts``: its shape, dtype (promotion) and
-    layout, decided by aten's own rules (a channels_last output among them); None where
-    aten raises (the Python implementation then raises aten's error)."""
-    try:
-        return op([torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta") for t in ts], dim)
-    except Exception:  # noqa: BLE001 - any error: the Python implementation reports it
-        return None
-
-
 def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
     """aten::cat: one launch for up to four inputs (more: one per four), each read at its own
-    strides, cast to the promoted dtype; outputs in aten's layout (channels_last: None)."""
+    strides, cast to the promoted dtype; None where aten's output would be channels-last."""
     ts = _cat_inputs(tensors)
-    if ts is None:
+    if ts is None or any(t.dim() == 0 for t in ts):
         return None
-    m = _meta_result(torch.cat, ts, dim)
-    if m is None or m.dtype not in _REAL or list(m.stride()) != _contiguous_strides(m.shape):
-        return None
+    dt = _promote(ts)  # over all inputs, skipped ones included, as aten's result_type
     live = [k for k, t in enumerate(ts) if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
     if not live:
-        return Plan((Buffer(tuple(m.shape), m.dtype),), ())
-    d = dim % ts[live[0]].dim()
-    return _cat_plan([(InItem(0, k), tuple(ts[k].shape), tuple(ts[k].stride())) for k in live], d, tuple(m.shape),
-                     m.dtype)
+        return Plan((Buffer((0,), dt),), ())
+    ref = ts[live[0]]
+    nd = ref.dim()
+    if not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    if any(ts[k].dim() != nd or any(ts[k].shape[i] != ref.shape[i] for i in range(nd) if i != d) for k in live):
+        return None
+    if _cat_format(ts) is not torch.contiguous_format:
+        return None
+    shape = list(ref.shape)
+    shape[d] = sum(ts[k].shape[d] for k in live)
+    return _cat_plan([(InItem(0, k), tuple(ts[k].shape), tuple(ts[k].stride())) for k in live], d, tuple(shape), dt)
 
 
 def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
-    """aten::stack: the cat of the inputs with the new dim inserted (its stride is never used)."""
+    """aten::stack: a cat of the inputs unsqueezed at ``dim``, through the same launches. The
+    output's layout is aten's: below the last dim aten cats the inputs themselves and views
+    the result, so their layout decides it; at the last dim, the unsqueezed inputs'."""
     ts = _cat_inputs(tensors)
-    if ts is None:
+    if ts is None or any(t.shape != ts[0].shape for t in ts):
         return None
-    m = _meta_result(torch.stack, ts, dim)
-    if m is None or m.dtype not in _REAL or list(m.stride()) != _contiguous_strides(m.shape):
+    nd = ts[0].dim() + 1
+    if not -nd <= dim < nd:
         return None
-    d = dim % m.dim()
-    items = [(InItem(0, k), (*t.shape[:d], 1, *t.shape[d:]), (*t.stride()[:d], 0, *t.stride()[d:]))
-             for k, t in enumerate(ts)]
-    return _cat_plan(items, d, tuple(m.shape), m.dtype)
+    d = dim % nd
+    views = [t.unsqueeze(d) for t in ts]
+    if _cat_format(ts if d < nd - 1 else views) is not torch.contiguous_format:
+        return None
+    shape = (*ts[0].shape[:d], len(ts), *ts[0].shape[d:])
+    items = [(InItem(0, k), tuple(v.shape), tuple(v.stride())) for k, v in enumerate(views)]
+    return _cat_plan(items, d, shape, _promote(ts))
 
 
 def _interleaved(x: Tensor, rank: int) -> Tensor:

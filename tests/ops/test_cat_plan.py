@@ -170,13 +170,32 @@ def test_calls_the_planner_leaves_to_the_python_implementation(native):
     p5 = _r(3, 4, 5, 6, 7).permute(4, 2, 0, 3, 1)  # no two dims merge
     assert copy_ops._plan_cat([p5, _r(2, 5, 3, 6, 4)], 0) is None  # rank 5 after merging
     assert copy_ops._plan_cat([torch.tensor([1 + 1j]), torch.tensor([2j])], 0) is None
+    sliced = cl[:, :2]  # channels-last strides, not channels_last-contiguous: aten's output is channels_last
+    assert copy_ops._plan_cat([sliced, cl], 1) is None
     with T.enable(include=["cat"], wait_native=True):
         got = torch.cat([cl, cl], 1)
+        got_sliced = torch.cat([sliced, cl], 1)
         with pytest.raises(RuntimeError, match="zero-dimensional"):
             torch.cat([torch.tensor(1.0), torch.tensor(2.0)])
         with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
             torch.cat([_r(2, 3), _r(3, 3)], 1)
     assert got.is_contiguous(memory_format=torch.channels_last) and torch.equal(got, torch.cat([cl, cl], 1))
+    want = torch.cat([sliced, cl], 1)
+    assert got_sliced.stride() == want.stride() and torch.equal(got_sliced, want)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, 3, 4, -1])
+def test_stack_output_layout_is_atens(native, dim):
+    """Below the last dim aten stacks by a cat of the inputs themselves, viewed: channels-last
+    inputs give a non-contiguous output, which the planner leaves to the Python
+    implementation; the layouts agree with eager either way."""
+    cl = _r(3, 3, 1, 3).to(memory_format=torch.channels_last)
+    ts = [cl, cl + 1]
+    want = torch.stack(ts, dim)
+    with T.enable(include=["stack"], wait_native=True):
+        got = torch.stack(ts, dim)
+    assert got.stride() == want.stride() and torch.equal(got, want)
+    assert (copy_ops._plan_stack(ts, dim) is None) == (not want.is_contiguous())
 
 
 def _signatures() -> list[str]:
