@@ -145,9 +145,16 @@ def _scalar(v: Any) -> Any:
 def _device(args: Sequence[Any]) -> torch.device:
     """The device of a call's outputs: its first tensor (tensor lists' included) that is no
     0-dim CPU tensor used as a scalar, else its first tensor (as the C++ path picks it)."""
-    tensors = [t for a in args for t in ((a,) if isinstance(a, Tensor) else a if isinstance(a, (list, tuple)) else ())
-               if isinstance(t, Tensor)]
-    return next((t.device for t in tensors if not (t.dim() == 0 and t.is_cpu)), tensors[0].device)
+    first = None
+    for a in args:
+        for t in (a,) if isinstance(a, Tensor) else a if isinstance(a, (list, tuple)) else ():
+            if isinstance(t, Tensor):
+                if not (t.dim() == 0 and t.is_cpu):
+                    return t.device
+                first = t if first is None else first
+    if first is None:
+        raise RuntimeError("tritonjit_ops: a plan for a call without tensors")
+    return first.device
 
 
 def run(plan: Plan, args: Sequence[Any]) -> Any:
