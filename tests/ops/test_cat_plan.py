@@ -228,3 +228,15 @@ def test_cat_kernel_cross_compiles_for_sm90():
     assert any(s.endswith("True") for s in sigs)
     for sig in sigs:
         assert k.compile(sig, target="cuda:90", num_warps=4).binary, sig
+
+
+def test_int64_indexing_variant_is_right(monkeypatch):
+    """The IDX64 variant (outputs or inputs spanning more than 2**31 elements), taken here
+    for small tensors by lowering the threshold."""
+    monkeypatch.setattr(copy_ops, "_INT32_MAX", 16)
+    x = _rope()
+    ts = [x[..., 32:], x[..., :32], _r(1, 4, 16, 3).double()]
+    p = copy_ops._plan_cat(ts, -1)
+    assert p is not None and all(L.args[-1] is True for L in p.launches)
+    got = _plan.run(p, [ts, -1])
+    assert torch.equal(got, torch.cat(ts, -1))
