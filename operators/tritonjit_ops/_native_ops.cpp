@@ -2,8 +2,9 @@
 //
 // One boxed kernel per operator (an aten overload under enable(), or a tritonjit::
 // op) is registered with torch's dispatcher from C++. A call builds a key from its
-// arguments (each tensor's dtype, device, sizes and strides; the values of the
-// non-Scalar arguments; of Scalar arguments only the type and whether they are 0 or 1),
+// arguments (each tensor's dtype, device, sizes and strides, those of each tensor of a
+// Tensor[] argument too; the values of the non-Scalar arguments; of Scalar arguments only
+// the type and whether they are 0 or 1),
 // finds the plan of that
 // key, allocates the plan's outputs and launches its kernels through
 // tritonjit::Function (tritonjit/function.h): on a device backend without the GIL
@@ -41,7 +42,7 @@ using tritonjit::detail::Gil;
 using tritonjit::detail::Ref;
 
 // ---- the classes of _plan.py, resolved once ------------------------------------------------
-PyObject *g_In, *g_Out, *g_Tmp, *g_Arg;
+PyObject *g_In, *g_Out, *g_Tmp, *g_Arg, *g_InItem;
 
 std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0}, g_aten_calls{0};
 
@@ -74,8 +75,9 @@ tritonjit::Function* function_of(PyObject* kf) {
 
 // ---- a plan in C++ --------------------------------------------------------------------------
 struct Recipe {
-  enum Kind : uint8_t { Lit, In, Out, Tmp, Arg } kind = Lit;
+  enum Kind : uint8_t { Lit, In, Out, Tmp, Arg, InItem } kind = Lit;
   int index = 0;
+  int item = 0;  // InItem: the tensor's position in the list argument ``index``
   Slot lit;
 };
 
@@ -134,6 +136,12 @@ Recipe recipe_of(PyObject* a, NPlan& plan, const std::string& kernel) {
     r.index = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(a, 0)));
     return r;
   }
+  if (t == g_InItem) {
+    r.kind = Recipe::InItem;
+    r.index = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(a, 0)));
+    r.item = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(a, 1)));
+    return r;
+  }
   if (a == Py_None) {
     r.lit = Slot::none();
   } else if (PyBool_Check(a)) {
@@ -155,7 +163,8 @@ Recipe recipe_of(PyObject* a, NPlan& plan, const std::string& kernel) {
     Ref text(PyObject_Repr(a));
     throw std::runtime_error("tritonjit_ops: a plan for kernel '" + kernel + "' passes " +
                              (text.p ? PyUnicode_AsUTF8(text.p) : "?") +
-                             "; plan arguments are In/Out/Tmp/Arg references or int, float, bool, str, None");
+                             "; plan arguments are In/InItem/Out/Tmp/Arg references or int, float, bool, str, "
+                             "None");
   }
   return r;
 }
@@ -274,8 +283,8 @@ class OpKernel final : public c10::OperatorKernel {
       if (where == kOtherBackend) return to_aten(op, ks, stack);
     }
     tritonjit::detail::Key key;
-    int dev_arg = -1;
-    if (planner_ != nullptr && build_key(args, key, dev_arg)) {
+    DevRef dev;
+    if (planner_ != nullptr && build_key(args, key, dev)) {
       std::shared_ptr<NPlan> plan = find(key, args);
       if (plan->aten && redispatch_) {
         g_hits++;
@@ -283,7 +292,7 @@ class OpKernel final : public c10::OperatorKernel {
       }
       if (!plan->fallback && !plan->aten) {
         g_hits++;
-        return execute(*plan, args, dev_arg, stack);
+        return execute(*plan, args, dev, stack);
       }
     }
     g_fallback_calls++;
@@ -292,6 +301,16 @@ class OpKernel final : public c10::OperatorKernel {
 
  private:
   static constexpr int kOnBackend = 1, kOtherBackend = 0, kNoTensors = -1;
+
+  // The tensor whose device the outputs take: tensor argument ``arg``, or (item >= 0) tensor
+  // ``item`` of the Tensor[] argument ``arg`` (cat's inputs, where no tensor argument exists).
+  struct DevRef {
+    int arg = -1, item = -1;
+    bool scalar = false;  // a 0-dim CPU tensor (a scalar): a later tensor on a device replaces it
+    at::Device device(const c10::IValue* args) const {
+      return item < 0 ? args[arg].toTensor().device() : args[arg].toListRef()[item].toTensor().device();
+    }
+  };
 
   // Whether the call's tensors (lists of tensors included) are the active backend's (0-dim
   // CPU tensors are scalars); kNoTensors for a factory call (arange, ...).
@@ -351,8 +370,26 @@ class OpKernel final : public c10::OperatorKernel {
   }
 
   // Key words of the call; false where a call cannot have a plan (an argument kind the
-  // key does not describe, a lazily negated or conjugated view, a non-strided layout).
-  bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, int& dev_arg) const {
+  // key does not describe, a lazily negated or conjugated view, a non-strided layout, a key
+  // longer than kMaxWords).
+  bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, DevRef& dev) const {
+    // a tensor's words: its dtype, device and dim, then its sizes and strides
+    auto push_tensor = [&](const at::Tensor& t, int arg, int item) -> bool {
+      if (t.layout() != at::kStrided || t.is_neg() || t.is_conj()) return false;
+      if (2 * t.dim() + key.n + 9 > tritonjit::detail::kMaxWords) return false;
+      const auto d = t.device();
+      const bool cpu_scalar = d.is_cpu() && t.dim() == 0;
+      if (dev.arg < 0 || (dev.scalar && !cpu_scalar)) dev = DevRef{arg, item, cpu_scalar};
+      key.push(2 | static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8 |
+               static_cast<uint64_t>(static_cast<uint8_t>(d.type())) << 16 |
+               static_cast<uint64_t>(static_cast<uint8_t>(d.index() + 1)) << 24 |
+               static_cast<uint64_t>(t.dim()) << 32 | static_cast<uint64_t>(t.unsafeGetTensorImpl()->is_wrapped_number()) << 48);
+      for (int64_t k = 0; k < t.dim(); k++) {
+        key.push(static_cast<uint64_t>(t.sizes()[k]));
+        key.push(static_cast<uint64_t>(t.strides()[k]));
+      }
+      return true;
+    };
     for (size_t i = 0; i < nargs_; i++) {
       const c10::IValue& v = args[i];
       if (v.isTensor()) {
@@ -361,20 +398,16 @@ class OpKernel final : public c10::OperatorKernel {
           key.push(1);
           continue;
         }
-        if (t.layout() != at::kStrided || t.is_neg() || t.is_conj()) return false;
-        const auto dev = t.device();
-        const bool cpu_scalar = dev.is_cpu() && t.dim() == 0;
-        if (dev_arg < 0 || (!cpu_scalar && args[dev_arg].toTensor().device().is_cpu() &&
-                            args[dev_arg].toTensor().dim() == 0))
-          dev_arg = static_cast<int>(i);
-        key.push(2 | static_cast<uint64_t>(static_cast<uint8_t>(t.scalar_type())) << 8 |
-                 static_cast<uint64_t>(static_cast<uint8_t>(dev.type())) << 16 |
-                 static_cast<uint64_t>(static_cast<uint8_t>(dev.index() + 1)) << 24 |
-                 static_cast<uint64_t>(t.dim()) << 32 | static_cast<uint64_t>(t.unsafeGetTensorImpl()->is_wrapped_number()) << 48);
-        if (2 * t.dim() + key.n + 8 > tritonjit::detail::kMaxWords) return false;
-        for (int64_t d = 0; d < t.dim(); d++) {
-          key.push(static_cast<uint64_t>(t.sizes()[d]));
-          key.push(static_cast<uint64_t>(t.strides()[d]));
+        if (!push_tensor(t, static_cast<int>(i), -1)) return false;
+      } else if (v.isTensorList()) {  // cat's inputs: each tensor as a tensor argument (plans use InItem)
+        const c10::ArrayRef<c10::IValue> l = v.toListRef();
+        if (l.size() + key.n + 8 > static_cast<size_t>(tritonjit::detail::kMaxWords)) return false;
+        key.push(15 | static_cast<uint64_t>(l.size()) << 8);
+        for (size_t k = 0; k < l.size(); k++) {
+          const at::Tensor& t = l[k].toTensor();
+          // undefined, or a 0-dim CPU tensor (a scalar only as a tensor argument): the Python implementation
+          if (!t.defined() || (t.is_cpu() && t.dim() == 0)) return false;
+          if (!push_tensor(t, static_cast<int>(i), static_cast<int>(k))) return false;
         }
       } else if (v.isNone()) {
         key.push(3);
@@ -415,10 +448,10 @@ class OpKernel final : public c10::OperatorKernel {
         key.push(13 | static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().type())) << 8 |
                  static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().index() + 1)) << 16);
       } else {
-        return false;  // lists of tensors, generators, ...: the Python implementation
+        return false;  // lists of optional tensors, generators, ...: the Python implementation
       }
     }
-    return dev_arg >= 0;
+    return dev.arg >= 0;
   }
 
   std::shared_ptr<NPlan> find(const tritonjit::detail::Key& key, const c10::IValue* args) {
@@ -460,9 +493,8 @@ class OpKernel final : public c10::OperatorKernel {
     throw std::runtime_error("tritonjit_ops: Arg() of an argument that is no scalar");
   }
 
-  void execute(const NPlan& plan, const c10::IValue* args, int dev_arg, torch::jit::Stack* stack) {
-    const at::Tensor& first = args[dev_arg].toTensor();
-    const at::TensorOptions opts = at::TensorOptions().device(first.device());
+  void execute(const NPlan& plan, const c10::IValue* args, const DevRef& dev, torch::jit::Stack* stack) {
+    const at::TensorOptions opts = at::TensorOptions().device(dev.device(args));
     std::vector<at::Tensor> contig;  // inputs made contiguous (plan.contiguous)
     for (int i : plan.contiguous) {
       contig.push_back(args[i].toTensor().contiguous());
@@ -485,6 +517,12 @@ class OpKernel final : public c10::OperatorKernel {
         switch (r.kind) {
           case Recipe::Lit: slots[k] = r.lit; break;
           case Recipe::In: slots[k] = Slot::of(input(r.index)); break;
+          case Recipe::InItem: {
+            const c10::ArrayRef<c10::IValue> l = args[r.index].toListRef();  // its length is in the key
+            if (static_cast<size_t>(r.item) >= l.size()) throw std::runtime_error("tritonjit_ops: InItem out of range");
+            slots[k] = Slot::of(l[r.item].toTensor());
+            break;
+          }
           case Recipe::Out: slots[k] = Slot::of(outs[r.index]); break;
           case Recipe::Tmp: slots[k] = Slot::of(tmps[r.index]); break;
           case Recipe::Arg: slots[k] = scalar_slot(args[r.index]); break;
@@ -655,7 +693,8 @@ PyObject* py_aten(PyObject*, PyObject* args) {
 }
 
 PyObject* py_init(PyObject*, PyObject* args) {
-  if (!PyArg_ParseTuple(args, "OOOO", &g_In, &g_Out, &g_Tmp, &g_Arg)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OOOOO", &g_In, &g_Out, &g_Tmp, &g_Arg, &g_InItem)) return nullptr;
+  Py_INCREF(g_InItem);
   Py_INCREF(g_In);
   Py_INCREF(g_Out);
   Py_INCREF(g_Tmp);
@@ -664,7 +703,7 @@ PyObject* py_init(PyObject*, PyObject* args) {
 }
 
 PyMethodDef kMethods[] = {
-    {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg): the plan reference classes"},
+    {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg, InItem): the plan reference classes"},
     {"register", py_register, METH_VARARGS,
      "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
     {"release", py_release, METH_O, "release(registration): undo a register()"},

@@ -4,9 +4,10 @@ An operator's *planner* looks at a call's arguments (dtypes, shapes, strides, de
 and the values of its non-Scalar arguments; never at tensor data) and returns a
 :class:`Plan`: the output buffers, the kernel launches with their arguments, and
 which outputs the call returns. Arguments of a launch are literals (ints, floats,
-constexprs) or references to the call: ``In(i)`` (tensor argument i), ``Out(j)``
-(output j), ``Tmp(k)`` (a temporary buffer), ``Arg(i)`` (the value of Scalar argument
-i, or of a 0-dim CPU tensor used as a scalar). A planner that cannot handle a call
+constexprs) or references to the call: ``In(i)`` (tensor argument i), ``InItem(i, k)``
+(tensor k of the ``Tensor[]`` argument i: cat's inputs), ``Out(j)`` (output j), ``Tmp(k)``
+(a temporary buffer), ``Arg(i)`` (the value of Scalar argument i, or of a 0-dim CPU
+tensor used as a scalar). A planner that cannot handle a call
 returns None and the operator's Python implementation runs instead (it validates
 and raises aten's errors).
 
@@ -26,7 +27,7 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["In", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run"]
+__all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run"]
 
 
 class In(NamedTuple):
@@ -34,6 +35,15 @@ class In(NamedTuple):
     field is not called ``index``: that would shadow ``tuple.index``.)"""
 
     i: int
+
+
+class InItem(NamedTuple):
+    """Tensor ``k`` of the tensor-list argument ``i`` of the call (cat's inputs: the C++ key
+    describes each element as it does a tensor argument). Not made contiguous by a plan's
+    ``contiguous`` step, which names tensor arguments only."""
+
+    i: int
+    k: int
 
 
 class Out(NamedTuple):
@@ -132,6 +142,21 @@ def _scalar(v: Any) -> Any:
     return v.item() if isinstance(v, Tensor) else v
 
 
+def _device(args: Sequence[Any]) -> torch.device:
+    """The device of a call's outputs: its first tensor (tensor lists' included) that is no
+    0-dim CPU tensor used as a scalar, else its first tensor (as the C++ path picks it)."""
+    first = None
+    for a in args:
+        for t in (a,) if isinstance(a, Tensor) else a if isinstance(a, (list, tuple)) else ():
+            if isinstance(t, Tensor):
+                if not (t.dim() == 0 and t.is_cpu):
+                    return t.device
+                first = t if first is None else first
+    if first is None:
+        raise RuntimeError("tritonjit_ops: a plan for a call without tensors")
+    return first.device
+
+
 def run(plan: Plan, args: Sequence[Any]) -> Any:
     """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference)."""
     if plan.aten:
@@ -139,9 +164,7 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
     args = list(args)
     for i in plan.contiguous:
         args[i] = args[i].contiguous()
-    device = next((a.device for a in args if isinstance(a, Tensor) and not (a.dim() == 0 and a.is_cpu)), None)
-    if device is None:
-        device = next(a.device for a in args if isinstance(a, Tensor))
+    device = _device(args)
     outs = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.outputs]
     tmps = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.temps]
 
@@ -149,6 +172,8 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
         t = type(a)
         if t is In:
             return args[a.i]
+        if t is InItem:
+            return args[a.i][a.k]
         if t is Out:
             return outs[a.i]
         if t is Tmp:

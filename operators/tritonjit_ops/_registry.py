@@ -159,14 +159,16 @@ def _plan_group_norm(x: Any, num_groups: int, weight: Any = None, bias: Any = No
 
 
 def _remap_inputs(plan: Any, where: dict[int, int]) -> Any:
-    """``plan`` with its tensor-argument references In(i) moved to In(where[i]) (a planner of
-    another argument order)."""
+    """``plan`` with its references to argument i (In(i), InItem(i, k)) moved to argument
+    where[i] (a planner of another argument order)."""
     if plan is None:
         return None
-    from ._plan import In
+    from ._plan import In, InItem
 
     def ref(a: Any) -> Any:
-        return In(where.get(a.i, a.i)) if type(a) is In else a
+        if type(a) is In:
+            return In(where.get(a.i, a.i))
+        return InItem(where.get(a.i, a.i), a.k) if type(a) is InItem else a
 
     return plan._replace(launches=tuple(L._replace(args=tuple(ref(a) for a in L.args)) for L in plan.launches),
                          contiguous=tuple(where.get(i, i) for i in plan.contiguous))

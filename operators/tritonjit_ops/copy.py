@@ -3,11 +3,13 @@
 ``repeat``, ``triu``/``tril``.
 
 The copies are elementwise.py's strided kernel with op "copy" (any source and
-destination strides, broadcasting, dtype casts); ``cat`` is one such copy per input into
-its slice of the output. Outputs keep aten's layout: ``_to_copy``/``clone``/``*_like``
-allocate with ``torch.empty_like`` (``preserve_format``: the input's strides where it is
-dense). What they do not take (another device, complex dtypes, a sparse layout) raises
-NotImplementedError, which under ``enable()`` hands the call to aten's own kernel.
+destination strides, broadcasting, dtype casts); ``cat``'s Python implementation is one
+such copy per input into its slice of the output, its planner (the C++ path) one launch
+of a cat kernel that reads up to four inputs, each with its own strides. Outputs keep
+aten's layout: ``_to_copy``/``clone``/``*_like`` allocate with ``torch.empty_like``
+(``preserve_format``: the input's strides where it is dense). What they do not take
+(another device, complex dtypes, a sparse layout) raises NotImplementedError, which
+under ``enable()`` hands the call to aten's own kernel.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ import triton
 import triton.language as tl
 import tritonjit
 
-from ._common import jit
+from ._common import jit, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Buffer, In, Out, Plan, execute, launch
-from .elementwise import _CT, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
+from ._plan import Buffer, In, InItem, Out, Plan, execute, launch
+from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
 
 Tensor = torch.Tensor
 
@@ -212,9 +214,7 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             raise _refuse("cat", "inputs whose shapes or devices disagree")
     shape = list(ref.shape)
     shape[dim] = sum(t.shape[dim] for t in live)
-    formats = {_suggested_format(t) for t in live}  # aten: the inputs' one format, else contiguous
-    fmt = formats.pop() if len(formats) == 1 else torch.contiguous_format
-    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=fmt)
+    out = torch.empty(shape, dtype=_promote(ts), device=dev, memory_format=_cat_format(ts))
     off = 0
     for t in live:
         n = t.shape[dim]
@@ -225,12 +225,27 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
 
 
 def _suggested_format(t: Tensor) -> torch.memory_format:
-    """aten's suggest_memory_format: channels-last where the strides are and plain
-    contiguity is not, else contiguous."""
-    for nd, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
-        if t.dim() == nd and not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
-            return fmt
-    return torch.contiguous_format
+    """aten's suggest_memory_format: channels-last where the strides look like it (c10's
+    is_channels_last_strides_2d/3d, ambiguous cases contiguous), else contiguous."""
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(t.dim())
+    if order is None or t.layout != torch.strided:
+        return torch.contiguous_format
+    sizes, strides = t.shape, t.stride()
+    if strides[1] == 0:
+        return torch.contiguous_format
+    low = 0
+    for d in order:
+        if sizes[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return torch.contiguous_format
+        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+    return torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+
+
+def _cat_format(ts: list[Tensor]) -> torch.memory_format:
+    """aten's cat_compute_output_memory_format, over all inputs (skipped ones included):
+    contiguous where one input suggests it or two disagree, else the inputs' format."""
+    formats = {_suggested_format(t) for t in ts}
+    return formats.pop() if len(formats) == 1 else torch.contiguous_format
 
 
 def _promote(ts: list[Tensor]) -> torch.dtype:
@@ -247,7 +262,194 @@ def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
     nd = ts[0].dim() + 1
     if not -nd <= dim < nd or any(t.shape != ts[0].shape for t in ts):
         raise _refuse("stack", "shapes or dim")
-    return cat([t.unsqueeze(dim % nd) for t in ts], dim % nd)
+    d = dim % nd
+    if d < nd - 1:  # as aten: the cat of the inputs themselves, viewed (their layout is the output's)
+        return cat(ts, d).view(*ts[0].shape[:d], len(ts), *ts[0].shape[d:])
+    return cat([t.unsqueeze(d) for t in ts], d)
+
+
+# ----------------------------------------------------------------- cat / stack planners
+@triton.jit
+def _cat_kernel(
+    x0, x1, x2, x3, out, n, d1, d2, d3, b1, b2, b3, h0, h1, h2, h3,
+    s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33,
+    os0, os1, os2, os3, obase,
+    NIN: tl.constexpr, CAT: tl.constexpr, BLOCK: tl.constexpr, IDX64: tl.constexpr,
+):
+    # the index space is the output's (a slice of it: obase), rank 4 with the cat dim at CAT;
+    # input k holds cat coordinates [b_k, b_k+1) (b0 = 0) and is read at its own strides, its
+    # offset shifted back by h_k = b_k * (its cat stride)
+    pid = tl.program_id(0)
+    if IDX64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
+    if CAT == 0:
+        ic = i0
+    elif CAT == 1:
+        ic = i1
+    elif CAT == 2:
+        ic = i2
+    else:
+        ic = i3
+    m = mask
+    if NIN >= 2:
+        m = mask & (ic < b1)
+    v = _to_out(tl.load(x0 + (i0 * s00 + i1 * s01 + i2 * s02 + i3 * s03 - h0), mask=m), out.dtype.element_ty)
+    if NIN >= 2:
+        m = mask & (ic >= b1)
+        if NIN >= 3:
+            m = m & (ic < b2)
+        v1 = tl.load(x1 + (i0 * s10 + i1 * s11 + i2 * s12 + i3 * s13 - h1), mask=m)
+        v = tl.where(ic >= b1, _to_out(v1, out.dtype.element_ty), v)
+    if NIN >= 3:
+        m = mask & (ic >= b2)
+        if NIN >= 4:
+            m = m & (ic < b3)
+        v2 = tl.load(x2 + (i0 * s20 + i1 * s21 + i2 * s22 + i3 * s23 - h2), mask=m)
+        v = tl.where(ic >= b2, _to_out(v2, out.dtype.element_ty), v)
+    if NIN >= 4:
+        v3 = tl.load(x3 + (i0 * s30 + i1 * s31 + i2 * s32 + i3 * s33 - h3), mask=mask & (ic >= b3))
+        v = tl.where(ic >= b3, _to_out(v3, out.dtype.element_ty), v)
+    tl.store(out + (obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), v, mask=mask)
+
+
+_cat_k = jit(_cat_kernel)
+#: inputs one launch of the cat kernel reads (its pointer parameters); more take several launches
+_CAT_NIN = 4
+
+#: an input of a cat launch: its plan reference, sizes and strides (a stack input's with the new dim)
+_CatItem = tuple[Any, tuple[int, ...], tuple[int, ...]]
+
+
+def _contiguous_strides(shape: Any) -> list[int]:
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
+def _cat_launch(items: list[_CatItem], d: int, shape: tuple[int, ...], base: int) -> Any:
+    """The launch writing ``items`` (at most _CAT_NIN, each non-empty along ``d``) into the
+    contiguous output of ``shape`` from cat coordinate ``base`` on; None beyond rank 4.
+
+    Dims merge where every input and the output are contiguous across them (size-1 dims
+    drop); the cat dim merges with its inner neighbour only (its boundaries then scale by
+    that size), never with an outer one, whose stride depends on the input's extent."""
+    sizes = [s[d] for _, s, _ in items]
+    space = list(shape)
+    space[d] = sum(sizes)
+    ostr = _contiguous_strides(shape)
+    keep = [i for i in range(len(space)) if i == d or space[i] != 1]
+    strs = [[st[i] for i in keep] for _, _, st in items] + [[ostr[i] for i in keep]]
+    groups: list[tuple[int, list[int], bool]] = []  # (size, stride of each operand, holds the cat dim), inner first
+    scale = 1
+    for j in range(len(keep) - 1, -1, -1):
+        i, is_cat = keep[j], keep[j] == d
+        if groups and not groups[-1][2] and all(s[j] == g * groups[-1][0] for s, g in zip(strs, groups[-1][1])):
+            size, gs, _ = groups[-1]
+            if is_cat:
+                scale = size
+            groups[-1] = (size * space[i], gs, is_cat)
+        else:
+            groups.append((space[i], [s[j] for s in strs], is_cat))
+    if len(groups) > 4:
+        return None
+    groups += [(1, [0] * len(strs), False)] * (4 - len(groups))
+    groups.reverse()
+    dims = [g[0] for g in groups]
+    cat = next(k for k, g in enumerate(groups) if g[2])
+    starts, acc = [], 0
+    for sz in sizes:
+        starts.append(acc * scale)
+        acc += sz
+    nin = len(items)
+    bounds = starts[1:] + [dims[cat]] * (4 - nin)  # b1..b3: unused ones past the end
+    istr = [[g[1][k] for g in groups] for k in range(nin)]
+    shifts = [b * st[cat] for b, st in zip(starts, istr)]
+    n = math.prod(dims)
+    extent = max([math.prod(shape)] + [sum(abs(s) * z for s, z in zip(st, dims)) for st in istr])
+    refs = [r for r, _, _ in items]
+    refs += [refs[0]] * (4 - nin)
+    istr += [[0] * 4] * (4 - nin)
+    shifts += [0] * (4 - nin)
+    return launch(_cat_k, ((n + _BLOCK - 1) // _BLOCK,), *refs, Out(0), n, dims[1], dims[2], dims[3], *bounds[:3],
+                  *shifts, *istr[0], *istr[1], *istr[2], *istr[3], *[g[1][-1] for g in groups],
+                  base * math.prod(shape[d + 1:]), NIN=nin, CAT=cat, BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
+
+
+def _cat_plan(items: list[_CatItem], d: int, shape: tuple[int, ...], dtype: torch.dtype) -> Plan | None:
+    """One launch per _CAT_NIN inputs, each writing its slice of the contiguous output."""
+    buf = Buffer(tuple(shape), dtype)
+    items = [it for it in items if it[1][d]]  # nothing to copy from inputs empty along d
+    if math.prod(shape) == 0 or not items:
+        return Plan((buf,), ())
+    launches, base = [], 0
+    for c in range(0, len(items), _CAT_NIN):
+        chunk = items[c:c + _CAT_NIN]
+        L = _cat_launch(chunk, d, tuple(shape), base)
+        if L is None:
+            return None
+        launches.append(L)
+        base += sum(s[d] for _, s, _ in chunk)
+    return Plan((buf,), tuple(launches))
+
+
+def _cat_inputs(tensors: Any) -> list[Tensor] | None:
+    """cat/stack's inputs when the cat kernel takes them: real dtypes, strided, no lazy
+    negation, one device (aten's own errors otherwise, from the Python implementation)."""
+    ts = list(tensors) if isinstance(tensors, (list, tuple)) else None
+    if not ts or not all(isinstance(t, Tensor) and t.dtype in _REAL and t.layout == torch.strided
+                         and not (t.is_neg() or t.is_conj()) for t in ts):
+        return None
+    if any(t.device != ts[0].device for t in ts):
+        return None
+    return ts
+
+
+def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
+    """aten::cat: one launch for up to four inputs (more: one per four), each read at its own
+    strides, cast to the promoted dtype; None where aten's output would be channels-last."""
+    ts = _cat_inputs(tensors)
+    if ts is None or any(t.dim() == 0 for t in ts):
+        return None
+    dt = _promote(ts)  # over all inputs, skipped ones included, as aten's result_type
+    live = [k for k, t in enumerate(ts) if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
+    if not live:
+        return Plan((Buffer((0,), dt),), ())
+    ref = ts[live[0]]
+    nd = ref.dim()
+    if not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    if any(ts[k].dim() != nd or any(ts[k].shape[i] != ref.shape[i] for i in range(nd) if i != d) for k in live):
+        return None
+    if _cat_format(ts) is not torch.contiguous_format:
+        return None
+    shape = list(ref.shape)
+    shape[d] = sum(ts[k].shape[d] for k in live)
+    return _cat_plan([(InItem(0, k), tuple(ts[k].shape), tuple(ts[k].stride())) for k in live], d, tuple(shape), dt)
+
+
+def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
+    """aten::stack: a cat of the inputs unsqueezed at ``dim``, through the same launches. The
+    output's layout is aten's: below the last dim aten cats the inputs themselves and views
+    the result, so their layout decides it; at the last dim, the unsqueezed inputs'."""
+    ts = _cat_inputs(tensors)
+    if ts is None or any(t.shape != ts[0].shape for t in ts):
+        return None
+    nd = ts[0].dim() + 1
+    if not -nd <= dim < nd:
+        return None
+    d = dim % nd
+    views = [t.unsqueeze(d) for t in ts]
+    if _cat_format(ts if d < nd - 1 else views) is not torch.contiguous_format:
+        return None
+    shape = (*ts[0].shape[:d], len(ts), *ts[0].shape[d:])
+    items = [(InItem(0, k), tuple(v.shape), tuple(v.stride())) for k, v in enumerate(views)]
+    return _cat_plan(items, d, shape, _promote(ts))
 
 
 def _interleaved(x: Tensor, rank: int) -> Tensor:
@@ -439,7 +641,7 @@ if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     # storage onto itself): routed, each launch would pay two Python calls of copy_.
     del ATEN["copy_"]
 PLANNERS: dict[str, Callable] = {
-    "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat,
+    "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat, "cat": _plan_cat, "stack": _plan_stack,
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
 }
