@@ -332,19 +332,30 @@ for _n in FP32_MATH - _FP64_OWN:
 _ATEN = with_aten_fallback(_ATEN)
 
 
-#: What enable() routes by default on a device backend: the overloads whose end-to-end cost
-#: the models benchmark measured at or below eager's on the H200 (2026-11-30), plus SDPA and
-#: AdamW, whose routes time or restrict themselves (TRITONJIT_OPS_SDPA; 16-bit AdamW to aten).
-#: With the whole table routed, Llama's forward ran 1.4-1.5x and its training step 1.8x eager's
-#: time in that run, so the rest (the newer forward families and the backward operators) is
-#: opt-in on a device: ``enable(include="all")`` or by name. On the interpreter backend (a
-#: correctness backend) enable() routes the whole table.
+#: What enable() routes by default on a device backend: the overloads with a C++ host path
+#: (a planner) whose end-to-end cost the models benchmark measured at or below eager's on the
+#: H200 (2026-11-30: the first 44 forward overloads; then the copies, comparisons, cat/stack,
+#: sin/cos and the activation, softmax, rms_norm and embedding backwards, which brought the
+#: share of the models' calls on tritonjit kernels from 60-75% to 80-95% at the same speed),
+#: plus SDPA and AdamW, whose routes time or restrict themselves (TRITONJIT_OPS_SDPA; 16-bit
+#: AdamW to aten). The rest (overloads on the Python path, which costs 20-50 us of host time
+#: a call, and native_layer_norm_backward, slower than aten's at BERT's shapes) is opt-in on a
+#: device: ``enable(include="all")`` or by name. On the interpreter backend (a correctness
+#: backend) enable() routes the whole table.
 DEVICE_DEFAULT: frozenset[str] = frozenset([
     "_fused_rms_norm", "_log_softmax", "_softmax", "abs", "add.Scalar", "add.Tensor", "addmm", "amax", "amin",
     "argmax", "argmin", "bmm", "div.Scalar", "div.Tensor", "embedding", "exp", "gather", "gelu", "index_select",
     "log", "maximum", "mean", "mean.dim", "minimum", "mm", "mul.Scalar", "mul.Tensor", "native_group_norm",
     "native_layer_norm", "neg", "pow.Scalar", "pow.Tensor_Scalar", "pow.Tensor_Tensor", "relu", "rsqrt",
     "sigmoid", "silu", "sqrt", "sub.Scalar", "sub.Tensor", "sum", "sum.dim_IntList", "tanh", "where.self",
+    # copies and shape ops with a C++ path
+    "_to_copy", "clone", "cat", "stack",
+    # comparisons, sin/cos (rotary tables)
+    "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",
+    "gt.Scalar", "gt.Tensor", "ge.Scalar", "ge.Tensor", "sin", "cos",
+    # backward operators with a C++ path
+    "silu_backward", "gelu_backward", "tanh_backward", "sigmoid_backward", "threshold_backward",
+    "_softmax_backward_data", "_log_softmax_backward_data", "_fused_rms_norm_backward", "embedding_dense_backward",
     *attention.ATEN, *optim.ATEN])
 
 
