@@ -203,7 +203,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     ref = fn()
     ref_grads = _grads(model) if train else None
     t0 = time.perf_counter()
-    got, cov = _audit.coverage(fn, include=include, exclude=exclude)  # the first call under enable(), counting its calls' launches
+    got, cov = _audit.coverage(fn, include=include, exclude=exclude)  # the first enabled call, counted
     sync()
     row["first_enabled_s"] = time.perf_counter() - t0  # compile (and tune) included
     row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
