@@ -4,9 +4,10 @@ An operator's *planner* looks at a call's arguments (dtypes, shapes, strides, de
 and the values of its non-Scalar arguments; never at tensor data) and returns a
 :class:`Plan`: the output buffers, the kernel launches with their arguments, and
 what the call returns (outputs, or for an in-place op its ``In(i)`` argument itself).
-Arguments of a launch are literals (ints, floats, constexprs) or references to the call: ``In(i)`` (tensor argument i), ``Out(j)``
-(output j), ``Tmp(k)`` (a temporary buffer), ``Arg(i)`` (the value of Scalar argument
-i, or of a 0-dim CPU tensor used as a scalar). A planner that cannot handle a call
+Arguments of a launch are literals (ints, floats, constexprs) or references to the
+call: ``In(i)`` (tensor argument i), ``Out(j)`` (output j), ``Tmp(k)`` (a temporary
+buffer), ``Arg(i)`` (the value of Scalar argument i, or of a 0-dim CPU tensor used as
+a scalar). A planner that cannot handle a call
 returns None and the operator's Python implementation runs instead (it validates
 and raises aten's errors).
 
