@@ -122,10 +122,24 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     return _copy_into("copy_", src, dst) if dst.numel() else dst
 
 
+def _overflows(v: Any, dt: torch.dtype) -> bool:
+    """Whether aten refuses to convert the Scalar ``v`` to ``dt`` ("value cannot be converted
+    to type ... without overflow"): such calls go to aten, which raises its error. (A bool
+    dtype takes anything; inf and NaN pass into floats.)"""
+    if dt == torch.bool or isinstance(v, bool):
+        return False
+    if dt.is_floating_point:
+        return isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > torch.finfo(dt).max
+    info = torch.iinfo(dt)
+    return not info.min <= v <= info.max if math.isfinite(v) else True
+
+
 def fill_scalar(x: Tensor, value: Any) -> Tensor:
     _check("fill_", x)
     if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point and value != int(value)):
         raise _refuse("fill_", f"value {value!r}")
+    if _overflows(value, x.dtype):
+        raise _refuse("fill_", f"value {value!r} for {x.dtype}")
     return _copy_into("fill_", value, x) if x.numel() else x
 
 
@@ -148,8 +162,8 @@ def _fill_ref(value: Any, i: int, dt: torch.dtype) -> Any:
     (0 or 1), or None where a value aten checks per call (an int overflowing a narrow integer
     or float16, a fractional float into an integer) or that the kernel's fp32 scalar argument
     would round (a float into float64) needs the Python implementation. (A float that
-    overflows float16/bfloat16/float32 becomes inf, as in the Python implementation;
-    aten raises.)"""
+    overflows float16/bfloat16/float32 becomes inf on the plan; aten, and the Python
+    implementation, which hands such a value to aten, raise.)"""
     if not _is_scalar(value):
         return None
     pinned = value == 0 or value == 1  # the key holds this: a plan made for 0 serves only 0
@@ -256,7 +270,7 @@ def _like(op: str, value: Any) -> Callable:
         out = torch.empty_like(x, dtype=dtype, memory_format=_mf(memory_format))
         if out.dtype not in _REAL:
             raise _refuse(op, f"dtype {out.dtype}")
-        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v):
+        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v) or _overflows(v, out.dtype):
             raise _refuse(op, f"value {v!r} for {out.dtype}")
         return _copy_into(op, v, out) if out.numel() else out
 

@@ -354,6 +354,8 @@ def _logic(op: str) -> tuple[Callable, Callable]:
         return torch.uint8 if x.dtype == torch.uint8 else torch.bool
 
     def dim_fn(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        if isinstance(dim, (list, tuple)) and len(dim) == 0:
+            raise _refuse(op, "an empty dim list (aten reduces nothing)")
         return _reduce(op, x, dim, keepdim, rd(x), "i1")
 
     def full_fn(x: Tensor) -> Tensor:
