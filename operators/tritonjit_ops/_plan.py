@@ -164,7 +164,7 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
     for L in plan.launches:
         L.fn[L.grid](*(value(a) for a in L.args), **L.options())
     def result(r: int | In) -> Any:
-        if type(r) is In:
+        if isinstance(r, In):
             return given[r.i]
         return outs[r] if r >= 0 else None
 
