@@ -19,6 +19,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -98,6 +99,7 @@ struct NPlan {
   bool aten = false;      // aten's own kernel of the device runs (Plan.aten)
   std::vector<NBuffer> outputs, temps;
   std::vector<NLaunch> launches;
+  static constexpr int kInput = -2;  // result kInput - i: tensor argument i (Plan.result's In(i))
   std::vector<int> result, contiguous;
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
 };
@@ -181,10 +183,18 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     return plan;
   }
   plan->outputs = buffers_of(PyTuple_GetItem(p, 0));
-  plan->result = [&] {
-    auto v = ints_of(PyTuple_GetItem(p, 2));
-    return std::vector<int>(v.begin(), v.end());
-  }();
+  {  // result: output indices, -1 (None), or In(i): the call's tensor argument i itself (an
+     // in-place op's self), kept as kInput - i
+    Ref fast(checked(PySequence_Fast(PyTuple_GetItem(p, 2), "a plan's result")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+      PyObject* r = PySequence_Fast_GET_ITEM(fast.p, i);
+      const bool is_input = reinterpret_cast<PyObject*>(Py_TYPE(r)) == g_In;
+      const long v = PyLong_AsLong(is_input ? PyTuple_GET_ITEM(r, 0) : r);
+      if (v == -1 && PyErr_Occurred()) rethrow_python();
+      if (is_input && v < 0) throw std::runtime_error("tritonjit_ops: a plan's result In(i) with i < 0");
+      plan->result.push_back(is_input ? NPlan::kInput - static_cast<int>(v) : static_cast<int>(v));
+    }
+  }
   plan->temps = buffers_of(PyTuple_GetItem(p, 3));
   {
     auto v = ints_of(PyTuple_GetItem(p, 4));
@@ -531,13 +541,22 @@ class OpKernel final : public c10::OperatorKernel {
       L.fn->launch(0, L.grid, L.options, slots, n);
       g_launches++;
     }
-    torch::jit::drop(*stack, nargs_);
-    for (int r : plan.result) {  // -1: an output the call does not need (an undefined tensor)
-      if (r < 0)
-        stack->emplace_back(at::Tensor());
-      else
-        stack->emplace_back(std::move(outs[r]));
+    // -1: an output the call does not need (an undefined tensor); kInput - i: argument i itself
+    // (taken before the arguments leave the stack)
+    const size_t nres = plan.result.size();
+    c10::SmallVector<at::Tensor, 4> results(nres);
+    for (size_t k = 0; k < nres; k++) {
+      const int r = plan.result[k];
+      if (r >= 0)
+        results[k] = std::move(outs[r]);
+      else if (r <= NPlan::kInput) {
+        if (static_cast<size_t>(NPlan::kInput - r) >= nargs_)
+          throw std::runtime_error("tritonjit_ops: a plan's result In(i) past the call's arguments");
+        results[k] = args[NPlan::kInput - r].toTensor();
+      }
     }
+    torch::jit::drop(*stack, nargs_);
+    for (size_t k = 0; k < nres; k++) stack->emplace_back(std::move(results[k]));
   }
 
   // (args, kwargs) of the call for Python, as torch's own Python kernels receive them.

@@ -3,11 +3,12 @@
 An operator's *planner* looks at a call's arguments (dtypes, shapes, strides, devices
 and the values of its non-Scalar arguments; never at tensor data) and returns a
 :class:`Plan`: the output buffers, the kernel launches with their arguments, and
-which outputs the call returns. Arguments of a launch are literals (ints, floats,
-constexprs) or references to the call: ``In(i)`` (tensor argument i), ``InItem(i, k)``
-(tensor k of the ``Tensor[]`` argument i: cat's inputs), ``Out(j)`` (output j), ``Tmp(k)``
-(a temporary buffer), ``Arg(i)`` (the value of Scalar argument i, or of a 0-dim CPU
-tensor used as a scalar). A planner that cannot handle a call
+what the call returns (outputs, or for an in-place op its ``In(i)`` argument itself).
+Arguments of a launch are literals (ints, floats, constexprs) or references to the
+call: ``In(i)`` (tensor argument i), ``InItem(i, k)`` (tensor k of the ``Tensor[]``
+argument i: cat's inputs), ``Out(j)`` (output j), ``Tmp(k)`` (a temporary buffer),
+``Arg(i)`` (the value of Scalar argument i, or of a 0-dim CPU tensor used as a
+scalar). A planner that cannot handle a call
 returns None and the operator's Python implementation runs instead (it validates
 and raises aten's errors).
 
@@ -94,7 +95,9 @@ class Launch(NamedTuple):
 class Plan(NamedTuple):
     outputs: tuple[Buffer, ...]
     launches: tuple[Launch, ...]
-    result: tuple[int, ...] = (0,)  # the outputs the call returns, in order (one: a Tensor; -1: None)
+    # what the call returns, in order (one: a Tensor): output j, -1 (None), or In(i): tensor
+    # argument i itself, as given (an in-place op's ``self``, which its launches write through In(i))
+    result: tuple[int | In, ...] = (0,)
     temps: tuple[Buffer, ...] = ()
     contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
     aten: bool = False  # run the device's own aten kernel instead (measured faster; C++ path only)
@@ -161,6 +164,7 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
     """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference)."""
     if plan.aten:
         raise RuntimeError("tritonjit_ops: an aten plan runs on the C++ operator path only")
+    given = args
     args = list(args)
     for i in plan.contiguous:
         args[i] = args[i].contiguous()
@@ -184,6 +188,12 @@ def run(plan: Plan, args: Sequence[Any]) -> Any:
 
     for L in plan.launches:
         L.fn[L.grid](*(value(a) for a in L.args), **L.options())
+
+    def result(r: int | In) -> Any:
+        if isinstance(r, In):
+            return given[r.i]
+        return outs[r] if r >= 0 else None
+
     if len(plan.result) == 1:
-        return outs[plan.result[0]]
-    return tuple(outs[i] if i >= 0 else None for i in plan.result)
+        return result(plan.result[0])
+    return tuple(result(r) for r in plan.result)

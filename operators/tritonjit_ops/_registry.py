@@ -28,6 +28,7 @@ from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 from .loss import ATEN as _LOSS_ATEN
 from .random import ATEN as _RANDOM_ATEN
 from .rowwise import ATEN as _ROWWISE_ATEN
+from .rowwise import PLANNERS as _ROWWISE_PLANNERS
 from .scatter import ATEN as _SCATTER_ATEN
 
 F = torch.nn.functional
@@ -369,7 +370,7 @@ def default_ops(key: str | None = None) -> list[str]:
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
                                   **indexing.PLANNERS, **matmul.PLANNERS,
-                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS}
+                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 for _n in FP32_MATH & set(_PLANNERS):
     _PLANNERS[_n] = _plan_no_float64(_PLANNERS[_n])  # float64: the Python implementation (aten's kernel)

@@ -23,7 +23,7 @@ import tritonjit
 
 from ._common import jit, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Buffer, In, InItem, Out, Plan, execute, launch
+from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
 
 Tensor = torch.Tensor
@@ -124,10 +124,24 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     return _copy_into("copy_", src, dst) if dst.numel() else dst
 
 
+def _overflows(v: Any, dt: torch.dtype) -> bool:
+    """Whether aten refuses to convert the Scalar ``v`` to ``dt`` ("value cannot be converted
+    to type ... without overflow"): such calls go to aten, which raises its error. (A bool
+    dtype takes anything; inf and NaN pass into floats.)"""
+    if dt == torch.bool or isinstance(v, bool):
+        return False
+    if dt.is_floating_point:
+        return isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > torch.finfo(dt).max
+    info = torch.iinfo(dt)
+    return not info.min <= v <= info.max if math.isfinite(v) else True
+
+
 def fill_scalar(x: Tensor, value: Any) -> Tensor:
     _check("fill_", x)
     if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point and value != int(value)):
         raise _refuse("fill_", f"value {value!r}")
+    if _overflows(value, x.dtype):
+        raise _refuse("fill_", f"value {value!r} for {x.dtype}")
     return _copy_into("fill_", value, x) if x.numel() else x
 
 
@@ -143,6 +157,110 @@ def zero_(x: Tensor) -> Tensor:
     return _copy_into("zero_", 0, x) if x.numel() else x
 
 
+# ----------------------------------------------------------------- fill plans
+def _fill_ref(value: Any, i: int, dt: torch.dtype) -> Any:
+    """What a fill launch passes for Scalar argument ``i`` (now ``value``) written into dtype
+    ``dt``: ``Arg(i)`` (the value at run time), a literal where the call key pins the value
+    (0 or 1), or None where a value aten checks per call (an int overflowing a narrow integer
+    or float16, a fractional float into an integer) or that the kernel's fp32 scalar argument
+    would round (a float into float64) needs the Python implementation. (A float that
+    overflows float16/bfloat16/float32 becomes inf on the plan; aten, and the Python
+    implementation, which hands such a value to aten, raise.)"""
+    if not _is_scalar(value):
+        return None
+    pinned = value == 0 or value == 1  # the key holds this: a plan made for 0 serves only 0
+    if isinstance(value, bool):
+        return Arg(i)
+    if dt.is_floating_point:
+        if isinstance(value, float):
+            return None if dt == torch.float64 else Arg(i)
+        if dt == torch.float16:
+            return int(value) if pinned else None
+        return Arg(i)
+    if isinstance(value, float):  # into an integer or bool: only 0.0 and 1.0 (-0.0 too) plainly
+        return int(value) if pinned else None
+    if dt in (torch.int64, torch.bool):
+        return Arg(i)
+    return int(value) if pinned else None
+
+
+def _plan_fill(x: Tensor, value: Any, ref: Any, dt: torch.dtype, out: Tensor | Buffer, out_ref: Any) -> Any:
+    """The launch writing ``value`` (passed as ``ref``) into every element of ``out``; None
+    beyond rank 4 (after coalescing its dims)."""
+    return _launch("copy", [value], [ref], out, out_ref, list(x.shape), _CT[dt], [])
+
+
+def _plan_fill_(x: Any, value: Any) -> Plan | None:
+    """fill_.Scalar: in place, into ``self`` of any strides; the plan returns ``self``."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+        return None
+    ref = _fill_ref(value, 1, x.dtype)
+    if ref is None:
+        return None
+    if x.numel() == 0:
+        return Plan((), (), (In(0),))
+    L = _plan_fill(x, value, ref, x.dtype, x, In(0))
+    return None if L is None else Plan((), (L,), (In(0),))
+
+
+def _plan_zero_(x: Any) -> Plan | None:
+    """zero_: fill_ with a literal 0."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+        return None
+    if x.numel() == 0:
+        return Plan((), (), (In(0),))
+    L = _plan_fill(x, 0, 0, x.dtype, x, In(0))
+    return None if L is None else Plan((), (L,), (In(0),))
+
+
+def _plan_like(x: Any, value: Any, ref: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any,
+               memory_format: Any) -> Plan | None:
+    """zeros_like/ones_like/full_like: a new buffer, filled. Planned where aten's output is
+    contiguous (``empty_like``'s layout rule asked on the meta device, once per call key:
+    ``preserve_format`` keeps a dense input's strides, which a plan buffer cannot)."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
+        return None
+    if device is not None:
+        d = torch.device(device)
+        if d.type != x.device.type or (d.index is not None and d != x.device):
+            return None
+    dt = x.dtype if dtype is None else dtype
+    if dt not in _REAL:
+        return None
+    if ref is None:
+        ref = _fill_ref(value, 1, dt)
+        if ref is None:
+            return None
+    try:
+        like = torch.empty_like(x, dtype=dt, memory_format=_mf(memory_format), device="meta")
+    except RuntimeError:
+        return None  # (a memory format of another rank: aten's error, from the Python implementation)
+    if not like.is_contiguous():
+        return None
+    buf = Buffer(tuple(x.shape), dt)
+    if x.numel() == 0:
+        return Plan((buf,), ())
+    L = _plan_fill(x, value, ref, dt, buf, Out(0))
+    return None if L is None else Plan((buf,), (L,))
+
+
+def _like_planner(value: Any) -> Callable:
+    """The planner of zeros_like (``value`` 0), ones_like (1) or full_like (None: its Scalar
+    argument 1, passed as Arg(1))."""
+    if value is None:
+        def full(x: Any, fill_value: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                 pin_memory: Any = None, memory_format: Any = None) -> Plan | None:
+            return _plan_like(x, fill_value, None, dtype, layout, device, pin_memory, memory_format)
+
+        return full
+
+    def const(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
+              memory_format: Any = None) -> Plan | None:
+        return _plan_like(x, value, value, dtype, layout, device, pin_memory, memory_format)
+
+    return const
+
+
 def _like(op: str, value: Any) -> Callable:
     def fn(x: Tensor, *args: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
            memory_format: Any = None) -> Tensor:
@@ -154,7 +272,7 @@ def _like(op: str, value: Any) -> Callable:
         out = torch.empty_like(x, dtype=dtype, memory_format=_mf(memory_format))
         if out.dtype not in _REAL:
             raise _refuse(op, f"dtype {out.dtype}")
-        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v):
+        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v) or _overflows(v, out.dtype):
             raise _refuse(op, f"value {v!r} for {out.dtype}")
         return _copy_into(op, v, out) if out.numel() else out
 
@@ -642,6 +760,8 @@ if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     del ATEN["copy_"]
 PLANNERS: dict[str, Callable] = {
     "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat, "cat": _plan_cat, "stack": _plan_stack,
+    "fill_.Scalar": _plan_fill_, "zero_": _plan_zero_,
+    "zeros_like": _like_planner(0), "ones_like": _like_planner(1), "full_like": _like_planner(None),
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
 }

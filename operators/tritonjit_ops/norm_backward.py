@@ -359,7 +359,7 @@ def plan_norm_backward(grad_out: Any, x: Any, weight: Any, dres: Any, n: int, ep
     outs = list(p.outputs)
     result = list(p.result)
     for k in (1, 2):
-        if result[k] < 0:
+        if result[k] == -1:
             outs.append(Buffer((0,), wdt))
             result[k] = len(outs) - 1
     return p._replace(outputs=tuple(outs), result=tuple(result))

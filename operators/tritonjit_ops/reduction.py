@@ -17,6 +17,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, jit, next_pow2, normalize_dims
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, execute, launch
+from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
 
@@ -27,7 +28,7 @@ def _reduce_kernel(
     OP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
     HAS_IDX_IN: tl.constexpr, FINAL: tl.constexpr, EVEN: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
 ):
-    """OP in sum/mean/amax/amin/argmax/argmin. Writes out[(o*nsplit + z)*K + k].
+    """OP in sum/mean/amax/amin/argmax/argmin/any/all. Writes out[(o*nsplit + z)*K + k].
 
     EVEN: the tiles cover K and R exactly in one split, so loads need no mask (wide,
     unpredicated loads: what a bandwidth-bound row reduction needs). The input is
@@ -53,6 +54,8 @@ def _reduce_kernel(
         # one binding of each constexpr, so that a type checker can read the kernel as Python
         AT: tl.constexpr = (tl.float64 if xt == tl.float64 else tl.float32) if xt.is_floating() else tl.int64
         acc = tl.zeros([BLOCK_K, BLOCK_R], AT)
+    elif OP == "any" or OP == "all":  # max (any) or min (all) of x != 0, as int32
+        acc = tl.full([BLOCK_K, BLOCK_R], 0 if OP == "any" else 1, tl.int32)
     else:
         IDENT: tl.constexpr = ((float("-inf") if (OP == "amax" or OP == "argmax") else float("inf")) if xt.is_floating()
                                else xt.get_int_min_value() if (OP == "amax" or OP == "argmax") else xt.get_int_max_value())
@@ -72,6 +75,16 @@ def _reduce_kernel(
             else:
                 v = tl.load(base + offs, mask=m, other=0, eviction_policy="evict_first")
             acc += v.to(AT)
+        elif OP == "any" or OP == "all":
+            if EVEN:
+                hit = (tl.load(base + offs, eviction_policy="evict_first") != 0).to(tl.int32)
+            else:
+                hit = tl.where(m, (tl.load(base + offs, mask=m, other=0, eviction_policy="evict_first") != 0)
+                               .to(tl.int32), 0 if OP == "any" else 1)
+            if OP == "any":
+                acc = tl.maximum(acc, hit)
+            else:
+                acc = tl.minimum(acc, hit)
         else:
             if EVEN:
                 v = tl.load(base + offs, eviction_policy="evict_first").to(MT)
@@ -100,6 +113,12 @@ def _reduce_kernel(
         r = tl.sum(acc, 1)
         if FINAL and OP == "mean":
             r = r / divisor
+        tl.store(out + oidx, r.to(out.dtype.element_ty), mask=kmask)
+    elif OP == "any" or OP == "all":
+        if OP == "any":
+            r = tl.max(acc, 1)
+        else:
+            r = tl.min(acc, 1)
         tl.store(out + oidx, r.to(out.dtype.element_ty), mask=kmask)
     elif OP == "amax" or OP == "amin":
         if OP == "amax":
@@ -408,7 +427,57 @@ def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | 
     return Plan((Buffer(shape, torch.int64),), tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 
+def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | None:
+    """any/all over all dims (``dim`` None) or one block of dims: the reduction kernel's
+    any/all (max/min of x != 0), to bool (uint8 for a uint8 input, as aten). A 0-dim input
+    is one element; an empty reduction writes its identity (False/True). None: dims that
+    are not one block, an empty dim list (aten reduces nothing), a dim out of range."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES + INT_DTYPES + (torch.bool,):
+        return None
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return None
+    try:
+        dims = normalize_dims(op, dim, x.dim())
+    except (IndexError, RuntimeError):
+        return None  # aten's error, from the Python implementation
+    if x.dim() == 0:
+        dims = ()
+    elif dims != tuple(range(dims[0], dims[0] + len(dims))):
+        return None
+    odt = torch.uint8 if x.dtype == torch.uint8 else torch.bool
+    shape = tuple(_out_shape(x, dims, keepdim)) if x.dim() else ()
+    out = (Buffer(shape, odt),)
+    n_out = 1
+    for s in shape:
+        n_out *= s
+    if n_out == 0:
+        return Plan(out, ())
+    r = 1
+    for d in dims:
+        r *= x.shape[d]
+    if r == 0:  # nothing reduced: the identity
+        L = _ew_launch("copy", [op == "all"], [op == "all"], out[0], Out(0), list(shape), "i1", [])
+        return None if L is None else Plan(out, (L,))
+    if x.dim() == 0:
+        o, k = 1, 1
+    else:
+        o = k = 1
+        for s in x.shape[: dims[0]]:
+            o *= s
+        for s in x.shape[dims[-1] + 1:]:
+            k *= s
+    contiguous = () if x.is_contiguous() else (0,)
+    temps = _Temps()
+    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
+    return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
+
+
 PLANNERS: dict[str, Any] = {
+    "any": lambda x: plan_logic("any", x), "all": lambda x: plan_logic("all", x),
+    "any.dim": lambda x, dim, keepdim=False: plan_logic("any", x, dim, keepdim),
+    "all.dim": lambda x, dim, keepdim=False: plan_logic("all", x, dim, keepdim),
+    "any.dims": lambda x, dim=None, keepdim=False: plan_logic("any", x, dim, keepdim),
+    "all.dims": lambda x, dim=None, keepdim=False: plan_logic("all", x, dim, keepdim),
     "sum": lambda x, *, dtype=None: plan_reduce("sum", x, None, False, dtype),
     "mean": lambda x, *, dtype=None: plan_reduce("mean", x, None, False, dtype),
     "sum.dim_IntList": lambda x, dim=None, keepdim=False, *, dtype=None: plan_reduce("sum", x, dim, keepdim, dtype),

@@ -19,8 +19,8 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._plan import execute, launch
-from .elementwise import _CT, _cast, _refuse
+from ._plan import Buffer, In, Out, Plan, execute, launch
+from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
 Tensor = torch.Tensor
 MAX_N = 16384
@@ -131,6 +131,23 @@ _row = jit(_row_kernel)
 _REAL = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
 
 
+@triton.jit
+def _scan_k_kernel(x, out, N, K, CT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """cumsum along the middle axis of a contiguous (O, N, K) view with K > 1 (a dim that is
+    not the last): a [BLOCK_N, BLOCK_K] tile per program, the K axis contiguous in memory, so
+    the scan needs no transposed copy of the input or the output."""
+    o = tl.program_id(0).to(tl.int64)
+    ns = tl.arange(0, BLOCK_N)
+    ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    m = (ns[:, None] < N) & (ks[None, :] < K)
+    offs = o * N * K + ns[:, None].to(tl.int64) * K + ks[None, :]
+    v = _cast(tl.load(x + offs, mask=m, other=0), CT)
+    tl.store(out + offs, _to_out(tl.cumsum(v, 0), out.dtype.element_ty), mask=m)
+
+
+_scan_k = jit(_scan_k_kernel)
+
+
 def _num_warps(block: int) -> int:
     return 4 if block <= 2048 else 8 if block <= 8192 else 16
 
@@ -211,6 +228,47 @@ def _scan(op: str) -> Callable:
         return out.reshape([x.shape[i] for i in perm]).permute(*inv).contiguous()
 
     return fn
+
+
+def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
+    """cumsum's plan: along the last dim, one row per program (``_row``); along another, (O, N,
+    K) tiles (``_scan_k``). Integer and bool inputs accumulate to int64 unless ``dtype`` is
+    given, as in aten; a strided input is made contiguous first. None (the Python
+    implementation, which raises aten's errors or hands the call to aten): a dim out of range,
+    a bool ``dtype``, more than MAX_N elements along the dim."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or not isinstance(dim, int):
+        return None
+    rd = dtype if dtype is not None else (x.dtype if x.dtype.is_floating_point else torch.int64)
+    if rd not in _REAL or rd == torch.bool:
+        return None
+    nd = max(x.dim(), 1)
+    if not -nd <= dim < nd:
+        return None
+    if x.dim() == 0:  # the value itself, cast
+        return plan("copy", [x], rd, _CT[x.dtype])
+    d = dim % nd
+    buf = Buffer(tuple(x.shape), rd)
+    if x.numel() == 0:
+        return Plan((buf,), ())
+    n = x.shape[d]
+    if n > MAX_N:
+        return None
+    o = k = 1
+    for s in x.shape[:d]:
+        o *= s
+    for s in x.shape[d + 1:]:
+        k *= s
+    contiguous = () if x.is_contiguous() else (0,)
+    ct = _CT[rd]
+    block_n = next_pow2(n)
+    if k == 1:
+        L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, OP="cumsum", CT=ct, BLOCK=block_n,
+                   IS_FLOAT=rd.is_floating_point, num_warps=_num_warps(block_n))
+    else:
+        block_k = max(1, min(next_pow2(k), 4096 // block_n))
+        L = launch(_scan_k, (o, (k + block_k - 1) // block_k), In(0), Out(0), n, k, CT=ct, BLOCK_N=block_n,
+                   BLOCK_K=block_k, num_warps=_num_warps(block_n * block_k))
+    return Plan((buf,), (L,), contiguous=contiguous)
 
 
 # ----------------------------------------------------------------- sort, topk
@@ -296,6 +354,8 @@ def _logic(op: str) -> tuple[Callable, Callable]:
         return torch.uint8 if x.dtype == torch.uint8 else torch.bool
 
     def dim_fn(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+        if isinstance(dim, (list, tuple)) and len(dim) == 0:
+            raise _refuse(op, "an empty dim list (aten reduces nothing)")
         return _reduce(op, x, dim, keepdim, rd(x), "i1")
 
     def full_fn(x: Tensor) -> Tensor:
@@ -358,4 +418,5 @@ ATEN: dict[str, Callable] = {
     "var.correction": _moments("var", "var"), "std.correction": _moments("std", "std"),
     "var_mean.correction": _moments("var_mean", "var_mean"), "std_mean.correction": _moments("std_mean", "std_mean"),
 }
+PLANNERS: dict[str, Callable] = {"cumsum": _plan_cumsum}
 ATEN = with_aten_fallback(ATEN)
