@@ -335,9 +335,9 @@ _ATEN = with_aten_fallback(_ATEN)
 
 #: What enable() routes by default on a device backend: the overloads with a C++ host path
 #: (a planner) whose end-to-end cost the models benchmark measured at or below eager's on the
-#: H200 (2026-11-30: the first 44 forward overloads; then the copies, comparisons, cat/stack,
-#: sin/cos and the activation, softmax, rms_norm and embedding backwards, which brought the
-#: share of the models' calls on tritonjit kernels from 60-75% to 80-95% at the same speed),
+#: H200 (2026-11-30: the first 44 forward overloads; then the copies, fills, comparisons,
+#: cat/stack, cumsum, all/any, sin/cos and the activation, softmax, rms_norm and embedding
+#: backwards, which raised the share of the models' calls on tritonjit kernels),
 #: plus SDPA and AdamW, whose routes time or restrict themselves (TRITONJIT_OPS_SDPA; 16-bit
 #: AdamW to aten). The rest (overloads on the Python path, which costs 20-50 us of host time
 #: a call, and native_layer_norm_backward, slower than aten's at BERT's shapes) is opt-in on a
@@ -349,8 +349,11 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     "log", "maximum", "mean", "mean.dim", "minimum", "mm", "mul.Scalar", "mul.Tensor", "native_group_norm",
     "native_layer_norm", "neg", "pow.Scalar", "pow.Tensor_Scalar", "pow.Tensor_Tensor", "relu", "rsqrt",
     "sigmoid", "silu", "sqrt", "sub.Scalar", "sub.Tensor", "sum", "sum.dim_IntList", "tanh", "where.self",
-    # copies and shape ops with a C++ path
-    "_to_copy", "clone", "cat", "stack",
+    # copies, fills and shape ops with a C++ path (fill_.Scalar and full_like stay opt-in: their
+    # plans cannot check a value against the dtype's range per call, where aten raises)
+    "_to_copy", "clone", "cat", "stack", "zero_", "zeros_like", "ones_like",
+    # scans and logical reductions with a C++ path (position ids, attention-mask checks)
+    "cumsum", "all", "all.dim", "all.dims", "any", "any.dim", "any.dims",
     # comparisons, sin/cos (rotary tables)
     "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",
     "gt.Scalar", "gt.Tensor", "ge.Scalar", "ge.Tensor", "sin", "cos",
