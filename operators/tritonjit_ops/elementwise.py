@@ -24,7 +24,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, tanh_exp
+from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -193,12 +193,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "fmod":
         r = a % b
     elif OP == "pow":
-        mag = tl.exp2(b * tl.log2(tl.abs(a)))
-        b_int = b == tl.floor(b)
-        b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
-        r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
-        r = tl.where(b == 0, 1.0, r)
-        r = tl.where(a == 1.0, 1.0, r)
+        r = pow_tensor(a, b)
     elif OP == "maximum":
         r = tl.where((a > b) | (a != a), a, b)
     elif OP == "minimum":
@@ -306,7 +301,10 @@ def _ew_kernel(
             z = _cast(tl.load(c + (i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3), mask=mask), CT)
     else:
         z = y
-    r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
+    if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
+        r = pow_scalar(x, b, y)
+    else:
+        r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
     tl.store(out + (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), _to_out(r, out.dtype.element_ty), mask=mask)
 
 

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
-from ._math import activation, div_rn
+from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -42,49 +42,8 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
             r = tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
         else:
             r = tl.minimum(a, b)
-    else:  # "pow", floating point only: a tensor exponent (a scalar one: _pow_scalar_exponent)
-        # the exponents aten computes exactly (its pow_tensor_scalar kernels): exp2/log2 loses
-        # |b * log2(a)| ulps, up to 1e-6..1e-5 relative in fp32
-        r = _pow_general(a, b)
-        r = tl.where(b == 2.0, a * a, r)
-        r = tl.where(b == 3.0, a * a * a, r)
-        r = tl.where(b == 0.5, tl.sqrt(a), r)
-        r = tl.where(b == -0.5, 1.0 / tl.sqrt(a), r)
-        r = tl.where(b == -1.0, 1.0 / a, r)
-        r = tl.where(b == -2.0, 1.0 / (a * a), r)
-    return r
-
-
-@triton.jit
-def _pow_general(a, b):
-    """|a|^b through exp2/log2, then the sign and the special cases aten has."""
-    mag = tl.exp2(b * tl.log2(tl.abs(a)))
-    b_int = b == tl.floor(b)
-    b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
-    r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
-    r = tl.where(b == 0, 1.0, r)
-    return tl.where(a == 1.0, 1.0, r)
-
-
-@triton.jit
-def _pow_scalar_exponent(a, e, b):
-    """a ** e for a scalar exponent ``e`` (``b``: e broadcast to a's block). The branch is
-    uniform, so only the chosen form is computed: the tensor-exponent chain evaluates every
-    exact form per element, which made bf16 x**3 SFU-bound (2.6x aten's time on an H200)."""
-    if e == 2.0:
-        r = a * a
-    elif e == 3.0:
-        r = a * a * a
-    elif e == 0.5:
-        r = tl.sqrt(a)
-    elif e == -0.5:
-        r = 1.0 / tl.sqrt(a)
-    elif e == -1.0:
-        r = 1.0 / a
-    elif e == -2.0:
-        r = 1.0 / (a * a)
-    else:
-        r = _pow_general(a, b)
+    else:  # "pow", floating point only: a tensor exponent (a scalar one: _math.pow_scalar)
+        r = pow_tensor(a, b)
     return r
 
 
@@ -105,7 +64,7 @@ def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constex
     else:
         b = tl.load(y + offs, mask=mask).to(CT)
     if OP == "pow" and Y_SCALAR:
-        r = _pow_scalar_exponent(a, y, b)
+        r = pow_scalar(a, y, b)
     else:
         r = _binary_op(a, b, alpha, OP)
     tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
@@ -158,7 +117,7 @@ def _pointwise_nd_kernel(
         r = activation(a.to(CT), OP)
     elif NIN == 2:
         if OP == "pow" and Y_SCALAR:
-            r = _pow_scalar_exponent(a.to(CT), y, b.to(CT))
+            r = pow_scalar(a.to(CT), y, b.to(CT))
         else:
             r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
     else:  # where(x=cond, y, z)

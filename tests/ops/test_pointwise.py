@@ -299,3 +299,31 @@ def test_floor_and_trunc_division_match_aten_at_integer_quotients():
         torch.testing.assert_close(x, r, rtol=0, atol=0, equal_nan=True)
         num = ~torch.isnan(r)
         assert torch.equal(torch.signbit(x[num]), torch.signbit(r[num]))
+
+
+@pytest.mark.parametrize("e", [2, 3, 0.5, -0.5, -1, -2, 2.5])
+def test_pow_in_place_and_out_take_the_exact_forms(e):
+    """x.pow_(e) and pow(x, e, out=) (the strided elementwise kernel) give aten's exact forms
+    as x.pow(e) does (the pointwise kernel): one definition, _math.pow_scalar/pow_tensor."""
+    x = torch.rand(257, dtype=torch.float32, generator=torch.Generator().manual_seed(21)) * 3 + 0.1
+    # exact products and quotients; square roots differ by an ulp between libraries (aten's CPU
+    # sqrt is not always correctly rounded); other exponents go through exp2/log2
+    tol = {0.5: dict(rtol=1.2e-7, atol=0), -0.5: dict(rtol=1.2e-7, atol=0), 2.5: dict(rtol=4e-6, atol=0)}.get(
+        e, dict(rtol=0, atol=0))
+    with T.enable(include="all"):
+        got_inplace = x.clone().pow_(e)
+        out = torch.empty_like(x)
+        torch.pow(x, e, out=out)
+        got_tensor = x.pow(torch.full_like(x, float(e)))
+    torch.testing.assert_close(got_inplace, x.pow(e), **tol)
+    torch.testing.assert_close(out, x.pow(e), **tol)
+    torch.testing.assert_close(got_tensor, x.pow(e), **tol)
+
+
+def test_pow_scalar_exponent_kernels_compile_for_sm90():
+    from tritonjit_ops import elementwise, pointwise
+
+    pointwise._binary_flat.compile("*bf16:16,fp32,*bf16:16,i32,fp32,'pow',1024,False,True,True", target="cuda:90")
+    sig = ("*fp32:16,fp32,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
+           + "'pow',2,'fp32',True,False,True,True,1024,False")
+    elementwise._ew.compile(sig, target="cuda:90")
