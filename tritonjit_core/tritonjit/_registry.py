@@ -102,7 +102,7 @@ def _marked(attr: Any) -> bool:
 
 def _is_routine(plugin: Any, name: str) -> bool:
     """Whether ``plugin.name`` is a function or method, read without running descriptors."""
-    attr = inspect.getattr_static(plugin, name, None)
+    attr = _raw_attr(plugin, name)
     return isinstance(attr, (staticmethod, classmethod)) or inspect.isroutine(attr)
 
 
@@ -166,30 +166,24 @@ class Registry:
         self.current_cell[0] = backend
 
     # ---- discovery ------------------------------------------------------------------
-    def discover(self) -> None:
-        """Import and register every installed plugin (once per process)."""
-        with self._lock:
-            if self._discovered:
-                return
-            self._discovered = True
-            off = disabled_names()
-            for ep in _builtin_first(_entry_points()):
-                self._consider(ep, off)
+    def discover(self, name: str | None = None) -> None:
+        """Import and register every installed plugin (once per process); with ``name``,
+        only the built-in backend and the entry points called ``name``.
 
-    def _discover_named(self, name: str) -> None:
-        """Import only the built-in backend and the entry points called ``name``.
-
-        Why: a process that names its backend (a target ``cuda:90``, ``TRITONJIT_BACKEND``)
-        needs that one plugin; importing every installed plugin first is most of a warm
-        start. The rules stay those of :meth:`discover`: the built-in registers first, a
-        disabled plugin is not imported, a second plugin of one name is refused.
+        Why the name: a process that names its backend (a target ``cuda:90``,
+        ``TRITONJIT_BACKEND``) needs that one plugin; importing every installed plugin first
+        is most of a warm start. The rules are the same either way: the built-in registers
+        first, a disabled plugin is not imported, a second plugin of one name is refused,
+        and an entry point is loaded once however often it is asked for.
         """
         with self._lock:
             if self._discovered:
                 return
+            if name is None:
+                self._discovered = True
             off = disabled_names()
             for ep in _builtin_first(_entry_points()):
-                if ep.value == BUILTIN or ep.name == name:
+                if name is None or ep.value == BUILTIN or ep.name == name:
                     self._consider(ep, off)
 
     def _consider(self, ep: metadata.EntryPoint, off: frozenset[str]) -> None:
@@ -285,7 +279,7 @@ class Registry:
         backend = self._backends.get(name)
         if backend is not None:
             return backend
-        self._discover_named(name)
+        self.discover(name)
         backend = self._backends.get(name)
         if backend is not None:
             return backend
