@@ -16,10 +16,23 @@ from ._errors import ArgumentError
 from ._hookspecs import hookimpl
 from ._lang_lock import language
 
-_index_patched = False
+_patched = False
 
 
-def _patch_interpreter_index() -> None:
+def _patch_interpreter() -> None:
+    """Triton's interpreter fixes below, applied once per process at the first launch (each
+    also marks the interpreter module, so a second copy of this module never stacks them)."""
+    global _patched
+    if _patched:
+        return
+    import triton.runtime.interpreter as interp
+
+    _patch_index(interp)
+    _patch_bf16_rounding(interp)
+    _patched = True
+
+
+def _patch_index(interp: Any) -> None:
     """Work around Triton 3.6's interpreter under NumPy >= 2.3.
 
     There its scalars are shape-(1,) arrays and ``int(array)`` of those raises, so
@@ -28,11 +41,6 @@ def _patch_interpreter_index() -> None:
     Triton 3.6 passes a patch scope (restored after the launch); 3.4 and 3.5 patch
     without one, so the scope is optional (``_callees_interpreted`` restores both).
     """
-    global _index_patched
-    if _index_patched:
-        return
-    import triton.runtime.interpreter as interp
-
     if not getattr(interp, "_tritonjit_index_patched", False):
         original = interp._patch_lang_tensor
 
@@ -48,13 +56,9 @@ def _patch_interpreter_index() -> None:
 
         interp._patch_lang_tensor = patched
         interp._tritonjit_index_patched = True
-    _index_patched = True
 
 
-_bf16_patched = False
-
-
-def _patch_interpreter_bf16_rounding() -> None:
+def _patch_bf16_rounding(interp: Any) -> None:
     """Round float32 -> bfloat16 casts to nearest even, as a GPU (and torch) does, and
     widen bfloat16 subnormals exactly.
 
@@ -69,12 +73,8 @@ def _patch_interpreter_bf16_rounding() -> None:
     -> float32, exact on a GPU, gave bf16 subnormals (below 1.2e-38) wrong values: it is
     the bits shifted left by 16 now.
     """
-    global _bf16_patched
-    if _bf16_patched:
-        return
     import numpy as np
     import triton.language as tl
-    import triton.runtime.interpreter as interp
 
     if not getattr(interp, "_tritonjit_bf16_patched", False) and hasattr(interp, "_convert_float"):
         original = interp._convert_float
@@ -98,7 +98,6 @@ def _patch_interpreter_bf16_rounding() -> None:
 
         interp._convert_float = convert
         interp._tritonjit_bf16_patched = True
-    _bf16_patched = True
 
 
 class _Artifact:
@@ -273,8 +272,7 @@ class InterpreterBackend:
     def launch(self, state: Any, grid: tuple[int, int, int], stream: int, packed: Any) -> None:
         import numpy as np  # here, not at the top: discovery imports this module in every process
 
-        _patch_interpreter_index()
-        _patch_interpreter_bf16_rounding()
+        _patch_interpreter()
         # numpy's floating-point warnings off: a GPU computes masked lanes' -inf - -inf
         # or x / 0 silently (IEEE), and so does a kernel here (Triton's interpreter would
         # print "invalid value encountered" for lanes the kernel then discards)
