@@ -26,6 +26,7 @@ from .copy import PLANNERS as _COPY_PLANNERS
 from .elementwise import ATEN as _ELEMENTWISE_ATEN
 from .elementwise import PLANNERS as _ELEMENTWISE_PLANNERS
 from .loss import ATEN as _LOSS_ATEN
+from .loss import PLANNERS as _LOSS_PLANNERS
 from .random import ATEN as _RANDOM_ATEN
 from .rowwise import ATEN as _ROWWISE_ATEN
 from .rowwise import PLANNERS as _ROWWISE_PLANNERS
@@ -300,7 +301,7 @@ _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 FP32_MATH: frozenset[str] = frozenset([
     "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "native_layer_norm",
     "native_layer_norm_backward", "native_group_norm", "_fused_rms_norm", "_fused_rms_norm_backward",
-    "nll_loss_forward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward"])
+    "nll_loss_forward", "nll_loss_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward"])
 _FP64_OWN = frozenset(["_fused_rms_norm_backward"])  # float64 handled by the implementation itself
 
 
@@ -373,7 +374,8 @@ def default_ops(key: str | None = None) -> list[str]:
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
                                   **indexing.PLANNERS, **matmul.PLANNERS,
-                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS}
+                                  **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS,
+                                  **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 for _n in FP32_MATH & set(_PLANNERS):
     _PLANNERS[_n] = _plan_no_float64(_PLANNERS[_n])  # float64: the Python implementation (aten's kernel)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
 
-from . import fused_backward, indexing_backward, norm_backward, pointwise_backward, softmax_backward
+from . import fused_backward, indexing_backward, loss_backward, norm_backward, pointwise_backward, softmax_backward
 
 Tensor = torch.Tensor
 _tj = torch.ops.tritonjit
@@ -45,6 +45,7 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "sigmoid_backward": pointwise_backward.sigmoid_backward,
     "tanh_backward": pointwise_backward.tanh_backward,
     "threshold_backward": pointwise_backward.threshold_backward,
+    "nll_loss_backward": loss_backward.nll_loss_backward,
 }
 
 def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
@@ -58,7 +59,8 @@ def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
 
 #: aten overload -> planner of the C++ operator path
 ATEN_PLANNERS: dict[str, Callable] = {**softmax_backward.PLANNERS, **norm_backward.PLANNERS,
-                                      **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS}
+                                      **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS,
+                                      **loss_backward.PLANNERS}
 
 
 # ------------------------------------------------------------------ tritonjit's backward operators

@@ -1,11 +1,23 @@
 """``nll_loss_forward``: the loss half of cross-entropy in a training loop (log_softmax, then
 this). Output and ``total_weight`` as aten computes them: per row ``-w[t] * x[i, t]`` (0 where
 ``t == ignore_index``), summed, or divided by the summed weights of the rows that count.
+``total_weight`` is that sum of weights (of the non-ignored targets) for mean and sum, 0 for
+``reduction="none"`` over (N, C); a (C,) input with ``reduction="none"`` is its sum (a 0-dim
+output, ``total_weight`` the target's weight), as aten's kernels compute it.
 
 A reduction runs as one program looping over the rows (one launch, no atomics, the same
-order every run); ``reduction="none"`` is one program per block of rows. Targets out of
-range go to aten (which raises) where the host may read them (CPU); on a device they
-are not read (a row with such a target contributes nothing).
+order every run); ``reduction="none"`` is one program per block of rows (program 0 also
+writes the zero ``total_weight``). Targets out of range: where the host may read them
+(CPU: the interpreter backend) the Python implementation checks them and hands such calls
+to aten, which raises its error, and the planner returns None (so CPU calls run the
+Python implementation, which does that check). On a device nothing reads them on the host
+(no synchronization): the kernel asserts ``0 <= t < C`` itself (``CHECK``, compiled in by
+``DEVICE_ASSERT``), as aten's CUDA kernel does, so a bad target surfaces as a device-side
+assert at the next synchronization.
+
+One difference from aten's CUDA kernel, documented rather than copied: a (C,) input with
+``reduction="mean"`` and an ignored target gives ``0 / 0`` (NaN), as aten's CPU kernel does;
+aten's CUDA kernel returns 0 there.
 """
 from __future__ import annotations
 
@@ -15,9 +27,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, host_check_allowed, jit
+from ._common import DEVICE_ASSERT, FLOAT_DTYPES, host_check_allowed, jit
 from ._fallback import with_aten_fallback
-from ._plan import execute, launch
+from ._plan import Buffer, In, Launch, Out, Plan, launch, run
 from .elementwise import _refuse
 
 Tensor = torch.Tensor
@@ -26,7 +38,7 @@ _BLOCK = 1024
 
 @triton.jit
 def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl.constexpr, REDUCE: tl.constexpr,
-                MEAN: tl.constexpr, BLOCK: tl.constexpr):
+                MEAN: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
     if REDUCE:
         acc = tl.zeros([BLOCK], tl.float32)
         wacc = tl.zeros([BLOCK], tl.float32)
@@ -34,6 +46,8 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
             rows = start + tl.arange(0, BLOCK)
             m = rows < N
             t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
+            if CHECK:
+                tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
             ok = m & (t != ignore) & (t >= 0) & (t < C)
             v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(tl.float32)
             if HAS_W:
@@ -49,9 +63,12 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
         tl.store(out, s.to(out.dtype.element_ty))
         tl.store(total, tw.to(total.dtype.element_ty))
     else:
-        rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        pid = tl.program_id(0)
+        rows = pid * BLOCK + tl.arange(0, BLOCK)
         m = rows < N
         t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
+        if CHECK:
+            tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
         ok = m & (t != ignore) & (t >= 0) & (t < C)
         v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(tl.float32)
         if HAS_W:
@@ -59,46 +76,75 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
         else:
             w = ok.to(tl.float32)
         tl.store(out + rows, tl.where(ok, -v * w, 0.0).to(out.dtype.element_ty), mask=m)
+        if pid == 0:
+            tl.store(total, tl.zeros([], tl.float32).to(total.dtype.element_ty))
 
 
 _nll = jit(_nll_kernel)
 
 
+def _shapes(x: Any, target: Any, weight: Any, reduction: Any) -> tuple[int, int] | str:
+    """(N, C) of a call the kernel takes, else why not."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or x.dim() not in (1, 2):
+        return "self other than a (N, C) or (C,) float tensor"
+    if not isinstance(target, Tensor) or target.dtype not in (torch.int64, torch.int32) or target.dim() != x.dim() - 1:
+        return "target"
+    if reduction not in (0, 1, 2):
+        return f"reduction {reduction}"
+    n, c = (1, x.shape[0]) if x.dim() == 1 else tuple(x.shape)
+    if target.numel() != n or (weight is not None and (not isinstance(weight, Tensor) or weight.numel() != c
+                                                       or weight.dim() != 1 or weight.dtype != x.dtype)):
+        return "shapes"
+    if any(a.device != x.device for a in (target, weight) if a is not None):
+        return "tensors on two devices"
+    return n, c
+
+
+def _plan(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int, ignore_index: int, n: int, c: int,
+          check: bool) -> Plan:
+    """The plan of a validated call (arguments: self 0, target 1, weight 2)."""
+    sx0, sx1 = (0, x.stride(0)) if x.dim() == 1 else x.stride()
+    contiguous = tuple(i for i, t in ((1, target), (2, weight)) if t is not None and not t.is_contiguous())
+    w = In(2) if weight is not None else In(0)
+    opts = DEVICE_ASSERT if check else {}
+    if reduction == 0 and x.dim() == 2:
+        out = Buffer((n,), x.dtype)
+        grid = (max(1, (n + _BLOCK - 1) // _BLOCK),)
+        L: Launch = launch(_nll, grid, In(0), In(1), w, Out(0), Out(1), n, c, sx0, sx1, ignore_index,
+                           HAS_W=weight is not None, REDUCE=False, MEAN=False, CHECK=check, BLOCK=_BLOCK, **opts)
+    else:  # a reduction, or a (C,) input (its "none" is the sum of one row)
+        out = Buffer((), x.dtype)
+        L = launch(_nll, (1,), In(0), In(1), w, Out(0), Out(1), n, c, sx0, sx1, ignore_index,
+                   HAS_W=weight is not None, REDUCE=True, MEAN=reduction == 1, CHECK=check, BLOCK=_BLOCK, **opts)
+    return Plan((out, Buffer((), x.dtype)), (L,), (0, 1), contiguous=contiguous)
+
+
 def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
                      ignore_index: int) -> tuple[Tensor, Tensor]:
     """aten::nll_loss_forward for (N, C) or (C,) inputs."""
-    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or x.dim() not in (1, 2):
-        raise _refuse("nll_loss_forward", "self other than a (N, C) or (C,) float tensor")
-    if not isinstance(target, Tensor) or target.dtype not in (torch.int64, torch.int32) or target.dim() != x.dim() - 1:
-        raise _refuse("nll_loss_forward", "target")
-    if reduction not in (0, 1, 2):
-        raise _refuse("nll_loss_forward", f"reduction {reduction}")
-    x2 = x if x.dim() == 2 else x.unsqueeze(0)
-    t = target.reshape(-1).contiguous()
-    n, c = x2.shape
-    if t.numel() != n or (weight is not None and (weight.numel() != c or weight.dtype != x.dtype)):
-        raise _refuse("nll_loss_forward", "shapes")
-    if any(a.device != x.device for a in (target, weight) if a is not None):
-        raise _refuse("nll_loss_forward", "tensors on two devices")
-    if host_check_allowed(t) and n:
+    nc = _shapes(x, target, weight, reduction)
+    if isinstance(nc, str):
+        raise _refuse("nll_loss_forward", nc)
+    n, c = nc
+    host = host_check_allowed(target)
+    if host and n:
+        t = target.reshape(-1)
         bad = (t != ignore_index) & ((t < 0) | (t >= c))
         if bool(bad.any()):
             raise _refuse("nll_loss_forward", "a target out of range")  # aten's error
-    w = weight.contiguous() if weight is not None else x2
-    total = torch.empty((), dtype=x.dtype, device=x.device)
-    if reduction == 0:
-        out = torch.empty(target.shape, dtype=x.dtype, device=x.device)
-        if n:
-            execute(launch(_nll, ((n + _BLOCK - 1) // _BLOCK,), x2, t, w, out, total, n, c, x2.stride(0),
-                           x2.stride(1), ignore_index, HAS_W=weight is not None, REDUCE=False, MEAN=False,
-                           BLOCK=_BLOCK))
-        total.zero_()
-        return out, total
-    out = torch.empty((), dtype=x.dtype, device=x.device)
-    execute(launch(_nll, (1,), x2, t, w, out, total, n, c, x2.stride(0), x2.stride(1), ignore_index,
-                   HAS_W=weight is not None, REDUCE=True, MEAN=reduction == 1, BLOCK=_BLOCK))
-    return out, total
+    return run(_plan(x, target, weight, reduction, ignore_index, n, c, not host),
+               [x, target, weight, reduction, ignore_index])
+
+
+def plan_nll_loss_forward(x: Any, target: Any, weight: Any, reduction: Any, ignore_index: Any) -> Plan | None:
+    """The C++ path's plan: one launch, no host read of the targets (the kernel asserts their
+    range). None where the host checks them (CPU): the Python implementation does that."""
+    nc = _shapes(x, target, weight, reduction)
+    if isinstance(nc, str) or host_check_allowed(target):
+        return None
+    return _plan(x, target, weight, reduction, ignore_index, *nc, True)
 
 
 ATEN: dict[str, Callable[..., Any]] = {"nll_loss_forward": nll_loss_forward}
 ATEN = with_aten_fallback(ATEN)
+PLANNERS: dict[str, Callable[..., Any]] = {"nll_loss_forward": plan_nll_loss_forward}
