@@ -1,6 +1,6 @@
 """Copies, casts, fills and shape ops that launch kernels: ``_to_copy``, ``copy_``, ``clone``,
 ``cat``, ``stack``, ``fill_``, ``zero_``, ``zeros_like``/``ones_like``/``full_like``,
-``repeat``, ``triu``/``tril``.
+``repeat``, ``triu``/``tril``, ``constant_pad_nd``.
 
 The copies are elementwise.py's strided kernel with op "copy" (any source and
 destination strides, broadcasting, dtype casts); ``cat``'s Python implementation is one
@@ -21,9 +21,10 @@ import triton
 import triton.language as tl
 import tritonjit
 
-from ._common import jit, unravel4
+from ._common import cdiv, jit, unravel4
 from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch
+from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
 
 Tensor = torch.Tensor
@@ -737,6 +738,101 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, lay
     return out
 
 
+# ----------------------------------------------------------------- constant_pad_nd
+@triton.jit
+def _pad_kernel(x, out, n, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3, b0, b1, b2, b3, value,
+                UPCAST: tl.constexpr, BLOCK: tl.constexpr):
+    """out (contiguous, rank 4 padded) = x at (i - b) where that lies inside x's (n0..n3), else value."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
+    j0, j1, j2, j3 = i0 - b0, i1 - b1, i2 - b2, i3 - b3
+    inside = ((j0 >= 0) & (j0 < n0) & (j1 >= 0) & (j1 < n1) & (j2 >= 0) & (j2 < n2) & (j3 >= 0) & (j3 < n3))
+    v = tl.load(x + j0 * s0 + j1 * s1 + j2 * s2 + j3 * s3, mask=mask & inside)
+    if UPCAST:  # 16-bit floats meet the fp32 value in fp32 (exact both ways)
+        v = v.to(tl.float32)
+    tl.store(out + offs, tl.where(inside, v, value).to(out.dtype.element_ty), mask=mask)
+
+
+_pad_k = jit(_pad_kernel)
+
+
+def _pad_geometry(x: Tensor, pad: Any) -> tuple[list[int], list[tuple[int, int, int, int]]] | None:
+    """aten's output shape, and per dim (after merging unpadded dims x's strides allow and
+    padding to rank 4) (output size, input stride, input size, pad before); None beyond."""
+    pad = [int(p) for p in pad]
+    nd = x.dim()
+    if len(pad) % 2 or len(pad) // 2 > nd:
+        return None
+    before = [0] * nd
+    after = [0] * nd
+    for k in range(len(pad) // 2):
+        before[nd - 1 - k], after[nd - 1 - k] = pad[2 * k], pad[2 * k + 1]
+    shape = [s + b + a for s, b, a in zip(x.shape, before, after)]
+    if any(s < 0 for s in shape):
+        return None  # aten's error
+    dims: list[tuple[int, int, int, int]] = []
+    for k in range(nd):
+        o, st, sz, b = shape[k], x.stride(k), x.shape[k], before[k]
+        if sz == 1 and o == 1 and b == 0:
+            continue
+        if dims and b == 0 and o == sz:
+            po, pst, psz, pb = dims[-1]
+            if pb == 0 and po == psz and pst == st * sz:
+                dims[-1] = (po * o, st, psz * sz, 0)
+                continue
+        dims.append((o, st, sz, b))
+    if len(dims) > 4:
+        return None
+    return shape, [(1, 0, 1, 0)] * (4 - len(dims)) + dims
+
+
+def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
+    """Whether aten's output is contiguous (asked on the meta device: a channels_last input,
+    or an all-crop/zero pad, which aten serves with a clone keeping a dense input's strides,
+    can give other strides)."""
+    try:
+        m = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        return torch.ops.aten.constant_pad_nd(m, list(pad), 0).is_contiguous()
+    except RuntimeError:
+        return False
+
+
+def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[tuple[int, int, int, int]], n: int, value: Any) -> Any:
+    (_, s0, n0, b0), (d1, s1, n1, b1), (d2, s2, n2, b2), (d3, s3, n3, b3) = geo
+    return launch(_pad_k, (cdiv(n, 1024),), x_ref, Out(0), n, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3,
+                  b0, b1, b2, b3, value, UPCAST=dt in (torch.float16, torch.bfloat16), BLOCK=1024)
+
+
+def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
+    """aten::constant_pad_nd: one launch over the output (negative pads crop)."""
+    _check("constant_pad_nd", x)
+    ref = _fill_ref(value, 2, x.dtype)
+    if ref is None or _overflows(value, x.dtype):
+        raise _refuse("constant_pad_nd", f"value {value!r} for {x.dtype}")
+    g = _pad_geometry(x, pad)
+    if g is None or not _pad_layout_ok(x, pad):
+        raise _refuse("constant_pad_nd", "a pad, rank or layout")
+    shape, geo = g
+    n = math.prod(shape)
+    buf = Buffer(tuple(shape), x.dtype)
+    launches = (_pad_launch(In(0), x.dtype, geo, n, ref),) if n else ()
+    return _run_plan(Plan((buf,), launches), [x, pad, value])
+
+
+def _plan_constant_pad_nd(x: Any, pad: Any, value: Any = 0) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.layout != torch.strided:
+        return None
+    ref = _fill_ref(value, 2, x.dtype)
+    g = None if ref is None else _pad_geometry(x, pad)
+    if g is None or not _pad_layout_ok(x, pad):
+        return None
+    shape, geo = g
+    n = math.prod(shape)
+    buf = Buffer(tuple(shape), x.dtype)
+    return Plan((buf,), (_pad_launch(In(0), x.dtype, geo, n, ref),) if n else ())
+
+
 ATEN: dict[str, Callable] = {
     "arange": lambda end, *, dtype=None, layout=None, device=None, pin_memory=None: arange(
         end, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory),
@@ -753,6 +849,7 @@ ATEN: dict[str, Callable] = {
     "new_zeros": _factory("new_zeros", 0, like=True), "new_ones": _factory("new_ones", 1, like=True),
     "new_full": _factory("new_full", None, like=True),
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
+    "constant_pad_nd": constant_pad_nd,
 }
 if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
@@ -764,5 +861,6 @@ PLANNERS: dict[str, Callable] = {
     "zeros_like": _like_planner(0), "ones_like": _like_planner(1), "full_like": _like_planner(None),
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
+    "constant_pad_nd": _plan_constant_pad_nd,
 }
 ATEN = with_aten_fallback(ATEN)
