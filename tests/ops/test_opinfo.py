@@ -34,7 +34,8 @@ from tritonjit_ops._registry import _ATEN
 ALIASES = {"_softmax": "softmax", "_log_softmax": "log_softmax", "_fused_rms_norm": "nn.functional.rms_norm",
            "native_group_norm": "nn.functional.group_norm", "_to_copy": "to", "sum.dim_IntList": "sum",
            "mean.dim": "mean", "embedding": "nn.functional.embedding",
-           "nll_loss_forward": "nn.functional.nll_loss", "index.Tensor": "__getitem__"}
+           "nll_loss_forward": "nn.functional.nll_loss", "nll_loss_backward": "nn.functional.nll_loss",
+           "index.Tensor": "__getitem__"}
 #: why an overload without an OpInfo entry is covered elsewhere
 _RANDOM = "random output: tests/ops/test_dropout.py checks it"
 ELSEWHERE = {"native_dropout": _RANDOM, "bernoulli_.float": _RANDOM, "uniform_": _RANDOM, "normal_": _RANDOM,

@@ -1,0 +1,184 @@
+"""nll_loss_forward / nll_loss_backward / constant_pad_nd under enable(): against eager, on the
+C++ operator path (a second call is a plan hit with no Python call), and sm_90 cross-compiles.
+
+On CPU the nll planners refuse (the Python path checks the targets' range on the host, as
+documented in loss.py), so the plan-hit tests make ``host_check_allowed`` answer as on a device."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+import torch.nn.functional as F
+import tritonjit_ops as T
+from tritonjit_ops import _native_ops, copy, loss, loss_backward
+
+pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                                reason="no C++ compiler: the operators stay on their Python kernels")
+NLL = ["nll_loss_forward", "nll_loss_backward"]
+RED = {"none": 0, "mean": 1, "sum": 2}
+
+
+@pytest.fixture(scope="module")
+def native():
+    if _native_ops.module(wait=True) is None:
+        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    return _native_ops
+
+
+@pytest.fixture
+def device_like(monkeypatch):
+    monkeypatch.setattr(loss, "host_check_allowed", lambda t: False)
+    monkeypatch.setattr(loss_backward, "host_check_allowed", lambda t: False)
+
+
+def _delta(a: dict, b: dict) -> dict:
+    return {k: b[k] - a[k] for k in b}
+
+
+def _tol(dt):
+    return dict(rtol=2e-2, atol=2e-2) if dt == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+
+
+def _nll_inputs(dt, shape, weighted):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=g).log_softmax(-1).to(dt)
+    c = shape[-1]
+    t = torch.tensor([1, -100, c - 1, 0, 3, -100]) if len(shape) == 2 else torch.tensor(c - 2)
+    w = torch.rand(c, generator=g).to(dt) if weighted else None
+    return x, t, w
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("red", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(6, 9), (9,)])
+@pytest.mark.parametrize("path", ["plan", "python"])
+def test_nll_forward_backward(native, request, dt, red, weighted, shape, path):
+    if path == "plan":
+        request.getfixturevalue("device_like")
+    x, t, w = _nll_inputs(dt, shape, weighted)
+    ref = torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+    xr = x.clone().requires_grad_()
+    lr = F.nll_loss(xr, t, w, reduction=red)
+    gout = torch.randn(lr.shape, generator=torch.Generator().manual_seed(1)).to(dt)
+    lr.backward(gout)
+    xg = x.clone().requires_grad_()
+    with T.enable(include=NLL, wait_native=True):
+        got = torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+        lg = F.nll_loss(xg, t, w, reduction=red)
+        lg.backward(gout)
+        s0 = native.stats()
+        torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+        torch.ops.aten.nll_loss_backward(gout, x, t, w, RED[red], -100, ref[1])
+        d = _delta(s0, native.stats())
+    for a, b in zip(got, ref):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, equal_nan=True, **_tol(dt))
+    torch.testing.assert_close(lg, lr, equal_nan=True, **_tol(dt))
+    torch.testing.assert_close(xg.grad, xr.grad, equal_nan=True, **_tol(dt))
+    if path == "plan":
+        assert d["python_calls"] == 0 and d["plan_hits"] == 2 and d["launches"] == 2
+    else:  # the Python implementations themselves (a cached plan may serve the routed calls)
+        for a, b in zip(loss.nll_loss_forward(x, t, w, RED[red], -100), ref):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            torch.testing.assert_close(a, b, equal_nan=True, **_tol(dt))
+        gi = loss_backward.nll_loss_backward(gout, x, t, w, RED[red], -100, ref[1])
+        torch.testing.assert_close(gi, torch.ops.aten.nll_loss_backward(gout, x, t, w, RED[red], -100, ref[1]),
+                                   equal_nan=True, **_tol(dt))
+
+
+def test_nll_strided_self_and_cross_entropy(native, device_like):
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(16, 40, generator=g).bfloat16()
+    x = logits.t().contiguous().t()  # strided (column-major) self
+    t = torch.randint(0, 40, (16,), generator=g)
+    t[3] = -100
+    ref = torch.ops.aten.nll_loss_forward(x.log_softmax(-1), t, None, 1, -100)
+    a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    F.cross_entropy(a, t).backward()
+    with T.enable(include=[*NLL, "_log_softmax", "_log_softmax_backward_data"], wait_native=True):
+        got = torch.ops.aten.nll_loss_forward(x.log_softmax(-1), t, None, 1, -100)
+        s0 = native.stats()
+        got2 = torch.ops.aten.nll_loss_forward(x.log_softmax(-1).t().contiguous().t(), t, None, 1, -100)
+        d = _delta(s0, native.stats())
+        F.cross_entropy(b, t).backward()
+    for r in (got, got2):
+        torch.testing.assert_close(r[0], ref[0], **_tol(torch.bfloat16))
+        assert torch.equal(r[1], ref[1])
+    assert d["python_calls"] == 0
+    torch.testing.assert_close(b.grad, a.grad, **_tol(torch.bfloat16))
+
+
+def test_nll_bad_target_raises_aten_error_on_cpu(native):
+    x = torch.randn(3, 5).log_softmax(-1)
+    with T.enable(include=NLL, wait_native=True):
+        with pytest.raises(IndexError, match="out of bounds"):
+            torch.ops.aten.nll_loss_forward(x, torch.tensor([0, 7, 1]), None, 1, -100)
+        with pytest.raises(IndexError, match="out of bounds"):
+            torch.ops.aten.nll_loss_backward(torch.tensor(1.0), x, torch.tensor([0, 7, 1]), None, 1, -100,
+                                             torch.tensor(3.0))
+
+
+_BASE = torch.randn(3, 4, 5, 6, generator=torch.Generator().manual_seed(3))
+PAD_CASES = {
+    "last dim": (lambda: torch.randn(4, 5), (1, 2), 0.0),
+    "crop and grow": (lambda: torch.randn(4, 5), (-1, 2, 0, 3), 1.5),
+    "zero pads": (lambda: torch.randn(4, 5), (0, 0), 0.0),
+    "4d mixed": (lambda: _BASE, (1, -2, 0, 1, 2, 0, 1, 1), -3.0),
+    "transposed": (lambda: _BASE.transpose(1, 3), (2, 1), 2.0),
+    "sliced crop": (lambda: _BASE[:, ::2], (0, -1, 0, -1), 0.0),
+    "5d merged": (lambda: torch.randn(2, 3, 4, 5, 6), (1, 1, 0, 0, 0, 0, 1, 0), 7.0),
+    "int64 label shift": (lambda: torch.randint(0, 100, (2, 7)), (0, 1), -100),
+    "bf16": (lambda: torch.randn(3, 4).bfloat16(), (2, 0, 1, 1), 0.5),
+    "bool": (lambda: torch.tensor([True, False]), (1, 1), True),
+    "empty input": (lambda: torch.randn(0, 3), (1, 1, 1, 1), 4.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAD_CASES))
+def test_constant_pad_nd(native, case):
+    make, pad, value = PAD_CASES[case]
+    x = make()
+    ref = torch.constant_pad_nd(x, pad, value)
+    assert torch.equal(copy.constant_pad_nd(x, list(pad), value), ref)  # the Python implementation
+    with T.enable(include=["constant_pad_nd"], wait_native=True):
+        got = torch.constant_pad_nd(x, pad, value)
+        s0 = native.stats()
+        again = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
+        d = _delta(s0, native.stats())
+    ref2 = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
+    assert got.dtype == ref.dtype and got.shape == ref.shape and got.stride() == ref.stride()
+    assert torch.equal(got, ref) and torch.equal(again, ref2)
+    assert d["python_calls"] == 0 and d["plan_hits"] == 1
+
+
+@pytest.mark.parametrize("x, pad, value", [
+    (torch.randint(0, 5, (3, 4), dtype=torch.int8), (1, 1), 300),  # aten: the value overflows int8
+    (torch.randn(3, 4), (-3, -2), 0.0),  # aten: a negative size
+])
+def test_constant_pad_nd_errors_are_atens(native, x, pad, value):
+    with pytest.raises(RuntimeError) as eager:
+        torch.constant_pad_nd(x, pad, value)
+    with T.enable(include=["constant_pad_nd"], wait_native=True):
+        with pytest.raises(RuntimeError) as routed:
+            torch.constant_pad_nd(x, pad, value)
+    assert str(routed.value) == str(eager.value)
+
+
+def test_channels_last_goes_to_aten(native):
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    with T.enable(include=["constant_pad_nd"], wait_native=True):
+        got = torch.constant_pad_nd(x, (1, 1), 0.0)
+    ref = torch.constant_pad_nd(x, (1, 1), 0.0)
+    assert torch.equal(got, ref) and got.stride() == ref.stride()
+
+
+def test_sm90_cross_compiles():
+    loss._nll.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,False,True,True,True,1024",
+                      target="cuda:90")
+    loss._nll.compile("*fp32:16,*i64:16,*fp32:16,*fp32:16,*fp32:16,i32,i32,i32,i32,i32,True,False,False,True,1024",
+                      target="cuda:90")
+    loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
+                                        "4096", target="cuda:90")
+    copy._pad_k.compile("*bf16:16,*bf16:16,i64,i32,i32,i32," + "i32," * 12 + "fp32,True,1024", target="cuda:90")
