@@ -794,7 +794,7 @@ def _plan_factory(op: str, value: Any, like: bool = False) -> Callable:
             dt = dtype if dtype is not None else (
                 torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) and value is None
                 and op != "scalar_tensor" else torch.get_default_dtype())
-        if dt not in _REAL:
+        if dt not in _REAL or _overflows(v, dt):  # (a later value of the key's type: see _fill_ref)
             return None
         ref = value if value is not None else _fill_ref(v, len(args) - 1, dt)
         if ref is None:
