@@ -4,7 +4,9 @@
 // op) is registered with torch's dispatcher from C++. A call builds a key from its
 // arguments (each tensor's dtype, device, sizes and strides, those of each tensor of a
 // Tensor[] argument too; the values of the non-Scalar arguments; of Scalar arguments only
-// the type and whether they are 0 or 1),
+// the type and whether they are 0 or 1, unless the planner asks for value-keyed scalars:
+// then their values too; a factory call's (no tensor arguments: arange, zeros, ...) also
+// the default dtype),
 // finds the plan of that
 // key, allocates the plan's outputs and launches its kernels through
 // tritonjit::Function (tritonjit/function.h): on a device backend without the GIL
@@ -263,9 +265,12 @@ class OpKernel final : public c10::OperatorKernel {
   // serve (another device type; a plan that measured aten faster; a Python implementation
   // that cannot take the call) go on to aten's own kernel, as in eager. device_type: the
   // active backend's, whose tensors the plans are for.
+  // value_keyed: the planner's ``value_keyed_scalars`` (_plan.value_keyed): the key holds the
+  // values of Scalar arguments, so its plans may bake them in (arange's size).
   OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl, bool redispatch,
-           c10::DeviceType device_type)
-      : planner_(planner), impl_(impl), redispatch_(redispatch), device_type_(device_type) {
+           c10::DeviceType device_type, bool value_keyed)
+      : planner_(planner), impl_(impl), redispatch_(redispatch), value_keyed_(value_keyed),
+        device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
     name_ = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
@@ -314,10 +319,13 @@ class OpKernel final : public c10::OperatorKernel {
 
   // The tensor whose device the outputs take: tensor argument ``arg``, or (item >= 0) tensor
   // ``item`` of the Tensor[] argument ``arg`` (cat's inputs, where no tensor argument exists).
+  // A factory call (no tensors) takes its device from its ``device`` argument (``fixed``).
   struct DevRef {
     int arg = -1, item = -1;
     bool scalar = false;  // a 0-dim CPU tensor (a scalar): a later tensor on a device replaces it
+    std::optional<at::Device> fixed;
     at::Device device(const c10::IValue* args) const {
+      if (fixed) return *fixed;
       return item < 0 ? args[arg].toTensor().device() : args[arg].toListRef()[item].toTensor().device();
     }
   };
@@ -350,22 +358,35 @@ class OpKernel final : public c10::OperatorKernel {
   }
 
   // A call without tensor arguments (a factory: arange, ...): ours where its device is the
-  // active backend's (the Python implementation; aten's kernel where that refuses), else
-  // aten's kernel of the device its dtype/layout/device arguments name, as aten's own
-  // BackendSelect kernel chooses it.
+  // active backend's (strided, not pinned): its plan, whose buffers are allocated on that
+  // device (the Python implementation where the planner said None; aten's kernel where that
+  // refuses), else aten's kernel of the device its dtype/layout/device arguments name, as
+  // aten's own BackendSelect kernel chooses it.
   void factory(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     const c10::IValue* args = stack->data() + (stack->size() - nargs_);
     std::optional<at::ScalarType> dtype;
     std::optional<at::Layout> layout;
     std::optional<at::Device> device;
+    bool pinned = false;
     for (size_t i = 0; i < nargs_; i++) {
       if (args[i].isNone()) continue;
       if (names_[i] == "dtype" && args[i].isInt()) dtype = static_cast<at::ScalarType>(args[i].toInt());
       if (names_[i] == "layout" && args[i].isInt()) layout = static_cast<at::Layout>(args[i].toInt());
       if (names_[i] == "device" && args[i].isDevice()) device = args[i].toDevice();
+      if (names_[i] == "pin_memory" && args[i].isBool()) pinned = args[i].toBool();
     }
     const c10::DeviceType dt = device ? device->type() : c10::DeviceType::CPU;
     if (dt == device_type_ && (!layout || *layout == at::kStrided)) {
+      tritonjit::detail::Key key;
+      DevRef dev;
+      dev.fixed = device ? *device : at::Device(c10::DeviceType::CPU);
+      if (planner_ != nullptr && !pinned && build_key(args, key, dev, true)) {
+        std::shared_ptr<NPlan> plan = find(key, args);
+        if (!plan->fallback && !plan->aten) {
+          g_hits++;
+          return execute(*plan, args, dev, stack);
+        }
+      }
       g_fallback_calls++;
       if (call_python(op, stack)) return;
     }
@@ -382,7 +403,9 @@ class OpKernel final : public c10::OperatorKernel {
   // Key words of the call; false where a call cannot have a plan (an argument kind the
   // key does not describe, a lazily negated or conjugated view, a non-strided layout, a key
   // longer than kMaxWords).
-  bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, DevRef& dev) const {
+  // factory: a call without tensors (dev.fixed holds its device): the default dtype, which
+  // its dtype=None means, is a word of its key too.
+  bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, DevRef& dev, bool factory = false) const {
     // a tensor's words: its dtype, device and dim, then its sizes and strides
     auto push_tensor = [&](const at::Tensor& t, int arg, int item) -> bool {
       if (t.layout() != at::kStrided || t.is_neg() || t.is_conj()) return false;
@@ -425,6 +448,19 @@ class OpKernel final : public c10::OperatorKernel {
         // by type, and whether it is 0 or 1: plans pass the value at run time (Arg), and may
         // count on those two (an addmm's beta == 0 ignores the bias, alpha == 1 needs no scaling)
         if (!(v.isBool() || v.isInt() || v.isDouble())) return false;
+        if (value_keyed_) {  // the planner's choice (_plan.value_keyed): the value itself
+          if (v.isDouble()) {
+            const double x = v.toDouble();
+            uint64_t b;
+            std::memcpy(&b, &x, 8);
+            key.push(7 | 2 << 8);
+            key.push(b);
+          } else {
+            key.push(7 | static_cast<uint64_t>(v.isBool() ? 0 : 1) << 8);
+            key.push(v.isBool() ? static_cast<uint64_t>(v.toBool()) : static_cast<uint64_t>(v.toInt()));
+          }
+          continue;
+        }
         const double d = v.isDouble() ? v.toDouble() : v.isInt() ? static_cast<double>(v.toInt()) : v.toBool();
         key.push((v.isBool() ? 4 : v.isInt() ? 5 : 6) | static_cast<uint64_t>(d == 0.0) << 8 |
                  static_cast<uint64_t>(d == 1.0) << 9);
@@ -460,6 +496,11 @@ class OpKernel final : public c10::OperatorKernel {
       } else {
         return false;  // lists of optional tensors, generators, ...: the Python implementation
       }
+    }
+    if (factory) {
+      key.push(16 | static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())))
+                        << 8);
+      return dev.fixed.has_value();
     }
     return dev.arg >= 0;
   }
@@ -616,6 +657,7 @@ class OpKernel final : public c10::OperatorKernel {
   size_t nargs_ = 0, nreturns_ = 0;
   std::shared_ptr<PlanCache> cache_;
   bool redispatch_ = false;
+  bool value_keyed_ = false;
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
 };
 
@@ -650,9 +692,16 @@ PyObject* py_register(PyObject*, PyObject* args) {
     }
     const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
                                                                        overload.c_str());
+    bool value_keyed = false;  // _plan.value_keyed(planner): Scalar arguments keyed by value
+    if (planner != Py_None && PyObject_HasAttrString(planner, "value_keyed_scalars")) {
+      Ref flag(checked(PyObject_GetAttrString(planner, "value_keyed_scalars")));
+      const int t = PyObject_IsTrue(flag.p);
+      if (t < 0) return nullptr;
+      value_keyed = t == 1;
+    }
     lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(
                         std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl,
-                                                   redispatch != 0, device_type)));
+                                                   redispatch != 0, device_type, value_keyed)));
   }
   return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
   END_HANDLE_TH_ERRORS

@@ -19,6 +19,17 @@ bake in anything about the call except the values of Scalar arguments (and of 0-
 CPU tensors used as scalars), which it must pass through ``Arg(i)``: the C++ key
 holds their types, not their values (of a Scalar argument, only whether it is 0 or
 1 besides: a plan may depend on that, e.g. addmm's beta == 0).
+
+*Value-keyed scalars*: a planner marked with :func:`value_keyed` (arange's) gets the
+values of its Scalar arguments in the C++ key, so its plans may bake them in (arange's
+size depends on them). Meant for ops called with a handful of distinct values: each
+value is a plan of its own.
+
+*Factory calls* (no tensor arguments: ``arange``, ``zeros``, ``full``, ...) take the C++
+path where their ``device`` argument names the active backend's device type (on the CPU
+interpreter: ``None`` or a CPU device), their layout is strided and pin_memory is not set:
+the plan's buffers are allocated on that device, and the key also holds the default dtype
+(what ``dtype=None`` means). Calls for another device go to aten's kernel, as before.
 """
 from __future__ import annotations
 
@@ -28,7 +39,8 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run"]
+__all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run",
+           "value_keyed"]
 
 
 class In(NamedTuple):
@@ -113,6 +125,13 @@ def aten_plan() -> Plan:
 _NO_DEFAULT = object()
 
 
+def value_keyed(planner: Any) -> Any:
+    """Mark ``planner``'s Scalar arguments as keyed by value on the C++ path (see the module
+    docstring): its plans may bake their values in. Returns ``planner``."""
+    planner.value_keyed_scalars = True
+    return planner
+
+
 def launch(fn: Any, grid: Sequence[int], *args: Any, num_warps: int | None = None, num_stages: int | None = None,
            **constexprs: Any) -> Launch:
     """A Launch of ``fn[grid](*args, **constexprs)``: arguments bound to the kernel's
@@ -160,15 +179,16 @@ def _device(args: Sequence[Any]) -> torch.device:
     return first.device
 
 
-def run(plan: Plan, args: Sequence[Any]) -> Any:
-    """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference)."""
+def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
+    """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference);
+    ``device``: a factory call's (it has no tensor arguments)."""
     if plan.aten:
         raise RuntimeError("tritonjit_ops: an aten plan runs on the C++ operator path only")
     given = args
     args = list(args)
     for i in plan.contiguous:
         args[i] = args[i].contiguous()
-    device = _device(args)
+    device = _device(args) if device is None else torch.device(device)
     outs = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.outputs]
     tmps = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.temps]
 

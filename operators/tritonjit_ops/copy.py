@@ -23,7 +23,7 @@ import tritonjit
 
 from ._common import cdiv, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch
+from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, value_keyed
 from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
 
@@ -304,8 +304,8 @@ def _factory(op: str, value: Any, like: bool = False) -> Callable:
             dev = device
         if dt not in _REAL:
             raise _refuse(op, f"dtype {dt}")
-        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v):
-            raise _refuse(op, f"value {v!r} for {dt}")
+        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v) or _overflows(v, dt):
+            raise _refuse(op, f"value {v!r} for {dt}")  # aten: its truncation, or its overflow error
         out = torch.empty(size, dtype=dt, device=dev)
         return _copy_into(op, v, out) if out.numel() else out
 
@@ -697,13 +697,11 @@ def _split(v: float) -> tuple[float, float]:
     return hi, float(torch.tensor(v - hi, dtype=torch.float32))
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, layout: Any = None, device: Any = None,
-           pin_memory: Any = None) -> Tensor:
-    """aten::arange (all three overloads): size and values as aten computes them."""
-    if end is None:
-        start, end = 0, start
+def _arange_spec(start: Any, end: Any, step: Any, dtype: Any) -> tuple[Any, int, tuple]:
+    """arange's dtype, size and kernel arguments (start and step: hi/lo fp32 pairs for a float
+    dtype), as aten computes them; raises _refuse where aten raises or we do not serve it."""
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
-    if not all(_is_scalar(v) for v in vals) or not _strided(layout) or pin_memory:
+    if not all(_is_scalar(v) for v in vals):
         raise _refuse("arange", "arguments")
     start, end, step = vals
     if dtype is None:
@@ -727,14 +725,29 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, lay
     else:
         size = max(0, math.ceil((end - start) / step)) if dtype.is_floating_point or not all(
             isinstance(v, int) for v in vals) else max(0, -((start - end) // step))
+    if dtype.is_floating_point:
+        (sh, sl), (dh, dl) = _split(float(start)), _split(float(step))
+    else:
+        sh, sl, dh, dl = int(start), 0, int(step), 0
+    return dtype, size, (sh, sl, dh, dl)
+
+
+def _arange_launch(dtype: torch.dtype, size: int, kargs: tuple, out: Any) -> Any:
+    return launch(_arange_k, ((size + 1023) // 1024,), out, size, *kargs, IS_FLOAT=dtype.is_floating_point,
+                  BLOCK=1024)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, layout: Any = None, device: Any = None,
+           pin_memory: Any = None) -> Tensor:
+    """aten::arange (all three overloads): size and values as aten computes them."""
+    if end is None:
+        start, end = 0, start
+    if not _strided(layout) or pin_memory:
+        raise _refuse("arange", "arguments")
+    dtype, size, kargs = _arange_spec(start, end, step, dtype)
     out = torch.empty(size, dtype=dtype, device=device)
     if size:
-        if dtype.is_floating_point:
-            (sh, sl), (dh, dl) = _split(float(start)), _split(float(step))
-        else:
-            sh, sl, dh, dl = int(start), 0, int(step), 0
-        execute(launch(_arange_k, ((size + 1023) // 1024,), out, size, sh, sl, dh, dl,
-                       IS_FLOAT=dtype.is_floating_point, BLOCK=1024))
+        execute(_arange_launch(dtype, size, kargs, out))
     return out
 
 
@@ -833,6 +846,64 @@ def _plan_constant_pad_nd(x: Any, pad: Any, value: Any = 0) -> Plan | None:
     return Plan((buf,), (_pad_launch(In(0), x.dtype, geo, n, ref),) if n else ())
 
 
+@value_keyed
+def _plan_arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, layout: Any = None,
+                 device: Any = None, pin_memory: Any = None) -> Plan | None:
+    """arange (all three overloads), on the C++ path: keyed by the values of start, end and
+    step (value-keyed scalars), so the plan bakes in its size and kernel arguments."""
+    if end is None:
+        start, end = 0, start
+    if not _strided(layout) or pin_memory:
+        return None
+    try:
+        dtype, size, kargs = _arange_spec(start, end, step, dtype)
+    except NotImplementedError:
+        return None  # the Python implementation, then aten: its errors
+    buf = Buffer((size,), dtype)
+    return Plan((buf,), (_arange_launch(dtype, size, kargs, Out(0)),) if size else ())
+
+
+def _plan_factory(op: str, value: Any, like: bool = False) -> Callable:
+    """The planner of zeros/ones/full/scalar_tensor (``value``: 0, 1, or None: the Scalar
+    argument, passed as Arg) and of new_zeros/new_ones/new_full (``like``: dtype and device
+    default to self's; another device than self's goes to the Python implementation)."""
+    def plan(*args: Any, dtype: Any = None, layout: Any = None, device: Any = None,
+             pin_memory: Any = None) -> Plan | None:
+        args_ = list(args)
+        self_ = args_.pop(0) if like else None
+        if op == "scalar_tensor":
+            size, v = [], args_[0]
+        else:
+            size = list(args_[0])
+            v = args_[1] if value is None else value
+        if not _is_scalar(v) or not _strided(layout) or pin_memory or any(d < 0 for d in size):
+            return None
+        if self_ is not None:
+            if not isinstance(self_, Tensor) or self_.dtype not in _REAL or self_.layout != torch.strided:
+                return None
+            if device is not None:
+                d = torch.device(device)
+                if d.type != self_.device.type or (d.index is not None and d != self_.device):
+                    return None
+            dt = self_.dtype if dtype is None else dtype
+        else:
+            dt = dtype if dtype is not None else (
+                torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) and value is None
+                and op != "scalar_tensor" else torch.get_default_dtype())
+        if dt not in _REAL or _overflows(v, dt):  # (a later value of the key's type: see _fill_ref)
+            return None
+        ref = value if value is not None else _fill_ref(v, len(args) - 1, dt)
+        if ref is None:
+            return None
+        buf = Buffer(tuple(size), dt)
+        if math.prod(size) == 0:
+            return Plan((buf,), ())
+        L = _launch("copy", [v], [ref], buf, Out(0), size, _CT[dt], [])
+        return None if L is None else Plan((buf,), (L,))
+
+    return plan
+
+
 ATEN: dict[str, Callable] = {
     "arange": lambda end, *, dtype=None, layout=None, device=None, pin_memory=None: arange(
         end, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory),
@@ -858,6 +929,11 @@ if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
 PLANNERS: dict[str, Callable] = {
     "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat, "cat": _plan_cat, "stack": _plan_stack,
     "fill_.Scalar": _plan_fill_, "zero_": _plan_zero_,
+    "arange": _plan_arange, "arange.start": _plan_arange, "arange.start_step": _plan_arange,
+    "zeros": _plan_factory("zeros", 0), "ones": _plan_factory("ones", 1), "full": _plan_factory("full", None),
+    "scalar_tensor": _plan_factory("scalar_tensor", None),
+    "new_zeros": _plan_factory("new_zeros", 0, like=True), "new_ones": _plan_factory("new_ones", 1, like=True),
+    "new_full": _plan_factory("new_full", None, like=True),
     "zeros_like": _like_planner(0), "ones_like": _like_planner(1), "full_like": _like_planner(None),
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
