@@ -138,6 +138,9 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
     }
     args.update(_backward_args(i, dev, dtype))
     args["nll_loss_forward"] = (i["logits"], i["target"], None, 1, -100)
+    _, total_weight = torch.ops.aten.nll_loss_forward(i["logits"], i["target"], None, 1, -100)
+    args["nll_loss_backward"] = (torch.ones((), dtype=i["logits"].dtype, device=i["logits"].device), i["logits"],
+                                 i["target"], None, 1, -100, total_weight)
     for n in ("neg", "abs", "exp", "sigmoid", "tanh", "relu", "silu", "gelu"):
         args[n] = (x,)
     for n in ("log", "sqrt", "rsqrt"):
