@@ -15,9 +15,9 @@ Python implementation, which does that check). On a device nothing reads them on
 ``DEVICE_ASSERT``), as aten's CUDA kernel does, so a bad target surfaces as a device-side
 assert at the next synchronization.
 
-One difference from aten's CUDA kernel, documented rather than copied: a (C,) input with
-``reduction="mean"`` and an ignored target gives ``0 / 0`` (NaN), as aten's CPU kernel does;
-aten's CUDA kernel returns 0 there.
+aten's kernels differ on one case: a (C,) input with ``reduction="mean"`` and an ignored
+target gives ``0 / 0`` (NaN) on CPU and 0 on CUDA. The kernel computes the CPU result, so on
+a device such calls go to aten's kernel.
 """
 from __future__ import annotations
 
@@ -97,6 +97,8 @@ def _shapes(x: Any, target: Any, weight: Any, reduction: Any) -> tuple[int, int]
         return "shapes"
     if any(a.device != x.device for a in (target, weight) if a is not None):
         return "tensors on two devices"
+    if x.dim() == 1 and reduction == 1 and x.device.type != "cpu":
+        return "a (C,) input averaged on a device (aten's device kernel gives 0 for an ignored target)"
     return n, c
 
 

@@ -182,3 +182,14 @@ def test_sm90_cross_compiles():
     loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
                                         "4096", target="cuda:90")
     copy._pad_k.compile("*bf16:16,*bf16:16,i64,i32,i32,i32," + "i32," * 12 + "fp32,True,1024", target="cuda:90")
+
+
+def test_a_one_dim_mean_on_a_device_goes_to_aten():
+    """aten's CPU and CUDA kernels disagree for a (C,) input averaged with its target ignored
+    (NaN against 0): tritonjit computes the CPU result, so off the CPU that call is aten's."""
+    from tritonjit_ops import loss
+
+    x, t = torch.empty(5, device="meta"), torch.empty((), dtype=torch.int64, device="meta")
+    assert isinstance(loss._shapes(x, t, None, 1), str)
+    assert loss._shapes(x, t, None, 2) == (1, 5)
+    assert loss._shapes(torch.empty(5), torch.tensor(1), None, 1) == (1, 5)
