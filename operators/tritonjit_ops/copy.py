@@ -52,12 +52,17 @@ def _check(op: str, x: Any) -> None:
         raise _refuse(op, f"an argument of type {type(x).__name__} / dtype {getattr(x, 'dtype', None)}")
 
 
-def _same_device(op: str, x: Tensor, device: Any) -> None:
+def _elsewhere(x: Tensor, device: Any) -> bool:
+    """Whether a ``device`` argument names another device than x's (None: x's own)."""
     if device is None:
-        return
+        return False
     d = torch.device(device)
-    if d.type != x.device.type or (d.index is not None and d != x.device):
-        raise _refuse(op, f"a copy to {d}")
+    return d.type != x.device.type or (d.index is not None and d != x.device)
+
+
+def _same_device(op: str, x: Tensor, device: Any) -> None:
+    if _elsewhere(x, device):
+        raise _refuse(op, f"a copy to {torch.device(device)}")
 
 
 def _copy_into(op: str, src: Any, dst: Tensor) -> Tensor:
@@ -88,10 +93,8 @@ def _plan_to_copy(x: Any, *, dtype: Any = None, layout: Any = None, device: Any 
     mf = _mf(memory_format)
     if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
         return None  # the output's strides follow the input's: the Python implementation
-    if device is not None:
-        d = torch.device(device)
-        if d.type != x.device.type or (d.index is not None and d != x.device):
-            return None
+    if _elsewhere(x, device):
+        return None
     dt = x.dtype if dtype is None else dtype
     if dt not in _REAL:
         return None
@@ -221,10 +224,8 @@ def _plan_like(x: Any, value: Any, ref: Any, dtype: Any, layout: Any, device: An
     ``preserve_format`` keeps a dense input's strides, which a plan buffer cannot)."""
     if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
         return None
-    if device is not None:
-        d = torch.device(device)
-        if d.type != x.device.type or (d.index is not None and d != x.device):
-            return None
+    if _elsewhere(x, device):
+        return None
     dt = x.dtype if dtype is None else dtype
     if dt not in _REAL:
         return None
@@ -881,10 +882,8 @@ def _plan_factory(op: str, value: Any, like: bool = False) -> Callable:
         if self_ is not None:
             if not isinstance(self_, Tensor) or self_.dtype not in _REAL or self_.layout != torch.strided:
                 return None
-            if device is not None:
-                d = torch.device(device)
-                if d.type != self_.device.type or (d.index is not None and d != self_.device):
-                    return None
+            if _elsewhere(self_, device):
+                return None
             dt = self_.dtype if dtype is None else dtype
         else:
             dt = dtype if dtype is not None else (
