@@ -121,6 +121,17 @@ def _plan(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int, igno
     return Plan((out, Buffer((), x.dtype)), (L,), (0, 1), contiguous=contiguous)
 
 
+def check_targets_on_host(op: str, target: Tensor, ignore_index: int, c: int) -> bool:
+    """Where the host may read the targets (CPU), refuse a call with one out of [0, c) (aten's
+    kernel then raises its error); True there. False on a device: the kernel asserts instead."""
+    if not host_check_allowed(target):
+        return False
+    t = target.reshape(-1)
+    if t.numel() and bool(((t != ignore_index) & ((t < 0) | (t >= c))).any()):
+        raise _refuse(op, "a target out of range")  # aten's error
+    return True
+
+
 def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int,
                      ignore_index: int) -> tuple[Tensor, Tensor]:
     """aten::nll_loss_forward for (N, C) or (C,) inputs."""
@@ -128,12 +139,7 @@ def nll_loss_forward(x: Tensor, target: Tensor, weight: Tensor | None, reduction
     if isinstance(nc, str):
         raise _refuse("nll_loss_forward", nc)
     n, c = nc
-    host = host_check_allowed(target)
-    if host and n:
-        t = target.reshape(-1)
-        bad = (t != ignore_index) & ((t < 0) | (t >= c))
-        if bool(bad.any()):
-            raise _refuse("nll_loss_forward", "a target out of range")  # aten's error
+    host = check_targets_on_host("nll_loss_forward", target, ignore_index, c)
     return run(_plan(x, target, weight, reduction, ignore_index, n, c, not host),
                [x, target, weight, reduction, ignore_index])
 

@@ -20,7 +20,7 @@ import triton.language as tl
 from ._common import DEVICE_ASSERT, FLOAT_DTYPES, cdiv, host_check_allowed, jit, next_pow2
 from ._plan import Buffer, In, Out, Plan, launch, run
 from .elementwise import _refuse
-from .loss import _shapes
+from .loss import _shapes, check_targets_on_host
 
 Tensor = torch.Tensor
 
@@ -87,11 +87,7 @@ def nll_loss_backward(grad: Tensor, x: Tensor, target: Tensor, weight: Tensor | 
     if isinstance(nc, str):
         raise _refuse("nll_loss_backward", nc)
     n, c = nc
-    host = host_check_allowed(target)
-    if host and n:
-        t = target.reshape(-1)
-        if bool(((t != ignore_index) & ((t < 0) | (t >= c))).any()):
-            raise _refuse("nll_loss_backward", "a target out of range")  # aten's error
+    host = check_targets_on_host("nll_loss_backward", target, ignore_index, c)
     return run(_plan(grad, x, target, weight, reduction, ignore_index, n, c, not host),
                [grad, x, target, weight, reduction, ignore_index, total_weight])
 
