@@ -23,3 +23,42 @@ def strided(t):
     wide = torch.empty(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype)
     wide[..., ::2] = t
     return wide[..., ::2]
+
+
+# ---- the C++ operator path (tests of planners) ------------------------------------------------
+import shutil  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import pytest  # noqa: E402
+
+#: the C++ operator path is built with the machine's compiler; without one the ops stay on Python
+needs_cxx = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                               reason="no C++ compiler: the operators stay on their Python kernels")
+
+
+def native_ops_or_skip() -> Any:
+    """tritonjit_ops._native_ops once its C++ module is built; the test skips where it cannot be."""
+    from tritonjit_ops import _native_ops
+
+    if _native_ops.module(wait=True) is None:
+        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    return _native_ops
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    """The C++ path's counters (plan_hits, python_calls, launches, ...) between two stats()."""
+    return {k: after[k] - before[k] for k in after}
+
+
+def routed(fn: Callable[[], Any], ops: list[str]) -> tuple[Any, dict]:
+    """fn() under enable(include=ops), its second call (the first made the plans), and the
+    C++ path's counters of that call."""
+    import tritonjit_ops as T
+    from tritonjit_ops import _native_ops
+
+    with T.enable(include=ops, wait_native=True):
+        fn()
+        before = _native_ops.stats()
+        got = fn()
+        d = stats_delta(before, _native_ops.stats())
+    return got, d

@@ -4,28 +4,22 @@ input read at its own strides and cast to aten's promoted dtype. Checked against
 on the interpreter; the kernel's variants cross-compiled for the H200 (sm_90)."""
 from __future__ import annotations
 
-import shutil
 from typing import Callable
 
 import pytest
 import torch
 import tritonjit_ops as T
-from tritonjit_ops import _native_ops, _plan
+from _util import native_ops_or_skip, needs_cxx, stats_delta
+from tritonjit_ops import _plan
 from tritonjit_ops import copy as copy_ops
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                                reason="no C++ compiler: the operators stay on their Python kernels")
+pytestmark = needs_cxx
 
 
 @pytest.fixture(scope="module")
 def native():
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
-    return _native_ops
+    return native_ops_or_skip()
 
-
-def _delta(before: dict, after: dict) -> dict:
-    return {k: after[k] - before[k] for k in after}
 
 
 _GEN = torch.Generator().manual_seed(0)
@@ -90,7 +84,7 @@ def test_cat_matches_eager_in_one_planned_call(native, case):
         got = torch.cat(ts, dim)  # plans (once per key)
         before = native.stats()
         again = torch.cat(ts, dim)
-        d = _delta(before, native.stats())
+        d = stats_delta(before, native.stats())
     for g in (got, again):
         assert g.dtype == want.dtype and g.shape == want.shape and g.stride() == want.stride()
         assert torch.equal(g, want), case
@@ -124,7 +118,7 @@ def test_stack_matches_eager_in_one_planned_call(native, case):
         torch.stack(ts, dim)
         before = native.stats()
         got = torch.stack(ts, dim)
-        d = _delta(before, native.stats())
+        d = stats_delta(before, native.stats())
     assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] == 1, d
     assert d["launches"] == (len(ts) + 3) // 4
@@ -140,10 +134,10 @@ def test_cat_plan_key_holds_each_inputs_strides(native):
     with T.enable(include=["cat"], wait_native=True):
         before = native.stats()
         got = [torch.cat(ts, 0) for ts in calls]
-        first = _delta(before, native.stats())
+        first = stats_delta(before, native.stats())
         before = native.stats()
         again = [torch.cat(ts, 0) for ts in calls]
-        second = _delta(before, native.stats())
+        second = stats_delta(before, native.stats())
     for g, r, w in zip(got, again, want):
         assert g.dtype == w.dtype and torch.equal(g, w) and torch.equal(r, w)
     assert first["plans_made"] == len(calls) and first["python_calls"] == 0
@@ -156,7 +150,7 @@ def test_a_list_too_long_for_the_key_takes_the_python_implementation(native):
     with T.enable(include=["cat"], wait_native=True):
         before = native.stats()
         got = torch.cat(ts, -1)
-        d = _delta(before, native.stats())
+        d = stats_delta(before, native.stats())
     assert torch.equal(got, want)
     assert d["python_calls"] == 1 and d["plans_made"] == 0
 

@@ -10,41 +10,27 @@ with no call to the Python implementation. A call for another device (``meta`` h
 to aten's kernel, as before."""
 from __future__ import annotations
 
-import shutil
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 import torch
 import tritonjit_ops as T
+from _util import native_ops_or_skip, needs_cxx, routed, stats_delta
 from tritonjit_ops import _native_ops, _plan, copy
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                                reason="no C++ compiler: the operators stay on their Python kernels")
+pytestmark = needs_cxx
 
 ARANGE = ["arange", "arange.start", "arange.start_step"]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def native():
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    native_ops_or_skip()
     T.disable()
     yield _native_ops
     T.disable()
 
 
-def _delta(before: dict, after: dict) -> dict:
-    return {k: after[k] - before[k] for k in after}
-
-
-def _routed(fn: Callable[[], Any], ops: list[str]) -> tuple[Any, dict]:
-    """fn() under enable(include=ops), its second call, and the C++ path's counters of it."""
-    with T.enable(include=ops, wait_native=True):
-        fn()
-        before = _native_ops.stats()
-        got = fn()
-        d = _delta(before, _native_ops.stats())
-    return got, d
 
 
 def _assert_planned(d: dict) -> None:
@@ -78,7 +64,7 @@ ARANGE_CASES = [
 @pytest.mark.parametrize("args,kwargs", ARANGE_CASES)
 def test_arange_planned(args, kwargs):
     ref = torch.arange(*args, **kwargs)
-    got, d = _routed(lambda: torch.arange(*args, **kwargs), ARANGE)
+    got, d = routed(lambda: torch.arange(*args, **kwargs), ARANGE)
     _same(got, ref, exact=not ref.dtype.is_floating_point)
     _assert_planned(d)
     assert d["launches"] == (1 if ref.numel() else 0), d
@@ -93,7 +79,7 @@ def test_arange_value_keyed():
         got = [torch.arange(s, e) for s, e in ((0, 4), (2, 4), (0, 6), (0, 4))]
         before = _native_ops.stats()
         again = [torch.arange(s, e) for s, e in ((0, 4), (2, 4), (0, 6))]
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
     assert [g.tolist() for g in got] == [[0, 1, 2, 3], [2, 3], [0, 1, 2, 3, 4, 5], [0, 1, 2, 3]]
     assert [g.tolist() for g in again] == [[0, 1, 2, 3], [2, 3], [0, 1, 2, 3, 4, 5]]
     assert d["plan_hits"] == 3 and d["plans_made"] == 0 and d["python_calls"] == 0, d
@@ -154,7 +140,7 @@ FACTORY_CASES: dict[str, tuple[list[str], Callable[[], torch.Tensor]]] = {
 def test_factories_planned(case):
     ops, fn = FACTORY_CASES[case]
     ref = fn()
-    got, d = _routed(fn, ops)
+    got, d = routed(fn, ops)
     _same(got, ref)
     _assert_planned(d)
 
@@ -181,7 +167,7 @@ def test_new_factories_planned(case, dtype):
     ops, fn = NEW_CASES[case]
     x = _x(dtype)
     ref = fn(x)
-    got, d = _routed(lambda: fn(x), ops)
+    got, d = routed(lambda: fn(x), ops)
     _same(got, ref)
     _assert_planned(d)
 
@@ -209,7 +195,7 @@ def test_full_values_the_plan_cannot_check(fn):
                 fn()
         assert "overflow" in str(e)
         return
-    got, d = _routed(fn, ops)
+    got, d = routed(fn, ops)
     _same(got, ref)
     assert d["plan_hits"] == 0 and d["python_calls"] == 1, d
 
@@ -225,7 +211,7 @@ def test_another_device_goes_to_aten(ops, fn):
     """On the interpreter the active device type is CPU: a ``meta`` factory call is another
     device's, which aten's kernel serves (no plan, no Python implementation), as before."""
     ref = fn()
-    got, d = _routed(fn, ops)
+    got, d = routed(fn, ops)
     assert got.device.type == "meta" and got.shape == ref.shape and got.dtype == ref.dtype
     # (aten's meta arange calls arange.start_step: through enable()'s kernel, to aten again)
     assert d["plan_hits"] == 0 and d["python_calls"] == 0 and d["aten_calls"] >= 1, d
@@ -236,7 +222,7 @@ def test_new_zeros_onto_another_device():
     self's device); the call goes where it went before."""
     x = _x()
     ref = x.new_zeros((2, 3), device="meta")
-    got, d = _routed(lambda: x.new_zeros((2, 3), device="meta"), ["new_zeros"])
+    got, d = routed(lambda: x.new_zeros((2, 3), device="meta"), ["new_zeros"])
     assert got.device.type == "meta" and got.shape == ref.shape and got.dtype == ref.dtype
     assert d["plan_hits"] == 0, d
 

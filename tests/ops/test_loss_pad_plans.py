@@ -5,25 +5,21 @@ On CPU the nll planners refuse (the Python path checks the targets' range on the
 documented in loss.py), so the plan-hit tests make ``host_check_allowed`` answer as on a device."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 import torch.nn.functional as F
 import tritonjit_ops as T
-from tritonjit_ops import _native_ops, copy, loss, loss_backward
+from _util import native_ops_or_skip, needs_cxx, stats_delta
+from tritonjit_ops import copy, loss, loss_backward
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                                reason="no C++ compiler: the operators stay on their Python kernels")
+pytestmark = needs_cxx
 NLL = ["nll_loss_forward", "nll_loss_backward"]
 RED = {"none": 0, "mean": 1, "sum": 2}
 
 
 @pytest.fixture(scope="module")
 def native():
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
-    return _native_ops
+    return native_ops_or_skip()
 
 
 @pytest.fixture
@@ -31,9 +27,6 @@ def device_like(monkeypatch):
     monkeypatch.setattr(loss, "host_check_allowed", lambda t: False)
     monkeypatch.setattr(loss_backward, "host_check_allowed", lambda t: False)
 
-
-def _delta(a: dict, b: dict) -> dict:
-    return {k: b[k] - a[k] for k in b}
 
 
 def _tol(dt):
@@ -71,7 +64,7 @@ def test_nll_forward_backward(native, request, dt, red, weighted, shape, path):
         s0 = native.stats()
         torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
         torch.ops.aten.nll_loss_backward(gout, x, t, w, RED[red], -100, ref[1])
-        d = _delta(s0, native.stats())
+        d = stats_delta(s0, native.stats())
     for a, b in zip(got, ref):
         assert a.dtype == b.dtype and a.shape == b.shape
         torch.testing.assert_close(a, b, equal_nan=True, **_tol(dt))
@@ -101,7 +94,7 @@ def test_nll_strided_self_and_cross_entropy(native, device_like):
         got = torch.ops.aten.nll_loss_forward(x.log_softmax(-1), t, None, 1, -100)
         s0 = native.stats()
         got2 = torch.ops.aten.nll_loss_forward(x.log_softmax(-1).t().contiguous().t(), t, None, 1, -100)
-        d = _delta(s0, native.stats())
+        d = stats_delta(s0, native.stats())
         F.cross_entropy(b, t).backward()
     for r in (got, got2):
         torch.testing.assert_close(r[0], ref[0], **_tol(torch.bfloat16))
@@ -146,7 +139,7 @@ def test_constant_pad_nd(native, case):
         got = torch.constant_pad_nd(x, pad, value)
         s0 = native.stats()
         again = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
-        d = _delta(s0, native.stats())
+        d = stats_delta(s0, native.stats())
     ref2 = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
     assert got.dtype == ref.dtype and got.shape == ref.shape and got.stride() == ref.stride()
     assert torch.equal(got, ref) and torch.equal(again, ref2)

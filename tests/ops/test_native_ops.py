@@ -3,29 +3,22 @@ executed in C++ (here on the interpreter, whose launches go through Python)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close
+from _util import close, native_ops_or_skip, needs_cxx, stats_delta
 from tritonjit_ops import _native_ops, _plan, pointwise
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                                reason="no C++ compiler: the operators stay on their Python kernels")
+pytestmark = needs_cxx
 
 
 @pytest.fixture(scope="module")
 def native():
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    native_ops_or_skip()
     with T.enable(wait_native=True):
         assert T._registry.native_path() == "C++"
         yield _native_ops
 
-
-def _delta(before: dict, after: dict) -> dict:
-    return {k: after[k] - before[k] for k in after}
 
 
 CASES = {
@@ -79,10 +72,10 @@ def test_matches_eager_and_runs_in_cpp(native, case):
     T.enable(wait_native=True)
     before = native.stats()
     got = CASES[case](args)
-    first = _delta(before, native.stats())
+    first = stats_delta(before, native.stats())
     before = native.stats()
     again = CASES[case](args)
-    second = _delta(before, native.stats())
+    second = stats_delta(before, native.stats())
     close(got, ref)
     close(again, ref)
     assert got.dtype == ref.dtype and got.shape == ref.shape
@@ -96,7 +89,7 @@ def test_scalar_values_are_runtime_arguments(native):
     x * 2.0, torch.add(x, y, alpha=5), torch.add(x, y, alpha=1)
     before = native.stats()
     got = [torch.add(x, y, alpha=alpha) for alpha in (1, 2, 3)] + [x * c for c in (0.5, 1.5, -2.0)]
-    d = _delta(before, native.stats())
+    d = stats_delta(before, native.stats())
     assert d["plans_made"] == 0 and d["plan_hits"] == 6  # the values are not part of the key
     T.disable()
     want = [x + alpha * y for alpha in (1, 2, 3)] + [x * c for c in (0.5, 1.5, -2.0)]
@@ -116,7 +109,7 @@ def test_calls_tritonjit_cannot_take_go_on_to_aten_as_in_eager(native):
     T.enable(wait_native=True)
     before = native.stats()
     got = [z + z, torch.neg(b)]
-    d = _delta(before, native.stats())
+    d = stats_delta(before, native.stats())
     assert d["aten_calls"] == 2 and d["launches"] == 0
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and torch.equal(g, w)
@@ -131,7 +124,7 @@ def test_bool_arithmetic_is_logic(native, op):
     T.enable(wait_native=True)
     before = native.stats()
     got = getattr(torch, op)(a, b)
-    assert _delta(before, native.stats())["python_calls"] == 0
+    assert stats_delta(before, native.stats())["python_calls"] == 0
     assert got.dtype == torch.bool and torch.equal(got, want)
 
 
@@ -167,8 +160,7 @@ def test_python_executor_runs_the_same_plans():
 def test_cuda_matches_eager_and_runs_in_cpp(case, dtype):
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    native_ops_or_skip()
     if case.startswith("arg") and dtype == torch.bfloat16:
         pytest.skip("bf16 rounding makes ties, whose index aten does not define")
     args = [a.to("cuda") if a.dim() else a for a in _inputs()]  # the 0-dim stays a CPU scalar
@@ -178,7 +170,7 @@ def test_cuda_matches_eager_and_runs_in_cpp(case, dtype):
         CASES[case](args)  # plans made, variants compiled
         before = _native_ops.stats()
         got = CASES[case](args)
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else {}
     close(got, ref, **tol)
     assert got.dtype == ref.dtype and got.shape == ref.shape
@@ -219,8 +211,7 @@ def _rotary_ref(x, cos, sin):
 
 @pytest.mark.parametrize("case", sorted(TJ_CASES))
 def test_tritonjit_namespace_ops_run_in_cpp(case):
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    native_ops_or_skip()
     from tritonjit_ops import _registry
 
     assert _registry._TritonjitOps.handle is not None
@@ -230,7 +221,7 @@ def test_tritonjit_namespace_ops_run_in_cpp(case):
     op(args)
     before = _native_ops.stats()
     got = op(args)
-    d = _delta(before, _native_ops.stats())
+    d = stats_delta(before, _native_ops.stats())
     for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
         close(g, w, rtol=1e-5, atol=1e-5)
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1
@@ -245,7 +236,7 @@ def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
     x, y = torch.randn(3, 7, 13, generator=g), torch.randn(3, 13, 5, generator=g)
     before = native.stats()
     got = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]
-    d = _delta(before, native.stats())
+    d = stats_delta(before, native.stats())
     assert d["aten_calls"] == 3 and d["launches"] == 0 and d["python_calls"] == 0
     T.disable()
     want = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]

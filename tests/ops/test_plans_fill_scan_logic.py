@@ -6,41 +6,25 @@ goes to the Python implementation (its ~20-50 us of host time per call is what t
 plans save on a GPU)."""
 from __future__ import annotations
 
-import shutil
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close
+from _util import close, native_ops_or_skip, needs_cxx, routed, stats_delta
 from tritonjit_ops import _native_ops, _plan, copy, reduction, rowwise
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                                reason="no C++ compiler: the operators stay on their Python kernels")
+pytestmark = needs_cxx
 
 
 @pytest.fixture(scope="module", autouse=True)
 def native():
-    if _native_ops.module(wait=True) is None:
-        pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
+    native_ops_or_skip()
     T.disable()
     yield _native_ops
     T.disable()
 
 
-def _delta(before: dict, after: dict) -> dict:
-    return {k: after[k] - before[k] for k in after}
-
-
-def _routed(fn: Callable[[], Any], ops: list[str]) -> tuple[Any, dict]:
-    """fn() under enable(include=ops), its second call (the first made the plans), and the
-    C++ path's counters of that call."""
-    with T.enable(include=ops, wait_native=True):
-        fn()
-        before = _native_ops.stats()
-        got = fn()
-        d = _delta(before, _native_ops.stats())
-    return got, d
 
 
 def _assert_planned(d: dict) -> None:
@@ -79,7 +63,7 @@ def test_like_is_planned(op, dtype, layout):
     x = _layouts(dtype)[layout]
     args = (x, _full_value(dtype)) if op == "full_like" else (x,)
     want = getattr(torch, op)(*args)
-    got, d = _routed(lambda: getattr(torch, op)(*args), [op])
+    got, d = routed(lambda: getattr(torch, op)(*args), [op])
     close(got, want)
     assert got.stride() == want.stride() or got.numel() == 0
     _assert_planned(d)
@@ -92,7 +76,7 @@ def test_like_with_dtype_and_memory_format(op):
     for kw in (dict(dtype=torch.bfloat16, memory_format=torch.contiguous_format),
                dict(dtype=torch.int64, memory_format=torch.contiguous_format)):
         want = getattr(torch, op)(x, *extra, **kw)
-        got, d = _routed(lambda kw=kw: getattr(torch, op)(x, *extra, **kw), [op])
+        got, d = routed(lambda kw=kw: getattr(torch, op)(x, *extra, **kw), [op])
         close(got, want)
         assert got.is_contiguous()
         _assert_planned(d)
@@ -108,7 +92,7 @@ def test_like_keeping_the_inputs_strides_takes_the_python_implementation(op):
     for fn in (lambda: getattr(torch, op)(x, *extra),
                lambda: getattr(torch, op)(x4, *extra, memory_format=torch.channels_last)):
         want = fn()
-        got, d = _routed(fn, [op])
+        got, d = routed(fn, [op])
         close(got, want)
         assert got.stride() == want.stride()
         assert d["python_calls"] == 1 and d["plan_hits"] == 0
@@ -121,7 +105,7 @@ def test_full_like_value_is_a_runtime_argument():
         torch.full_like(x, 0.5), torch.full_like(xi, 5)  # the keys: a float and an int, neither 0 nor 1
         before = _native_ops.stats()
         got = [torch.full_like(x, v) for v in values] + [torch.full_like(xi, v) for v in (-9, 2**40)]
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
     assert d["plans_made"] == 0 and d["plan_hits"] == 6 and d["python_calls"] == 0
     want = [torch.full_like(x, v) for v in values] + [torch.full_like(xi, v) for v in (-9, 2**40)]
     for g, w in zip(got, want):
@@ -142,7 +126,7 @@ def test_full_like_values_aten_checks_per_call_take_the_python_implementation(dt
             torch.full_like(x, value)
         assert "overflow" in str(e)
         return
-    got, d = _routed(lambda: torch.full_like(x, value), ["full_like"])
+    got, d = routed(lambda: torch.full_like(x, value), ["full_like"])
     close(got, want)
     assert d["plan_hits"] == 0
 
@@ -186,7 +170,7 @@ def test_inplace_fill_is_planned_and_returns_self(op, dtype, layout):
         seen.append(t)
         return call(t)
 
-    got, d = _routed(fn, [op])
+    got, d = routed(fn, [op])
     assert got is seen[-1]  # self itself, not a new buffer
     close(got, want)
     assert got.stride() == want.stride()
@@ -203,7 +187,7 @@ def test_fill_value_is_a_runtime_argument_and_grads_zero():
         vals = []
         for v in (2.0, -1.5, 3):
             vals.append(x.fill_(v).clone() if isinstance(v, float) else x.fill_(v).clone())
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
     assert d["python_calls"] == 0 and d["plan_hits"] == 3
     assert d["plans_made"] == 1  # the int Scalar is another key than the float
     for g, v in zip(vals, (2.0, -1.5, 3)):
@@ -214,7 +198,7 @@ def test_fill_value_is_a_runtime_argument_and_grads_zero():
     with T.enable(include=["zero_"], wait_native=True):
         before = _native_ops.stats()
         torch.optim.SGD(lin.parameters(), lr=0.1).zero_grad(set_to_none=False)
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
     assert d["plan_hits"] == 2 and d["python_calls"] == 0
     assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in lin.parameters())
 
@@ -224,12 +208,12 @@ def test_fill_of_a_narrow_integer_with_another_value_takes_the_python_implementa
     with T.enable(include=["fill_.Scalar"], wait_native=True):
         before = _native_ops.stats()
         x.fill_(5)
-        d = _delta(before, _native_ops.stats())
+        d = stats_delta(before, _native_ops.stats())
         assert torch.equal(x, torch.full((4,), 5, dtype=torch.int8))
         assert d["plan_hits"] == 0
         before = _native_ops.stats()
         x.fill_(1)  # 0 and 1 are in the call key: planned, with the value baked in
-        assert _delta(before, _native_ops.stats())["plan_hits"] == 1
+        assert stats_delta(before, _native_ops.stats())["plan_hits"] == 1
         assert torch.equal(x, torch.ones(4, dtype=torch.int8))
 
 
@@ -258,7 +242,7 @@ def test_cumsum_is_planned(dtype, layout, dim):
     x = _tensor((4, 6, 5), dtype)
     x = {"contiguous": x, "strided": _tensor((4, 6, 10), dtype, 3)[..., ::2], "transposed": x.transpose(0, 2)}[layout]
     want = torch.cumsum(x, dim)
-    got, d = _routed(lambda: torch.cumsum(x, dim), ["cumsum"])
+    got, d = routed(lambda: torch.cumsum(x, dim), ["cumsum"])
     tol = dict(rtol=2e-2, atol=5e-2) if dtype in (torch.bfloat16, torch.float16) else {}
     close(got, want, **tol)
     assert got.dtype == (dtype if dtype.is_floating_point else torch.int64)
@@ -282,7 +266,7 @@ def test_cumsum_edge_cases(case):
         "long row": (torch.randint(0, 3, (2, 3000), generator=g), -1, {}),
     }[case]
     want = torch.cumsum(x, dim, **kw)
-    got, d = _routed(lambda: torch.cumsum(x, dim, **kw), ["cumsum"])
+    got, d = routed(lambda: torch.cumsum(x, dim, **kw), ["cumsum"])
     close(got, want)
     _assert_planned(d)
 
@@ -315,7 +299,7 @@ def _logic_inputs(dtype: torch.dtype) -> dict[str, torch.Tensor]:
 def test_full_logic_reduction_is_planned(op, dtype, layout):
     x = _logic_inputs(dtype)[layout]
     want = getattr(torch, op)(x)
-    got, d = _routed(lambda: getattr(torch, op)(x), [op])
+    got, d = routed(lambda: getattr(torch, op)(x), [op])
     close(got, want)
     assert got.dim() == 0 and got.dtype == (torch.uint8 if dtype == torch.uint8 else torch.bool)
     _assert_planned(d)
@@ -339,7 +323,7 @@ def test_logic_reduction_over_dims_is_planned(op, call):
     }[call]
     want = fn()
     ops = [op, f"{op}.dim", f"{op}.dims"]
-    got, d = _routed(fn, ops)
+    got, d = routed(fn, ops)
     close(got, want)
     _assert_planned(d)
 
@@ -353,7 +337,7 @@ def test_large_logic_reductions_split():
     fn = [lambda: x.all(), lambda: x.any(), lambda: y.any(1), lambda: none.any(), lambda: y.all()]
     for f in fn:
         want = f()
-        got, d = _routed(f, ["all", "any", "any.dim"])
+        got, d = routed(f, ["all", "any", "any.dim"])
         close(got, want)
         _assert_planned(d)
 
@@ -365,7 +349,7 @@ def test_logic_reductions_not_planned():
     assert reduction.plan_logic("any", x, 5) is None  # aten's IndexError
     assert reduction.plan_logic("any", torch.tensor([1j])) is None
     want = torch.any(x, dim=())
-    got, _ = _routed(lambda: torch.any(x, dim=()), ["any.dims"])
+    got, _ = routed(lambda: torch.any(x, dim=()), ["any.dims"])
     close(got, want)
 
 
