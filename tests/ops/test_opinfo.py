@@ -50,10 +50,15 @@ DTYPE_TOL_OVERRIDE: dict[tuple[str, torch.dtype], dict[str, float]] = {
 }
 #: ops whose index outputs may order equal values differently (bf16 makes ties common): the
 #: indices pass when they select the same values; name -> how to find the dim in a sample
+def _dim_first(s: Any) -> int:
+    """The dim of sort/argsort(input, dim=-1, ...)."""
+    return s.args[0] if s.args and isinstance(s.args[0], int) else s.kwargs.get("dim", -1)
+
+
 TIE_ORDER: dict[str, Callable[[Any], int]] = {
     "topk": lambda s: s.args[1] if len(s.args) > 1 else s.kwargs.get("dim", -1),
-    "sort": lambda s: s.args[0] if s.args and isinstance(s.args[0], int) else s.kwargs.get("dim", -1),
-    "argsort": lambda s: s.args[0] if s.args and isinstance(s.args[0], int) else s.kwargs.get("dim", -1),
+    "sort": _dim_first,
+    "argsort": _dim_first,
 }
 CPU_SAMPLES = 2        # samples per OpInfo entry and dtype on CPU (CI's time budget)
 CPU_MAX_NUMEL = 2048   # on CPU, samples whose tensors hold more elements are left out
