@@ -21,154 +21,183 @@ Tensor = torch.Tensor
 
 
 @triton.jit
-def _norm_bwd_kernel(
-    dy, x, w, mean_in, rstd_in, dres, dx, dw_part, db_part, M, N, eps, ROWS,
+def _norm_bwd_rows_kernel(
+    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
-    HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, ONE_PASS: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
-    """dx of rows [pid * ROWS, (pid + 1) * ROWS); dw_part/db_part[pid] = their sums of dy * xhat / dy."""
+    """Rows that fit in registers, BLOCK_M of them per step (their reductions run side by
+    side, not one after another): dx of row blocks pid, pid + G, ...; part[0, pid] and
+    part[1, pid] (part[0, pid] without a weight) = their sums of dy * xhat and of dy."""
     pid = tl.program_id(0)
-    if ONE_PASS:
-        cols = tl.arange(0, BLOCK_N)
-        cm = cols < N
-        if HAS_W:
-            wv = tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
-        dw_acc = tl.zeros([BLOCK_N], tl.float32)
-        db_acc = tl.zeros([BLOCK_N], tl.float32)
-        for i in range(0, ROWS):
-            row = pid * ROWS + i
-            ok = row < M
-            m = cm & ok
-            base = row.to(tl.int64) * N
-            xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-            g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
-            if HAS_STATS:
-                rstd = tl.load(rstd_in + row, mask=ok, other=0.0).to(tl.float32)
-                if RMS:
-                    mu = 0.0
-                else:
-                    mu = tl.load(mean_in + row, mask=ok, other=0.0).to(tl.float32)
-            else:
-                if RMS:
-                    mu = 0.0
-                    var = tl.sum(xv * xv, 0) / N
-                else:
-                    mu = tl.sum(xv, 0) / N
-                    d = tl.where(m, xv - mu, 0.0)
-                    var = tl.sum(d * d, 0) / N
-                rstd = 1.0 / tl.sqrt(var + eps)
-            xhat = tl.where(m, (xv - mu) * rstd, 0.0)
-            if HAS_W:
-                wg = g * wv
-            else:
-                wg = g
-            c1 = tl.sum(xhat * wg, 0) / N
+    cols = tl.arange(0, BLOCK_N)
+    cm = cols < N
+    if HAS_W:
+        wv = tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
+    dw_acc = tl.zeros([BLOCK_N], tl.float32)
+    db_acc = tl.zeros([BLOCK_N], tl.float32)
+    for blk in range(pid, tl.cdiv(M, BLOCK_M), G):
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        rm = rows < M
+        m = rm[:, None] & cm[None, :]
+        offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+        xv = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
+        g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
+        if HAS_STATS:
+            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(tl.float32)
             if RMS:
-                dxv = (wg - xhat * c1) * rstd
+                xhat = tl.where(m, xv * rstd[:, None], 0.0)
             else:
-                c2 = tl.sum(wg, 0) / N
-                dxv = (wg - xhat * c1 - c2) * rstd
-            if HAS_DRES:
-                dxv += tl.load(dres + base + cols, mask=m, other=0.0).to(tl.float32)
-            tl.store(dx + base + cols, dxv.to(dx.dtype.element_ty), mask=m)
-            if NEED_W:
-                dw_acc += g * xhat
-            if NEED_B:
-                db_acc += g
+                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(tl.float32)
+                xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+        else:
+            if RMS:
+                rstd = 1.0 / tl.sqrt(tl.sum(xv * xv, 1) / N + eps)
+                xhat = tl.where(m, xv * rstd[:, None], 0.0)
+            else:
+                mu = tl.sum(xv, 1) / N
+                d = tl.where(m, xv - mu[:, None], 0.0)
+                rstd = 1.0 / tl.sqrt(tl.sum(d * d, 1) / N + eps)
+                xhat = d * rstd[:, None]
+        if HAS_W:
+            wg = g * wv[None, :]
+        else:
+            wg = g
+        c1 = tl.sum(xhat * wg, 1) / N
+        if RMS:
+            dxv = (wg - xhat * c1[:, None]) * rstd[:, None]
+        else:
+            c2 = tl.sum(wg, 1) / N
+            dxv = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+        if HAS_DRES:
+            dxv += tl.load(dres + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(dx + offs, dxv.to(dx.dtype.element_ty), mask=m)
         if NEED_W:
-            tl.store(dw_part + pid * N + cols, dw_acc, mask=cm)
+            dw_acc += tl.sum(g * xhat, 0)
         if NEED_B:
-            tl.store(db_part + pid * N + cols, db_acc, mask=cm)
-    else:
-        for i in range(0, ROWS):
-            row = pid * ROWS + i
-            ok = row < M
-            base = row.to(tl.int64) * N
-            if HAS_STATS:
-                rstd = tl.load(rstd_in + row, mask=ok, other=0.0).to(tl.float32)
-                if RMS:
-                    mu = 0.0
-                else:
-                    mu = tl.load(mean_in + row, mask=ok, other=0.0).to(tl.float32)
+            db_acc += tl.sum(g, 0)
+    if NEED_W:
+        tl.store(part + pid * N + cols, dw_acc, mask=cm)
+    if NEED_B:
+        tl.store(part + (G * N if NEED_W else 0) + pid * N + cols, db_acc, mask=cm)
+
+
+@triton.jit
+def _norm_bwd_wide_kernel(
+    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, ROWS, G,
+    RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
+    HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    """Rows too long for registers, in column chunks: dx of rows [pid * ROWS, (pid + 1) *
+    ROWS); the partial sums as in _norm_bwd_rows_kernel."""
+    pid = tl.program_id(0)
+    dw_part = part + pid * N
+    db_part = part + (G * N if NEED_W else 0) + pid * N
+    for i in range(0, ROWS):
+        row = pid * ROWS + i
+        ok = row < M
+        base = row.to(tl.int64) * N
+        if HAS_STATS:
+            rstd = tl.load(rstd_in + row, mask=ok, other=0.0).to(tl.float32)
+            if RMS:
+                mu = 0.0
             else:
+                mu = tl.load(mean_in + row, mask=ok, other=0.0).to(tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_N], tl.float32)
+            for c0 in range(0, N, BLOCK_N):
+                cols = c0 + tl.arange(0, BLOCK_N)
+                m = (cols < N) & ok
+                xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
+                if RMS:
+                    acc += xv * xv
+                else:
+                    acc += xv
+            if RMS:
+                mu = 0.0
+                var = tl.sum(acc, 0) / N
+            else:
+                mu = tl.sum(acc, 0) / N
                 acc = tl.zeros([BLOCK_N], tl.float32)
                 for c0 in range(0, N, BLOCK_N):
                     cols = c0 + tl.arange(0, BLOCK_N)
                     m = (cols < N) & ok
                     xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-                    if RMS:
-                        acc += xv * xv
-                    else:
-                        acc += xv
-                if RMS:
-                    mu = 0.0
-                    var = tl.sum(acc, 0) / N
-                else:
-                    mu = tl.sum(acc, 0) / N
-                    acc = tl.zeros([BLOCK_N], tl.float32)
-                    for c0 in range(0, N, BLOCK_N):
-                        cols = c0 + tl.arange(0, BLOCK_N)
-                        m = (cols < N) & ok
-                        xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-                        d = tl.where(m, xv - mu, 0.0)
-                        acc += d * d
-                    var = tl.sum(acc, 0) / N
-                rstd = 1.0 / tl.sqrt(var + eps)
-            a1 = tl.zeros([BLOCK_N], tl.float32)
-            a2 = tl.zeros([BLOCK_N], tl.float32)
-            for c0 in range(0, N, BLOCK_N):
-                cols = c0 + tl.arange(0, BLOCK_N)
-                m = (cols < N) & ok
-                xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-                g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
-                if HAS_W:
-                    g = g * tl.load(w + cols, mask=cols < N, other=0.0).to(tl.float32)
-                a1 += tl.where(m, (xv - mu) * rstd, 0.0) * g
-                a2 += g
-            c1 = tl.sum(a1, 0) / N
-            c2 = tl.sum(a2, 0) / N
-            for c0 in range(0, N, BLOCK_N):
-                cols = c0 + tl.arange(0, BLOCK_N)
-                cm = cols < N
-                m = cm & ok
-                xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-                g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
-                xhat = tl.where(m, (xv - mu) * rstd, 0.0)
-                if HAS_W:
-                    wg = g * tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
-                else:
-                    wg = g
-                if RMS:
-                    dxv = (wg - xhat * c1) * rstd
-                else:
-                    dxv = (wg - xhat * c1 - c2) * rstd
-                if HAS_DRES:
-                    dxv += tl.load(dres + base + cols, mask=m, other=0.0).to(tl.float32)
-                tl.store(dx + base + cols, dxv.to(dx.dtype.element_ty), mask=m)
-                first = i > 0  # the partial row of this program starts at zero
-                if NEED_W:
-                    prev = tl.load(dw_part + pid * N + cols, mask=cm & first, other=0.0)
-                    tl.store(dw_part + pid * N + cols, prev + g * xhat, mask=cm)
-                if NEED_B:
-                    prev = tl.load(db_part + pid * N + cols, mask=cm & first, other=0.0)
-                    tl.store(db_part + pid * N + cols, prev + g, mask=cm)
+                    d = tl.where(m, xv - mu, 0.0)
+                    acc += d * d
+                var = tl.sum(acc, 0) / N
+            rstd = 1.0 / tl.sqrt(var + eps)
+        a1 = tl.zeros([BLOCK_N], tl.float32)
+        a2 = tl.zeros([BLOCK_N], tl.float32)
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            m = (cols < N) & ok
+            xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
+            g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
+            if HAS_W:
+                g = g * tl.load(w + cols, mask=cols < N, other=0.0).to(tl.float32)
+            a1 += tl.where(m, (xv - mu) * rstd, 0.0) * g
+            a2 += g
+        c1 = tl.sum(a1, 0) / N
+        c2 = tl.sum(a2, 0) / N
+        for c0 in range(0, N, BLOCK_N):
+            cols = c0 + tl.arange(0, BLOCK_N)
+            cm = cols < N
+            m = cm & ok
+            xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
+            g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
+            xhat = tl.where(m, (xv - mu) * rstd, 0.0)
+            if HAS_W:
+                wg = g * tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
+            else:
+                wg = g
+            if RMS:
+                dxv = (wg - xhat * c1) * rstd
+            else:
+                dxv = (wg - xhat * c1 - c2) * rstd
+            if HAS_DRES:
+                dxv += tl.load(dres + base + cols, mask=m, other=0.0).to(tl.float32)
+            tl.store(dx + base + cols, dxv.to(dx.dtype.element_ty), mask=m)
+            first = i > 0  # the partial row of this program starts at zero
+            if NEED_W:
+                prev = tl.load(dw_part + cols, mask=cm & first, other=0.0)
+                tl.store(dw_part + cols, prev + g * xhat, mask=cm)
+            if NEED_B:
+                prev = tl.load(db_part + cols, mask=cm & first, other=0.0)
+                tl.store(db_part + cols, prev + g, mask=cm)
 
 
 @triton.jit
-def _col_sum_kernel(part, out, G, N, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr):
-    """out[n] = sum over g of part[g, n] (fp32), stored in out's dtype."""
+def _col_sum_kernel(part, dw, db, G, N, NEED_W: tl.constexpr, NEED_B: tl.constexpr, BLOCK_G: tl.constexpr,
+                    BLOCK_N: tl.constexpr):
+    """dw[n] / db[n] = sum over g of part[k, g, n] (fp32), stored in their dtype; program
+    axis 1 picks the gradient (k): both in one launch."""
+    k = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cm = cols < N
+    src = part + k.to(tl.int64) * G * N
     acc = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
     for g0 in range(0, G, BLOCK_G):
         gs = g0 + tl.arange(0, BLOCK_G)
         m = (gs < G)[:, None] & cm[None, :]
-        acc += tl.load(part + gs[:, None].to(tl.int64) * N + cols[None, :], mask=m, other=0.0)
-    tl.store(out + cols, tl.sum(acc, 0).to(out.dtype.element_ty), mask=cm)
+        acc += tl.load(src + gs[:, None].to(tl.int64) * N + cols[None, :], mask=m, other=0.0)
+    total = tl.sum(acc, 0)
+    if NEED_W:
+        if k == 0:
+            tl.store(dw + cols, total.to(dw.dtype.element_ty), mask=cm)
+    if NEED_B:
+        if k == (1 if NEED_W else 0):
+            tl.store(db + cols, total.to(db.dtype.element_ty), mask=cm)
 
 
-_norm_bwd = jit(_norm_bwd_kernel)
+_norm_bwd_rows = jit(_norm_bwd_rows_kernel)
+_norm_bwd_wide = jit(_norm_bwd_wide_kernel)
 _col_sum = jit(_col_sum_kernel)
+
+#: elements of a row block in registers (BLOCK_M * BLOCK_N) of the row kernel, on a GPU
+TILE_ELEMS = 4096
+#: row-kernel programs per SM: enough to hide latency, few partial rows to add up
+PROGRAMS_PER_SM = 2
 
 
 def _sms(on_gpu: bool, device: Any) -> int:
@@ -183,49 +212,57 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
                        rms: bool, need: Sequence[bool], contiguous: tuple[int, ...] = ()) -> Plan:
     """The plan of a row-norm backward. ``refs``: plan references (or None) of dy, x, w,
     mean, rstd, dres; ``shapes``: (shape, dtype) of the outputs dx, dw, db; ``need``:
-    which of dx, dw, db the call returns (an output not needed is returned as None)."""
+    which of dx, dw, db the call returns (an output not needed is returned as None).
+    Two launches at most: the rows (dx and per-program partial sums), then one column
+    kernel for both dw and db."""
     on_gpu = device.type != "cpu"
     one_pass = n <= (8192 if on_gpu else 2048)  # a row and its weight in registers (more live vectors than forward)
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
-    g = max(1, min(m, 2 * _sms(on_gpu, device)))  # programs: enough to fill the GPU, few partial rows
-    rows = cdiv(m, g) if m else 0
-    g = cdiv(m, rows) if rows else 0
+    if one_pass:
+        block_m = max(1, min(16, (TILE_ELEMS if on_gpu else 2048) // block_n))
+        blocks = cdiv(m, block_m)
+        g = max(1, min(blocks, PROGRAMS_PER_SM * _sms(on_gpu, device)))
+    else:
+        block_m = 1
+        g = max(1, min(m, PROGRAMS_PER_SM * _sms(on_gpu, device)))
+        rows = cdiv(m, g) if m else 0
+        g = cdiv(m, rows) if rows else 1
     outs = [Buffer(*shapes["dx"])]
-    temps: list[Buffer] = []
-    dw_ref = db_ref = None
+    kinds = int(need_w) + int(need_b)
+    temps = (Buffer((kinds, g, n), torch.float32),) if kinds else ()
+    dw_out = Out(1) if need_w else Out(0)
+    db_out = Out(2 if need_w else 1) if need_b else Out(0)
     if need_w:
         outs.append(Buffer(*shapes["dw"]))
-        temps.append(Buffer((max(g, 1), n), torch.float32))
-        dw_ref = Tmp(len(temps) - 1)
     if need_b:
         outs.append(Buffer(*shapes["db"]))
-        temps.append(Buffer((max(g, 1), n), torch.float32))
-        db_ref = Tmp(len(temps) - 1)
     result = (0 if need[0] else -1, 1 if need_w else -1, (2 if need_w else 1) if need_b else -1)
     launches: list[Launch] = []
     if m and n:
         x = refs["x"]
-        warps = 4 if not on_gpu else (16 if block_n >= 8192 else 8 if block_n >= 2048 else 4)
-        launches.append(launch(
-            _norm_bwd, (g,), refs["dy"], x, refs["w"] if refs["w"] is not None else x,
-            refs["mean"] if refs["mean"] is not None else x, refs["rstd"] if refs["rstd"] is not None else x,
-            refs["dres"] if refs["dres"] is not None else x, Out(0),
-            dw_ref if dw_ref is not None else Out(0), db_ref if db_ref is not None else Out(0),
-            m, n, float(eps), rows, RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b,
-            HAS_STATS=refs["rstd"] is not None, HAS_DRES=refs["dres"] is not None, ONE_PASS=one_pass,
-            BLOCK_N=block_n, num_warps=warps))
-        bn = min(next_pow2(n), 64 if on_gpu else 256)  # many column programs: the partials are [g, n]
-        for k, (ref, want) in enumerate(((dw_ref, need_w), (db_ref, need_b))):
-            if want:
-                launches.append(launch(_col_sum, (cdiv(n, bn),), ref, Out(1 + k if need_w else 1), g, n,
-                                       BLOCK_G=min(next_pow2(g), 64 if on_gpu else 8), BLOCK_N=bn))
+        common = (refs["dy"], x, refs["w"] if refs["w"] is not None else x,
+                  refs["mean"] if refs["mean"] is not None else x, refs["rstd"] if refs["rstd"] is not None else x,
+                  refs["dres"] if refs["dres"] is not None else x, Out(0), Tmp(0) if kinds else Out(0), m, n,
+                  float(eps))
+        flags = dict(RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b,
+                     HAS_STATS=refs["rstd"] is not None, HAS_DRES=refs["dres"] is not None, BLOCK_N=block_n)
+        tile = block_m * block_n
+        warps = 4 if not on_gpu else (16 if tile >= 8192 else 8 if tile >= 2048 else 4)
+        if one_pass:
+            launches.append(launch(_norm_bwd_rows, (g,), *common, g, BLOCK_M=block_m, num_warps=warps, **flags))
+        else:
+            launches.append(launch(_norm_bwd_wide, (g,), *common, rows, g, num_warps=warps, **flags))
+        if kinds:
+            bn = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs
+            launches.append(launch(_col_sum, (cdiv(n, bn), kinds), Tmp(0), dw_out, db_out, g, n, NEED_W=need_w,
+                                   NEED_B=need_b, BLOCK_G=min(next_pow2(g), 64 if on_gpu else 8), BLOCK_N=bn))
     elif m == 0 and n:  # no rows: zero weight/bias gradients
         for k, want in enumerate((need_w, need_b)):
             if want:
                 launches.append(launch(_fill, (cdiv(n, 1024),), Out(1 + k if need_w else 1), n, 0.0, BLOCK=1024))
-    return Plan(tuple(outs), tuple(launches), result=result, temps=tuple(temps), contiguous=contiguous)
+    return Plan(tuple(outs), tuple(launches), result=result, temps=temps, contiguous=contiguous)
 
 
 @triton.jit
