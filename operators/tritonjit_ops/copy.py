@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 import tritonjit
 
-from ._common import cdiv, jit, unravel4
+from ._common import cdiv, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, value_keyed
 from ._plan import run as _run_plan
@@ -754,18 +754,26 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, lay
 
 # ----------------------------------------------------------------- constant_pad_nd
 @triton.jit
-def _pad_kernel(x, out, n, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3, b0, b1, b2, b3, value,
+def _pad_kernel(x, out, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3, b0, b1, b2, b3, value, COL_BLOCKS,
                 UPCAST: tl.constexpr, BLOCK: tl.constexpr):
-    """out (contiguous, rank 4 padded) = x at (i - b) where that lies inside x's (n0..n3), else value."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
-    j0, j1, j2, j3 = i0 - b0, i1 - b1, i2 - b2, i3 - b3
-    inside = ((j0 >= 0) & (j0 < n0) & (j1 >= 0) & (j1 < n1) & (j2 >= 0) & (j2 < n2) & (j3 >= 0) & (j3 < n3))
-    v = tl.load(x + j0 * s0 + j1 * s1 + j2 * s2 + j3 * s3, mask=mask & inside)
+    """out (contiguous, rank 4 padded) = x at (i - b) where that lies inside x's (n0..n3), else
+    value. A program writes BLOCK columns of one output row: the row's index is split once
+    per program (integer division per element is what a flat kernel would pay)."""
+    pid = tl.program_id(0)
+    row = pid // COL_BLOCKS
+    cols = (pid % COL_BLOCKS) * BLOCK + tl.arange(0, BLOCK)
+    i2 = row % d2
+    t = row // d2
+    j0, j1, j2 = t // d1 - b0, t % d1 - b1, i2 - b2
+    row_in = (j0 >= 0) & (j0 < n0) & (j1 >= 0) & (j1 < n1) & (j2 >= 0) & (j2 < n2)
+    j3 = cols - b3
+    cm = cols < d3
+    inside = row_in & (j3 >= 0) & (j3 < n3)
+    base = j0.to(tl.int64) * s0 + j1.to(tl.int64) * s1 + j2.to(tl.int64) * s2
+    v = tl.load(x + base + j3.to(tl.int64) * s3, mask=cm & inside)
     if UPCAST:  # 16-bit floats meet the fp32 value in fp32 (exact both ways)
         v = v.to(tl.float32)
-    tl.store(out + offs, tl.where(inside, v, value).to(out.dtype.element_ty), mask=mask)
+    tl.store(out + row.to(tl.int64) * d3 + cols, tl.where(inside, v, value).to(out.dtype.element_ty), mask=cm)
 
 
 _pad_k = jit(_pad_kernel)
@@ -813,9 +821,11 @@ def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
 
 
 def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[tuple[int, int, int, int]], n: int, value: Any) -> Any:
-    (_, s0, n0, b0), (d1, s1, n1, b1), (d2, s2, n2, b2), (d3, s3, n3, b3) = geo
-    return launch(_pad_k, (cdiv(n, 1024),), x_ref, Out(0), n, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3,
-                  b0, b1, b2, b3, value, UPCAST=dt in (torch.float16, torch.bfloat16), BLOCK=1024)
+    (d0, s0, n0, b0), (d1, s1, n1, b1), (d2, s2, n2, b2), (d3, s3, n3, b3) = geo
+    block = min(1024, next_pow2(d3))
+    col_blocks = cdiv(d3, block)
+    return launch(_pad_k, (d0 * d1 * d2 * col_blocks,), x_ref, Out(0), d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3,
+                  b0, b1, b2, b3, value, col_blocks, UPCAST=dt in (torch.float16, torch.bfloat16), BLOCK=block)
 
 
 def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:

@@ -174,7 +174,7 @@ def test_sm90_cross_compiles():
                       target="cuda:90")
     loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
                                         "4096", target="cuda:90")
-    copy._pad_k.compile("*bf16:16,*bf16:16,i64,i32,i32,i32," + "i32," * 12 + "fp32,True,1024", target="cuda:90")
+    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 15 + "fp32,i32,True,1024", target="cuda:90")
 
 
 def test_a_one_dim_mean_on_a_device_goes_to_aten():
