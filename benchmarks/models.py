@@ -16,7 +16,10 @@ Agreement: the logits under enable() against eager (max abs diff, and that relat
 max |eager|); for the training step the parameter gradients (max abs diff relative to
 the largest eager gradient, and the cosine similarity of all gradients). tritonjit
 calls: of the step's aten calls that enable() covers, and of all its calls that launch
-a kernel (not views or allocations), those that ran tritonjit kernels under enable();
+a kernel (not views or allocations), those that ran tritonjit kernels under enable().
+The column "covered: kernel or measured aten": the share of covered calls that ran
+tritonjit kernels or that a measured policy (mm, SDPA) gave to aten's kernel because it
+measured faster on their shape (allowed; an ordinary fallback counts against it).
 ``tritonjit bench audit`` lists them call by call.
 
 --smoke (automatic without a GPU): tiny fp32 configs through Triton's interpreter, each
@@ -212,8 +215,9 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     got, cov = _audit.coverage(fn, include=include, exclude=exclude)
     row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
     del ref, got, ref_grads
-    row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls", "covered_routed_calls")})
-    row["not_routed"] = cov["not_routed"]
+    row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls", "covered_routed_calls",
+                                    "policy_calls")})
+    row["not_routed"], row["policy"] = cov["not_routed"], cov["policy"]
     if not timed:
         return row
 
@@ -271,28 +275,38 @@ def _cos(v: float | None) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = "| model | shape | tokens | eager ms | tritonjit ms | ratio | ratio (median) | logits err (abs / rel) " \
-           "| grad err (rel) | grad cos | tritonjit calls: of covered, of all |"
-    out = [head, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| grad err (rel) | grad cos | tritonjit calls: of covered, of all | covered: kernel or measured aten |"
+    out = [head, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         if "error" in r:
             out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | error: {r['error']} |"
-                       " | | | | | | |")
+                       " | | | | | | | |")
             continue
         routed = (f"{r['covered_routed_calls']}/{r['covered_calls']}, "
                   f"{r['routed_calls']}/{r['kernel_calls']} ({100 * r['routed_calls'] / max(r['kernel_calls'], 1):.0f}%)")
+        ok = r["covered_routed_calls"] + r.get("policy_calls", 0)
+        either = f"{ok}/{r['covered_calls']} ({100 * ok / max(r['covered_calls'], 1):.0f}%)"
         timed = "ratio" in r
         timing = (f"{r['tritonjit_ms']:.3f}", f"{r['ratio']:.2f}x", f"{r['ratio_median']:.2f}x") if timed \
             else ("(not timed)", "-", "-")
         eager = f"{r['eager_ms']:.3f}" if timed else "-"
         out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | {eager} | {timing[0]} | {timing[1]} | "
                    f"{timing[2]} | {_e(r['logits_max_abs'])} / {_e(r['logits_rel'])} | {_e(r.get('grad_rel'))} | "
-                   f"{_cos(r.get('grad_cos'))} | {routed} |")
+                   f"{_cos(r.get('grad_cos'))} | {routed} | {either} |")
     lines = ["\n".join(out), ""]
     for r in rows:
         if r.get("not_routed"):
-            top = ", ".join(f"{op} {n}" for op, n in list(r["not_routed"].items())[:6])
+            top = ", ".join(f"{op} {n}{_measured(n, r.get('policy', {}).get(op, 0))}"
+                            for op, n in list(r["not_routed"].items())[:6])
             lines.append(f"{r['model']}/{r['shape']}: calls without a tritonjit kernel: {top}")
     return "\n".join(lines)
+
+
+def _measured(calls: int, policy: int) -> str:
+    """The mark of an op's calls without a tritonjit kernel that a measured policy gave to aten."""
+    if not policy:
+        return ""
+    return " (aten measured faster)" if policy == calls else f" ({policy} aten measured faster)"
 
 
 def routing(include: str | None) -> str | list[str] | None:

@@ -9,6 +9,9 @@ fresh tensors of that layout, eager and under ``enable()``: once each to compare
 outputs and to count the tritonjit kernels the enabled replay launched, then timed in
 interleaved rounds. Integer and bool tensors (indices, masks) replay with the captured
 values, so index arguments stay in range; floating point ones get random values.
+A covered call that launched no tritonjit kernel because a measured policy (mm, SDPA)
+gave it to aten, aten being faster on its shape, is told apart from an ordinary
+fallback (see _policy.py).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _native_ops, _registry
+from . import _native_ops, _policy, _registry
 
 __all__ = ["AuditRow", "Audit", "audit", "audit_table", "capture", "coverage"]
 
@@ -240,13 +243,16 @@ def _device_launches(run: Callable[[], Any], sync: Callable[[], None]) -> int | 
 
 
 class _RoutedRecorder(TorchDispatchMode):
-    """Under enable(): per aten call, whether tritonjit kernels launched while it ran."""
+    """Under enable(): per aten call, whether tritonjit kernels launched while it ran, and
+    for a covered one that launched none, whether a measured policy gave it to aten."""
 
     def __init__(self, launches: _Launches) -> None:
         super().__init__()
         self.launches = launches
-        self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0}
+        self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0,
+                       "policy_calls": 0}
         self.not_routed: dict[str, int] = {}
+        self.policy: dict[str, int] = {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = self.launches[0]
@@ -263,6 +269,9 @@ class _RoutedRecorder(TorchDispatchMode):
                 c["covered_routed_calls"] += covered
             else:
                 self.not_routed[call.op] = self.not_routed.get(call.op, 0) + 1
+                if covered and _policy.chose_aten(_aten_key(func), args):
+                    c["policy_calls"] += 1
+                    self.policy[call.op] = self.policy.get(call.op, 0) + 1
         return out
 
 
@@ -270,13 +279,20 @@ def coverage(fn: Callable[..., Any], *args: Any, include: Iterable[str] | str | 
              exclude: Iterable[str] = (), **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """Runs ``fn`` once under ``enable(include, exclude)``: what it returned, and the counts
     of its aten calls: all, those with a kernel (not views or allocations), those enable()
-    covers, those that launched tritonjit kernels (and those of them covered);
-    ``not_routed``: op -> kernel calls that launched none. Count a call after a first one:
-    the measured policies (mm, SDPA) time tritonjit's kernel on a shape's first call, even
-    where aten's kernel serves the shape from then on."""
+    covers, those that launched tritonjit kernels (and those of them covered), and
+    ``policy_calls``: covered calls that launched none because a measured policy gave them
+    to aten (aten measured faster on their shape; allowed, and told apart from fallbacks).
+    ``not_routed``: op -> kernel calls that launched none (the policy's included);
+    ``policy``: op -> those of them a measured policy gave to aten. Count a call after a
+    first one: the measured policies (mm, SDPA) time tritonjit's kernel on a shape's first
+    call, even where aten's kernel serves the shape from then on."""
     with _registry.enable(include, exclude), _count_launches() as launches, _RoutedRecorder(launches) as rec:
         result = fn(*args, **kwargs)
-    return result, {**rec.counts, "not_routed": dict(sorted(rec.not_routed.items(), key=lambda kv: -kv[1]))}
+    return result, {**rec.counts, "not_routed": _by_count(rec.not_routed), "policy": _by_count(rec.policy)}
+
+
+def _by_count(d: dict[str, int]) -> dict[str, int]:
+    return dict(sorted(d.items(), key=lambda kv: -kv[1]))
 
 
 # ------------------------------------------------------------------ replay
@@ -286,7 +302,9 @@ class AuditRow:
 
     ``covered``: enable() registers a tritonjit implementation for the overload;
     ``routed``: a tritonjit kernel launched when the call was replayed under enable()
-    (a covered call that falls back to aten shows ``routed=False``); ``launches``:
+    (a covered call that falls back to aten shows ``routed=False``); ``aten_measured``:
+    a covered, unrouted call that a measured policy (mm, SDPA) gave to aten because
+    aten's kernel measured faster on its shape (not an ordinary fallback); ``launches``:
     tritonjit launches per call; times in microseconds per call; ``max_err``: max
     |eager - tritonjit| over the outputs, relative to max |eager|.
     """
@@ -302,6 +320,7 @@ class AuditRow:
     max_err: float | None = None
     has_kernel: bool = True
     error: str | None = None
+    aten_measured: bool = False
 
     @property
     def gap_us(self) -> float:
@@ -423,6 +442,7 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
         if not row.launches and call.covered and _on_cuda(call):
             row.launches = _device_launches(lambda: _run_enabled(func, _clone((args, kwargs)), route), sync) or 0
         row.routed = row.launches > 0
+        row.aten_measured = call.covered and not row.routed and _policy.chose_aten(_aten_key(func), ta)
         row.max_err = _max_err(ref, got)
         del ref, got, ea, ek, ta, tk
         call_once = lambda: func(*args, **kwargs)  # noqa: E731
@@ -513,7 +533,8 @@ def _describe(call: Call, limit: int = 110) -> str:
 
 
 def summary(rows: list[AuditRow]) -> dict[str, Any]:
-    """Call counts and totals: how many calls run tritonjit kernels, what they cost."""
+    """Call counts and totals: how many calls run tritonjit kernels, how many covered ones a
+    measured policy gave to aten (``aten_measured_calls``), what they cost."""
     compute = [r for r in rows if r.has_kernel]
     covered = [r for r in compute if r.covered]
     routed = [r for r in compute if r.routed]
@@ -524,16 +545,19 @@ def summary(rows: list[AuditRow]) -> dict[str, Any]:
     n_cov = sum(r.calls for r in covered)
     n_routed = sum(r.calls for r in routed)
     n_cov_routed = sum(r.calls for r in covered if r.routed)
+    n_measured = sum(r.calls for r in covered if r.aten_measured and not r.routed)
     uncovered = sorted((r for r in timed if r.has_kernel and not r.routed), key=lambda r: r.calls * r.eager_us,
                        reverse=True)
     return {
         "calls": sum(r.calls for r in rows), "kernel_calls": n, "covered_calls": n_cov, "routed_calls": n_routed,
-        "covered_routed_calls": n_cov_routed,
+        "covered_routed_calls": n_cov_routed, "aten_measured_calls": n_measured,
         "routed_share_of_covered": n_cov_routed / n_cov if n_cov else math.nan,
+        "kernel_or_measured_share_of_covered": (n_cov_routed + n_measured) / n_cov if n_cov else math.nan,
         "routed_share_of_kernel_calls": n_routed / n if n else math.nan,
         "eager_us": eager, "tritonjit_us": tj, "ratio": tj / eager if eager else math.nan,
         "errors": sum(1 for r in rows if r.error),
-        "top_unrouted": [f"{r.op} {r.args} ({r.calls}x, {r.calls * r.eager_us:.0f} us)" for r in uncovered[:5]],
+        "top_unrouted": [f"{r.op} {r.args} ({r.calls}x, {r.calls * r.eager_us:.0f} us"
+                         f"{', aten measured faster' if r.aten_measured else ''})" for r in uncovered[:5]],
     }
 
 
@@ -552,10 +576,11 @@ def audit_table(rows: list[AuditRow], limit: int | None = None, views: bool = Fa
             "| --- | --- | ---: | :-: | :-: | ---: | ---: | ---: | ---: | ---: |")
     lines = [head]
     for r in shown:
+        routed = "yes" if r.routed else "aten (measured)" if r.aten_measured else "no"
         err = r.error if r.error else ("-" if r.max_err is None else f"{r.max_err:.1e}")
         lines.append(
             f"| {r.op} | {r.args} | {r.calls} | {'yes' if r.covered else 'no'} | "
-            f"{'yes' if r.routed else 'no'} | {_fmt_us(r.eager_us)} | {_fmt_us(r.tritonjit_us)} | "
+            f"{routed} | {_fmt_us(r.eager_us)} | {_fmt_us(r.tritonjit_us)} | "
             f"{'-' if math.isnan(r.ratio) else f'{r.ratio:.2f}x'} | {_fmt_us(r.gap_us) if not math.isnan(r.gap_us) else '-'} "
             f"| {err} |")
     if cut:
@@ -564,7 +589,9 @@ def audit_table(rows: list[AuditRow], limit: int | None = None, views: bool = Fa
     lines.append("")
     lines.append(
         f"{s['covered_routed_calls']} of {s['covered_calls']} covered calls ran tritonjit kernels "
-        f"({_pct(s['routed_share_of_covered'])}); {s['routed_calls']} of all {s['kernel_calls']} calls with a kernel "
+        f"({_pct(s['routed_share_of_covered'])}) and {s['aten_measured_calls']} went to aten, measured faster "
+        f"(kernel or measured aten: {_pct(s['kernel_or_measured_share_of_covered'])}); "
+        f"{s['routed_calls']} of all {s['kernel_calls']} calls with a kernel "
         f"({_pct(s['routed_share_of_kernel_calls'])}); views and allocations: {s['calls'] - s['kernel_calls']} calls")
     lines.append(f"replayed call by call: eager {s['eager_us']:.0f} us, under enable() {s['tritonjit_us']:.0f} us "
                  f"({s['ratio']:.2f}x)" + (f"; {s['errors']} calls could not be replayed" if s["errors"] else ""))

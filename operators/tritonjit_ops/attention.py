@@ -34,6 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _policy
 from ._common import cdiv, jit
 
 Tensor = torch.Tensor
@@ -749,6 +750,13 @@ _ROUTE: dict[tuple, bool] = {}
 _ROUTE_MAX = 4096
 
 
+def clear_routes() -> None:
+    """Forget every SDPA route decision (the next forward of a call key measures again), and
+    the audit's record of those that went to aten (see _policy.py)."""
+    _ROUTE.clear()
+    _policy.clear(op for op in ATEN if not op.endswith("_backward"))
+
+
 def sdpa_mode() -> str:
     """TRITONJIT_OPS_SDPA: "auto" (default): on a device, each distinct SDPA call (shapes,
     dtype, causal, mask) is timed once against aten's own kernel, and the faster serves it;
@@ -798,6 +806,8 @@ def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
         if ours is not None and len(_ROUTE) < _ROUTE_MAX:
             _ROUTE[key] = use
     if not use:
+        if ours is not None:  # a forward's measured choice (its backward finds it by family)
+            _policy.note_aten(op, (q, k))
         raise Unsupported(f"tritonjit.{op}: aten's kernel measured faster for this call (TRITONJIT_OPS_SDPA=auto)")
 
 

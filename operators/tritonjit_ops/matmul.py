@@ -49,6 +49,7 @@ import triton
 import triton.language as tl
 
 from . import _plan as P
+from . import _policy
 from ._common import cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
@@ -464,8 +465,10 @@ _plans: dict[tuple, Plan] = {}
 
 
 def clear_plans() -> None:
-    """Forget every cached plan (the tuned configs stay stored; the next call asks again)."""
+    """Forget every cached plan (the tuned configs stay stored; the next call asks again),
+    and the audit's record of the calls _aten_is_faster gave to aten (see _policy.py)."""
     _plans.clear()
+    _policy.clear(PLANNERS)
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -832,6 +835,8 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
     plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
                   aligned=False, operands=(a, b, c, bias))
     if _aten_is_faster(plan, a, b, c, bias, m, n, k, bsz, call):
+        if _aten_mode() == "auto":  # measured, not forced: the audit shows it as such
+            _policy.note_aten(call[0], call[1:])
         return P.aten_plan()
     sa, sb, sc = _s3(a), _s3(b), _s3(c)
     si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
@@ -875,7 +880,8 @@ def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | 
     tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands;
     ``call`` = (op, *arguments) as the call gave them: addmm's bias unexpanded, which is
     what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK or
-    more on a device. The audit shows such calls as not routed."""
+    more on a device. The audit shows such calls as not routed, aten measured faster
+    (_matmul_plan notes them in _policy)."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"

@@ -10,7 +10,7 @@ import torch
 import triton.testing
 
 attention = pytest.importorskip("tritonjit_ops.attention")
-from tritonjit_ops import _registry  # noqa: E402
+from tritonjit_ops import _policy, _registry  # noqa: E402
 
 OP = "_scaled_dot_product_flash_attention"
 
@@ -20,6 +20,7 @@ def device_call(monkeypatch):
     """A device-like call (meta tensors) on the C++ operator path, with stand-in timings."""
     monkeypatch.setattr(_registry._State, "native", object())
     monkeypatch.setattr(attention, "_ROUTE", {})
+    monkeypatch.setattr(_policy, "_chosen", {})
     times: dict[str, float] = {}
     calls: list[str] = []
 
@@ -98,3 +99,44 @@ def test_a_call_aten_cannot_time_stays_with_tritonjit(device_call, monkeypatch):
     _forward(q, k)
     _backward(q, k)
     assert calls == ["ours", "aten"]
+
+
+def _measured_aten(q, k):
+    """The audit's view: the forward and the backward of this call went to aten, measured faster."""
+    v, do = torch.empty_like(k), torch.empty_like(q)
+    fwd = _policy.chose_aten(OP, (q, k, v, 0.0, True))
+    bwd = _policy.chose_aten(OP + "_backward", (do, q, k, v, do))
+    assert fwd == bwd
+    return fwd
+
+
+def test_the_audit_sees_the_calls_aten_measured_faster_on_and_no_others(device_call, monkeypatch):
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    q, k, times, _ = device_call
+    with pytest.raises(attention.Unsupported):
+        _backward(q, k)  # no forward decision: aten's kernel, but nothing measured
+    assert not _measured_aten(q, k)
+    times.update(ours=1.0, aten=1.0)
+    _forward(q, k)
+    assert not _measured_aten(q, k)
+    q2 = torch.empty(2, 4, 512, 64, device="meta")
+    times.update(ours=2.0)
+    with pytest.raises(attention.Unsupported):
+        _forward(q2, k)
+    assert _measured_aten(q2, k) and not _measured_aten(q, k)
+    attention.clear_routes()
+    assert attention._ROUTE == {} and not _measured_aten(q2, k)
+    with pytest.raises(attention.Unsupported):
+        _forward(q2, k)  # measured again: noted again
+    _policy.clear()
+    with pytest.raises(attention.Unsupported):
+        _forward(q2, k)  # decided by _ROUTE: a forward notes its choice on every call
+    assert _measured_aten(q2, k)
+
+
+def test_a_forced_aten_is_no_measured_choice(device_call, monkeypatch):
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "aten")
+    q, k, _, _ = device_call
+    with pytest.raises(attention.Unsupported):
+        _forward(q, k)
+    assert not _measured_aten(q, k)

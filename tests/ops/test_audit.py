@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 import tritonjit_ops as T
-from tritonjit_ops import _audit
+from _util import native_ops_or_skip, needs_cxx
+from tritonjit_ops import _audit, _policy
 
 F = torch.nn.functional
 
@@ -111,3 +112,91 @@ def test_audit_refuses_to_run_inside_enable():
         with pytest.raises(RuntimeError, match="outside enable"):
             T.audit(torch.neg, torch.randn(3))
     assert T.enabled_ops() == []
+
+
+# ---- calls a measured policy gave to aten (aten measured faster) -------------------------------
+@pytest.fixture
+def no_records(monkeypatch):
+    """An empty record of the measured policies' aten choices, for this test only."""
+    monkeypatch.setattr(_policy, "_chosen", {})
+
+
+def _empty_adds(a, b):
+    # covered, but an empty result launches nothing: an ordinary fallback, or (noted) a policy's
+    return a + a, b + b
+
+
+def test_coverage_tells_a_noted_aten_choice_from_an_ordinary_fallback(no_records):
+    a, b = torch.empty(0, 4), torch.empty(0, 5)
+    _policy.note_aten("add.Tensor", (a, a))
+    _, cov = _audit.coverage(_empty_adds, a, b)
+    assert cov["covered_calls"] == 2 and cov["covered_routed_calls"] == 0
+    assert cov["not_routed"] == {"aten::add.Tensor": 2}
+    assert cov["policy_calls"] == 1 and cov["policy"] == {"aten::add.Tensor": 1}
+    _policy.clear()
+    _, cov = _audit.coverage(_empty_adds, a, b)
+    assert cov["policy_calls"] == 0 and cov["policy"] == {}
+
+
+def test_policy_records_key_the_call_layout_and_the_sdpa_family(no_records, monkeypatch):
+    x, w = torch.randn(4, 8), torch.randn(8, 3)
+    _policy.note_aten("mm", (x, w))
+    assert _policy.chose_aten("mm", (torch.randn(4, 8), torch.randn(8, 3)))  # same layout, other values
+    assert not _policy.chose_aten("mm", (x, torch.randn(3, 8).t()))  # another layout
+    assert not _policy.chose_aten("bmm", (x, w)) and not _policy.chose_aten("mm.out", (x, w))
+    op = "_scaled_dot_product_efficient_attention"
+    q, k = torch.empty(1, 2, 16, 8), torch.empty(1, 2, 32, 8)
+    _policy.note_aten(op, (q, k))
+    assert _policy.chose_aten(op, (q, k, k, None, True))
+    assert _policy.chose_aten(op + "_backward", (q, q, k, k, None, q))  # do, q, k, v, ...: its forward's record
+    assert not _policy.chose_aten(op + "_backward", (q, k, k, k))
+    assert not _policy.chose_aten("_scaled_dot_product_flash_attention", (q, k, k))
+    _policy.clear(["mm"])
+    assert not _policy.chose_aten("mm", (x, w)) and _policy.chose_aten(op, (q, k))
+    monkeypatch.setattr(_policy, "MAX", 2)
+    for n in range(1, 4):
+        _policy.note_aten("mm", (torch.empty(n, 2), torch.empty(2, 2)))
+    assert len(_policy._chosen) == 2 and not _policy.chose_aten(op, (q, k))  # bounded: the oldest went first
+    assert _policy.chose_aten("mm", (torch.empty(3, 2), torch.empty(2, 2)))
+
+
+def _matmuls(x, w, bias, y):
+    return torch.mm(x, w.t()), F.linear(x, w, bias), torch.bmm(x.expand(2, *x.shape), y)
+
+
+@needs_cxx
+def test_matmuls_the_measured_policy_gives_to_aten_are_counted_and_marked(no_records, monkeypatch):
+    """On the C++ operator path, _aten_is_faster (forced: no GPU to measure on) sends mm,
+    addmm and bmm to aten's kernel; the plan cache keeps that, and the audit and coverage
+    count those calls as measured choices. Shapes of this test only: the C++ plan cache
+    keeps aten's plans for the rest of the process."""
+    native_ops_or_skip()
+    from tritonjit_ops import matmul
+
+    monkeypatch.delenv("TRITONJIT_OPS_MM_ATEN", raising=False)
+    monkeypatch.setattr(matmul, "_aten_is_faster", lambda *args: True)
+    args = (torch.randn(13, 23), torch.randn(9, 23), torch.randn(9), torch.randn(2, 23, 6))
+    rows = T.audit(lambda *a: (_matmuls(*a), _empty_adds(torch.empty(0, 4), torch.empty(0, 5))), *args, rounds=1)
+    by = {r.op: r for r in rows if r.op in ("aten::mm", "aten::addmm", "aten::bmm")}
+    assert len(by) == 3
+    for r in by.values():
+        assert r.covered and not r.routed and r.aten_measured and r.error is None and r.max_err < 1e-5, r
+    adds = [r for r in rows if r.op == "aten::add.Tensor"]
+    assert len(adds) == 2 and all(r.covered and not r.routed and not r.aten_measured for r in adds)
+    s = rows.summary()
+    assert s["aten_measured_calls"] == 3 and s["covered_routed_calls"] == 0 and s["covered_calls"] == 5
+    assert s["kernel_or_measured_share_of_covered"] == 3 / 5
+    text = str(rows)
+    assert "| aten::mm | f32[13,23], f32[23,9]T | 1 | yes | aten (measured) |" in text
+    assert "| aten::add.Tensor | f32[0,4], f32[0,4] | 1 | yes | no |" in text
+    assert "0 of 5 covered calls ran tritonjit kernels (0%) and 3 went to aten, measured faster " \
+           "(kernel or measured aten: 60%)" in text
+    assert "aten measured faster)" in text  # the costliest calls without a tritonjit kernel
+
+    # later calls never reach the planner: the record still tells them apart
+    monkeypatch.setattr(matmul, "_aten_is_faster", lambda *args: pytest.fail("planned again"))
+    got, cov = _audit.coverage(_matmuls, *args)
+    assert cov["policy_calls"] == 3 and cov["policy"] == {"aten::mm": 1, "aten::addmm": 1, "aten::bmm": 1}
+    assert cov["not_routed"] == cov["policy"]
+    for g, want in zip(got, _matmuls(*args)):
+        torch.testing.assert_close(g, want)

@@ -17,7 +17,7 @@ import tritonjit
 import tritonjit_ops as T
 from _util import close
 from tritonjit import _autotune
-from tritonjit_ops import matmul
+from tritonjit_ops import _policy, matmul
 
 SMEM_SM90 = 232448  # bytes of shared memory a block may opt in to on sm_90
 LAYOUTS = {  # (a strides, b strides) of a (M, K) and b (K, N), M = N = K = 4096
@@ -360,6 +360,21 @@ def test_launch_finds_the_plan_choose_cached():
     assert matmul.choose(5, 24, 40, 1, x.dtype, x.stride(), w.t().stride(), False, x.device) is plan
     assert plan.to_dict()["grid"] == [1, 1, 1]
     matmul.clear_plans()
+
+
+def test_clear_plans_forgets_the_matmul_calls_given_to_aten(monkeypatch):
+    """The audit's record of the calls _aten_is_faster gave to aten goes with the plans (the
+    next call measures again); the SDPA ops' records stay."""
+    monkeypatch.setattr(_policy, "_chosen", {})
+    x, w = torch.empty(4, 8), torch.empty(8, 2)
+    q = torch.empty(1, 1, 4, 8)
+    for op in ("mm", "bmm"):
+        _policy.note_aten(op, (x, w))
+    _policy.note_aten("addmm", (w[0], x, w))
+    _policy.note_aten("_scaled_dot_product_flash_attention", (q, q))
+    matmul.clear_plans()
+    assert not any(_policy.chose_aten(op, (x, w)) for op in ("mm", "bmm")) and not _policy.chose_aten("addmm", (w[0], x, w))
+    assert _policy.chose_aten("_scaled_dot_product_flash_attention", (q, q, q))
 
 
 def test_tuning_key_says_whether_tma_configs_were_candidates(monkeypatch):

@@ -37,4 +37,16 @@ def test_models_smoke(model, tmp_path):
             assert r["grad_rel"] <= M.SMOKE_TOL["grad_rel"] and r["grad_cos"] >= M.SMOKE_TOL["grad_cos"], r
         assert 0 < r["covered_calls"] <= r["kernel_calls"], r
         assert r["covered_routed_calls"] == r["covered_calls"], r  # every covered call launched a tritonjit kernel
+        assert r["policy_calls"] == 0 and r["policy"] == {}, r  # the measured policies measure on a device only
     assert rc == 0
+
+
+def test_table_counts_and_marks_the_calls_aten_measured_faster_on():
+    row = dict(model="llama", shape="train", batch=4, tokens=256, calls=600, kernel_calls=497, covered_calls=479,
+               routed_calls=436, covered_routed_calls=419, policy_calls=41, logits_max_abs=0.0, logits_rel=0.0,
+               not_routed={"aten::mm": 21, "aten::bmm": 24, "aten::flip": 17, "aten::add.Tensor": 1},
+               policy={"aten::mm": 21, "aten::bmm": 20})
+    text = M.table([row])
+    assert "| 419/479, 436/497 (88%) | 460/479 (96%) |" in text
+    assert ("llama/train: calls without a tritonjit kernel: aten::mm 21 (aten measured faster), "
+            "aten::bmm 24 (20 aten measured faster), aten::flip 17, aten::add.Tensor 1") in text
