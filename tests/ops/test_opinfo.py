@@ -47,6 +47,10 @@ DTYPE_TOL_OVERRIDE: dict[tuple[str, torch.dtype], dict[str, float]] = {
     # aten's CUDA cumsum scans bf16 in bf16 (CUB over scalar_t): each partial sum rounds;
     # tritonjit accumulates in fp32 and rounds once, so they part by a few ulps of the running sum
     ("cumsum", torch.bfloat16): dict(rtol=0.15, atol=0.1),
+    # aten's CUDA group_norm stores each group's mean and rstd in the input dtype
+    # (RowwiseMomentsCUDAKernel writes T) and normalizes with those rounded statistics;
+    # tritonjit keeps them in fp32: on the H200 one output of 125 parted by 0.018 (about 9 ulps)
+    ("nn.functional.group_norm", torch.bfloat16): dict(rtol=0.02, atol=0.04),
 }
 #: ops whose index outputs may order equal values differently (bf16 makes ties common): the
 #: indices pass when they select the same values; name -> how to find the dim in a sample
