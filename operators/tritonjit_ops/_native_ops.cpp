@@ -546,7 +546,7 @@ class OpKernel final : public c10::OperatorKernel {
 
   void execute(const NPlan& plan, const c10::IValue* args, const DevRef& dev, torch::jit::Stack* stack) {
     const at::TensorOptions opts = at::TensorOptions().device(dev.device(args));
-    std::vector<at::Tensor> contig;  // inputs made contiguous (plan.contiguous)
+    c10::SmallVector<at::Tensor, 4> contig;  // inputs made contiguous (plan.contiguous); no heap on the hot path
     for (int i : plan.contiguous) {
       contig.push_back(args[i].toTensor().contiguous());
     }
@@ -555,8 +555,7 @@ class OpKernel final : public c10::OperatorKernel {
         if (plan.contiguous[k] == i) return contig[k];
       return args[i].toTensor();
     };
-    std::vector<at::Tensor> outs, tmps;
-    outs.reserve(plan.outputs.size());
+    c10::SmallVector<at::Tensor, 4> outs, tmps;
     for (const auto& b : plan.outputs) outs.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
     for (const auto& b : plan.temps) tmps.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
     Slot slots[64];
