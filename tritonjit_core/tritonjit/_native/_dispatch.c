@@ -268,11 +268,36 @@ static int device_by_python(ParamSpec *ps, PyObject *v, uint64_t ptr) {
   return (int)dev;
 }
 
+/* An exact int of one machine digit (|v| < 2**30: every int a launch usually takes)
+ * read without PyLong_AsLongLongAndOverflow; 0 for any other int (the caller digests it
+ * with tj_digest_scalar, which gives the same value for these). */
+static inline int compact_int(PyObject *v, long long *out) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact((PyLongObject *)v)) return 0;
+  *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+  return 1;
+#elif PY_VERSION_HEX >= 0x030B0000 /* Python.h includes cpython/longintrepr.h */
+  Py_ssize_t n = Py_SIZE(v);
+  if (n < -1 || n > 1) return 0;
+  *out = (long long)n * (long long)((PyLongObject *)v)->ob_digit[0]; /* 0 for n == 0 */
+  return 1;
+#else
+  (void)v, (void)out;
+  return 0;
+#endif
+}
+
 /* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
 static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
   ParamSpec *ps = &d->ps[i];
   PyObject *tok;
-  if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
+  long long x;
+  if (PyLong_CheckExact(v) && compact_int(v, &x)) { /* tj_digest_scalar's TJ_ARG_INT, sooner */
+    a->obj = v;
+    a->kind = TJ_ARG_INT;
+    a->v.i = x;
+    tok = int_token(d, ps, a);
+  } else if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
     switch (a->kind) {
       case TJ_ARG_FLOAT: tok = d->tok[T_FP32]; break;
       case TJ_ARG_BOOL: tok = d->tok[T_U1]; break;
