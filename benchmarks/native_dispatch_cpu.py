@@ -2,8 +2,11 @@
 
 No accelerator needed: a test backend whose launcher is ``_dispatch.Recorder(keep=False)``
 (a C launch entry that only counts calls; it simulates no vendor) lets the whole
-native path run: bind, key, memo, lookup, C launch entry. Kernels with 4, 8 and 16
-parameters, most of them tensors, with two kinds of tensor:
+native path run: ``f[grid]`` (``__getitem__``), bind, key, memo, lookup, C launch
+entry. The kernels and calls are those of the launch benchmark (launch_kernels.py,
+``launch_overhead.make_cases``): 0, 4, 8, 16, 19 and 58 runtime arguments and the
+mixed one (fp16, bf16 and fp32 pointers, None, ints, a float, a bool, a constexpr),
+with two kinds of tensor:
 
 * ``torch``: real CPU torch tensors (exact ``torch.Tensor``), with
   ``torch.Tensor.get_device`` replaced in this process by one answering 0, so the
@@ -12,111 +15,116 @@ parameters, most of them tensors, with two kinds of tensor:
   ``data_ptr()`` of a subclass);
 * ``fake``: tritonjit.testing.FakeTensor (Python methods), the slowest kind of argument.
 
-Prints ns per call (best of R) and, as the anchor measured in the same run, the cost
-of an empty Python call with the same arguments. For instruction counts run it under
-``valgrind --tool=callgrind`` with ``--only N`` and divide by ``--calls``.
+Prints ns per call (best of R interleaved rounds: each round times every path of every
+kernel once, so a busy second of a noisy host lands on all of them alike) and, as the
+anchor measured in the same run, the cost of an empty Python call with the same
+arguments; then what the dispatcher costs over that anchor, per call and per runtime
+argument, and the marginal cost of one argument over the 0-argument kernel. For
+instruction counts run it under ``valgrind --tool=callgrind`` with ``--only K
+--path launch`` twice, with two values of ``--calls``, and divide the difference.
 
-    python benchmarks/native_dispatch_cpu.py [--calls N] [--reps R] [--only 4|8|16] [--kind torch|fake]
+    python benchmarks/native_dispatch_cpu.py [--calls N] [--reps R] [--only 0,4,mixed] [--kind torch|fake]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from typing import Any
 
 import torch
-import triton
-import triton.language as tl
 import tritonjit
+from launch_overhead import KERNEL_KEYS, KERNELS, make_cases
 from tritonjit import _native
 from tritonjit.testing import FakeTensor, RecordingBackend
 
 
-@triton.jit
-def args4(X, Y, Out, n, BLOCK: tl.constexpr):
-    pass
+def fake(v: Any) -> Any:
+    """The FakeTensor stand-in of a torch tensor (same address and dtype), else ``v``."""
+    return FakeTensor(v.data_ptr(), v.dtype) if isinstance(v, torch.Tensor) else v
 
 
-@triton.jit
-def args8(X, Y, Z, W, Out, n, a, b, BLOCK: tl.constexpr):
-    pass
-
-
-@triton.jit
-def args16(X0, X1, X2, X3, X4, X5, X6, X7, X8, X9, Out, n, a, b, c, d, BLOCK: tl.constexpr):
-    pass
-
-
-def cases(kind: str) -> dict[int, tuple[Any, tuple]]:
-    if kind == "torch":
-        torch.Tensor.get_device = lambda self: 0  # this benchmark process only (see docstring)
-        ts = [torch.empty(64) for _ in range(11)]
-    else:
-        ts = [FakeTensor(1 << (20 + i)) for i in range(11)]
-    return {4: (args4, (*ts[:3], 1024)), 8: (args8, (*ts[:5], 1024, 3, 5)),
-            16: (args16, (*ts[:11], 1024, 2, 3, 4, 5))}
-
-
-def per_call(fn: Any, calls: int, reps: int) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn(calls)
-        best = min(best, (time.perf_counter() - t0) / calls * 1e9)
-    return best
-
-
-def loop(src: str, ns: dict) -> Any:
-    code = f"def run(n):\n    for _ in range(n):\n        {src}\n"
-    exec(code, ns)  # noqa: S102 - our own source text
-    return ns["run"]
+def make_loop(src: str, ns: dict) -> Any:
+    """``run(n)``: ``src`` n times in a loop of its own; returns ns per call."""
+    g = {**ns, "perf_counter": time.perf_counter}
+    exec(f"def run(n):\n    t0 = perf_counter()\n    for _ in range(n):\n        {src}\n"  # noqa: S102
+         "    return (perf_counter() - t0) / n * 1e9\n", g)
+    return g["run"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=200000)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--only", type=int, choices=(4, 8, 16))
+    ap.add_argument("--only", default=",".join(KERNEL_KEYS), help=f"kernels, of {','.join(KERNEL_KEYS)}")
     ap.add_argument("--kind", choices=("torch", "fake"), default="torch")
     ap.add_argument("--path", choices=("all", "launch", "key"), default="all",
-                    help="time one path only (for callgrind: run twice with different --calls, subtract)")
+                    help="run one path only, once, untimed (for callgrind: run twice with different --calls, "
+                         "subtract)")
     a = ap.parse_args(argv)
+    keys = tuple(k for k in a.only.split(",") if k)
+    if unknown := [k for k in keys if k not in KERNEL_KEYS]:
+        ap.error(f"unknown kernels {unknown}; choose from {','.join(KERNEL_KEYS)}")
     if not _native.available():
         print(f"native dispatcher: {_native.reason}", file=sys.stderr)
         return 1
     tritonjit.register_backend(RecordingBackend("counting", keep=False, devices=1))
     tritonjit.set_backend("counting")
     print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}", file=sys.stderr)
-    print(f"kind={a.kind}: ns per call, best of {a.reps} x {a.calls}")
-    print("| args | f[grid] | key only | empty py call | f[grid] - empty |")
-    print("| --- | --- | --- | --- | --- |")
-    for nargs, (kernel, args) in cases(a.kind).items():
-        if a.only and nargs != a.only:
-            continue
-        f = tritonjit.function(kernel)
+    torch.Tensor.get_device = lambda self: 0  # this benchmark process only (see docstring)
+
+    def empty(*args: Any, **kw: Any) -> None:
+        pass
+
+    loops: dict[str, dict[str, Any]] = {}
+    for key, case in make_cases("cpu", keys).items():
+        args = tuple(fake(v) for v in case.args) if a.kind == "fake" else case.args
+        f = tritonjit.function(KERNELS, case.kernel)
         grid = (4,)
-        f[grid](*args, BLOCK=256)
-        f[grid](*args, BLOCK=256)
-        assert f._dispatcher.stats()["native"] >= 1, f._dispatcher.stats()
-        names = ", ".join(f"a{i}" for i in range(len(args)))
+        names = [f"a{i}" for i in range(len(args))] + [f"{k}={k}" for k in case.constexprs]
+        call = ", ".join(names)
         ns: dict = {f"a{i}": v for i, v in enumerate(args)}
-
-        def empty(*args: Any, **kw: Any) -> None:
-            pass
-
+        ns.update(case.constexprs)
+        for _ in range(2):  # compiles (the recording backend's stand-in), then takes the native path
+            f[grid](*args, **case.constexprs)
         ns.update(f=f, grid=grid, key=f._dispatcher.key, empty=empty)
+        assert f._dispatcher.stats()["native"] >= 1, (key, f._dispatcher.stats())
         if a.path != "all":
-            src = f"f[grid]({names}, BLOCK=256)" if a.path == "launch" else f"key({names}, BLOCK=256)"
-            loop(src, ns)(a.calls)
+            src = f"f[grid]({call})" if a.path == "launch" else f"key({call})"
+            g = {**ns}
+            exec(f"def run(n):\n    for _ in range(n):\n        {src}\n", g)  # noqa: S102
+            g["run"](a.calls)
             continue
-        t_launch = per_call(loop(f"f[grid]({names}, BLOCK=256)", ns), a.calls, a.reps)
-        t_key = per_call(loop(f"key({names}, BLOCK=256)", ns), a.calls, a.reps)
-        t_empty = per_call(loop(f"empty({names}, BLOCK=256)", ns), a.calls, a.reps)
-        stats = f._dispatcher.stats()
-        assert stats["python"] == 0, stats
-        print(f"| {nargs} | {t_launch:.0f} | {t_key:.0f} | {t_empty:.0f} | {t_launch - t_empty:.0f} |")
+        loops[key] = {"n": len(args), "f": f,
+                      "launch": make_loop(f"f[grid]({call})", ns),
+                      "key": make_loop(f"key({call})", ns),
+                      "empty": make_loop(f"empty({call})", ns)}
+    if a.path != "all":
+        return 0
+    best = {k: {p: float("inf") for p in ("launch", "key", "empty")} for k in loops}
+    for lp in loops.values():  # warm up
+        for p in ("launch", "key", "empty"):
+            lp[p](min(a.calls, 2000))
+    for _ in range(a.reps):
+        for k, lp in loops.items():
+            for p in ("launch", "key", "empty"):
+                best[k][p] = min(best[k][p], lp[p](a.calls))
+    for k, lp in loops.items():
+        stats = lp["f"]._dispatcher.stats()
+        assert stats["python"] == 0, (k, stats)
+    print(f"kind={a.kind}: ns per call, best of {a.reps} interleaved rounds x {a.calls} calls "
+          f"(pid {os.getpid()})")
+    print("| kernel | args | f[grid] | key only | empty py call | f[grid] - empty | per arg | marginal per arg vs 0 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    base = best["0"]["launch"] - best["0"]["empty"] if "0" in best else None
+    for k, b in best.items():
+        n = loops[k]["n"]
+        over = b["launch"] - b["empty"]
+        per = f"{over / n:.1f}" if n else "-"
+        marg = f"{(over - base) / n:.1f}" if n and base is not None else "-"
+        print(f"| {k} | {n} | {b['launch']:.0f} | {b['key']:.0f} | {b['empty']:.0f} | {over:.0f} | {per} | {marg} |")
     return 0
 
 

@@ -31,6 +31,7 @@
 #define MAXP 64   /* kernels with more parameters take the Python path */
 #define MAXOPT 8  /* launch options (num_warps=...) handled natively */
 #define MEMO_N 4  /* recent (device, key) -> variant entries */
+#define MAXKW (MAXP + MAXOPT + 1) /* keyword names of a call resolved once per kwnames tuple */
 
 enum {
   F_CONSTEXPR = 1, F_ALIGN = 2, F_EQ1 = 4, F_CONST_PTR = 8, F_ANN_FIXED = 16, F_ANN_REMAP = 32,
@@ -96,6 +97,8 @@ typedef struct {
   getter dt_get;
   void *dt_closure;
   GridLaunch *cached_gl;
+  PyObject *kw_names;            /* the kwnames tuple kw_slot was resolved for (held) */
+  signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
 } Dispatcher;
 
@@ -265,11 +268,36 @@ static int device_by_python(ParamSpec *ps, PyObject *v, uint64_t ptr) {
   return (int)dev;
 }
 
+/* An exact int of one machine digit (|v| < 2**30: every int a launch usually takes)
+ * read without PyLong_AsLongLongAndOverflow; 0 for any other int (the caller digests it
+ * with tj_digest_scalar, which gives the same value for these). */
+static inline int compact_int(PyObject *v, long long *out) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyUnstable_Long_IsCompact((PyLongObject *)v)) return 0;
+  *out = (long long)PyUnstable_Long_CompactValue((PyLongObject *)v);
+  return 1;
+#elif PY_VERSION_HEX >= 0x030B0000 /* Python.h includes cpython/longintrepr.h */
+  Py_ssize_t n = Py_SIZE(v);
+  if (n < -1 || n > 1) return 0;
+  *out = (long long)n * (long long)((PyLongObject *)v)->ob_digit[0]; /* 0 for n == 0 */
+  return 1;
+#else
+  (void)v, (void)out;
+  return 0;
+#endif
+}
+
 /* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
 static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
   ParamSpec *ps = &d->ps[i];
   PyObject *tok;
-  if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
+  long long x;
+  if (PyLong_CheckExact(v) && compact_int(v, &x)) { /* tj_digest_scalar's TJ_ARG_INT, sooner */
+    a->obj = v;
+    a->kind = TJ_ARG_INT;
+    a->v.i = x;
+    tok = int_token(d, ps, a);
+  } else if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
     switch (a->kind) {
       case TJ_ARG_FLOAT: tok = d->tok[T_FP32]; break;
       case TJ_ARG_BOOL: tok = d->tok[T_U1]; break;
@@ -347,11 +375,51 @@ typedef struct {
   unsigned char own[MAXP];
   tj_arg args[MAXP];
   int device;
+  int nown; /* how many of kel are owned (most calls: none) */
 } Keyed;
 
 static void keyed_release(Dispatcher *d, Keyed *k, Py_ssize_t upto) {
+  if (k->nown == 0) return;
   for (Py_ssize_t i = 0; i < upto; i++)
     if (k->own[i]) Py_DECREF(k->kel[i]);
+}
+
+/* Where each keyword name of a call goes: a parameter index, or one of these. */
+enum { KW_STREAM = -1, KW_OPTION = -2 };
+
+/* The slot of each name of ``kwnames`` (KW_STREAM, KW_OPTION or a parameter index),
+ * resolved as bind_call always did (``stream``, then a parameter by identity, then by
+ * equality, else a launch option), and remembered for that tuple: a call site passes
+ * the same kwnames tuple (a constant of its code) on every call, so the names are
+ * compared once per call site, not once per call. */
+static const signed char *kw_slots(Dispatcher *d, PyObject *kwnames) {
+  if (kwnames == d->kw_names) return d->kw_slot;
+  Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  if (nkw > MAXKW) return NULL;
+  for (Py_ssize_t k = 0; k < nkw; k++) {
+    PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+    if (name == s_stream || PyUnicode_Compare(name, s_stream) == 0) {
+      d->kw_slot[k] = KW_STREAM;
+      continue;
+    }
+    Py_ssize_t j = -1;
+    for (Py_ssize_t q = 0; q < d->P; q++)
+      if (d->ps[q].name == name) {
+        j = q;
+        break;
+      }
+    if (j < 0)
+      for (Py_ssize_t q = 0; q < d->P; q++)
+        if (PyUnicode_Compare(d->ps[q].name, name) == 0) {
+          j = q;
+          break;
+        }
+    d->kw_slot[k] = j >= 0 ? (signed char)j : KW_OPTION;
+  }
+  if (PyErr_Occurred()) PyErr_Clear(); /* PyUnicode_Compare never fails on str; be safe */
+  Py_INCREF(kwnames);
+  Py_XSETREF(d->kw_names, kwnames);
+  return d->kw_slot;
 }
 
 /* Bind positional + keyword arguments to parameters. 0 ok, 1 fallback. */
@@ -363,46 +431,38 @@ static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyO
   c->nopt = 0;
   c->stream = NULL;
   if (kwnames) {
+    const signed char *slot = kw_slots(d, kwnames);
+    if (slot == NULL) return 1;
     Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nkw; k++) {
-      PyObject *name = PyTuple_GET_ITEM(kwnames, k), *val = args[nargs + k];
-      if (name == s_stream || PyUnicode_Compare(name, s_stream) == 0) {
-        c->stream = val;
-        continue;
-      }
-      Py_ssize_t j = -1;
-      for (Py_ssize_t q = 0; q < P; q++)
-        if (d->ps[q].name == name) {
-          j = q;
-          break;
-        }
-      if (j < 0)
-        for (Py_ssize_t q = 0; q < P; q++)
-          if (PyUnicode_Compare(d->ps[q].name, name) == 0) {
-            j = q;
-            break;
-          }
+      PyObject *val = args[nargs + k];
+      int j = slot[k];
       if (j >= 0) {
         if (c->vals[j] != NULL) return 1;
         c->vals[j] = val;
+      } else if (j == KW_STREAM) {
+        c->stream = val;
       } else {
         if (c->nopt == MAXOPT) return 1;
-        c->opt_names[c->nopt] = name;
+        c->opt_names[c->nopt] = PyTuple_GET_ITEM(kwnames, k);
         c->opt_vals[c->nopt++] = val;
       }
     }
   }
-  for (Py_ssize_t i = 0; i < P; i++)
-    if (c->vals[i] == NULL) {
-      if (d->ps[i].dflt == NULL) return 1;
-      c->vals[i] = d->ps[i].dflt;
-    }
+  if (nargs < P) {
+    for (Py_ssize_t i = nargs; i < P; i++)
+      if (c->vals[i] == NULL) {
+        if (d->ps[i].dflt == NULL) return 1;
+        c->vals[i] = d->ps[i].dflt;
+      }
+  }
   return 0;
 }
 
 /* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). */
 static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
   k->device = -1;
+  k->nown = 0;
   for (Py_ssize_t i = 0; i < d->P; i++) {
     PyObject *v = c->vals[i];
     k->own[i] = 0;
@@ -423,6 +483,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
         }
         k->kel[i] = key;
         k->own[i] = 1;
+        k->nown++;
       }
       continue;
     }
@@ -864,6 +925,7 @@ static int Dispatcher_traverse(PyObject *self, visitproc visit, void *arg) {
   Py_VISIT(d->registry);
   Py_VISIT(d->backend);
   Py_VISIT(d->cached_gl);
+  Py_VISIT(d->kw_names);
   for (int n = 0; n < MEMO_N; n++) {
     Py_VISIT(d->memo[n].key);
     Py_VISIT(d->memo[n].variant);
@@ -897,6 +959,7 @@ static int Dispatcher_clear(PyObject *self) {
   Py_CLEAR(d->registry);
   Py_CLEAR(d->backend);
   Py_CLEAR(d->cached_gl);
+  Py_CLEAR(d->kw_names);
   for (int n = 0; n < MEMO_N; n++) memo_clear(&d->memo[n]);
   return 0;
 }
