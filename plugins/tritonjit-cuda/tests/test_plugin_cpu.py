@@ -297,3 +297,29 @@ def test_launcher_digests_arguments_as_the_core_dispatcher_does():
         assert dispatch.digest_scalar(v) is None
     assert _driver.digest(t) == (1, t.data_ptr())
     assert _driver.digest("x") == (7, "x")
+
+
+def test_the_native_dispatcher_reads_the_current_device_in_c(monkeypatch):
+    """A kernel without tensor arguments asks for the current device on every call: the
+    dispatcher gets torch's C reader (torch._C._cuda_getDevice, lazily initializing as
+    torch.cuda.current_device() does) instead of the Python hook; a plugin whose torch
+    module is another (a test's stand-in) or that offers none keeps the hook."""
+    from tritonjit._native import _current_device_fn
+    from tritonjit_cuda._backend import CudaBackend
+
+    read = lambda: 3  # noqa: E731
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", read, raising=False)
+    plugin = CudaBackend()
+    assert plugin.current_device_reader() is read
+    stand_in = CudaBackend()
+    stand_in._torch = object()  # another torch module: its hook
+    assert stand_in.current_device_reader() == stand_in.current_device
+
+    class Resolved:  # what the core resolves: the plugin object and its hooks
+        def __init__(self, plugin, hook):
+            self.plugin, self.current_device = plugin, hook
+
+    assert _current_device_fn(Resolved(plugin, plugin.current_device)) is read
+    assert _current_device_fn(Resolved(stand_in, stand_in.current_device)) == stand_in.current_device
+    hook = lambda: 0  # noqa: E731
+    assert _current_device_fn(Resolved(object(), hook)) is hook  # no reader offered: the hook

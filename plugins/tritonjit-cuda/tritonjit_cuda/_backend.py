@@ -149,6 +149,18 @@ class CudaBackend(TorchDevices):
             return None
         return torch.cuda
 
+    def current_device_reader(self) -> Any:
+        """torch's C-level reader of the current CUDA device (``torch.cuda.current_device()``
+        is ``_lazy_init()`` plus this call, which initializes lazily itself); the hook where
+        the torch module is another (a test's)."""
+        mod = self.torch_device_module()
+        if mod is None:
+            return self.current_device
+        import torch
+
+        read = getattr(torch._C, "_cuda_getDevice", None) if mod is torch.cuda else None
+        return read if read is not None else self.current_device
+
     def raw_stream(self, mod: Any, device: int) -> int:
         """torch's C reader of the raw stream: no stream object per call."""
         return _torch_glue.raw_stream_fn()(device)

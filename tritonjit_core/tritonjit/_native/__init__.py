@@ -94,8 +94,16 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
     install_tensor_reader()
     return dispatch.Dispatcher(
         fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
-        backend.current_device, backend.current_stream, registry.current_cell, backend, device_mode, _NO_DEFAULT,
+        _current_device_fn(backend), backend.current_stream, registry.current_cell, backend, device_mode, _NO_DEFAULT,
     )
+
+
+def _current_device_fn(backend: Any) -> Any:
+    """The plugin's cheaper current-device reader where it offers one
+    (``TorchDevices.current_device_reader``), else the ``current_device`` hook."""
+    reader = getattr(backend.plugin, "current_device_reader", None)
+    fn = reader() if callable(reader) else None
+    return fn if callable(fn) else backend.current_device
 
 
 def install_tensor_reader(wait: bool = False) -> bool:

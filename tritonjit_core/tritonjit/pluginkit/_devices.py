@@ -66,6 +66,13 @@ class TorchDevices:
         mod = self.torch_device_module()
         return int(mod.current_device()) if mod is not None else self.fallback_device()
 
+    def current_device_reader(self) -> Callable[[], int]:
+        """What the native dispatcher calls for the current device (a kernel without tensor
+        arguments, on every call): the hook by default. A plugin whose torch module has a
+        C-level reader that initializes lazily as ``current_device()`` does returns it (a
+        few Python calls fewer per launch)."""
+        return self.current_device
+
     @hookimpl
     def device_of(self, tensor: Any) -> int:
         dev = getattr(tensor, "device", None)
