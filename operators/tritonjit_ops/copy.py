@@ -831,8 +831,8 @@ def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[tuple[int, int, int, int]
 def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
     """aten::constant_pad_nd: one launch over the output (negative pads crop)."""
     _check("constant_pad_nd", x)
-    ref = _fill_ref(value, 2, x.dtype)
-    if ref is None or _overflows(value, x.dtype):
+    ref = _keyed_value(value, x.dtype)  # the value is known per call here, as in a value-keyed plan
+    if ref is None:
         raise _refuse("constant_pad_nd", f"value {value!r} for {x.dtype}")
     g = _pad_geometry(x, pad)
     if g is None or not _pad_layout_ok(x, pad):
@@ -844,10 +844,29 @@ def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
     return _run_plan(Plan((buf,), launches), [x, pad, value])
 
 
+def _keyed_value(value: Any, dt: torch.dtype) -> Any:
+    """The literal a value-keyed plan bakes in for Scalar ``value`` written into ``dt`` (the
+    call key holds the value, so it is checked once per value, as aten checks it per call):
+    None where aten raises (overflow, NaN into an integer), for a fractional float into an
+    integer dtype, and for a float into float64 (the kernel's fp32 argument would round it)."""
+    if not _is_scalar(value) or _overflows(value, dt):
+        return None
+    if dt == torch.bool or isinstance(value, bool):
+        return value
+    if dt.is_floating_point:
+        return None if dt == torch.float64 and isinstance(value, float) else value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    return int(value)
+
+
+@value_keyed
 def _plan_constant_pad_nd(x: Any, pad: Any, value: Any = 0) -> Plan | None:
+    """Keyed by the pad value (pads are a few constants: 0, -100 for labels, -inf for
+    masks), so an integral float into an integer tensor is planned too."""
     if not isinstance(x, Tensor) or x.dtype not in _REAL or x.layout != torch.strided:
         return None
-    ref = _fill_ref(value, 2, x.dtype)
+    ref = _keyed_value(value, x.dtype)
     g = None if ref is None else _pad_geometry(x, pad)
     if g is None or not _pad_layout_ok(x, pad):
         return None

@@ -123,6 +123,8 @@ PAD_CASES = {
     "sliced crop": (lambda: _BASE[:, ::2], (0, -1, 0, -1), 0.0),
     "5d merged": (lambda: torch.randn(2, 3, 4, 5, 6), (1, 1, 0, 0, 0, 0, 1, 0), 7.0),
     "int64 label shift": (lambda: torch.randint(0, 100, (2, 7)), (0, 1), -100),
+    "int64 labels, float pad": (lambda: torch.randint(0, 100, (4, 256)), (0, 1), -100.0),  # transformers' shift
+    "int8 in range": (lambda: torch.randint(-5, 5, (3, 4), dtype=torch.int8), (1, 0), 60),
     "bf16": (lambda: torch.randn(3, 4).bfloat16(), (2, 0, 1, 1), 0.5),
     "bool": (lambda: torch.tensor([True, False]), (1, 1), True),
     "empty input": (lambda: torch.randn(0, 3), (1, 1, 1, 1), 4.0),
@@ -135,19 +137,22 @@ def test_constant_pad_nd(native, case):
     x = make()
     ref = torch.constant_pad_nd(x, pad, value)
     assert torch.equal(copy.constant_pad_nd(x, list(pad), value), ref)  # the Python implementation
+    value2 = value * 2 if not isinstance(value, bool) else value
     with T.enable(include=["constant_pad_nd"], wait_native=True):
         got = torch.constant_pad_nd(x, pad, value)
         s0 = native.stats()
-        again = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
+        again = torch.constant_pad_nd(x, pad, value2)  # keyed by value: its own plan
+        twice = torch.constant_pad_nd(x, pad, value2)
         d = stats_delta(s0, native.stats())
-    ref2 = torch.constant_pad_nd(x, pad, value * 2 if not isinstance(value, bool) else value)
+    ref2 = torch.constant_pad_nd(x, pad, value2)
     assert got.dtype == ref.dtype and got.shape == ref.shape and got.stride() == ref.stride()
-    assert torch.equal(got, ref) and torch.equal(again, ref2)
-    assert d["python_calls"] == 0 and d["plan_hits"] == 1
+    assert torch.equal(got, ref) and torch.equal(again, ref2) and torch.equal(twice, ref2)
+    assert d["python_calls"] == 0 and d["plan_hits"] == 2
 
 
 @pytest.mark.parametrize("x, pad, value", [
     (torch.randint(0, 5, (3, 4), dtype=torch.int8), (1, 1), 300),  # aten: the value overflows int8
+    (torch.randint(0, 5, (3, 4), dtype=torch.int8), (1, 1), 300.0),
     (torch.randn(3, 4), (-3, -2), 0.0),  # aten: a negative size
 ])
 def test_constant_pad_nd_errors_are_atens(native, x, pad, value):
