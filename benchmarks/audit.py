@@ -7,7 +7,8 @@ For each model and shape, one step is captured call by call and each distinct at
 call replayed eager and under enable() (see tritonjit_ops/_audit.py): the table lists
 them costliest gap first (``routed``: ``aten (measured)`` where a measured policy gave
 the call to aten's faster kernel), then the share of calls that ran tritonjit kernels,
-those that went to aten by a measured choice, and the costliest calls that ran none. This is where the next slow path of a model shows up.
+those that went to aten by a measured choice, and the costliest calls that ran none.
+This is where the next slow path of a model shows up.
 --smoke (automatic without a GPU): the tiny fp32 configs through the interpreter.
 """
 from __future__ import annotations
