@@ -806,7 +806,11 @@ def _pad_geometry(x: Tensor, pad: Any) -> tuple[list[int], list[tuple[int, int, 
         dims.append((o, st, sz, b))
     if len(dims) > 4:
         return None
-    return shape, [(1, 0, 1, 0)] * (4 - len(dims)) + dims
+    geo = [(1, 0, 1, 0)] * (4 - len(dims)) + dims
+    d3 = geo[3][0]
+    if math.prod(g[0] for g in geo[:3]) * cdiv(d3, min(1024, next_pow2(max(d3, 1)))) >= 2**31:
+        return None  # more row programs than a launch grid holds
+    return shape, geo
 
 
 def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
