@@ -799,6 +799,10 @@ PyObject* py_register_gates(PyObject*, PyObject* args) {
   PyObject* entries;
   if (!PyArg_ParseTuple(args, "ssO", &ns, &key, &entries)) return nullptr;
   HANDLE_TH_ERRORS
+  // A gate passes the keyset through torch's pybind11 binding of DispatchKeySet; where this
+  // module cannot see it (another pybind11 ABI), no gates: the Python kernels keep serving.
+  pybind11::object probe = pybind11::cast(c10::DispatchKeySet(c10::DispatchKey::CPU));
+  (void)probe;
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::parseDispatchKey(key), __FILE__,
                                               __LINE__);
   Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));

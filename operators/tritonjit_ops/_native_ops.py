@@ -79,7 +79,12 @@ def register_gates(namespace: str, dispatch_key: str, entries: Sequence[tuple[st
         return None
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
-        return mod.register_gates(namespace, dispatch_key, list(entries))
+        try:
+            return mod.register_gates(namespace, dispatch_key, list(entries))
+        except RuntimeError as e:  # torch's DispatchKeySet binding not reachable from this module
+            warnings.warn(f"tritonjit_ops: no C++ autograd gates ({e}); torch.library's Python autograd "
+                          "kernels serve every call", RuntimeWarning, stacklevel=2)
+            return None
 
 
 def release(handle: Any) -> None:
