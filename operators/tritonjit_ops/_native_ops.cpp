@@ -15,12 +15,18 @@
 // planner that answers None sends the calls of that key to the operator's Python
 // implementation (it validates and raises aten's errors).
 //
+// With the tritonjit:: ops' kernels come their autograd gates (AutogradGate): C++ kernels
+// at the backend's Autograd key that call torch.library's Python autograd kernel only
+// for calls autograd must record.
+//
 // Built on first use against the installed torch by tritonjit's torch_build, as the
 // core's tensor reader is; see _native_ops.py.
 #include <Python.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -48,6 +54,7 @@ using tritonjit::detail::Ref;
 PyObject *g_In, *g_Out, *g_Tmp, *g_Arg, *g_InItem;
 
 std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0}, g_aten_calls{0};
+std::atomic<uint64_t> g_autograd_python_calls{0};  // autograd gates' calls of the Python autograd kernel
 
 // Keys below BackendSelect: where a kernel registered at BackendSelect (enable()'s) passes a
 // call on to aten's own kernel of the tensors' backend.
@@ -259,6 +266,75 @@ std::shared_ptr<PlanCache> cache_for(const std::string& op, PyObject* planner) {
 // ---- the operator kernel --------------------------------------------------------------------
 enum class ArgKind : uint8_t { Other, Tensor, Scalar, ScalarType };
 
+// An operator's arguments as torch's own Python kernels receive them (positional ones, then
+// keyword-only ones as keywords; a ScalarType as a torch.dtype), and a Python result back on
+// the stack: shared by the operator kernels and the autograd gates.
+struct PySignature {
+  explicit PySignature(const c10::FunctionSchema& schema) {
+    for (const auto& a : schema.arguments()) {
+      kwarg_only.push_back(a.kwarg_only());
+      names.push_back(a.name());
+      auto t = a.real_type();  // ScalarType, not the int it travels as
+      if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+      ArgKind k = ArgKind::Other;
+      if (t->kind() == c10::TypeKind::NumberType) k = ArgKind::Scalar;
+      if (t->kind() == c10::TypeKind::ScalarTypeType) k = ArgKind::ScalarType;
+      if (t->kind() == c10::TypeKind::TensorType) k = ArgKind::Tensor;
+      kinds.push_back(k);
+    }
+    nargs = schema.arguments().size();
+    nreturns = schema.returns().size();
+  }
+
+  // (args, kwargs) of the call whose nargs arguments start at ``args``; ``first``, where given,
+  // leads the positional ones (an autograd kernel's DispatchKeySet).
+  std::pair<Ref, Ref> python_args(const c10::IValue* args, PyObject* first = nullptr) const {
+    size_t npos = 0;
+    while (npos < nargs && !kwarg_only[npos]) npos++;
+    const Py_ssize_t lead = first != nullptr ? 1 : 0;
+    Ref pos(checked(PyTuple_New(static_cast<Py_ssize_t>(npos) + lead)));
+    Ref kw(checked(PyDict_New()));
+    if (first != nullptr) {
+      Py_INCREF(first);
+      PyTuple_SET_ITEM(pos.p, 0, first);
+    }
+    for (size_t i = 0; i < nargs; i++) {
+      PyObject* o;
+      if (kinds[i] == ArgKind::ScalarType && args[i].isInt()) {
+        o = reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(args[i].toInt())));
+        Py_INCREF(o);
+      } else {
+        o = torch::jit::toPyObject(args[i]).release().ptr();
+      }
+      if (i < npos) {
+        PyTuple_SET_ITEM(pos.p, static_cast<Py_ssize_t>(i) + lead, o);
+      } else {
+        Ref val(o);
+        if (PyDict_SetItemString(kw.p, names[i].c_str(), o) < 0) rethrow_python();
+      }
+    }
+    return {std::move(pos), std::move(kw)};
+  }
+
+  // The call's arguments replaced on the stack by the Python result ``r`` (a tuple where the
+  // operator returns several values).
+  void push_result(const c10::OperatorHandle& op, PyObject* r, torch::jit::Stack* stack) const {
+    torch::jit::drop(*stack, nargs);
+    const auto& returns = op.schema().returns();
+    if (nreturns == 1) {
+      stack->emplace_back(torch::jit::toIValue(r, returns[0].type()));
+    } else {
+      for (size_t k = 0; k < nreturns; k++)
+        stack->emplace_back(torch::jit::toIValue(PyTuple_GetItem(r, static_cast<Py_ssize_t>(k)), returns[k].type()));
+    }
+  }
+
+  std::vector<bool> kwarg_only;
+  std::vector<std::string> names;
+  std::vector<ArgKind> kinds;
+  size_t nargs = 0, nreturns = 0;
+};
+
 class OpKernel final : public c10::OperatorKernel {
  public:
   // redispatch: registered at BackendSelect (enable() over aten), so that calls it does not
@@ -269,24 +345,11 @@ class OpKernel final : public c10::OperatorKernel {
   // values of Scalar arguments, so its plans may bake them in (arange's size).
   OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl, bool redispatch,
            c10::DeviceType device_type, bool value_keyed)
-      : planner_(planner), impl_(impl), redispatch_(redispatch), value_keyed_(value_keyed),
-        device_type_(device_type) {
+      : planner_(planner), impl_(impl), sig_(schema), nargs_(sig_.nargs), redispatch_(redispatch),
+        value_keyed_(value_keyed), device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
     name_ = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-    for (const auto& a : schema.arguments()) {
-      kwarg_only_.push_back(a.kwarg_only());
-      names_.push_back(a.name());
-      auto t = a.real_type();  // ScalarType, not the int it travels as
-      if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
-      ArgKind k = ArgKind::Other;
-      if (t->kind() == c10::TypeKind::NumberType) k = ArgKind::Scalar;
-      if (t->kind() == c10::TypeKind::ScalarTypeType) k = ArgKind::ScalarType;
-      if (t->kind() == c10::TypeKind::TensorType) k = ArgKind::Tensor;
-      kinds_.push_back(k);
-    }
-    nargs_ = schema.arguments().size();
-    nreturns_ = schema.returns().size();
     if (planner_ != nullptr) cache_ = cache_for(name_, planner_);
   }
 
@@ -370,10 +433,10 @@ class OpKernel final : public c10::OperatorKernel {
     bool pinned = false;
     for (size_t i = 0; i < nargs_; i++) {
       if (args[i].isNone()) continue;
-      if (names_[i] == "dtype" && args[i].isInt()) dtype = static_cast<at::ScalarType>(args[i].toInt());
-      if (names_[i] == "layout" && args[i].isInt()) layout = static_cast<at::Layout>(args[i].toInt());
-      if (names_[i] == "device" && args[i].isDevice()) device = args[i].toDevice();
-      if (names_[i] == "pin_memory" && args[i].isBool()) pinned = args[i].toBool();
+      if (sig_.names[i] == "dtype" && args[i].isInt()) dtype = static_cast<at::ScalarType>(args[i].toInt());
+      if (sig_.names[i] == "layout" && args[i].isInt()) layout = static_cast<at::Layout>(args[i].toInt());
+      if (sig_.names[i] == "device" && args[i].isDevice()) device = args[i].toDevice();
+      if (sig_.names[i] == "pin_memory" && args[i].isBool()) pinned = args[i].toBool();
     }
     const c10::DeviceType dt = device ? device->type() : c10::DeviceType::CPU;
     if (dt == device_type_ && (!layout || *layout == at::kStrided)) {
@@ -444,7 +507,7 @@ class OpKernel final : public c10::OperatorKernel {
         }
       } else if (v.isNone()) {
         key.push(3);
-      } else if (kinds_[i] == ArgKind::Scalar) {
+      } else if (sig_.kinds[i] == ArgKind::Scalar) {
         // by type, and whether it is 0 or 1: plans pass the value at run time (Arg), and may
         // count on those two (an addmm's beta == 0 ignores the bias, alpha == 1 needs no scaling)
         if (!(v.isBool() || v.isInt() || v.isDouble())) return false;
@@ -512,7 +575,7 @@ class OpKernel final : public c10::OperatorKernel {
       if (it != cache_->plans.end()) return it->second;
     }
     Gil gil;
-    auto [pargs, kwargs] = python_args(args);
+    auto [pargs, kwargs] = sig_.python_args(args);
     Ref p(checked(PyObject_Call(planner_, pargs.p, kwargs.p)));
     std::shared_ptr<NPlan> plan = plan_of(p.p);
     g_plans++;
@@ -599,65 +662,88 @@ class OpKernel final : public c10::OperatorKernel {
     for (size_t k = 0; k < nres; k++) stack->emplace_back(std::move(results[k]));
   }
 
-  // (args, kwargs) of the call for Python, as torch's own Python kernels receive them.
-  std::pair<Ref, Ref> python_args(const c10::IValue* args) const {
-    size_t npos = 0;
-    while (npos < nargs_ && !kwarg_only_[npos]) npos++;
-    Ref pos(checked(PyTuple_New(static_cast<Py_ssize_t>(npos))));
-    Ref kw(checked(PyDict_New()));
-    for (size_t i = 0; i < nargs_; i++) {
-      PyObject* o;
-      if (kinds_[i] == ArgKind::ScalarType && args[i].isInt()) {
-        o = reinterpret_cast<PyObject*>(torch::getTHPDtype(static_cast<at::ScalarType>(args[i].toInt())));
-        Py_INCREF(o);
-      } else {
-        o = torch::jit::toPyObject(args[i]).release().ptr();
-      }
-      if (i < npos) {
-        PyTuple_SET_ITEM(pos.p, static_cast<Py_ssize_t>(i), o);
-      } else {
-        Ref val(o);
-        if (PyDict_SetItemString(kw.p, names_[i].c_str(), o) < 0) rethrow_python();
-      }
-    }
-    return {std::move(pos), std::move(kw)};
-  }
-
   // The Python implementation. False (the stack untouched) where it raised and the call can
   // go on to aten's own kernel instead (redispatch_): a dtype or layout it does not take,
   // or bad input, whose error is then aten's own, as in eager.
   bool call_python(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     Gil gil;
     c10::IValue* args = stack->data() + (stack->size() - nargs_);
-    auto [pargs, kwargs] = python_args(args);
+    auto [pargs, kwargs] = sig_.python_args(args);
     PyObject* result = PyObject_Call(impl_, pargs.p, kwargs.p);
     if (result == nullptr && redispatch_) {
       PyErr_Clear();
       return false;
     }
     Ref r(checked(result));
-    torch::jit::drop(*stack, nargs_);
-    const auto& returns = op.schema().returns();
-    if (nreturns_ == 1) {
-      stack->emplace_back(torch::jit::toIValue(r.p, returns[0].type()));
-    } else {
-      for (size_t k = 0; k < nreturns_; k++)
-        stack->emplace_back(torch::jit::toIValue(PyTuple_GetItem(r.p, static_cast<Py_ssize_t>(k)), returns[k].type()));
-    }
+    sig_.push_result(op, r.p, stack);
     return true;
   }
 
   PyObject* planner_;  // None-able: no planner, every call is the Python implementation's
   PyObject* impl_;
   std::string name_;
-  std::vector<bool> kwarg_only_;
-  std::vector<std::string> names_;
-  std::vector<ArgKind> kinds_;
-  size_t nargs_ = 0, nreturns_ = 0;
+  PySignature sig_;
+  size_t nargs_ = 0;  // sig_.nargs
   std::shared_ptr<PlanCache> cache_;
   bool redispatch_ = false;
   bool value_keyed_ = false;
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
+};
+
+// ---- the autograd gate ----------------------------------------------------------------------
+// torch.library.register_autograd puts a Python kernel at the Autograd alias key, which every
+// call of the op runs (~3 us), grad or not. A gate sits at the backend's own Autograd key (which
+// the dispatcher prefers to the alias) and runs that Python kernel only where autograd has work:
+// grad mode on and a tensor argument requiring grad, or a tensor with a forward-mode gradient
+// (whatever that Python kernel does with it, it still does). Any other call goes below autograd
+// without Python, as the Python kernel itself sends it (torch/_library/autograd.py,
+// forward_no_grad): under AutoDispatchBelowAutograd, to the keys after autograd.
+class AutogradGate final : public c10::OperatorKernel {
+ public:
+  AutogradGate(const c10::FunctionSchema& schema, PyObject* kernel) : sig_(schema), kernel_(kernel) {
+    Py_INCREF(kernel_);  // kept for the process's lifetime, as the operator kernels' (no GIL at teardown)
+  }
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    const c10::IValue* args = stack->data() + (stack->size() - sig_.nargs);
+    if (needs_autograd(args)) return call_python(op, ks, stack);
+    at::AutoDispatchBelowAutograd guard;
+    op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+  }
+
+ private:
+  // A superset of the Python kernel's own test (grad mode and a positional tensor requiring
+  // grad): where this says no, that kernel would have taken its no-grad path too.
+  bool needs_autograd(const c10::IValue* args) const {
+    const bool grad_mode = at::GradMode::is_enabled();
+    auto needs = [grad_mode](const at::Tensor& t) {
+      return t.defined() && ((grad_mode && t.requires_grad()) || t._fw_grad(/*level=*/0).defined());
+    };
+    for (size_t i = 0; i < sig_.nargs; i++) {
+      const c10::IValue& v = args[i];
+      if (v.isTensor()) {
+        if (needs(v.toTensor())) return true;
+      } else if (v.isList()) {  // Tensor[] and Tensor?[]
+        for (const c10::IValue& e : v.toListRef())
+          if (e.isTensor() && needs(e.toTensor())) return true;
+      }
+    }
+    return false;
+  }
+
+  // kernel(keyset, *args, **keyword_only_args), as torch calls a with_keyset Python kernel.
+  void call_python(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    g_autograd_python_calls++;
+    Gil gil;
+    const c10::IValue* args = stack->data() + (stack->size() - sig_.nargs);
+    Ref keyset(pybind11::cast(ks).release().ptr());  // torch binds c10::DispatchKeySet with pybind11
+    auto [pargs, kwargs] = sig_.python_args(args, keyset.p);
+    Ref r(checked(PyObject_Call(kernel_, pargs.p, kwargs.p)));
+    sig_.push_result(op, r.p, stack);
+  }
+
+  PySignature sig_;
+  PyObject* kernel_;
 };
 
 // ---- module functions -----------------------------------------------------------------------
@@ -706,6 +792,38 @@ PyObject* py_register(PyObject*, PyObject* args) {
   END_HANDLE_TH_ERRORS
 }
 
+// register_gates(namespace, dispatch_key, [(overload, autograd kernel), ...]) -> a capsule, as
+// register()'s: an AutogradGate per overload at ``dispatch_key`` (the backend's Autograd key).
+PyObject* py_register_gates(PyObject*, PyObject* args) {
+  const char *ns, *key;
+  PyObject* entries;
+  if (!PyArg_ParseTuple(args, "ssO", &ns, &key, &entries)) return nullptr;
+  HANDLE_TH_ERRORS
+  // A gate passes the keyset through torch's pybind11 binding of DispatchKeySet; where this
+  // module cannot see it (another pybind11 ABI), no gates: the Python kernels keep serving.
+  pybind11::object probe = pybind11::cast(c10::DispatchKeySet(c10::DispatchKey::CPU));
+  (void)probe;
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::parseDispatchKey(key), __FILE__,
+                                              __LINE__);
+  Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+    const char* name;
+    PyObject* kernel;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sO", &name, &kernel)) return nullptr;
+    std::string base(name), overload;
+    auto dot = base.find('.');
+    if (dot != std::string::npos) {
+      overload = base.substr(dot + 1);
+      base = base.substr(0, dot);
+    }
+    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
+                                                                       overload.c_str());
+    lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradGate>(handle.schema(), kernel)));
+  }
+  return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* py_release(PyObject*, PyObject* cap) {
   auto* lib = static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
   if (lib == nullptr) return nullptr;
@@ -716,11 +834,12 @@ PyObject* py_release(PyObject*, PyObject* cap) {
 }
 
 PyObject* py_stats(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
                        "plans_made", static_cast<unsigned long long>(g_plans.load()), "python_calls",
                        static_cast<unsigned long long>(g_fallback_calls.load()), "launches",
                        static_cast<unsigned long long>(g_launches.load()), "aten_calls",
-                       static_cast<unsigned long long>(g_aten_calls.load()));
+                       static_cast<unsigned long long>(g_aten_calls.load()), "autograd_python_calls",
+                       static_cast<unsigned long long>(g_autograd_python_calls.load()));
 }
 
 // aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm") for the tensors'
@@ -773,8 +892,11 @@ PyMethodDef kMethods[] = {
     {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg, InItem): the plan reference classes"},
     {"register", py_register, METH_VARARGS,
      "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
-    {"release", py_release, METH_O, "release(registration): undo a register()"},
-    {"stats", py_stats, METH_NOARGS, "counters: plan_hits, plans_made, python_calls, launches, aten_calls"},
+    {"register_gates", py_register_gates, METH_VARARGS,
+     "register_gates(namespace, autograd_dispatch_key, [(overload, autograd kernel)]) -> registration capsule"},
+    {"release", py_release, METH_O, "release(registration): undo a register() or register_gates()"},
+    {"stats", py_stats, METH_NOARGS,
+     "counters: plan_hits, plans_made, python_calls, launches, aten_calls, autograd_python_calls"},
     {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 

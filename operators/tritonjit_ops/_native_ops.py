@@ -68,6 +68,25 @@ def register(namespace: str, dispatch_key: str, entries: Sequence[tuple[str, Any
         return mod.register(namespace, dispatch_key, list(entries), redispatch, device_type)
 
 
+def register_gates(namespace: str, dispatch_key: str, entries: Sequence[tuple[str, Callable]]) -> Any:
+    """Register C++ autograd gates for ``entries`` (overload, torch.library's Python autograd
+    kernel of it) at ``dispatch_key``, a backend's Autograd key: a call runs that Python kernel
+    only where autograd has work (grad mode on and an input requiring grad, or forward-mode
+    gradients); the others go below autograd without Python. Released as :func:`register`'s
+    handle is; None where the module is not ready."""
+    mod = module()
+    if mod is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*Overriding a previously registered kernel")
+        try:
+            return mod.register_gates(namespace, dispatch_key, list(entries))
+        except RuntimeError as e:  # torch's DispatchKeySet binding not reachable from this module
+            warnings.warn(f"tritonjit_ops: no C++ autograd gates ({e}); torch.library's Python autograd "
+                          "kernels serve every call", RuntimeWarning, stacklevel=2)
+            return None
+
+
 def release(handle: Any) -> None:
     module().release(handle)
 
@@ -76,6 +95,8 @@ def stats() -> dict[str, int]:
     """Counters of the C++ path: plan_hits (calls served in C++), plans_made, python_calls
     (calls sent to the Python implementation), launches, aten_calls (calls passed on to
     aten's own kernel: another device type, a plan that measured aten faster, a call the
-    Python implementation could not take). Empty where it is not in use."""
+    Python implementation could not take), autograd_python_calls (calls the autograd gates
+    of the tritonjit:: ops sent to torch.library's Python autograd kernel). Empty where it is
+    not in use."""
     mod = _native.module if _native is not None else None
     return mod.stats() if mod is not None else {}

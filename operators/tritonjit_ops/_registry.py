@@ -198,11 +198,22 @@ _TJ_PLANNERS: dict[str, Callable] = {
 }
 
 
+def autograd_key(key: str) -> str:
+    """The backend-specific Autograd key of a backend's dispatch key: CPU -> AutogradCPU,
+    CUDA -> AutogradCUDA, PrivateUse1 -> AutogradPrivateUse1."""
+    name = f"Autograd{key}"  # c10's naming of the per-backend Autograd keys
+    torch._C._dispatch_key_parse(name)  # raises where the backend has none
+    return name
+
+
 class _TritonjitOps:
     """The C++ kernels of the ``tritonjit::`` ops: registered over their Python kernels
-    once the C++ operator path is built, for the rest of the process."""
+    once the C++ operator path is built, for the rest of the process; with them the ops'
+    autograd gates (``_native_ops.register_gates``), at the backend's Autograd key over
+    torch.library's Python autograd kernels, which they call only where autograd has work."""
 
     handle: Any = None
+    gates: Any = None
 
     @classmethod
     def register(cls, mod: Any) -> None:
@@ -210,6 +221,10 @@ class _TritonjitOps:
             entries = [(name, _TJ_PLANNERS.get(name), impl) for name, _, impl, _ in _OPS]
             device = tritonjit.current_backend().info.device_type or "cpu"
             cls.handle = _native_ops.register("tritonjit", _KEY, entries, device_type=device)
+        if cls.gates is None:
+            gates = [(q.partition("::")[2], k) for q, k in _autograd.AUTOGRAD_KERNELS.items()
+                     if q.startswith("tritonjit::")]
+            cls.gates = _native_ops.register_gates("tritonjit", autograd_key(_KEY), gates)
 
 
 _native_ops.on_ready(_TritonjitOps.register)

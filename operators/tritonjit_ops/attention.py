@@ -35,6 +35,7 @@ import triton
 import triton.language as tl
 
 from . import _policy
+from . import autograd as _autograd
 from ._common import cdiv, jit
 
 Tensor = torch.Tensor
@@ -662,7 +663,7 @@ def register_autograd(lib: Any) -> None:
         dq, dk, dv = torch.ops.tritonjit.flash_attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.scale)
         return dq, dk, dv, None, None
 
-    torch.library.register_autograd("tritonjit::flash_attention", backward, setup_context=setup_context, lib=lib)
+    _autograd.register_autograd(lib, "tritonjit::flash_attention", backward, setup_context)
 
 
 # ---- aten routing (enable()) -------------------------------------------------------------------

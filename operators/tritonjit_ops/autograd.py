@@ -28,8 +28,8 @@ from . import fused_backward, indexing_backward, loss_backward, norm_backward, p
 Tensor = torch.Tensor
 _tj = torch.ops.tritonjit
 
-__all__ = ["GRADS", "ATEN_BACKWARD", "ATEN_PLANNERS", "BACKWARD_OPS", "register", "register_backward_ops",
-           "register_grads", "wrap_public"]
+__all__ = ["GRADS", "ATEN_BACKWARD", "ATEN_PLANNERS", "AUTOGRAD_KERNELS", "BACKWARD_OPS", "register",
+           "register_autograd", "register_backward_ops", "register_grads", "wrap_public"]
 
 
 # ------------------------------------------------------------------ aten's backward operators (enable())
@@ -541,9 +541,25 @@ def _has_kwarg_only(schema: str) -> bool:
     return "*," in head.replace(" ", "")
 
 
+#: qualname -> torch.library's Python autograd kernel of the op, as register_autograd builds
+#: it, for the C++ autograd gates (_registry._TritonjitOps): they call it only where autograd
+#: has work. Empty on a torch without torch._library.autograd's helpers (no gates there).
+AUTOGRAD_KERNELS: dict[str, Callable] = {}
+
+
+def register_autograd(lib: Any, qualname: str, backward: Callable, setup_context: Callable | None = None) -> None:
+    """torch.library.register_autograd (its Python kernel at the Autograd key serves wherever no
+    gate is registered), plus the same kernel kept in AUTOGRAD_KERNELS for the gate."""
+    torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
+    lib_autograd = getattr(getattr(torch, "_library", None), "autograd", None)
+    if hasattr(lib_autograd, "Info") and hasattr(lib_autograd, "make_autograd_impl"):
+        op = torch._library.utils.lookup_op(qualname)
+        AUTOGRAD_KERNELS[qualname] = lib_autograd.make_autograd_impl(op, lib_autograd.Info(backward, setup_context))
+
+
 def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> None:
     if grad is None:
-        torch.library.register_autograd(qualname, _no_backward(qualname), lib=lib)
+        register_autograd(lib, qualname, _no_backward(qualname))
         return
     setup = grad.setup
     def with_keywords(ctx, inputs, keyword_only_inputs, output):
@@ -554,7 +570,7 @@ def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> N
 
     # torch.library passes keyword_only_inputs exactly when the schema has keyword-only arguments
     setup_context = with_keywords if _has_kwarg_only(schema) else positional
-    torch.library.register_autograd(qualname, _padded(grad.backward), setup_context=setup_context, lib=lib)
+    register_autograd(lib, qualname, _padded(grad.backward), setup_context)
 
 
 def register_backward_ops(lib: Any, key: str) -> None:

@@ -9,13 +9,14 @@ training step in bf16 (``pytest -q -m gpu tests/ops/test_autograd.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import torch
@@ -404,3 +405,173 @@ def test_torch_compile_traces_the_backward_ops() -> None:
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     torch._dynamo.reset()
+
+
+# ------------------------------------------------------------------ the C++ autograd gates
+def _gates_or_skip() -> Any:
+    """The C++ operator path with the tritonjit:: ops' autograd gates registered."""
+    from _util import native_ops_or_skip
+    from tritonjit_ops import _registry
+
+    native_ops_or_skip()
+    assert _registry._TritonjitOps.gates is not None, "C++ path ready but no autograd gates registered"
+    return _registry
+
+
+def _autograd_python_calls() -> int:
+    return _native_ops.stats()["autograd_python_calls"]
+
+
+@contextlib.contextmanager
+def _python_autograd_only() -> Iterator[None]:
+    """The ops' autograd as before the gates: torch.library's Python kernel on every call."""
+    ops = _gates_or_skip()._TritonjitOps
+    _native_ops.release(ops.gates)
+    ops.gates = None
+    try:
+        yield
+    finally:
+        ops.register(_native_ops.module())
+
+
+_GATED: dict[str, tuple[Callable[[], tuple], Callable, Callable]] = {
+    # name: (inputs, the op, eager)
+    "add": (lambda: (torch.randn(3, 8), torch.randn(3, 8)), lambda x, y: tj.add(x, y, alpha=2),
+            lambda x, y: torch.add(x, y, alpha=2)),
+    "rms_norm": (lambda: (torch.randn(3, 16), torch.randn(16)), lambda x, w: tj.rms_norm(x, [16], w, 1e-6),
+                 lambda x, w: F.rms_norm(x, (16,), w, 1e-6)),
+    "softmax": (lambda: (torch.randn(2, 3, 8),), lambda x: tj.softmax(x, -1), lambda x: torch.softmax(x, -1)),
+}
+
+
+def test_autograd_gates_sit_at_the_backends_autograd_key() -> None:
+    registry = _gates_or_skip()
+    key = registry.autograd_key(registry._KEY)
+    assert key == f"Autograd{registry._KEY}"
+    for op in ("add.Tensor", "rms_norm", "softmax", "silu_backward", "flash_attention"):
+        table = torch._C._dispatch_dump(f"tritonjit::{op}")
+        line = next(ln for ln in table.splitlines() if ln.startswith(f"{key}:"))
+        assert "_native_ops.cpp" in line, (op, table)
+
+
+@pytest.mark.parametrize("name", list(_GATED))
+def test_autograd_gate_calls_no_python_without_grad(name: str) -> None:
+    _gates_or_skip()
+    inputs, op, ref = _GATED[name]
+    args = inputs()
+    before = _autograd_python_calls()
+    out = op(*args)  # grad mode on, no input requires grad
+    assert _autograd_python_calls() == before
+    assert not out.requires_grad and out.grad_fn is None
+    torch.testing.assert_close(out, ref(*args), rtol=1e-5, atol=1e-5)
+    grads = tuple(a.clone().requires_grad_() for a in args)
+    with torch.no_grad():  # inputs requiring grad, grad mode off
+        out = op(*grads)
+    assert _autograd_python_calls() == before
+    assert not out.requires_grad
+    torch.testing.assert_close(out, ref(*args), rtol=1e-5, atol=1e-5)
+    with torch.inference_mode():
+        op(*args)
+    assert _autograd_python_calls() == before
+
+
+@pytest.mark.parametrize("name", list(_GATED))
+def test_autograd_gate_runs_the_python_kernel_with_grad(name: str) -> None:
+    _gates_or_skip()
+    inputs, op, ref = _GATED[name]
+    args = inputs()
+
+    def grads(fn: Callable, calls: int | None) -> tuple[torch.Tensor, ...]:
+        xs = tuple(a.clone().requires_grad_() for a in args)
+        before = _autograd_python_calls()
+        out = fn(*xs)
+        if calls is not None:
+            assert _autograd_python_calls() - before == calls
+        assert out.grad_fn is not None
+        return torch.autograd.grad((out * torch.linspace(-1, 1, out.shape[-1])).sum(), xs)
+
+    got = grads(op, 1)
+    for a, b in zip(got, grads(ref, None)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    with _python_autograd_only():
+        before_gate = grads(op, 0)
+    for a, b in zip(got, before_gate):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    if len(args) > 1:  # one input requiring grad is enough, in any position
+        before = _autograd_python_calls()
+        assert op(args[0], *(a.clone().requires_grad_() for a in args[1:])).requires_grad
+        assert _autograd_python_calls() - before == 1
+
+
+def test_autograd_gate_looks_into_tensor_lists() -> None:
+    _gates_or_skip()
+    lib = torch.library.Library("tritonjit_test_gate", "DEF")
+    lib.define("first(Tensor[] xs) -> Tensor")
+    lib.impl("first", lambda xs: xs[0] + xs[1], "CPU")
+    autograd.register_autograd(lib, "tritonjit_test_gate::first", lambda ctx, g: [g, g],
+                               lambda ctx, inputs, output: None)
+    gates = _native_ops.register_gates(
+        "tritonjit_test_gate", "AutogradCPU", [("first", autograd.AUTOGRAD_KERNELS["tritonjit_test_gate::first"])])
+    try:
+        x, y = torch.randn(4), torch.randn(4, requires_grad=True)
+        before = _autograd_python_calls()
+        torch.testing.assert_close(torch.ops.tritonjit_test_gate.first([x, y.detach()]), x + y.detach())
+        assert _autograd_python_calls() == before
+        out = torch.ops.tritonjit_test_gate.first([x, y])  # the second tensor of the list requires grad
+        assert _autograd_python_calls() - before == 1
+        (gy,) = torch.autograd.grad(out.sum(), y)
+        torch.testing.assert_close(gy, torch.ones(4))
+    finally:
+        _native_ops.release(gates)
+        lib._destroy()
+
+
+def test_autograd_gate_keeps_ops_without_backward_raising() -> None:
+    _gates_or_skip()
+    x = torch.randn(3, 4, requires_grad=True)
+    before = _autograd_python_calls()
+    y = tj.silu_backward(torch.ones(3, 4), x)
+    assert _autograd_python_calls() - before == 1 and y.requires_grad
+    with pytest.raises(NotImplementedError, match="tritonjit::silu_backward has no backward"):
+        y.sum().backward()
+    before = _autograd_python_calls()
+    assert not tj.silu_backward(torch.ones(3, 4), x.detach()).requires_grad
+    assert _autograd_python_calls() == before
+
+
+def _forward_ad(fn: Callable, args: tuple, tangent: torch.Tensor) -> tuple:
+    """What forward-mode AD through ``fn`` gives: (primal, tangent or None), or the error."""
+    import torch.autograd.forward_ad as fwAD
+
+    try:
+        with fwAD.dual_level():
+            out = fwAD.unpack_dual(fn(fwAD.make_dual(args[0], tangent), *args[1:]))
+            return "result", out.primal.clone(), None if out.tangent is None else out.tangent.clone()
+    except Exception as e:  # whatever the Python kernel does, the gate must do the same
+        return "error", type(e), str(e)
+
+
+@pytest.mark.parametrize("name", list(_GATED))
+def test_autograd_gate_leaves_forward_ad_to_the_python_kernel(name: str) -> None:
+    _gates_or_skip()
+    inputs, op, _ = _GATED[name]
+    args = inputs()
+    tangent = torch.randn_like(args[0])
+    before = _autograd_python_calls()
+    got = _forward_ad(op, args, tangent)
+    assert _autograd_python_calls() - before == 1  # a dual tensor, though nothing requires grad
+    with _python_autograd_only():
+        ref = _forward_ad(op, args, tangent)
+    assert got[0] == ref[0] and len(got) == len(ref), (got, ref)
+    for a, b in zip(got[1:], ref[1:]):
+        if isinstance(a, torch.Tensor):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        else:
+            assert a == b, (got, ref)
+
+
+def test_torch_compile_traces_the_backward_ops_through_the_gates() -> None:
+    _gates_or_skip()
+    before = _autograd_python_calls()
+    test_torch_compile_traces_the_backward_ops()
+    assert _autograd_python_calls() > before  # the traced calls required grad: the Python kernel ran
