@@ -751,6 +751,17 @@ void free_library(PyObject* cap) {
   delete static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
 }
 
+// The operator ``ns::name`` ("add.Tensor": overload after the dot); throws where none exists.
+c10::OperatorHandle schema_of(const char* ns, const char* name) {
+  std::string base(name), overload;
+  const auto dot = base.find('.');
+  if (dot != std::string::npos) {
+    overload = base.substr(dot + 1);
+    base = base.substr(0, dot);
+  }
+  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(), overload.c_str());
+}
+
 // register(namespace, dispatch_key, [(overload, planner or None, impl), ...], redispatch, device
 // type) -> a capsule; the registrations last until the capsule is released (release()) or
 // collected. redispatch: at BackendSelect, over aten's own kernels (see OpKernel).
@@ -769,14 +780,7 @@ PyObject* py_register(PyObject*, PyObject* args) {
     const char* name;
     PyObject *planner, *impl;
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sOO", &name, &planner, &impl)) return nullptr;
-    std::string base(name), overload;
-    auto dot = base.find('.');
-    if (dot != std::string::npos) {
-      overload = base.substr(dot + 1);
-      base = base.substr(0, dot);
-    }
-    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
-                                                                       overload.c_str());
+    const auto handle = schema_of(ns, name);
     bool value_keyed = false;  // _plan.value_keyed(planner): Scalar arguments keyed by value
     if (planner != Py_None && PyObject_HasAttrString(planner, "value_keyed_scalars")) {
       Ref flag(checked(PyObject_GetAttrString(planner, "value_keyed_scalars")));
@@ -810,14 +814,7 @@ PyObject* py_register_gates(PyObject*, PyObject* args) {
     const char* name;
     PyObject* kernel;
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sO", &name, &kernel)) return nullptr;
-    std::string base(name), overload;
-    auto dot = base.find('.');
-    if (dot != std::string::npos) {
-      overload = base.substr(dot + 1);
-      base = base.substr(0, dot);
-    }
-    const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(),
-                                                                       overload.c_str());
+    const auto handle = schema_of(ns, name);
     lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<AutogradGate>(handle.schema(), kernel)));
   }
   return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
