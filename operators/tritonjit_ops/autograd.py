@@ -551,7 +551,7 @@ def register_autograd(lib: Any, qualname: str, backward: Callable, setup_context
     """torch.library.register_autograd (its Python kernel at the Autograd key serves wherever no
     gate is registered), plus the same kernel kept in AUTOGRAD_KERNELS for the gate."""
     torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
-    lib_autograd = getattr(getattr(torch, "_library", None), "autograd", None)
+    lib_autograd: Any = getattr(getattr(torch, "_library", None), "autograd", None)
     if hasattr(lib_autograd, "Info") and hasattr(lib_autograd, "make_autograd_impl"):
         op = torch._library.utils.lookup_op(qualname)
         AUTOGRAD_KERNELS[qualname] = lib_autograd.make_autograd_impl(op, lib_autograd.Info(backward, setup_context))
