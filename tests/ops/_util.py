@@ -27,7 +27,7 @@ def strided(t):
 
 # ---- the C++ operator path (tests of planners) ------------------------------------------------
 import shutil  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from typing import Any, Callable, Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -43,6 +43,17 @@ def native_ops_or_skip() -> Any:
     if _native_ops.module(wait=True) is None:
         pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
     return _native_ops
+
+
+def native_ops_disabled() -> Iterator[Any]:
+    """A module fixture's body: tritonjit_ops._native_ops (skipping where it cannot be built),
+    with enable() off before the module's tests and after them."""
+    import tritonjit_ops as T
+
+    native = native_ops_or_skip()
+    T.disable()
+    yield native
+    T.disable()
 
 
 def stats_delta(before: dict, after: dict) -> dict:

@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import native_ops_or_skip, needs_cxx, routed, stats_delta
+from _util import native_ops_disabled, needs_cxx, routed, stats_delta
 from tritonjit_ops import _native_ops, _plan, copy
 
 pytestmark = needs_cxx
@@ -25,12 +25,7 @@ ARANGE = ["arange", "arange.start", "arange.start_step"]
 
 @pytest.fixture(scope="module", autouse=True)
 def native():
-    native_ops_or_skip()
-    T.disable()
-    yield _native_ops
-    T.disable()
-
-
+    yield from native_ops_disabled()
 
 
 def _assert_planned(d: dict) -> None:

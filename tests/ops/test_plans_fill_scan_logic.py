@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_or_skip, needs_cxx, routed, stats_delta
+from _util import close, native_ops_disabled, needs_cxx, routed, stats_delta
 from tritonjit_ops import _native_ops, _plan, copy, reduction, rowwise
 
 pytestmark = needs_cxx
@@ -19,12 +19,7 @@ pytestmark = needs_cxx
 
 @pytest.fixture(scope="module", autouse=True)
 def native():
-    native_ops_or_skip()
-    T.disable()
-    yield _native_ops
-    T.disable()
-
-
+    yield from native_ops_disabled()
 
 
 def _assert_planned(d: dict) -> None:
