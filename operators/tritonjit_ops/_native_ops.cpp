@@ -34,6 +34,7 @@
 #include <torch/library.h>
 #include <tritonjit/function.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <mutex>
@@ -254,11 +255,13 @@ struct PlanCache {
   std::unordered_map<tritonjit::detail::Key, std::shared_ptr<NPlan>, tritonjit::detail::KeyHash> plans;
 };
 
+// "op@planner" -> its cache; an entry lives as long as the process (clear_plans() empties it)
+std::mutex g_caches_mu;
+std::unordered_map<std::string, std::shared_ptr<PlanCache>> g_caches;
+
 std::shared_ptr<PlanCache> cache_for(const std::string& op, PyObject* planner) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<PlanCache>> caches;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& c = caches[op + "@" + std::to_string(reinterpret_cast<uintptr_t>(planner))];
+  std::lock_guard<std::mutex> lock(g_caches_mu);
+  auto& c = g_caches[op + "@" + std::to_string(reinterpret_cast<uintptr_t>(planner))];
   if (!c) c = std::make_shared<PlanCache>();
   return c;
 }
@@ -618,9 +621,19 @@ class OpKernel final : public c10::OperatorKernel {
         if (plan.contiguous[k] == i) return contig[k];
       return args[i].toTensor();
     };
+    // Outputs and temporaries from aten's empty kernel of the device's backend, reached by
+    // redispatch: at::empty's full dispatcher call (the key computed from the options, the
+    // BackendSelect kernel, the profiler's record) costs more than the allocation itself, on
+    // every call of a small op. That kernel sets the device guard, as at::empty's does.
+    const at::Device device = opts.device();
+    const c10::DispatchKeySet alloc_ks(c10::computeDispatchKey(std::nullopt, at::kStrided, device));
+    auto empty = [&](const NBuffer& b) {
+      return at::_ops::empty_memory_format::redispatch(alloc_ks, c10::fromIntArrayRefUnchecked(b.shape), b.dtype,
+                                                        at::kStrided, device, std::nullopt, std::nullopt);
+    };
     c10::SmallVector<at::Tensor, 4> outs, tmps;
-    for (const auto& b : plan.outputs) outs.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
-    for (const auto& b : plan.temps) tmps.push_back(at::empty(b.shape, opts.dtype(b.dtype)));
+    for (const auto& b : plan.outputs) outs.push_back(empty(b));
+    for (const auto& b : plan.temps) tmps.push_back(empty(b));
     Slot slots[64];
     for (const NLaunch& L : plan.launches) {
       const size_t n = L.args.size();
@@ -830,6 +843,39 @@ PyObject* py_release(PyObject*, PyObject* cap) {
   Py_RETURN_NONE;
 }
 
+// clear_plans(names or None): forget the cached plans of the named operators ("aten::mm",
+// "aten::add.Tensor"), or of all: their next call asks its planner again (a policy whose
+// decisions were reset, see attention.clear_routes()).
+PyObject* py_clear_plans(PyObject*, PyObject* names) {
+  HANDLE_TH_ERRORS
+  std::vector<std::string> wanted;
+  if (names != Py_None) {
+    Ref seq(checked(PySequence_Fast(names, "clear_plans(names): a sequence of operator names or None")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.p); i++) {
+      const char* n = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq.p, i));
+      if (n == nullptr) return nullptr;
+      wanted.emplace_back(n);
+    }
+  }
+  std::vector<std::shared_ptr<PlanCache>> drop;
+  {
+    std::lock_guard<std::mutex> lock(g_caches_mu);
+    for (auto& [name, cache] : g_caches) {
+      const std::string op = name.substr(0, name.rfind('@'));
+      if (names == Py_None || std::find(wanted.begin(), wanted.end(), op) != wanted.end()) drop.push_back(cache);
+    }
+  }
+  {
+    pybind11::gil_scoped_release nogil;  // a kernel holding a cache's lock may wait for the GIL (find())
+    for (auto& c : drop) {
+      std::unique_lock<std::shared_mutex> lock(c->mu);
+      c->plans.clear();
+    }
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
 PyObject* py_stats(PyObject*, PyObject*) {
   return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
                        "plans_made", static_cast<unsigned long long>(g_plans.load()), "python_calls",
@@ -894,6 +940,7 @@ PyMethodDef kMethods[] = {
     {"release", py_release, METH_O, "release(registration): undo a register() or register_gates()"},
     {"stats", py_stats, METH_NOARGS,
      "counters: plan_hits, plans_made, python_calls, launches, aten_calls, autograd_python_calls"},
+    {"clear_plans", py_clear_plans, METH_O, "clear_plans(names or None): forget those operators' cached plans"},
     {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 

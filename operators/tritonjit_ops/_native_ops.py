@@ -91,6 +91,23 @@ def release(handle: Any) -> None:
     module().release(handle)
 
 
+def clear_plans(ops: Sequence[str] | None = None) -> None:
+    """Forget the C++ path's cached plans of ``ops`` (aten overload names as enable() takes
+    them: "mm", "add.Tensor"), or of every operator: their next call asks the planner
+    again. For a policy whose decisions were reset (attention.clear_routes())."""
+    mod = _native.module if _native is not None else None
+    if mod is None:
+        return
+    if ops is None:
+        mod.clear_plans(None)
+        return
+    names = []
+    for op in ops:
+        name, _, overload = op.partition(".")
+        names.append(f"aten::{name}" + (f".{overload}" if overload and overload != "default" else ""))
+    mod.clear_plans(names)
+
+
 def stats() -> dict[str, int]:
     """Counters of the C++ path: plan_hits (calls served in C++), plans_made, python_calls
     (calls sent to the Python implementation), launches, aten_calls (calls passed on to

@@ -397,6 +397,7 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
                                   **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS,
                                   **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
+_PLANNERS.update(attention.PLANNERS)
 for _n in FP32_MATH & set(_PLANNERS):
     _PLANNERS[_n] = _plan_no_float64(_PLANNERS[_n])  # float64: the Python implementation (aten's kernel)
 

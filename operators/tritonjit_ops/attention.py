@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import Any, Callable
 
 import torch
 import triton
 import triton.language as tl
 
+from . import _plan as P
 from . import _policy
 from . import autograd as _autograd
 from ._common import cdiv, jit
@@ -752,9 +754,14 @@ _ROUTE_MAX = 4096
 
 
 def clear_routes() -> None:
-    """Forget every SDPA route decision (the next forward of a call key measures again), and
-    the audit's record of those that went to aten (see _policy.py)."""
+    """Forget every SDPA route decision (the next forward of a call key measures again), the
+    C++ path's plans made from them (see :func:`_planner`), and the audit's record of those
+    that went to aten (see _policy.py). Call it after changing TRITONJIT_OPS_SDPA in a process
+    that already ran SDPA under enable(): the C++ path reads the mode once per call shape."""
     _ROUTE.clear()
+    from . import _native_ops
+
+    _native_ops.clear_plans(PLANNERS)
     _policy.clear(op for op in ATEN if not op.endswith("_backward"))
 
 
@@ -772,8 +779,24 @@ def _route_key(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool)
             None if bias is None else (tuple(bias.shape), bias.dtype))
 
 
+class _Serve(Exception):
+    """Raised by :func:`_route` while a planner asks (``_planning``): tritonjit's kernels
+    serve the call, so the implementation stops before running them."""
+
+
+_planning = threading.local()
+
+
 def _route(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
            ours: Callable[[], Any] | None = None, theirs: Callable[[], Any] | None = None) -> None:
+    """:func:`_decide`, and where a planner asks and tritonjit's kernels serve the call, :class:`_Serve`."""
+    _decide(op, q, k, bias, causal, ours, theirs)
+    if getattr(_planning, "on", False):
+        raise _Serve
+
+
+def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
+            ours: Callable[[], Any] | None = None, theirs: Callable[[], Any] | None = None) -> None:
     """Raise Unsupported (aten's kernel serves the call) where sdpa_mode() says aten's kernel
     is the faster one. A forward (``ours``/``theirs`` given) decides once per call key, timing
     both outside graph capture; a backward follows its forward's decision (aten's where none
@@ -896,9 +919,9 @@ def sdpa_efficient_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, attn_bi
     if attn_bias is not None and len(grad_input_mask) > 3 and grad_input_mask[3]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: a gradient of attn_bias")
     _, bwd = _paths("_scaled_dot_product_efficient_attention_backward", q, k, v, attn_bias, is_causal, dropout_p)
-    _route("_scaled_dot_product_efficient_attention_backward", q, k, attn_bias, is_causal)
     if lse.shape[-1] < q.shape[2]:
         raise Unsupported("tritonjit._scaled_dot_product_efficient_attention_backward: no logsumexp saved")
+    _route("_scaled_dot_product_efficient_attention_backward", q, k, attn_bias, is_causal)
     dq, dk, dv = bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias, True)
     return dq, dk, dv, None
 
@@ -931,6 +954,34 @@ def sdpa_cudnn_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
     return bwd(do, q, k, v, o, lse, is_causal, scale, attn_bias)
 
 
+def _planner(op: str) -> Callable[..., P.Plan | None]:
+    """The C++ path's planner of an SDPA overload on a device. Without one, every call ran its
+    Python implementation, even those that only decide to raise Unsupported (aten's kernel
+    then serves them): checks, allocations and an exception, tens of microseconds per call.
+    It runs the implementation up to its route decision (:func:`_route`, which times a new
+    forward call key once) and returns aten's plan where aten's kernel serves the call shape
+    (check() refuses it, TRITONJIT_OPS_SDPA=aten, or aten measured faster): its later calls
+    then go to aten's kernel without Python. None (each call runs the Python implementation
+    and tritonjit's kernels) where ours serve it, or where the implementation raised anything
+    else (bad input: it raises again, and aten's own error follows, as before)."""
+    impl = ATEN[op]
+
+    def plan(*args: Any, **kwargs: Any) -> P.Plan | None:
+        _planning.on = True
+        try:
+            impl(*args, **kwargs)
+        except Unsupported:
+            return P.aten_plan()
+        except Exception:  # _Serve, or bad input
+            return None
+        finally:
+            _planning.on = False
+        return None
+
+    plan.__name__ = plan.__qualname__ = f"plan_{op}"
+    return plan
+
+
 #: aten overload -> implementation, for enable() (calls they refuse go to aten's kernel)
 ATEN: dict[str, Any] = {
     "_scaled_dot_product_flash_attention": sdpa_flash,
@@ -942,3 +993,7 @@ ATEN: dict[str, Any] = {
     "_scaled_dot_product_cudnn_attention": sdpa_cudnn,
     "_scaled_dot_product_cudnn_attention_backward": sdpa_cudnn_backward,
 }
+
+#: aten overload -> planner of the C++ operator path: the device paths, whose calls ask
+#: :func:`_route` (the CPU flash path has no route decision: its calls are all tritonjit's)
+PLANNERS: dict[str, Callable[..., P.Plan | None]] = {op: _planner(op) for op in ATEN if "_for_cpu" not in op}

@@ -465,9 +465,13 @@ _plans: dict[tuple, Plan] = {}
 
 
 def clear_plans() -> None:
-    """Forget every cached plan (the tuned configs stay stored; the next call asks again),
-    and the audit's record of the calls _aten_is_faster gave to aten (see _policy.py)."""
+    """Forget every cached plan, here and on the C++ path (the tuned configs stay stored; the
+    next call asks again), and the audit's record of the calls _aten_is_faster gave to aten
+    (see _policy.py)."""
+    from . import _native_ops
+
     _plans.clear()
+    _native_ops.clear_plans(PLANNERS)
     _policy.clear(PLANNERS)
 
 

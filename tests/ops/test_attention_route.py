@@ -140,3 +140,65 @@ def test_a_forced_aten_is_no_measured_choice(device_call, monkeypatch):
     with pytest.raises(attention.Unsupported):
         _forward(q, k)
     assert not _measured_aten(q, k)
+
+
+# ---- the C++ path's planners: a shape aten serves is planned to aten, once -------------------------
+def _planned(op, q, k, causal=True, **kw):
+    """What the C++ path's planner of ``op`` answers for a bf16 call like ``q``/``k`` (meta tensors)."""
+    v = torch.empty_like(k)
+    if op.endswith("_backward"):
+        do = torch.empty_like(q)
+        return attention.PLANNERS[op](do, q, k, v, do, torch.empty(q.shape[:3], device="meta"), None, None,
+                                      q.shape[2], k.shape[2], 0.0, causal, None, None)
+    return attention.PLANNERS[op](q, k, v, 0.0, causal, **kw)
+
+
+def _bf16(*shape):
+    return torch.empty(*shape, device="meta", dtype=torch.bfloat16)
+
+
+def test_the_planner_gives_aten_the_shapes_it_measured_faster_without_running_ours(device_call, monkeypatch):
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    _, _, times, calls = device_call
+    ran = []
+    monkeypatch.setattr(attention, "_forward", lambda *a, **kw: ran.append("fwd") or "ours")
+    monkeypatch.setattr(attention, "_backward", lambda *a, **kw: ran.append("bwd"))
+    monkeypatch.setattr(attention, "_aten_kernel", lambda op, q: lambda *a, **kw: "aten")
+    times.update(ours=2.0, aten=1.0)
+    q, k = _bf16(2, 4, 1024, 64), _bf16(2, 2, 1024, 64)
+    plan = _planned(OP, q, k)
+    assert plan is not None and plan.aten
+    assert _planned(OP + "_backward", q, k).aten  # the backward follows its forward
+    assert _measured_aten(q, k)
+    times.update(ours=1.0)
+    q2 = _bf16(2, 4, 512, 64)
+    k2 = _bf16(2, 2, 512, 64)
+    assert _planned(OP, q2, k2) is None  # ours serve it: each call runs the Python implementation
+    assert _planned(OP + "_backward", q2, k2) is None
+    assert calls == ["ours", "aten", "ours", "aten"]  # each forward key timed once
+    assert ran.count("fwd") == 2 and "bwd" not in ran  # only the timing ran our forward; no backward ran
+    assert not getattr(attention._planning, "on", False)
+
+
+def test_the_planner_gives_aten_calls_the_kernels_refuse_and_the_forced_mode(device_call, monkeypatch):
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    _, _, times, calls = device_call
+    assert _planned(OP, _bf16(1, 2, 16, 48), _bf16(1, 2, 16, 48)).aten  # head_dim 48: check() refuses
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "aten")
+    assert _planned(OP, _bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64)).aten
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
+    assert _planned(OP, _bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64)) is None
+    assert calls == []  # nothing timed
+
+
+def test_the_planner_leaves_bad_input_to_the_implementation(device_call, monkeypatch):
+    """A call the implementation raises on with anything but Unsupported: no plan (None), so
+    each call runs it and aten's own error follows, as without a planner."""
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+
+    def broken(*a, **kw):
+        raise ValueError("bad input")
+
+    monkeypatch.setitem(attention.ATEN, OP, broken)
+    assert attention._planner(OP)(_bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64)) is None
+    assert not getattr(attention._planning, "on", False)

@@ -227,6 +227,44 @@ def test_tritonjit_namespace_ops_run_in_cpp(case):
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1
 
 
+def test_cleared_plans_are_planned_again(native, monkeypatch):
+    """clear_plans(ops) forgets those operators' cached plans and no others; matmul.clear_plans()
+    forgets mm's (a measured choice of aten's kernel is decided again, not kept in C++)."""
+    x, y = torch.randn(5, 9), torch.randn(5, 9)
+    a, b = torch.randn(6, 10), torch.randn(10, 3)
+
+    def planned(fn):
+        before = native.stats()
+        fn()
+        return stats_delta(before, native.stats())["plans_made"]
+
+    planned(lambda: torch.sub(x, y))
+    assert planned(lambda: torch.sub(x, y)) == 0
+    _native_ops.clear_plans(["mul.Tensor"])
+    assert planned(lambda: torch.sub(x, y)) == 0
+    _native_ops.clear_plans(["sub.Tensor"])
+    assert planned(lambda: torch.sub(x, y)) == 1
+    _native_ops.clear_plans()
+    assert planned(lambda: torch.sub(x, y)) == 1
+
+    from tritonjit_ops import matmul
+
+    monkeypatch.setenv("TRITONJIT_OPS_MM_ATEN", "always")
+    before = native.stats()
+    torch.mm(a, b)
+    assert stats_delta(before, native.stats())["aten_calls"] == 1
+    monkeypatch.setenv("TRITONJIT_OPS_MM_ATEN", "never")
+    before = native.stats()
+    torch.mm(a, b)
+    assert stats_delta(before, native.stats())["aten_calls"] == 1  # the cached plan: still aten's
+    matmul.clear_plans()
+    before = native.stats()
+    got = torch.mm(a, b)
+    d = stats_delta(before, native.stats())
+    assert d["aten_calls"] == 0 and d["launches"] >= 1 and d["plans_made"] == 1
+    close(got, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-5)
+
+
 def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
     """A plan may give a call to aten's own kernel (where it measured faster): the C++ path
     calls it directly, although enable() holds the dispatcher's entry."""
