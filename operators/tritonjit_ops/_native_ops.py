@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from . import _plan, _prologue
 
@@ -91,7 +91,7 @@ def release(handle: Any) -> None:
     module().release(handle)
 
 
-def clear_plans(ops: Sequence[str] | None = None) -> None:
+def clear_plans(ops: Iterable[str] | None = None) -> None:
     """Forget the C++ path's cached plans of ``ops`` (aten overload names as enable() takes
     them: "mm", "add.Tensor"), or of every operator: their next call asks the planner
     again. For a policy whose decisions were reset (attention.clear_routes())."""
