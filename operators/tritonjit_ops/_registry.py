@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import tritonjit
 
-from . import _native_ops, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from . import _native_ops, _packets, fused, indexing, matmul, norm, pointwise, reduction, softmax
 from . import autograd as _autograd
 from ._fallback import with_aten_fallback
 from .copy import ATEN as _COPY_ATEN
@@ -140,6 +140,7 @@ for _name, _schema, _impl, _ref in _OPS:
 # backward ops, and each op's autograd (flash_attention's own: attention.register_autograd)
 _autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS if o[0] != "flash_attention"])
 attention.register_autograd(_lib)
+_packets.speed_up("tritonjit", (o[0].partition(".")[0] for o in _OPS))
 
 
 def _first(planner: Callable) -> Callable:
