@@ -25,13 +25,13 @@ class _FastPacket(_Base):
 
     __slots__ = ()
 
-    @property  # type: ignore[override]
+    @property
     def _op(self) -> Any:
         return type(self).__dict__["__call__"].__func__
 
     @_op.setter
     def _op(self, op: Any) -> None:
-        type(self).__call__ = staticmethod(op)  # type: ignore[method-assign, assignment]
+        type(self).__call__ = staticmethod(op)
 
 
 def speed_up(namespace: str, names: Iterable[str]) -> int:
