@@ -551,7 +551,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
         _fwd[(cdiv(m, cfg["BLOCK_M"]), b * h, 1)](*args, **consts, EVEN_M=m % cfg["BLOCK_M"] == 0,
                                                   EVEN_N=n % cfg["BLOCK_N"] == 0, **cfg)
     else:
-        _fwd_tuned[lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1)](*args, **consts)
+        _launch_tuned(_fwd_tuned, _fwd, lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1), args, consts, q, bias, m, n)
     return o, lse
 
 
@@ -562,6 +562,35 @@ def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, l
     out like its input; dk and dv summed over the query heads that share a key head."""
     _refuse("attention_backward", q, k, v, bias, causal)
     return _backward(do, q, k, v, o, lse, causal, scale, bias)
+
+
+#: (kernel, dtypes, device, constexprs, M, N) -> the tuned kernel's full keyword set for such
+#: a call (its config and the EVEN_* heuristics), which the plain kernel then launches with
+_CHOSEN: dict[tuple, dict] = {}
+_CHOSEN_MAX = 4096
+
+
+def _launch_tuned(tuned: Any, plain: Any, grid: Callable[[dict], tuple], args: tuple, consts: dict, q: Tensor,
+                  bias: Tensor | None, m: int, n: int) -> None:
+    """Launch ``plain`` with the config ``tuned`` (its autotuned form) chose for this call.
+
+    An autotuned kernel's launch evaluates the tuning key and the heuristics in Python on
+    every call (tens of microseconds for these 30-40 arguments, more than the kernel itself
+    at short sequences); the plain kernel with a fixed config takes the native launch path.
+    The tuner is asked once per call key: everything its choice depends on (the key's
+    HEAD_DIM, CAUSAL, HAS_BIAS and N, the tensors' dtypes, EVEN_M/EVEN_N's M and N). Inside
+    a CUDA graph capture the tuner cannot time configs, so its answer there is not kept."""
+    key = (plain.name, q.dtype, None if bias is None else bias.dtype, q.device, tuple(consts.items()), m, n)
+    meta = _CHOSEN.get(key)
+    if meta is None:
+        meta = tuned.launch_kwargs(grid, *args, **consts)
+        from .matmul import _capturing
+
+        if not _capturing(q.device):
+            if len(_CHOSEN) >= _CHOSEN_MAX:
+                _CHOSEN.clear()
+            _CHOSEN[key] = meta
+    plain[grid(meta)](*args, **meta)
 
 
 def _grad_like(t: Tensor, bshd: bool) -> Tensor:
@@ -591,8 +620,10 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
         _dq[(cdiv(m, c2["BLOCK_M"]), b * h, 1)](*q_args, **consts, EVEN_M=m % c2["BLOCK_M"] == 0,
                                                 EVEN_N=n % c2["BLOCK_N"] == 0, **c2)
     else:
-        _dkdv_tuned[lambda meta: (cdiv(n, meta["BLOCK_N"]), b * hk, 1)](*kv_args, **consts)
-        _dq_tuned[lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1)](*q_args, **consts)
+        _launch_tuned(_dkdv_tuned, _dkdv, lambda meta: (cdiv(n, meta["BLOCK_N"]), b * hk, 1), kv_args, consts, q,
+                      bias, m, n)
+        _launch_tuned(_dq_tuned, _dq, lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1), q_args, consts, q, bias,
+                      m, n)
     return dq, dk, dv
 
 

@@ -109,6 +109,27 @@ def test_tuning_picks_fastest_and_hooks_reset_and_restore(tuning):
     assert tuning == [32, 64, 128] * 2
 
 
+def test_launch_kwargs_is_the_tuned_launchs_keyword_set_for_the_plain_kernel(tuning):
+    """launch_kwargs(): the tuned config and the heuristics a launch would use (tuning
+    once, as a launch would, launching nothing else); the plain kernel launched with them
+    computes what the tuned launch does."""
+    tuned = make_kernels()
+    f = tritonjit.function(tuned)
+    x, acc, io = _args(200)
+    grid = _grid_recorder([])
+    kw = f.launch_kwargs(grid, x, acc, io, 200)
+    assert tuning == [32, 64, 128]
+    assert kw["BLOCK"] == 64 and kw["num_warps"] == 2 and kw["EVEN"] is False  # 200 % 64 != 0
+    torch.testing.assert_close(acc, torch.zeros(200))  # tuning runs left no trace; nothing else ran
+    torch.testing.assert_close(io, torch.zeros(200))
+    assert f.launch_kwargs(grid, x, acc, io, 200, stream=0) == kw and tuning == [32, 64, 128]  # no second tuning
+    plain = tritonjit.function(tuned.fn.fn)  # the kernel under @autotune and @heuristics
+    assert plain.launch_kwargs(grid, x, acc, io, 200, BLOCK=64) == {"BLOCK": 64}  # nothing to resolve
+    plain[(triton.cdiv(200, kw["BLOCK"]),)](x, acc, io, 200, **kw)
+    torch.testing.assert_close(acc, x)
+    torch.testing.assert_close(io, torch.ones(200))
+
+
 def test_best_config_persists_on_disk_for_the_next_process(tuning):
     kernel = make_kernels()
     x, acc, io = _args(256)

@@ -372,6 +372,23 @@ class KernelFunction(_native.KernelBase):
         dims += [1] * (3 - len(dims))
         return dims[0], dims[1], dims[2]
 
+    def launch_kwargs(self, grid: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The full keyword set ``f[grid](*args, **kwargs)`` launches with: @triton.heuristics
+        evaluated and the @triton.autotune config chosen (timed on the device on the first
+        call of a tuning key, as a launch would; nothing is launched besides the timing).
+
+        An autotuned launch resolves the tuning key and the heuristics in Python on every
+        call; a caller that knows which of its calls share a config can ask once and launch
+        the plain kernel (``tritonjit.function(kernel.fn...)``) with the answer, which takes
+        the native path."""
+        state = self._state
+        if state is None or state.backend is not registry._current:
+            self._make_state()
+        kwargs.pop("stream", None)
+        if self._heuristics is None and self._autotune_configs is None:
+            return dict(kwargs)
+        return self._meta_kwargs(args, kwargs, grid)
+
     def _meta_kwargs(self, args: tuple, kwargs: dict, grid: Any = None, stream: Any = None) -> dict:
         """@triton.heuristics evaluated and the @triton.autotune config chosen (tuned on
         the device when there is a grid to launch; see _autotune.py)."""
