@@ -29,6 +29,7 @@ instruction counts run it under ``valgrind --tool=callgrind`` with ``--only K
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kind", choices=("torch", "fake"), default="torch")
     ap.add_argument("--path", choices=("all", "launch", "key"), default="all",
                     help="run one path only, once, untimed (for callgrind: run twice with different --calls, "
-                         "subtract)")
+                         "subtract; the collector's heap is frozen first)")
     a = ap.parse_args(argv)
     keys = tuple(k for k in a.only.split(",") if k)
     if unknown := [k for k in keys if k not in KERNEL_KEYS]:
@@ -95,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             src = f"f[grid]({call})" if a.path == "launch" else f"key({call})"
             g = {**ns}
             exec(f"def run(n):\n    for _ in range(n):\n        {src}\n", g)  # noqa: S102
+            # the heap (torch's objects) out of the collector's reach: a full collection
+            # during one of the two runs would add hundreds of instructions per call
+            gc.collect()
+            gc.freeze()
             g["run"](a.calls)
             continue
         loops[key] = {"n": len(args), "f": f,

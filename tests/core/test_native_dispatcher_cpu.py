@@ -403,3 +403,146 @@ def test_counting_recorder_counts_python_path_launches_without_recording_them():
     finally:
         tritonjit.set_backend(None)
         tritonjit.unregister_backend("counting-only")
+
+
+# ---- the hot path's shortcuts: the last variant, the scalar token tables, tp_call ---------------------
+@triton.jit
+def wide_kernel(X, Y, Out, n,
+                i0=2, i1=3, i2=4, i3=5, i4=6, i5=7, i6=8, i7=9, i8=10, i9=11,
+                i10=12, i11=13, i12=14, i13=15, i14=16, i15=17, i16=18, i17=19, i18=20, i19=21,
+                i20=22, i21=23, i22=24, i23=25, i24=26, i25=27, i26=28, i27=29, i28=30, i29=31,
+                alpha=0.5, BLOCK: tl.constexpr = 64):
+    pass
+
+
+def _digest(v: Any) -> tuple:
+    """What the recorder holds for one argument (tritonjit_launch.h's kinds)."""
+    if isinstance(v, FakeTensor):
+        return (1, v.ptr)
+    if isinstance(v, bool):
+        return (5, int(v))
+    if isinstance(v, float):
+        return (4, v)
+    return (2, v)
+
+
+def test_repeated_launches_follow_every_argument(recording):
+    """The launch that repeats the last one takes a shortcut (no memo search): a call
+    that differs in any argument must still get its own variant and its own values, a
+    tensor given another data pointer or dtype (same object) included."""
+    f = _fresh(add_kernel)
+    a, b = FakeTensor(1 << 20), FakeTensor((1 << 20) + 4)  # aligned, unaligned
+    h = FakeTensor(1 << 21, torch.float16)
+    m = FakeTensor(3 << 20)  # mutated below: new data pointers and dtypes, same object
+    seq = [(a, 1000), (a, 1000), (b, 1000), (a, 1), (a, 1000), (h, 1000), (a, 16), (a, 2**40), (a, 1000),
+           (m, 1000), ("ptr", (3 << 20) + 2), (m, 1000), ("ptr", 5 << 20), (m, 1000), ("dtype", torch.float16),
+           (m, 1000), (m, 7), (a, 7), (a, 1000)]
+    for rnd in range(2):
+        m.ptr, m.dtype = 3 << 20, torch.float32
+        for t, n in seq:
+            if t == "ptr":
+                m.ptr = n
+                continue
+            if t == "dtype":
+                m.dtype = n
+                continue
+            variant = f[(1,)](t, a, a, n, BLOCK=64)
+            assert variant.signature == f.signature(t, a, a, n, BLOCK=64), (t.ptr, t.dtype, n)
+            path, _, _, args = variant.launcher.calls[-1]
+            assert path == "native" or rnd == 0  # the first round's misses compile through Python
+            if path == "native":
+                assert args[:4] == [_digest(t), _digest(a), _digest(a), _digest(n)]
+    assert f._dispatcher.stats()["native"] > len(seq)  # the second round is all native
+
+
+def test_repeated_launches_with_constexprs_and_options(recording):
+    """The shortcut compares constexprs and launch options too (equal values that are
+    other objects included)."""
+    f = _fresh(mixed_kernel)
+    x = FakeTensor(1 << 20, torch.float16)
+    big = 10**6
+    calls = [dict(K=8), dict(K=8), dict(K=16), dict(K=8, M=2), dict(K=8, num_warps=2), dict(K=8, num_warps=4),
+             dict(K=8), dict(K=big), dict(K=int(str(big))), dict(K=2.5), dict(K=float("2.5")), dict(K=True),
+             dict(K=8, d=1), dict(K=8)]
+    for _ in range(2):
+        for kw in calls:
+            variant = f[(1,)](x, 5, 1, 32, 0.5, 3, **kw)
+            key = _python_key(f, x, 5, 1, 32, 0.5, 3, **kw)
+            assert f._state.caches[0][key] is variant, kw
+    assert f._dispatcher.stats()["native"] >= len(calls)
+
+
+def test_wide_calls_launch_natively_through_tp_call(recording):
+    """A call of more than 30 arguments and keywords is a tuple and a dict in CPython
+    (CALL_FUNCTION_EX), as is ``f[grid](*args, **kw)``: bound from them directly (tp_call),
+    with the same results as through vectorcall."""
+    f = _fresh(wide_kernel)
+    x, y, o = FakeTensor(1 << 20), FakeTensor(1 << 21), FakeTensor((1 << 22) + 4)
+    ints = tuple(range(100, 130))
+    args = (x, y, o, 1000, *ints, 0.25)
+    want = f.signature(*args, BLOCK=32)
+    for k in range(4):
+        variant = f[(2,)](*args, BLOCK=32)
+        assert variant.signature == want
+        if k:
+            assert variant.launcher.calls[-1][3][:35] == [_digest(a) for a in args]
+    assert f._dispatcher.stats() == {"native": 3, "python": 1}  # the first: a miss
+    # the same call written out (more than 30 arguments: CPython compiles it to a tuple and a dict)
+    variant = f[(2,)](x, y, o, 1000, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113, 114, 115,
+                      116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127, 128, 129, 0.25, BLOCK=32)
+    assert variant.signature == want and f._dispatcher.stats()["native"] == 4
+    # small call sites of the same kernel (defaults), alternating with the wide ones
+    small = f.signature(x, y, o, 1000, BLOCK=32)
+    for k in range(3):
+        assert f[(2,)](x, y, o, 1000, BLOCK=32).signature == small
+        assert f[(2,)](*args, **{"BLOCK": 32}).signature == want
+        rec = f[(2,)](*args, BLOCK=32, num_warps=2).launcher.calls[-1]
+        assert rec[0] == "native" or k == 0  # the first: a miss
+        assert rec[3][:35] == ([_digest(a) for a in args] if k else args)
+        assert f[(2,)](*args, BLOCK=32, stream=5).launcher.calls[-1][1:3] == ((2, 1, 1), 5)
+        assert f[(2,)](*args[:-1], BLOCK=32, alpha=0.75).launcher.calls[-1][3][34] == (4, 0.75)
+    assert f._dispatcher.stats()["python"] == 3  # and the first small call and the first num_warps=2
+    with pytest.raises(TypeError):
+        f[(2,)](*args, **{1: 2})  # not a keyword: the reference path raises
+    with pytest.raises(TypeError):
+        f[(2,)](*args, BLOCK=32, alpha=0.75)  # alpha twice
+    with pytest.raises(TypeError):
+        f[(2,)](*args, BLOCK=32, **{f"opt{k}": k for k in range(100)})  # unknown launch options
+
+
+def test_annotated_parameters_keep_their_tokens(recording):
+    """Scalar tokens come from a per-parameter table filled on first use: annotations
+    (fixed or remapping) must hold for every class of value, in any order."""
+    f = _fresh(mixed_kernel)
+    x = FakeTensor(1 << 20, torch.float16)
+    values = [3, 16, 1, 2**40, 2**63 + 16, -32, 0.5, True, None]
+    rng = random.Random(7)
+    for _ in range(200):
+        s, q, c = rng.choice(values[:7]), rng.choice(values[:6]), rng.choice(values)
+        args = (x, 5, 1, c, s, q)
+        try:
+            want = f.signature(*args, K=8)
+        except Exception:
+            continue
+        assert f[(1,)](*args, K=8).signature == want, args
+
+
+def test_binding_edge_cases(recording):
+    """Binding without copying (every parameter positional) and the keyword mask: a
+    parameter given twice goes to the reference path (which raises), defaults fill in."""
+    f = _fresh(add_kernel)
+    x = FakeTensor(4096)
+    f[(1,)](x, x, x, 16, BLOCK=64)  # a miss
+    d = f._dispatcher
+    assert d.key(x, x, x, 16, 64) == d.key(x, x, x, 16, BLOCK=64) == d.key(BLOCK=64, n=16, Out=x, Y=x, X=x)
+    assert d.key(x, x, x, 16, 64, n=16) is None and d.key(x, x, x, 16, n=16, BLOCK=64) is None
+    with pytest.raises(TypeError):
+        f[(1,)](x, x, x, 16, 64, n=16)
+    with pytest.raises(TypeError):
+        f[(1,)](x, x, x, n=16)  # BLOCK missing
+    rec = f[(1,)](x, x, x, 16, 64, stream=5).launcher.calls[-1]
+    assert rec[0] == "native" and rec[2] == 5
+    g = _fresh(mixed_kernel)
+    g[(1,)](x, 5, 1, 32, 0.5, 3, K=8)
+    assert g._dispatcher.key(x, 5, 1, 32, 0.5, 3, K=8) == g._dispatcher.key(x, 5, 1, 32, 0.5, 3, 8, 4, 7)
+    assert g._dispatcher.key(x, 5, 1, 32, 0.5, 3, K=8, d=7)[0] == _python_key(g, x, 5, 1, 32, 0.5, 3, K=8)

@@ -722,7 +722,8 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
     }
     const tj_arg *a = &args[pi];
     params[k] = &store[k];
-    /* the common cases inline: a tensor for a pointer, an int for an i32/i64 */
+    /* the common cases inline: a tensor for a pointer, an int for an i32/i64, a float
+       for an fp32 (pack_one's result, without its call and its switches) */
     if (L->ty[k] == TY_PTR && a->kind == TJ_ARG_PTR) {
       store[k] = a->v.u;
     } else if (L->ty[k] == TY_I32 && a->kind == TJ_ARG_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
@@ -731,6 +732,10 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
       memcpy(&store[k], &x, 4);
     } else if (L->ty[k] == TY_I64 && a->kind == TJ_ARG_INT) {
       memcpy(&store[k], &a->v.i, 8);
+    } else if (L->ty[k] == TY_FP32 && a->kind == TJ_ARG_FLOAT) {
+      float f = (float)a->v.d;
+      store[k] = 0;
+      memcpy(&store[k], &f, 4);
     } else {
       store[k] = 0;
       if (pack_one(L->ty[k], a, &store[k], L->name, (int)k) < 0) return -1;

@@ -29,6 +29,7 @@
 #include "tritonjit_tensor.h"
 
 #define MAXP 64   /* kernels with more parameters take the Python path */
+_Static_assert(MAXP <= 64, "bind_call keeps a 64-bit mask of the parameters bound by keyword");
 #define MAXOPT 8  /* launch options (num_warps=...) handled natively */
 #define MEMO_N 4  /* recent (device, key) -> variant entries */
 #define MAXKW (MAXP + MAXOPT + 1) /* keyword names of a call resolved once per kwnames tuple */
@@ -53,7 +54,14 @@ typedef struct {
   PyObject *ann;    /* forced token (F_ANN_FIXED) */
   PyObject *remap;  /* token -> annotated token (F_ANN_REMAP) */
   int flags;
-  PyObject *last_dtype, *last_tok16, *last_tok; /* one-entry dtype cache */
+  /* the key token of each scalar class (T_I32 ... T_NULLOPT) for this parameter, its
+     annotation applied (F_ANN_FIXED, F_ANN_REMAP); filled on first use (class_token_slow),
+     borrowed from tok[], ann or remap, which live as long as the dispatcher. One load
+     per scalar argument instead of the annotation branches and a remap dict lookup. */
+  PyObject *ctok[T_COUNT];
+  /* one-entry dtype cache: the pointer tokens (aligned, unaligned) of last_dtype, the
+     annotation remap already applied */
+  PyObject *last_dtype, *last_tok16, *last_tok;
   /* one-entry device cache: the address of the last tensor object (no reference is
      held) and its data pointer. Under unified addressing a live allocation belongs to
      one device, so the same object with the same data pointer is on the same device;
@@ -75,9 +83,8 @@ typedef struct {
 typedef struct GridLaunch GridLaunch;
 
 typedef struct {
-  PyObject_HEAD
+  PyObject_VAR_HEAD /* ob_size: the number of ps allocated */
   Py_ssize_t P;
-  ParamSpec ps[MAXP];
   long div;
   uint64_t div_mask; /* div - 1 where div is a power of two (a mask, not a division), else 0 */
   int device_mode;
@@ -90,6 +97,10 @@ typedef struct {
   PyObject *registry, *backend; /* registry: Registry.current_cell, a one-item list */
   Memo memo[MEMO_N];
   int memo_next;
+  Memo *last; /* the entry of the last native launch (one of memo), or NULL */
+  /* calls are expected through tp_call rather than vectorcall (see GridLaunch_call), after
+     ex_streak calls in a row that CPython unpacked from a tuple and a dict */
+  int tp_calls, ex_streak;
   /* ``.dtype`` of the last tensor type seen, read through its getset descriptor's C
      getter (valid while the type's version tag is unchanged; see dtype_of) */
   PyTypeObject *dt_type;
@@ -100,6 +111,7 @@ typedef struct {
   PyObject *kw_names;            /* the kwnames tuple kw_slot was resolved for (held) */
   signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
+  ParamSpec ps[]; /* one per parameter (the object's variable part) */
 } Dispatcher;
 
 struct GridLaunch {
@@ -144,24 +156,71 @@ static inline int divisible_u(const Dispatcher *d, uint64_t x) {
   return d->div_mask ? (x & d->div_mask) == 0 : x % (uint64_t)d->div == 0;
 }
 
-/* Token of an int already digested (tj_digest_scalar) into ``a``; NULL for an int
- * outside [-2**63, 2**64): the Python path raises. */
-static PyObject *int_token(Dispatcher *d, ParamSpec *ps, const tj_arg *a) {
-  int align = ps->flags & F_ALIGN;
+/* Class (T_I32 ... T_U64D) of an int already digested (tj_digest_scalar) into ``a``; -1 for
+ * an int outside [-2**63, 2**64): the Python path raises. */
+static int int_class(const Dispatcher *d, int flags, const tj_arg *a) {
+  int align = flags & F_ALIGN;
   if (a->kind == TJ_ARG_INT) {
     long long x = a->v.i;
     if (x >= INT32_MIN && x <= INT32_MAX) {
-      if (x == 1 && (ps->flags & F_EQ1)) return d->tok[T_I32_1];
-      return (align && divisible_i(d, x)) ? d->tok[T_I32D] : d->tok[T_I32];
+      if (x == 1 && (flags & F_EQ1)) return T_I32_1;
+      return (align && divisible_i(d, x)) ? T_I32D : T_I32;
     }
-    return (align && divisible_i(d, x)) ? d->tok[T_I64D] : d->tok[T_I64];
+    return (align && divisible_i(d, x)) ? T_I64D : T_I64;
   }
-  if (a->kind == TJ_ARG_UINT) return (align && divisible_u(d, a->v.u)) ? d->tok[T_U64D] : d->tok[T_U64];
-  return NULL;
+  if (a->kind == TJ_ARG_UINT) return (align && divisible_u(d, a->v.u)) ? T_U64D : T_U64;
+  return -1;
 }
 
-/* Pointer tokens of a dtype for this parameter, or NULL (fallback). Borrowed. */
-static int ptr_tokens(Dispatcher *d, ParamSpec *ps, PyObject *dtype, PyObject **t16, PyObject **t) {
+/* The same for an int of one machine digit (|x| < 2**30, see compact_int): always in
+ * i32 range, so one of three classes. ``mask`` is d->div_mask, passed in by the loop. */
+static inline int compact_int_class(const Dispatcher *d, uint64_t mask, int flags, long long x) {
+  if (x == 1 && (flags & F_EQ1)) return T_I32_1;
+  if (!(flags & F_ALIGN)) return T_I32;
+  return (mask ? ((uint64_t)x & mask) == 0 : x % d->div == 0) ? T_I32D : T_I32;
+}
+
+/* ``tok`` as parameter ``i``'s annotation remaps it (F_ANN_REMAP): remap[tok], made by
+ * annotate_fn on first use. Borrowed (held by remap); NULL (no error set): fallback. */
+static PyObject *remap_token(Dispatcher *d, Py_ssize_t i, PyObject *tok) {
+  ParamSpec *ps = &d->ps[i];
+  PyObject *m = PyDict_GetItemWithError(ps->remap, tok);
+  if (m != NULL) return m;
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return NULL;
+  }
+  PyObject *idx = PyLong_FromSsize_t(i);
+  m = idx ? PyObject_CallFunctionObjArgs(d->annotate_fn, idx, tok, NULL) : NULL;
+  Py_XDECREF(idx);
+  if (m == NULL || PyDict_SetItem(ps->remap, tok, m) < 0) {
+    Py_XDECREF(m);
+    PyErr_Clear();
+    return NULL;
+  }
+  Py_DECREF(m); /* held by remap */
+  return m;
+}
+
+/* The key token of scalar class ``cls`` for parameter ``i``, made on its first use (see
+ * ParamSpec.ctok; token_of reads it): the class's token, or the annotation's (F_ANN_FIXED:
+ * the annotation, None stays nullopt; F_ANN_REMAP: remapped, nullopt never). NULL (no
+ * error set): fallback. */
+static PyObject *class_token_slow(Dispatcher *d, Py_ssize_t i, int cls) {
+  ParamSpec *ps = &d->ps[i];
+  PyObject *tok = d->tok[cls];
+  if (ps->flags & F_ANN_FIXED)
+    tok = cls == T_NULLOPT ? tok : ps->ann;
+  else if ((ps->flags & F_ANN_REMAP) && cls != T_NULLOPT)
+    tok = remap_token(d, i, tok);
+  if (tok != NULL) ps->ctok[cls] = tok;
+  return tok;
+}
+
+/* Pointer tokens (aligned, unaligned) of a dtype for parameter ``i``, its annotation
+ * remap applied; -1: fallback. Borrowed. */
+static int ptr_tokens(Dispatcher *d, Py_ssize_t i, PyObject *dtype, PyObject **t16, PyObject **t) {
+  ParamSpec *ps = &d->ps[i];
   if (dtype == ps->last_dtype) {
     *t16 = ps->last_tok16;
     *t = ps->last_tok;
@@ -187,14 +246,20 @@ static int ptr_tokens(Dispatcher *d, ParamSpec *ps, PyObject *dtype, PyObject **
     }
   }
   if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return -1; /* unsupported dtype */
+  PyObject *a16 = PyTuple_GET_ITEM(pair, 0), *a = PyTuple_GET_ITEM(pair, 1);
+  if (ps->flags & F_ANN_REMAP) { /* both now: annotate_fn is a pure function of the token */
+    a16 = remap_token(d, i, a16);
+    a = a16 != NULL ? remap_token(d, i, a) : NULL;
+    if (a == NULL) return -1;
+  }
   Py_INCREF(dtype);
   Py_XSETREF(ps->last_dtype, dtype);
-  Py_INCREF(PyTuple_GET_ITEM(pair, 0));
-  Py_XSETREF(ps->last_tok16, PyTuple_GET_ITEM(pair, 0));
-  Py_INCREF(PyTuple_GET_ITEM(pair, 1));
-  Py_XSETREF(ps->last_tok, PyTuple_GET_ITEM(pair, 1));
-  *t16 = ps->last_tok16;
-  *t = ps->last_tok;
+  Py_INCREF(a16);
+  Py_XSETREF(ps->last_tok16, a16);
+  Py_INCREF(a);
+  Py_XSETREF(ps->last_tok, a);
+  *t16 = a16;
+  *t = a;
   return 0;
 }
 
@@ -287,84 +352,91 @@ static inline int compact_int(PyObject *v, long long *out) {
 #endif
 }
 
-/* Token of one runtime argument; digests it into ``a``. NULL: take the Python path. */
-static PyObject *token_of(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, int *device) {
+/* What keying one call carries from argument to argument. */
+typedef struct {
+  int device; /* the tensors' device so far; -1: no tensor yet */
+} KeyRun;
+
+/* Token of a tensor argument (anything tj_digest_scalar does not take); digests it into
+ * ``a`` (``a->obj`` already set). NULL: take the Python path. The data pointer, dtype and
+ * device are read on every call: a tensor object may be given new storage (``set_``,
+ * ``.data =``) between two calls, so nothing of it is remembered by identity. */
+static PyObject *tensor_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, KeyRun *run) {
   ParamSpec *ps = &d->ps[i];
-  PyObject *tok;
+  PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
+  int dev = -1, own_dtype = 0;
+  uint64_t ptr;
+  if (g_reader == NULL || g_reader->read(v, &ptr, &dtype, &dev) != 0) {
+    if (read_by_python(d, v, &ptr, (ps->flags & F_ANN_FIXED) ? NULL : &dtype) < 0) return NULL;
+    own_dtype = dtype != NULL;
+    dev = -1;
+  }
+  a->kind = TJ_ARG_PTR;
+  a->v.u = ptr;
+  if (d->device_mode && dev < 0 && (dev = device_by_python(ps, v, ptr)) < 0) {
+    if (own_dtype) Py_DECREF(dtype);
+    return NULL; /* a CPU tensor (or an error): the Python path says which */
+  }
+  if (d->device_mode) {
+    if (run->device < 0)
+      run->device = dev;
+    else if (run->device != dev) {
+      if (own_dtype) Py_DECREF(dtype);
+      return NULL; /* tensors on two devices */
+    }
+  }
+  if (ps->flags & F_ANN_FIXED) {
+    if (own_dtype) Py_DECREF(dtype);
+    return ps->ann; /* the annotation decides the token */
+  }
+  PyObject *t16, *t;
+  int r = ptr_tokens(d, i, dtype, &t16, &t);
+  if (own_dtype) Py_DECREF(dtype);
+  if (r < 0) return NULL;
+  return ((ps->flags & F_ALIGN) && divisible_u(d, ptr)) ? t16 : t;
+}
+
+/* Token of runtime argument ``i`` (``ps`` is &d->ps[i], ``mask`` d->div_mask: the loop
+ * keeps them in registers); digests it into ``a``. NULL: take the Python path.
+ *
+ * The hot path of a launch, once per runtime argument: the scalar kinds are told apart
+ * by their exact type (the digest is tj_digest_scalar's, bit for bit), a scalar's
+ * token comes from its class through ParamSpec.ctok, and anything else is a tensor. */
+static inline PyObject *token_of(Dispatcher *d, Py_ssize_t i, const ParamSpec *ps, uint64_t mask, PyObject *v,
+                                 tj_arg *a, KeyRun *run) {
+  PyTypeObject *tp = Py_TYPE(v);
   long long x;
-  if (PyLong_CheckExact(v) && compact_int(v, &x)) { /* tj_digest_scalar's TJ_ARG_INT, sooner */
-    a->obj = v;
+  int cls;
+  a->obj = v;
+  if (tp == &PyLong_Type && compact_int(v, &x)) { /* tj_digest_scalar's TJ_ARG_INT, sooner */
     a->kind = TJ_ARG_INT;
     a->v.i = x;
-    tok = int_token(d, ps, a);
-  } else if (tj_digest_scalar(v, a)) { /* the digest a plugin's launcher makes too */
+    cls = compact_int_class(d, mask, ps->flags, x);
+  } else if (tp == &PyFloat_Type) {
+    a->kind = TJ_ARG_FLOAT;
+    a->v.d = PyFloat_AS_DOUBLE(v);
+    cls = T_FP32;
+  } else if (tj_digest_scalar(v, a)) { /* a bool, None or an int of more than one digit */
     switch (a->kind) {
-      case TJ_ARG_FLOAT: tok = d->tok[T_FP32]; break;
-      case TJ_ARG_BOOL: tok = d->tok[T_U1]; break;
-      case TJ_ARG_NONE: tok = d->tok[T_NULLOPT]; break;
+      case TJ_ARG_BOOL: cls = T_U1; break;
+      case TJ_ARG_NONE: cls = T_NULLOPT; break;
       default:
-        tok = int_token(d, ps, a);
-        if (tok == NULL) return NULL;
+        cls = int_class(d, ps->flags, a);
+        if (cls < 0) return NULL;
     }
   } else {
-    PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
-    int dev = -1, own_dtype = 0;
-    uint64_t ptr;
-    if (g_reader == NULL || g_reader->read(v, &ptr, &dtype, &dev) != 0) {
-      if (read_by_python(d, v, &ptr, (ps->flags & F_ANN_FIXED) ? NULL : &dtype) < 0) return NULL;
-      own_dtype = dtype != NULL;
-      dev = -1;
-    }
-    a->kind = TJ_ARG_PTR;
-    a->v.u = ptr;
-    if (d->device_mode && dev < 0 && (dev = device_by_python(ps, v, ptr)) < 0) {
-      if (own_dtype) Py_DECREF(dtype);
-      return NULL; /* a CPU tensor (or an error): the Python path says which */
-    }
-    if (d->device_mode) {
-      if (*device < 0)
-        *device = dev;
-      else if (*device != dev) {
-        if (own_dtype) Py_DECREF(dtype);
-        return NULL; /* tensors on two devices */
-      }
-    }
-    if (ps->flags & F_ANN_FIXED) {
-      if (own_dtype) Py_DECREF(dtype);
-      return ps->ann; /* the annotation decides the token */
-    }
-    PyObject *t16, *t;
-    int r = ptr_tokens(d, ps, dtype, &t16, &t);
-    if (own_dtype) Py_DECREF(dtype);
-    if (r < 0) return NULL;
-    tok = ((ps->flags & F_ALIGN) && divisible_u(d, ptr)) ? t16 : t;
+    return tensor_token(d, i, v, a, run);
   }
-  if (ps->flags & F_ANN_FIXED) return v == Py_None ? d->tok[T_NULLOPT] : ps->ann;
-  if ((ps->flags & F_ANN_REMAP) && tok != d->tok[T_NULLOPT]) {
-    PyObject *m = PyDict_GetItemWithError(ps->remap, tok);
-    if (m == NULL) {
-      if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return NULL;
-      }
-      PyObject *idx = PyLong_FromSsize_t(i);
-      m = idx ? PyObject_CallFunctionObjArgs(d->annotate_fn, idx, tok, NULL) : NULL;
-      Py_XDECREF(idx);
-      if (m == NULL || PyDict_SetItem(ps->remap, tok, m) < 0) {
-        Py_XDECREF(m);
-        PyErr_Clear();
-        return NULL;
-      }
-      Py_DECREF(m); /* held by remap */
-    }
-    tok = m;
-  }
-  return tok;
+  PyObject *tok = ps->ctok[cls];
+  return tok != NULL ? tok : class_token_slow(d, i, cls);
 }
 
 /* ---- one call -------------------------------------------------------------------------- */
 typedef struct {
-  PyObject *vals[MAXP];
+  /* each parameter's value: the caller's own argument array where the call passes
+     every parameter positionally (nothing copied), else buf */
+  PyObject *const *vals;
+  PyObject *buf[MAXP];
   PyObject *opt_names[MAXOPT], *opt_vals[MAXOPT];
   Py_ssize_t nopt;
   PyObject *stream; /* borrowed; NULL or None: the backend's current stream */
@@ -372,16 +444,16 @@ typedef struct {
 
 typedef struct {
   PyObject *kel[MAXP];
-  unsigned char own[MAXP];
   tj_arg args[MAXP];
   int device;
-  int nown; /* how many of kel are owned (most calls: none) */
+  int differs;                 /* some part is another object than in the hint (compute_key) */
+  int nown;                    /* how many of kel are owned (most calls: none) ... */
+  unsigned char owned[MAXP];   /* ... and which */
 } Keyed;
 
-static void keyed_release(Dispatcher *d, Keyed *k, Py_ssize_t upto) {
-  if (k->nown == 0) return;
-  for (Py_ssize_t i = 0; i < upto; i++)
-    if (k->own[i]) Py_DECREF(k->kel[i]);
+static void keyed_release(Keyed *k) {
+  for (int j = 0; j < k->nown; j++) Py_DECREF(k->kel[k->owned[j]]);
+  k->nown = 0;
 }
 
 /* Where each keyword name of a call goes: a parameter index, or one of these. */
@@ -391,11 +463,23 @@ enum { KW_STREAM = -1, KW_OPTION = -2 };
  * resolved as bind_call always did (``stream``, then a parameter by identity, then by
  * equality, else a launch option), and remembered for that tuple: a call site passes
  * the same kwnames tuple (a constant of its code) on every call, so the names are
- * compared once per call site, not once per call. */
+ * compared once per call site, not once per call. A call through CALL_FUNCTION_EX
+ * (``f[grid](*a, **kw)``, or a call site of more than 30 arguments) brings a new tuple
+ * each time, of the same name objects: those are compared one by one (each is held by
+ * kw_names, so an equal address is the same string), not resolved again. */
 static const signed char *kw_slots(Dispatcher *d, PyObject *kwnames) {
   if (kwnames == d->kw_names) return d->kw_slot;
   Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
   if (nkw > MAXKW) return NULL;
+  if (d->kw_names != NULL && PyTuple_GET_SIZE(d->kw_names) == nkw) {
+    Py_ssize_t k = 0;
+    while (k < nkw && PyTuple_GET_ITEM(kwnames, k) == PyTuple_GET_ITEM(d->kw_names, k)) k++;
+    if (k == nkw) { /* kept: the next call of a call site passing this tuple is an identity hit */
+      Py_INCREF(kwnames);
+      Py_SETREF(d->kw_names, kwnames);
+      return d->kw_slot;
+    }
+  }
   for (Py_ssize_t k = 0; k < nkw; k++) {
     PyObject *name = PyTuple_GET_ITEM(kwnames, k);
     if (name == s_stream || PyUnicode_Compare(name, s_stream) == 0) {
@@ -422,24 +506,35 @@ static const signed char *kw_slots(Dispatcher *d, PyObject *kwnames) {
   return d->kw_slot;
 }
 
-/* Bind positional + keyword arguments to parameters. 0 ok, 1 fallback. */
-static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, Call *c) {
+/* Bind positional + keyword arguments to parameters: ``args[:nargs]`` positional,
+ * ``kwvals[k]`` the value of keyword ``kwnames[k]``. 0 ok, 1 fallback. */
+static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     PyObject *const *kwvals, Call *c) {
   Py_ssize_t P = d->P;
   if (nargs > P) return 1;
-  memset(c->vals, 0, sizeof(PyObject *) * P);
-  memcpy(c->vals, args, sizeof(PyObject *) * nargs);
   c->nopt = 0;
   c->stream = NULL;
+  if (nargs == P) {
+    c->vals = args; /* nothing copied; a keyword naming a parameter is a duplicate below */
+  } else {
+    if (nargs > 8)
+      memcpy(c->buf, args, sizeof(PyObject *) * nargs);
+    else /* a few pointers: cheaper than a call */
+      for (Py_ssize_t i = 0; i < nargs; i++) c->buf[i] = args[i];
+    c->vals = c->buf;
+  }
+  uint64_t by_kw = 0; /* the parameters bound by keyword (MAXP is 64) */
   if (kwnames) {
     const signed char *slot = kw_slots(d, kwnames);
     if (slot == NULL) return 1;
     Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nkw; k++) {
-      PyObject *val = args[nargs + k];
+      PyObject *val = kwvals[k];
       int j = slot[k];
       if (j >= 0) {
-        if (c->vals[j] != NULL) return 1;
-        c->vals[j] = val;
+        if (j < nargs || (by_kw >> j & 1)) return 1; /* bound twice: the Python path raises */
+        by_kw |= 1ull << j;
+        c->buf[j] = val;
       } else if (j == KW_STREAM) {
         c->stream = val;
       } else {
@@ -449,51 +544,62 @@ static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyO
       }
     }
   }
-  if (nargs < P) {
-    for (Py_ssize_t i = nargs; i < P; i++)
-      if (c->vals[i] == NULL) {
-        if (d->ps[i].dflt == NULL) return 1;
-        c->vals[i] = d->ps[i].dflt;
-      }
-  }
+  for (Py_ssize_t i = nargs; i < P; i++)
+    if (!(by_kw >> i & 1)) {
+      if (d->ps[i].dflt == NULL) return 1;
+      c->buf[i] = d->ps[i].dflt;
+    }
   return 0;
 }
 
-/* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). */
-static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
-  k->device = -1;
+/* compute_key's hint when there is none: no key part is NULL, so every part differs */
+static PyObject *const no_hint[MAXP];
+
+/* Key parts and digested args. 0 ok (caller releases), 1 fallback (released).
+ *
+ * ``hint`` holds the key parts of the variant launched last (or no_hint): each part is
+ * compared with it by identity on the way, and k->differs says whether any differed.
+ * Most launches repeat the last one (the tokens are shared objects), so the memo is then
+ * not searched; a constexpr equal to the hint's but another object only takes memo_find. */
+static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) {
+  /* read once: stores into k could alias them as far as the compiler knows */
+  const Py_ssize_t P = d->P;
+  PyObject *const *vals = c->vals;
+  const uint64_t mask = d->div_mask;
+  const ParamSpec *ps = d->ps;
+  uintptr_t diff = 0;
+  KeyRun run = {-1};
   k->nown = 0;
-  for (Py_ssize_t i = 0; i < d->P; i++) {
-    PyObject *v = c->vals[i];
-    k->own[i] = 0;
-    if (d->ps[i].flags & F_CONSTEXPR) {
+  for (Py_ssize_t i = 0; i < P; i++, ps++) {
+    PyObject *v = vals[i], *kel;
+    if (ps->flags & F_CONSTEXPR) {
       k->args[i].kind = TJ_ARG_CONST;
       k->args[i].obj = v;
       if (PyLong_CheckExact(v) || PyUnicode_CheckExact(v) || v == Py_None) {
-        k->kel[i] = v;
+        kel = v;
       } else if (PyBool_Check(v)) {
-        k->kel[i] = v == Py_True ? g_ck_true : g_ck_false;
+        kel = v == Py_True ? g_ck_true : g_ck_false;
       } else {  /* (float, v) made here; anything else by _constexpr_key */
-        PyObject *key = PyFloat_CheckExact(v) ? PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v)
-                                              : PyObject_CallOneArg(d->ck_fn, v);
-        if (key == NULL) {
+        kel = PyFloat_CheckExact(v) ? PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v) : PyObject_CallOneArg(d->ck_fn, v);
+        if (kel == NULL) {
           PyErr_Clear();
-          keyed_release(d, k, i);
+          keyed_release(k);
           return 1;
         }
-        k->kel[i] = key;
-        k->own[i] = 1;
-        k->nown++;
+        k->owned[k->nown++] = (unsigned char)i;
       }
-      continue;
+    } else {
+      kel = token_of(d, i, ps, mask, v, &k->args[i], &run);
+      if (kel == NULL) {
+        keyed_release(k);
+        return 1;
+      }
     }
-    PyObject *tok = token_of(d, i, v, &k->args[i], &k->device);
-    if (tok == NULL) {
-      keyed_release(d, k, i);
-      return 1;
-    }
-    k->kel[i] = tok;
+    k->kel[i] = kel;
+    diff |= (uintptr_t)kel ^ (uintptr_t)hint[i];
   }
+  k->differs = diff != 0 || hint == no_hint;
+  k->device = run.device;
   if (d->device_mode && k->device < 0) { /* no tensor argument: the current device */
     PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
     /* a bool, a negative or a non-int (or a raising hook) goes to the Python path,
@@ -502,7 +608,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k) {
     Py_XDECREF(r);
     if (dev < 0) {
       PyErr_Clear();
-      keyed_release(d, k, d->P);
+      keyed_release(k);
       return 1;
     }
     k->device = (int)dev;
@@ -540,6 +646,16 @@ static PyObject *build_key(Dispatcher *d, Call *c, Keyed *k) {
   return key;
 }
 
+/* The call's launch options are those of ``opts`` (a memo key's last item). */
+static int opts_match(Call *c, PyObject *opts) {
+  for (Py_ssize_t j = 0; j < c->nopt; j++) {
+    PyObject *pair = PyTuple_GET_ITEM(opts, j);
+    if (!same(c->opt_names[j], PyTuple_GET_ITEM(pair, 0)) || !same(c->opt_vals[j], PyTuple_GET_ITEM(pair, 1)))
+      return 0;
+  }
+  return 1;
+}
+
 static Memo *memo_find(Dispatcher *d, Call *c, Keyed *k) {
   for (int n = 0; n < MEMO_N; n++) {
     Memo *m = &d->memo[(d->memo_next - 1 - n + MEMO_N) % MEMO_N];
@@ -549,16 +665,7 @@ static Memo *memo_find(Dispatcher *d, Call *c, Keyed *k) {
     for (i = 0; i < d->P; i++)
       if (!same(k->kel[i], items[i])) break;
     if (i < d->P) continue;
-    if (c->nopt) {
-      PyObject *opts = items[d->P];
-      Py_ssize_t j;
-      for (j = 0; j < c->nopt; j++) {
-        PyObject *pair = PyTuple_GET_ITEM(opts, j);
-        if (!same(c->opt_names[j], PyTuple_GET_ITEM(pair, 0)) || !same(c->opt_vals[j], PyTuple_GET_ITEM(pair, 1)))
-          break;
-      }
-      if (j < c->nopt) continue;
-    }
+    if (c->nopt && !opts_match(c, items[d->P])) continue;
     return m;
   }
   return NULL;
@@ -653,7 +760,8 @@ static int parse_grid(Dispatcher *d, PyObject *grid, Call *c, unsigned int g[3])
   for (Py_ssize_t k = 0; k < n; k++) {
     PyObject *x = PyTuple_GET_ITEM(grid, k);
     if (!PyLong_CheckExact(x)) goto fail;
-    long long v = PyLong_AsLongLong(x); /* -1 with OverflowError past int64: fails below */
+    long long v;
+    if (!compact_int(x, &v)) v = PyLong_AsLongLong(x); /* -1 with OverflowError past int64: fails below */
     if (v < 1 || v > grid_max[k]) goto fail;
     g[k] = (unsigned int)v;
   }
@@ -671,11 +779,25 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   Keyed k;
   unsigned int g[3];
   *fallback = 1;
-  if (compute_key(d, c, &k)) return NULL;
-  Memo *m = memo_find(d, c, &k);
+  /* the entry launched last, whose key compute_key compares on the way (held: Python
+     code run while keying may replace the memo's entries) */
+  Memo *hint = d->last;
+  PyObject *hkey = hint != NULL && hint->key != NULL && hint->nopt == c->nopt ? hint->key : NULL;
+  Py_XINCREF(hkey);
+  if (compute_key(d, c, &k, hkey != NULL ? (PyObject *const *)&PyTuple_GET_ITEM(hkey, 0) : no_hint)) {
+    Py_XDECREF(hkey);
+    return NULL;
+  }
+  Memo *m = NULL;
+  if (hkey != NULL && !k.differs && hint->key == hkey && hint->device == k.device &&
+      (c->nopt == 0 || opts_match(c, PyTuple_GET_ITEM(hkey, d->P))))
+    m = hint;
+  Py_XDECREF(hkey); /* still held by hint where m == hint */
+  if (m == NULL) m = memo_find(d, c, &k);
   if (m == NULL) m = lookup(d, c, &k);
-  keyed_release(d, &k, d->P);
+  keyed_release(&k);
   if (m == NULL) return NULL;
+  d->last = m;
   /* a grid callable or the stream getter may run Python code that reuses the memo */
   PyObject *variant = m->variant, *cap = m->capsule;
   const tj_launch *tj = m->tj;
@@ -727,9 +849,10 @@ out:
   return NULL;
 }
 
-/* The reference path: KernelFunction._run(grid, *args, **kwargs). */
+/* The reference path: KernelFunction._run(grid, *args, **kwargs), the keywords' values
+ * in ``kwvals``. */
 static PyObject *call_run(Dispatcher *d, PyObject *grid, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames) {
+                          PyObject *kwnames, PyObject *const *kwvals) {
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, total = 1 + nargs + nkw;
   PyObject *small[1 + 2 * MAXP], **stack = small;
   if (total > (Py_ssize_t)(sizeof small / sizeof *small)) {
@@ -738,39 +861,127 @@ static PyObject *call_run(Dispatcher *d, PyObject *grid, PyObject *const *args, 
   }
   d->n_python++;
   stack[0] = grid;
-  memcpy(stack + 1, args, sizeof(PyObject *) * (nargs + nkw));
+  memcpy(stack + 1, args, sizeof(PyObject *) * nargs);
+  memcpy(stack + 1 + nargs, kwvals, sizeof(PyObject *) * nkw);
   PyObject *r = PyObject_Vectorcall(d->run, stack, 1 + nargs, kwnames);
   if (stack != small) PyMem_Free(stack);
   return r;
 }
 
 /* ---- GridLaunch: what f[grid] returns ------------------------------------------------ */
-static PyObject *GridLaunch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  GridLaunch *gl = (GridLaunch *)self;
+static PyObject *gridlaunch_run(GridLaunch *gl, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                PyObject *const *kwvals) {
   Dispatcher *d = gl->d;
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Call c;
   int fallback = 1;
   PyObject *grid = gl->grid;
   Py_INCREF(grid); /* gl may be reused by a nested f[grid] while we run */
   PyObject *r = NULL;
-  if (bind_call(d, args, nargs, kwnames, &c) == 0) r = dispatch(d, grid, &c, &fallback);
-  if (r == NULL && fallback) r = call_run(d, grid, args, nargs, kwnames);
+  if (bind_call(d, args, nargs, kwnames, kwvals, &c) == 0) r = dispatch(d, grid, &c, &fallback);
+  if (r == NULL && fallback) r = call_run(d, grid, args, nargs, kwnames, kwvals);
   Py_DECREF(grid);
   return r;
 }
 
+/* CPython's STACK_USE_GUIDELINE (compile.c): a call site passing more than this many
+ * positional arguments plus twice as many keywords is compiled to CALL_FUNCTION_EX, a
+ * tuple and a dict, instead of a vectorcall. */
+#define STACK_USE_GUIDELINE 30
+
+static PyObject *GridLaunch_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  GridLaunch *gl = (GridLaunch *)self;
+  Dispatcher *d = gl->d;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  /* keywords and this many arguments: CPython unpacked a tuple and a dict for us; two such
+     calls in a row and the next f[grid] takes calls through tp_call (see GridLaunch_call) */
+  if (kwnames != NULL && nargs + 2 * PyTuple_GET_SIZE(kwnames) > STACK_USE_GUIDELINE) {
+    if (d->ex_streak < 2) d->ex_streak++;
+    d->tp_calls = d->ex_streak == 2;
+  } else {
+    d->ex_streak = 0;
+  }
+  return gridlaunch_run(gl, args, nargs, kwnames, args + nargs);
+}
+
+/* f[grid](...) through tp_call: CALL_FUNCTION_EX (a call site of more than 30
+ * arguments, or ``f[grid](*a, **kw)``) while ``vectorcall`` is NULL, and any caller then.
+ *
+ * Through the vectorcall slot, CPython would first copy the tuple and the dict of such a
+ * call into a new array and a new kwnames tuple (_PyStack_UnpackDict: an allocation,
+ * a reference taken and dropped per argument); here the tuple's items are bound in
+ * place and the keywords read from the dict. Which slot a call takes is decided by the
+ * GridLaunch (``vectorcall`` NULL or not), before the call, so the dispatcher learns
+ * it from the last calls (tp_calls): two big calls with keywords in a row through
+ * vectorcall set it, a small call here clears it (it came from a vectorcall call site,
+ * through a tuple and a dict that CPython made for it: _PyObject_MakeTpCall). A kernel
+ * called alternately from a big and a small call site so stays on vectorcall. Either
+ * slot gives the same result. */
+static PyObject *GridLaunch_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  GridLaunch *gl = (GridLaunch *)self;
+  Dispatcher *d = gl->d;
+  Py_ssize_t nargs = PyTuple_GET_SIZE(args), nkw = kwargs != NULL ? PyDict_GET_SIZE(kwargs) : 0;
+  PyObject *const *argv = &PyTuple_GET_ITEM(args, 0);
+  if (nargs + 2 * nkw <= STACK_USE_GUIDELINE) d->tp_calls = d->ex_streak = 0;
+  if (nkw == 0) return gridlaunch_run(gl, argv, nargs, NULL, NULL);
+  PyObject *kwvals[MAXKW], *names[MAXKW], *key, *val, *r = NULL;
+  if (nkw <= MAXKW) {
+    /* the dict's names are those of the last call's kwnames (kw_names) when they are the
+       same objects in the same order: no tuple is made then */
+    PyObject *kwnames = d->kw_names;
+    int same_names = kwnames != NULL && PyTuple_GET_SIZE(kwnames) == nkw, all_str = 1;
+    Py_ssize_t pos = 0, j = 0;
+    while (j < nkw && PyDict_Next(kwargs, &pos, &key, &val)) {
+      same_names = same_names && PyTuple_GET_ITEM(kwnames, j) == key;
+      all_str = all_str && PyUnicode_Check(key);
+      names[j] = key;
+      kwvals[j++] = Py_NewRef(val); /* held: Python code run by the call could change the dict */
+    }
+    if (j == nkw && all_str) {
+      if (same_names) {
+        Py_INCREF(kwnames);
+      } else {
+        kwnames = PyTuple_New(nkw);
+        for (Py_ssize_t k = 0; kwnames != NULL && k < nkw; k++) PyTuple_SET_ITEM(kwnames, k, Py_NewRef(names[k]));
+      }
+      if (kwnames != NULL) {
+        r = gridlaunch_run(gl, argv, nargs, kwnames, kwvals);
+        Py_DECREF(kwnames);
+      }
+      for (Py_ssize_t k = 0; k < nkw; k++) Py_DECREF(kwvals[k]);
+      return r;
+    }
+    for (Py_ssize_t k = 0; k < j; k++) Py_DECREF(kwvals[k]);
+  }
+  /* too many keywords, or one that is no str: the reference path (which raises) */
+  PyObject *small[1 + MAXP], **stack = small;
+  if (1 + nargs > (Py_ssize_t)(sizeof small / sizeof *small)) {
+    stack = PyMem_Malloc(sizeof(PyObject *) * (1 + nargs));
+    if (!stack) return PyErr_NoMemory();
+  }
+  d->n_python++;
+  stack[0] = gl->grid;
+  memcpy(stack + 1, argv, sizeof(PyObject *) * nargs);
+  Py_INCREF(stack[0]);
+  r = PyObject_VectorcallDict(d->run, stack, 1 + nargs, kwargs);
+  Py_DECREF(stack[0]);
+  if (stack != small) PyMem_Free(stack);
+  return r;
+}
+
 static PyObject *gridlaunch_for(Dispatcher *d, PyObject *grid) {
+  /* the slot the next call will come through (see GridLaunch_call) */
+  vectorcallfunc vc = d->tp_calls ? NULL : GridLaunch_vectorcall;
   GridLaunch *gl = d->cached_gl;
   if (gl != NULL && Py_REFCNT(gl) == 1) { /* nobody else holds it: reuse */
     Py_INCREF(grid);
     Py_XSETREF(gl->grid, grid);
+    gl->vectorcall = vc;
     Py_INCREF(gl);
     return (PyObject *)gl;
   }
   gl = PyObject_GC_New(GridLaunch, &GridLaunchType);
   if (!gl) return NULL;
-  gl->vectorcall = GridLaunch_vectorcall;
+  gl->vectorcall = vc;
   Py_INCREF(d);
   gl->d = d;
   Py_INCREF(grid);
@@ -806,7 +1017,7 @@ static PyTypeObject GridLaunchType = {
     .tp_basicsize = sizeof(GridLaunch),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(GridLaunch, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    .tp_call = GridLaunch_call,
     .tp_traverse = GridLaunch_traverse,
     .tp_clear = GridLaunch_clear,
     .tp_dealloc = GridLaunch_dealloc,
@@ -839,17 +1050,18 @@ static PyObject *BoundLaunch_vectorcall(PyObject *self, PyObject *const *args, s
     return NULL;
   }
   Call c = b->c;
-  for (Py_ssize_t k = 0; k < nargs; k++) c.vals[b->rt[k]] = args[k];
+  c.vals = c.buf;
+  for (Py_ssize_t k = 0; k < nargs; k++) c.buf[b->rt[k]] = args[k];
   int fallback = 1;
   PyObject *r = NULL;
   if (backend_is_current(d)) r = dispatch(d, b->grid, &c, &fallback);
   if (r == NULL && fallback) {
     Py_ssize_t nkw = b->fb_kwnames ? PyTuple_GET_SIZE(b->fb_kwnames) : 0;
     PyObject *stack[MAXP + MAXOPT + 1];
-    memcpy(stack, c.vals, sizeof(PyObject *) * d->P);
+    memcpy(stack, c.buf, sizeof(PyObject *) * d->P);
     for (Py_ssize_t j = 0; j < c.nopt; j++) stack[d->P + j] = c.opt_vals[j];
     if (nkw > c.nopt) stack[d->P + c.nopt] = c.stream;
-    r = call_run(d, b->grid, stack, d->P, b->fb_kwnames);
+    r = call_run(d, b->grid, stack, d->P, b->fb_kwnames, stack + d->P);
   }
   return r;
 }
@@ -863,7 +1075,7 @@ static int BoundLaunch_traverse(PyObject *self, visitproc visit, void *arg) {
 }
 static int BoundLaunch_clear(PyObject *self) {
   BoundLaunch *b = (BoundLaunch *)self;
-  for (Py_ssize_t i = 0; i < b->P; i++) Py_CLEAR(b->c.vals[i]);
+  for (Py_ssize_t i = 0; i < b->P; i++) Py_CLEAR(b->c.buf[i]);
   b->P = 0;
   for (Py_ssize_t j = 0; j < b->c.nopt; j++) {
     Py_CLEAR(b->c.opt_names[j]);
@@ -984,9 +1196,9 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
   if (P > MAXP) return PyErr_Format(PyExc_ValueError, "at most %d parameters", MAXP);
   if (PyTuple_GET_SIZE(tokens) != T_COUNT) return PyErr_Format(PyExc_ValueError, "need %d tokens", T_COUNT);
   if (div <= 0) return PyErr_Format(PyExc_ValueError, "divisibility must be positive");
-  Dispatcher *d = PyObject_GC_New(Dispatcher, type);
+  Dispatcher *d = PyObject_GC_NewVar(Dispatcher, type, P);
   if (!d) return NULL;
-  memset((char *)d + sizeof(PyObject), 0, sizeof(Dispatcher) - sizeof(PyObject));
+  memset((char *)d + sizeof(PyVarObject), 0, offsetof(Dispatcher, ps) + P * sizeof(ParamSpec) - sizeof(PyVarObject));
   for (Py_ssize_t i = 0; i < P; i++) {
     PyObject *name, *dflt, *forced;
     int flags;
@@ -1045,9 +1257,10 @@ static PyObject *Dispatcher_key(PyObject *self, PyObject *const *args, size_t na
   Dispatcher *d = (Dispatcher *)self;
   Call c;
   Keyed k;
-  if (bind_call(d, args, PyVectorcall_NARGS(nargsf), kwnames, &c) || compute_key(d, &c, &k)) Py_RETURN_NONE;
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (bind_call(d, args, nargs, kwnames, args + nargs, &c) || compute_key(d, &c, &k, no_hint)) Py_RETURN_NONE;
   PyObject *key = build_key(d, &c, &k);
-  keyed_release(d, &k, d->P);
+  keyed_release(&k);
   if (!key) return NULL;
   return Py_BuildValue("(Ni)", key, k.device);
 }
@@ -1058,7 +1271,7 @@ static PyObject *Dispatcher_bind(PyObject *self, PyObject *const *args, size_t n
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs < 1) return PyErr_Format(PyExc_TypeError, "bind(grid, *args, **kwargs) needs a grid");
   Call c;
-  if (bind_call(d, args + 1, nargs - 1, kwnames, &c))
+  if (bind_call(d, args + 1, nargs - 1, kwnames, args + nargs, &c))
     return PyErr_Format(PyExc_TypeError,
                         "bind(): these arguments do not bind to the kernel's parameters (missing, duplicated or "
                         "too many), or use more than %d launch options",
@@ -1072,10 +1285,11 @@ static PyObject *Dispatcher_bind(PyObject *self, PyObject *const *args, size_t n
   Py_INCREF(args[0]);
   b->grid = args[0];
   b->c.nopt = c.nopt;
+  b->c.vals = b->c.buf;
   b->P = d->P;
   for (Py_ssize_t i = 0; i < d->P; i++) {
     Py_INCREF(c.vals[i]);
-    b->c.vals[i] = c.vals[i];
+    b->c.buf[i] = c.vals[i];
     if (!(d->ps[i].flags & F_CONSTEXPR)) b->rt[b->nrt++] = (int)i;
   }
   for (Py_ssize_t j = 0; j < c.nopt; j++) {
@@ -1133,7 +1347,8 @@ static PyMappingMethods Dispatcher_as_mapping = {.mp_subscript = Dispatcher_subs
 
 static PyTypeObject DispatcherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tritonjit._native._dispatch.Dispatcher",
-    .tp_basicsize = sizeof(Dispatcher),
+    .tp_basicsize = offsetof(Dispatcher, ps),
+    .tp_itemsize = sizeof(ParamSpec),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = Dispatcher_new,
     .tp_traverse = Dispatcher_traverse,
