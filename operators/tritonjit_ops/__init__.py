@@ -5,6 +5,7 @@ operators are registered as ``torch.ops.tritonjit.*`` for the active backend's
 dispatch key, and ``enable()`` routes the matching aten operators through them.
 """
 from ._audit import Audit, AuditRow, audit, audit_table
+from ._policy import clear_policies
 from ._registry import default_ops, disable, dispatch_key, enable, enabled_ops
 from .attention import attention
 from .fused import cross_entropy, rotary_embedding, silu_and_mul
@@ -52,6 +53,8 @@ __all__ = [
     "attention", "AdamW", "adamw_step",
     # registration
     "enable", "disable", "enabled_ops", "default_ops", "dispatch_key",
+    # measured policies (mm against cuBLAS, SDPA against aten's kernels): decide again
+    "clear_policies",
     # audit: per aten call of a model, routed or not and its cost against eager
     "audit", "audit_table", "Audit", "AuditRow",
 ]

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-__all__ = ["note_aten", "chose_aten", "clear"]
+__all__ = ["note_aten", "chose_aten", "clear", "clear_policies"]
 
 #: at most this many records (the oldest go first), like attention._ROUTE_MAX
 MAX = 4096
@@ -70,3 +70,16 @@ def clear(ops: Iterable[str] | None = None) -> None:
     drop = set(ops)
     for key in [k for k in _chosen if k[0] in drop]:
         del _chosen[key]
+
+
+def clear_policies() -> None:
+    """Forget every measured policy decision, mm's (cuBLAS or tritonjit's kernel per call
+    shape) and SDPA's (aten's kernel or tritonjit's), with the C++ path's plans made from
+    them and the audit's records: the next call of each shape decides again. The C++ path
+    reads ``TRITONJIT_OPS_MM_ATEN`` and ``TRITONJIT_OPS_SDPA`` when it plans a call shape;
+    call this after changing either in a running process."""
+    from .attention import clear_routes  # (``from . import attention`` is the package's function)
+    from .matmul import clear_plans
+
+    clear_plans()
+    clear_routes()

@@ -788,7 +788,8 @@ def clear_routes() -> None:
     """Forget every SDPA route decision (the next forward of a call key measures again), the
     C++ path's plans made from them (see :func:`_planner`), and the audit's record of those
     that went to aten (see _policy.py). Call it after changing TRITONJIT_OPS_SDPA in a process
-    that already ran SDPA under enable(): the C++ path reads the mode once per call shape."""
+    that already ran SDPA under enable() (or tritonjit_ops.clear_policies(), which does this and
+    resets mm's policy too): the C++ path reads the mode once per call shape."""
     _ROUTE.clear()
     from . import _native_ops
 

@@ -202,3 +202,20 @@ def test_the_planner_leaves_bad_input_to_the_implementation(device_call, monkeyp
     monkeypatch.setitem(attention.ATEN, OP, broken)
     assert attention._planner(OP)(_bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64), _bf16(1, 2, 16, 64)) is None
     assert not getattr(attention._planning, "on", False)
+
+
+def test_clear_policies_forgets_the_routes(device_call, monkeypatch):
+    """tritonjit_ops.clear_policies(): the public reset of the measured policies, SDPA's included."""
+    import tritonjit_ops
+
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    q, k, times, calls = device_call
+    times.update(ours=2.0, aten=1.0)
+    with pytest.raises(attention.Unsupported):
+        _forward(q, k)
+    assert attention._ROUTE and _measured_aten(q, k)
+    tritonjit_ops.clear_policies()
+    assert attention._ROUTE == {} and not _measured_aten(q, k)
+    with pytest.raises(attention.Unsupported):
+        _forward(q, k)
+    assert calls == ["ours", "aten", "ours", "aten"]  # timed again

@@ -257,12 +257,17 @@ def test_cleared_plans_are_planned_again(native, monkeypatch):
     before = native.stats()
     torch.mm(a, b)
     assert stats_delta(before, native.stats())["aten_calls"] == 1  # the cached plan: still aten's
-    matmul.clear_plans()
+    T.clear_policies()  # the public form: mm's plans and SDPA's routes
     before = native.stats()
     got = torch.mm(a, b)
     d = stats_delta(before, native.stats())
     assert d["aten_calls"] == 0 and d["launches"] >= 1 and d["plans_made"] == 1
     close(got, (a.double() @ b.double()).float(), rtol=1e-5, atol=1e-5)
+    monkeypatch.setenv("TRITONJIT_OPS_MM_ATEN", "always")
+    matmul.clear_plans()
+    before = native.stats()
+    torch.mm(a, b)
+    assert stats_delta(before, native.stats())["aten_calls"] == 1
 
 
 def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
