@@ -15,7 +15,8 @@ import tritonjit_ops as T
 from tritonjit_ops._registry import _ATEN
 
 #: the public names of tritonjit_ops that are not operators
-NOT_OPERATORS = {"enable", "disable", "enabled_ops", "default_ops", "dispatch_key", "audit", "audit_table", "Audit", "AuditRow"}
+NOT_OPERATORS = {"enable", "disable", "enabled_ops", "default_ops", "dispatch_key", "audit", "audit_table", "Audit", "AuditRow",
+                 "clear_policies"}
 
 
 class Case(NamedTuple):
