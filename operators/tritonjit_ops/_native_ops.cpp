@@ -255,7 +255,24 @@ struct PlanCache {
   std::unordered_map<tritonjit::detail::Key, std::shared_ptr<NPlan>, tritonjit::detail::KeyHash> plans;
 };
 
-// "op@planner" -> its cache; an entry lives as long as the process (clear_plans() empties it)
+// ``name`` ("add.Tensor": overload after the dot) of namespace ``ns`` as an operator name
+c10::OperatorName operator_name(const char* ns, const char* name) {
+  std::string base(name), overload;
+  const auto dot = base.find('.');
+  if (dot != std::string::npos) {
+    overload = base.substr(dot + 1);
+    base = base.substr(0, dot);
+  }
+  return c10::OperatorName(std::string(ns) + "::" + base, overload);
+}
+
+// "ns::name" or "ns::name.overload": how the plan caches name their operator
+std::string qualified(const c10::OperatorName& op) {
+  return op.name + (op.overload_name.empty() ? "" : "." + op.overload_name);
+}
+
+// "op@planner" -> its cache (op: qualified()); an entry lives as long as the process
+// (clear_plans() empties it)
 std::mutex g_caches_mu;
 std::unordered_map<std::string, std::shared_ptr<PlanCache>> g_caches;
 
@@ -352,7 +369,7 @@ class OpKernel final : public c10::OperatorKernel {
         value_keyed_(value_keyed), device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
-    name_ = schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+    name_ = qualified(schema.operator_name());
     if (planner_ != nullptr) cache_ = cache_for(name_, planner_);
   }
 
@@ -766,13 +783,8 @@ void free_library(PyObject* cap) {
 
 // The operator ``ns::name`` ("add.Tensor": overload after the dot); throws where none exists.
 c10::OperatorHandle schema_of(const char* ns, const char* name) {
-  std::string base(name), overload;
-  const auto dot = base.find('.');
-  if (dot != std::string::npos) {
-    overload = base.substr(dot + 1);
-    base = base.substr(0, dot);
-  }
-  return c10::Dispatcher::singleton().findSchemaOrThrow((std::string(ns) + "::" + base).c_str(), overload.c_str());
+  const c10::OperatorName op = operator_name(ns, name);
+  return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 
 // register(namespace, dispatch_key, [(overload, planner or None, impl), ...], redispatch, device
@@ -843,18 +855,21 @@ PyObject* py_release(PyObject*, PyObject* cap) {
   Py_RETURN_NONE;
 }
 
-// clear_plans(names or None): forget the cached plans of the named operators ("aten::mm",
-// "aten::add.Tensor"), or of all: their next call asks its planner again (a policy whose
-// decisions were reset, see attention.clear_routes()).
-PyObject* py_clear_plans(PyObject*, PyObject* names) {
+// clear_plans(namespace, names or None): forget the cached plans of the named operators of
+// ``namespace`` ("mm", "add.Tensor", as register() takes them), or of all: their next call
+// asks its planner again (a policy whose decisions were reset, see attention.clear_routes()).
+PyObject* py_clear_plans(PyObject*, PyObject* args) {
+  const char* ns;
+  PyObject* names;
+  if (!PyArg_ParseTuple(args, "sO", &ns, &names)) return nullptr;
   HANDLE_TH_ERRORS
   std::vector<std::string> wanted;
   if (names != Py_None) {
-    Ref seq(checked(PySequence_Fast(names, "clear_plans(names): a sequence of operator names or None")));
+    Ref seq(checked(PySequence_Fast(names, "clear_plans(namespace, names): a sequence of operator names or None")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq.p); i++) {
       const char* n = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq.p, i));
       if (n == nullptr) return nullptr;
-      wanted.emplace_back(n);
+      wanted.push_back(qualified(operator_name(ns, n)));
     }
   }
   std::vector<std::shared_ptr<PlanCache>> drop;
@@ -940,7 +955,8 @@ PyMethodDef kMethods[] = {
     {"release", py_release, METH_O, "release(registration): undo a register() or register_gates()"},
     {"stats", py_stats, METH_NOARGS,
      "counters: plan_hits, plans_made, python_calls, launches, aten_calls, autograd_python_calls"},
-    {"clear_plans", py_clear_plans, METH_O, "clear_plans(names or None): forget those operators' cached plans"},
+    {"clear_plans", py_clear_plans, METH_VARARGS,
+     "clear_plans(namespace, names or None): forget those operators' cached plans"},
     {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 

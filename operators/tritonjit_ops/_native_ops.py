@@ -96,16 +96,8 @@ def clear_plans(ops: Iterable[str] | None = None) -> None:
     them: "mm", "add.Tensor"), or of every operator: their next call asks the planner
     again. For a policy whose decisions were reset (attention.clear_routes())."""
     mod = _native.module if _native is not None else None
-    if mod is None:
-        return
-    if ops is None:
-        mod.clear_plans(None)
-        return
-    names = []
-    for op in ops:
-        name, _, overload = op.partition(".")
-        names.append(f"aten::{name}" + (f".{overload}" if overload and overload != "default" else ""))
-    mod.clear_plans(names)
+    if mod is not None:
+        mod.clear_plans("aten", None if ops is None else list(ops))
 
 
 def stats() -> dict[str, int]:
