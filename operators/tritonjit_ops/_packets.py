@@ -42,7 +42,7 @@ def speed_up(namespace: str, names: Iterable[str]) -> int:
     changed = 0
     for name in dict.fromkeys(names):
         packet = getattr(ns, name)
-        if isinstance(packet, _FastPacket) or type(packet) is not _Base or packet._has_torchbind_op_overload:
+        if type(packet) is not _Base or packet._has_torchbind_op_overload:  # done already, or not torch's
             continue
         op = packet.__dict__.pop("_op")  # from now on a class attribute (see _FastPacket._op)
         packet.__class__ = type(f"{namespace}_{name}_packet", (_FastPacket,),
