@@ -52,7 +52,7 @@ using tritonjit::detail::Gil;
 using tritonjit::detail::Ref;
 
 // ---- the classes of _plan.py, resolved once ------------------------------------------------
-PyObject *g_In, *g_Out, *g_Tmp, *g_Arg, *g_InItem;
+PyObject *g_In, *g_Out, *g_Tmp, *g_Arg, *g_InItem, *g_Const;
 
 std::atomic<uint64_t> g_hits{0}, g_plans{0}, g_fallback_calls{0}, g_launches{0}, g_aten_calls{0};
 std::atomic<uint64_t> g_autograd_python_calls{0};  // autograd gates' calls of the Python autograd kernel
@@ -102,6 +102,7 @@ struct NLaunch {
 struct NBuffer {
   std::vector<int64_t> shape;
   at::ScalarType dtype;
+  std::vector<int64_t> strides;  // empty: contiguous
 };
 
 struct NPlan {
@@ -111,6 +112,8 @@ struct NPlan {
   std::vector<NLaunch> launches;
   static constexpr int kInput = -2;  // result kInput - i: tensor argument i (Plan.result's In(i))
   std::vector<int> result, contiguous;
+  std::vector<c10::IValue> consts;  // result kConst - c: Plan.result's Const(consts[c])
+  static constexpr int kConst = -(1 << 20);
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
 };
 
@@ -134,8 +137,13 @@ std::vector<NBuffer> buffers_of(PyObject* seq) {
   std::vector<NBuffer> out;
   Ref fast(checked(PySequence_Fast(seq, "expected a sequence of buffers")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
-    PyObject* b = PySequence_Fast_GET_ITEM(fast.p, i);
-    out.push_back({ints_of(PyTuple_GetItem(b, 0)), dtype_of(PyTuple_GetItem(b, 1))});
+    PyObject* b = PySequence_Fast_GET_ITEM(fast.p, i);  // Buffer(shape, dtype, strides)
+    PyObject* strides = PyTuple_Size(b) > 2 ? PyTuple_GetItem(b, 2) : Py_None;
+    NBuffer nb{ints_of(PyTuple_GetItem(b, 0)), dtype_of(PyTuple_GetItem(b, 1)), {}};
+    if (strides != Py_None) nb.strides = ints_of(strides);
+    if (!nb.strides.empty() && nb.strides.size() != nb.shape.size())
+      throw std::runtime_error("tritonjit_ops: a plan buffer's strides do not match its shape");
+    out.push_back(std::move(nb));
   }
   return out;
 }
@@ -193,11 +201,23 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     return plan;
   }
   plan->outputs = buffers_of(PyTuple_GetItem(p, 0));
-  {  // result: output indices, -1 (None), or In(i): the call's tensor argument i itself (an
-     // in-place op's self), kept as kInput - i
+  {  // result: output indices, -1 (None), In(i): the call's tensor argument i itself (an
+     // in-place op's self), kept as kInput - i, or Const(v) (an int or None), kept as kConst - c
     Ref fast(checked(PySequence_Fast(PyTuple_GetItem(p, 2), "a plan's result")));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
       PyObject* r = PySequence_Fast_GET_ITEM(fast.p, i);
+      if (reinterpret_cast<PyObject*>(Py_TYPE(r)) == g_Const) {
+        PyObject* v = PyTuple_GET_ITEM(r, 0);
+        if (v == Py_None) {
+          plan->consts.emplace_back();
+        } else {
+          const long long x = PyLong_AsLongLong(v);
+          if (x == -1 && PyErr_Occurred()) rethrow_python();
+          plan->consts.emplace_back(static_cast<int64_t>(x));
+        }
+        plan->result.push_back(NPlan::kConst - static_cast<int>(plan->consts.size() - 1));
+        continue;
+      }
       const bool is_input = reinterpret_cast<PyObject*>(Py_TYPE(r)) == g_In;
       const long v = PyLong_AsLong(is_input ? PyTuple_GET_ITEM(r, 0) : r);
       if (v == -1 && PyErr_Occurred()) rethrow_python();
@@ -645,10 +665,14 @@ class OpKernel final : public c10::OperatorKernel {
     const at::Device device = opts.device();
     const c10::DispatchKeySet alloc_ks(c10::computeDispatchKey(std::nullopt, at::kStrided, device));
     auto empty = [&](const NBuffer& b) {
+      if (!b.strides.empty())
+        return at::_ops::empty_strided::redispatch(alloc_ks, c10::fromIntArrayRefUnchecked(b.shape),
+                                                   c10::fromIntArrayRefUnchecked(b.strides), b.dtype, at::kStrided,
+                                                   device, std::nullopt);
       return at::_ops::empty_memory_format::redispatch(alloc_ks, c10::fromIntArrayRefUnchecked(b.shape), b.dtype,
                                                         at::kStrided, device, std::nullopt, std::nullopt);
     };
-    c10::SmallVector<at::Tensor, 4> outs, tmps;
+    c10::SmallVector<at::Tensor, 8> outs, tmps;
     for (const auto& b : plan.outputs) outs.push_back(empty(b));
     for (const auto& b : plan.temps) tmps.push_back(empty(b));
     Slot slots[64];
@@ -675,17 +699,21 @@ class OpKernel final : public c10::OperatorKernel {
       g_launches++;
     }
     // -1: an output the call does not need (an undefined tensor); kInput - i: argument i itself
-    // (taken before the arguments leave the stack)
+    // (taken before the arguments leave the stack); kConst - c: a constant (an int, None)
     const size_t nres = plan.result.size();
-    c10::SmallVector<at::Tensor, 4> results(nres);
+    c10::SmallVector<c10::IValue, 9> results(nres);
     for (size_t k = 0; k < nres; k++) {
       const int r = plan.result[k];
-      if (r >= 0)
+      if (r >= 0) {
         results[k] = std::move(outs[r]);
-      else if (r <= NPlan::kInput) {
+      } else if (r <= NPlan::kConst) {
+        results[k] = plan.consts.at(static_cast<size_t>(NPlan::kConst - r));
+      } else if (r <= NPlan::kInput) {
         if (static_cast<size_t>(NPlan::kInput - r) >= nargs_)
           throw std::runtime_error("tritonjit_ops: a plan's result In(i) past the call's arguments");
         results[k] = args[NPlan::kInput - r].toTensor();
+      } else {
+        results[k] = at::Tensor();
       }
     }
     torch::jit::drop(*stack, nargs_);
@@ -937,7 +965,8 @@ PyObject* py_aten(PyObject*, PyObject* args) {
 }
 
 PyObject* py_init(PyObject*, PyObject* args) {
-  if (!PyArg_ParseTuple(args, "OOOOO", &g_In, &g_Out, &g_Tmp, &g_Arg, &g_InItem)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OOOOOO", &g_In, &g_Out, &g_Tmp, &g_Arg, &g_InItem, &g_Const)) return nullptr;
+  Py_INCREF(g_Const);
   Py_INCREF(g_InItem);
   Py_INCREF(g_In);
   Py_INCREF(g_Out);
@@ -947,7 +976,7 @@ PyObject* py_init(PyObject*, PyObject* args) {
 }
 
 PyMethodDef kMethods[] = {
-    {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg, InItem): the plan reference classes"},
+    {"init", py_init, METH_VARARGS, "init(In, Out, Tmp, Arg, InItem, Const): the plan reference classes"},
     {"register", py_register, METH_VARARGS,
      "register(namespace, dispatch_key, [(overload, planner, impl)]) -> registration capsule"},
     {"register_gates", py_register_gates, METH_VARARGS,

@@ -33,7 +33,8 @@ def native() -> Any:
                    os.path.join(os.path.dirname(inc), "_native", "tritonjit_launch.h")]
         _native = AsyncModule("tritonjit_ops._native_ops", os.path.join(HERE, "_native_ops.cpp"), headers, [inc],
                               prebuilt=_prologue.PREBUILT)
-        _native.on_ready(lambda mod: mod.init(_plan.In, _plan.Out, _plan.Tmp, _plan.Arg, _plan.InItem))
+        _native.on_ready(lambda mod: mod.init(_plan.In, _plan.Out, _plan.Tmp, _plan.Arg, _plan.InItem,
+                                                    _plan.Const))
     return _native
 
 

@@ -39,8 +39,8 @@ import torch
 
 Tensor = torch.Tensor
 
-__all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute", "run",
-           "value_keyed"]
+__all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
+           "run", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -77,11 +77,40 @@ class Arg(NamedTuple):
     i: int
 
 
+class Const(NamedTuple):
+    """A result that is no tensor: an int (SDPA's max_q and max_k) or None, the same for every
+    call of the plan's key."""
+
+    value: int | None
+
+
 class Buffer(NamedTuple):
-    """A contiguous buffer allocated on the call's device."""
+    """A dense buffer allocated on the call's device: contiguous, or with the given ``strides``
+    (a dense layout: SDPA's outputs (B, H, S, D) stored (B, S, H, D), as aten's kernels
+    allocate them)."""
 
     shape: tuple[int, ...]
     dtype: torch.dtype
+    strides: tuple[int, ...] | None = None
+
+    @staticmethod
+    def like(t: Tensor) -> Buffer | None:
+        """A buffer laid out exactly as ``t`` (its shape, dtype and strides, size-1 dimensions'
+        included; an empty one contiguous), or None where ``t`` is no dense tensor (overlapping,
+        or with gaps)."""
+        if t.numel() == 0 or (t.is_contiguous() and t.stride() == torch.empty(t.shape, device="meta").stride()):
+            return Buffer(tuple(t.shape), t.dtype)
+        expect = 1
+        for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), -d)):
+            if t.shape[d] != 1 and t.stride(d) != expect:
+                return None
+            expect *= t.shape[d]
+        return Buffer(tuple(t.shape), t.dtype, tuple(t.stride()))
+
+    def empty(self, device: Any) -> Tensor:
+        if self.strides is None:
+            return torch.empty(self.shape, dtype=self.dtype, device=device)
+        return torch.empty_strided(self.shape, self.strides, dtype=self.dtype, device=device)
 
 
 class Launch(NamedTuple):
@@ -107,9 +136,10 @@ class Launch(NamedTuple):
 class Plan(NamedTuple):
     outputs: tuple[Buffer, ...]
     launches: tuple[Launch, ...]
-    # what the call returns, in order (one: a Tensor): output j, -1 (None), or In(i): tensor
-    # argument i itself, as given (an in-place op's ``self``, which its launches write through In(i))
-    result: tuple[int | In, ...] = (0,)
+    # what the call returns, in order (one: a Tensor): output j, -1 (None), In(i): tensor
+    # argument i itself, as given (an in-place op's ``self``, which its launches write through
+    # In(i)), or Const(v): an int or None that is no output
+    result: tuple[int | In | Const, ...] = (0,)
     temps: tuple[Buffer, ...] = ()
     contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
     aten: bool = False  # run the device's own aten kernel instead (measured faster; C++ path only)
@@ -189,8 +219,8 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     for i in plan.contiguous:
         args[i] = args[i].contiguous()
     device = _device(args) if device is None else torch.device(device)
-    outs = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.outputs]
-    tmps = [torch.empty(b.shape, dtype=b.dtype, device=device) for b in plan.temps]
+    outs = [b.empty(device) for b in plan.outputs]
+    tmps = [b.empty(device) for b in plan.temps]
 
     def value(a: Any) -> Any:
         t = type(a)
@@ -209,9 +239,11 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     for L in plan.launches:
         L.fn[L.grid](*(value(a) for a in L.args), **L.options())
 
-    def result(r: int | In) -> Any:
+    def result(r: int | In | Const) -> Any:
         if isinstance(r, In):
             return given[r.i]
+        if isinstance(r, Const):
+            return r.value
         return outs[r] if r >= 0 else None
 
     if len(plan.result) == 1:
