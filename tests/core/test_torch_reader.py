@@ -144,6 +144,70 @@ def test_reader_launch_digests_the_same_pointers(reader, device_zero):
     assert variant.signature == "*fp32:16,*fp16,*fp32:16,i32:16,64"
 
 
+class _SeesDataPtr(torch.overrides.TorchFunctionMode):
+    """Counts the Python-level ``data_ptr()`` calls it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[int] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.Tensor.data_ptr:
+            self.seen.append(out)
+        return out
+
+
+def test_batch_companion_follows_the_reader(reader):
+    """The dispatcher reads tensors through the reader's batch companion (one mode check
+    per launch) exactly while that reader is set."""
+    assert reader.tensor_reader_batch() is not None
+    cap = reader.tensor_reader()
+    reader.set_tensor_reader(None)
+    try:
+        assert reader.tensor_reader_batch() is None
+    finally:
+        reader.set_tensor_reader(cap)
+    assert reader.tensor_reader_batch() is not None
+    with pytest.raises(ValueError):  # a reader's capsule is no batch companion
+        reader.register_tensor_reader_batch(cap)
+
+
+def test_a_mode_sees_every_tensor_of_a_launch(reader, device_zero):
+    """With a torch-function mode active, the launch reads each tensor through Python
+    (the mode sees its data_ptr()); without one, none; and a mode entered by Python code
+    that runs in the middle of a launch (here another argument's data_ptr()) sees the
+    tensors after it, as on the Python path."""
+    f = tritonjit.KernelFunction(_four)
+    x, y, out = torch.empty(64), torch.empty(64), torch.empty(64)
+    f[(1,)](x, y, out, 64, BLOCK=64)  # compiles (the Python path)
+    mode = _SeesDataPtr()
+    with mode:
+        f[(1,)](x, y, out, 64, BLOCK=64)
+    assert sorted(mode.seen) == sorted([x.data_ptr(), y.data_ptr(), out.data_ptr()])
+    before = len(mode.seen)
+    f[(1,)](x, y, out, 64, BLOCK=64)
+    assert len(mode.seen) == before
+
+    late = _SeesDataPtr()
+
+    class Enters(FakeTensor):  # read through Python: enters the mode as it is read
+        def data_ptr(self) -> int:
+            late.__enter__()
+            return super().data_ptr()
+
+    first = Enters(x.data_ptr())
+    for _ in range(2):
+        late.seen.clear()
+        try:
+            f[(1,)](first, y, out, 64, BLOCK=64)
+        finally:
+            late.__exit__(None, None, None)
+        assert late.seen == [y.data_ptr(), out.data_ptr()]
+    (variant,) = f.variants()
+    assert [c[0] for c in variant.launcher.calls] == ["python"] + ["native"] * 4
+
+
 def test_disabled_by_environment():
     code = ("import torch, tritonjit._native as n; print(n.install_tensor_reader(wait=True));"
             "print(n.torch_reader.reason())")

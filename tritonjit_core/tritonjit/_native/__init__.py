@@ -118,12 +118,21 @@ def install_tensor_reader(wait: bool = False) -> bool:
         global _reader_hooked
         if not _reader_hooked and torch_reader.enabled():
             _reader_hooked = True
-            torch_reader.on_ready(dispatch.set_tensor_reader)
+            torch_reader.on_ready(_use_reader)
         torch_reader.start(wait)
     return dispatch.tensor_reader() is not None
 
 
 _reader_hooked = False
+
+
+def _use_reader(capsule: Any) -> None:
+    """The reader for the dispatcher, with its batch companion (one torch-function-mode
+    check per launch instead of one per tensor) where the module has one."""
+    from . import torch_reader
+
+    dispatch.register_tensor_reader_batch(torch_reader.batch())
+    dispatch.set_tensor_reader(capsule)
 
 
 def _pointer_tokens(dtype: Any, const: bool) -> tuple[str, str] | None:

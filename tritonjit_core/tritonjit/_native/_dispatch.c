@@ -42,6 +42,22 @@ enum { T_I32, T_I32D, T_I64, T_I64D, T_U64, T_U64D, T_I32_1, T_FP32, T_U1, T_NUL
 /* reads tensors without Python calls when set (set_tensor_reader); NULL: through Python */
 static const tj_tensor_reader *g_reader = NULL;
 static PyObject *g_reader_capsule = NULL;
+/* the reader's batch companion (tritonjit_tensor.h), where one is registered for it
+   (register_tensor_reader_batch); NULL: each tensor through g_reader->read */
+static const tj_tensor_reader_batch *g_batch = NULL, *g_batch_registered = NULL;
+static PyObject *g_batch_capsule = NULL;
+/* what reader_read calls: g_batch's read_unchecked and modes_active, else g_reader's read
+   and NULL (no read where g_reader is NULL) */
+static int (*g_read)(PyObject *v, uint64_t *ptr, PyObject **dtype, int *device) = NULL;
+static int (*g_modes_active)(void) = NULL;
+
+/* Counts the slow paths of keying that may run Python code (a Python-level call, an
+ * allocation, which may collect garbage and run finalizers): after one, a launch asks
+ * the batch companion again whether a torch-function mode is active, since only Python
+ * code enters one (see reader_read). The fast paths run no Python code and allocate
+ * nothing. */
+static uint64_t g_slow_epoch = 0;
+#define SLOW_PATH() (g_slow_epoch++)
 
 /* constexpr keys of True and False, as _specialize._constexpr_key makes them: (bool, v) */
 static PyObject *g_ck_true, *g_ck_false;
@@ -209,6 +225,7 @@ static PyObject *remap_token(Dispatcher *d, Py_ssize_t i, PyObject *tok) {
 static PyObject *class_token_slow(Dispatcher *d, Py_ssize_t i, int cls) {
   ParamSpec *ps = &d->ps[i];
   PyObject *tok = d->tok[cls];
+  SLOW_PATH();
   if (ps->flags & F_ANN_FIXED)
     tok = cls == T_NULLOPT ? tok : ps->ann;
   else if ((ps->flags & F_ANN_REMAP) && cls != T_NULLOPT)
@@ -226,6 +243,7 @@ static int ptr_tokens(Dispatcher *d, Py_ssize_t i, PyObject *dtype, PyObject **t
     *t = ps->last_tok;
     return 0;
   }
+  SLOW_PATH();
   PyObject *table = d->ptr_tables[(ps->flags & F_CONST_PTR) ? 1 : 0];
   PyObject *pair = PyDict_GetItemWithError(table, dtype);
   if (pair == NULL) {
@@ -292,6 +310,7 @@ static PyObject *dtype_of(Dispatcher *d, PyObject *v) {
  * reader, or it declined). 0 with *dtype a new reference; -1 (no error set): take
  * the Python path. */
 static int read_by_python(Dispatcher *d, PyObject *v, uint64_t *ptr, PyObject **dtype) {
+  SLOW_PATH();
   PyObject *p = PyObject_VectorcallMethod(s_data_ptr, &v, 1, NULL);
   if (p == NULL) {
     PyErr_Clear();
@@ -316,6 +335,7 @@ static int read_by_python(Dispatcher *d, PyObject *v, uint64_t *ptr, PyObject **
  * this parameter; -1 (no error set) for a CPU tensor or any error. */
 static int device_by_python(ParamSpec *ps, PyObject *v, uint64_t ptr) {
   if ((uintptr_t)v == ps->last_obj && ptr == ps->last_ptr && ptr != 0) return ps->last_dev;
+  SLOW_PATH();
   PyObject *g = PyObject_VectorcallMethod(s_get_device, &v, 1, NULL);
   if (g == NULL) {
     PyErr_Clear();
@@ -354,8 +374,20 @@ static inline int compact_int(PyObject *v, long long *out) {
 
 /* What keying one call carries from argument to argument. */
 typedef struct {
-  int device; /* the tensors' device so far; -1: no tensor yet */
+  int device;           /* the tensors' device so far; -1: no tensor yet */
+  uint64_t modes_clear; /* g_slow_epoch when the batch companion last answered "no mode active" */
 } KeyRun;
+
+/* One tensor through the reader. With its batch companion the torch-function-mode check
+ * is made once per launch rather than per tensor: again only where a slow path (which
+ * may have run Python code, and so entered a mode) ran since it last answered. */
+static inline int reader_read(KeyRun *run, PyObject *v, uint64_t *ptr, PyObject **dtype, int *dev) {
+  if (g_modes_active != NULL && run->modes_clear != g_slow_epoch) {
+    if (g_modes_active()) return 1; /* as read would: Python reads it, the mode sees that */
+    run->modes_clear = g_slow_epoch;
+  }
+  return g_read(v, ptr, dtype, dev);
+}
 
 /* Token of a tensor argument (anything tj_digest_scalar does not take); digests it into
  * ``a`` (``a->obj`` already set). NULL: take the Python path. The data pointer, dtype and
@@ -366,7 +398,7 @@ static PyObject *tensor_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *
   PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
   int dev = -1, own_dtype = 0;
   uint64_t ptr;
-  if (g_reader == NULL || g_reader->read(v, &ptr, &dtype, &dev) != 0) {
+  if (g_read == NULL || reader_read(run, v, &ptr, &dtype, &dev) != 0) {
     if (read_by_python(d, v, &ptr, (ps->flags & F_ANN_FIXED) ? NULL : &dtype) < 0) return NULL;
     own_dtype = dtype != NULL;
     dev = -1;
@@ -420,7 +452,8 @@ static inline PyObject *token_of(Dispatcher *d, Py_ssize_t i, const ParamSpec *p
     switch (a->kind) {
       case TJ_ARG_BOOL: cls = T_U1; break;
       case TJ_ARG_NONE: cls = T_NULLOPT; break;
-      default:
+      default: /* PyLong_As* may have raised and cleared an exception (an allocation) */
+        SLOW_PATH();
         cls = int_class(d, ps->flags, a);
         if (cls < 0) return NULL;
     }
@@ -568,7 +601,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) 
   const uint64_t mask = d->div_mask;
   const ParamSpec *ps = d->ps;
   uintptr_t diff = 0;
-  KeyRun run = {-1};
+  KeyRun run = {-1, g_slow_epoch - 1}; /* the modes are not known yet */
   k->nown = 0;
   for (Py_ssize_t i = 0; i < P; i++, ps++) {
     PyObject *v = vals[i], *kel;
@@ -580,6 +613,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) 
       } else if (PyBool_Check(v)) {
         kel = v == Py_True ? g_ck_true : g_ck_false;
       } else {  /* (float, v) made here; anything else by _constexpr_key */
+        SLOW_PATH();
         kel = PyFloat_CheckExact(v) ? PyTuple_Pack(2, (PyObject *)&PyFloat_Type, v) : PyObject_CallOneArg(d->ck_fn, v);
         if (kel == NULL) {
           PyErr_Clear();
@@ -1639,10 +1673,19 @@ static PyTypeObject RecorderType = {
 };
 
 /* ---- module functions ------------------------------------------------------------------ */
+/* the registered batch companion where it belongs to the reader in use */
+static void pick_batch(void) {
+  g_batch = g_reader != NULL && g_batch_registered != NULL && g_batch_registered->base == g_reader ? g_batch_registered
+                                                                                                   : NULL;
+  g_read = g_batch != NULL ? g_batch->read_unchecked : g_reader != NULL ? g_reader->read : NULL;
+  g_modes_active = g_batch != NULL ? g_batch->modes_active : NULL;
+}
+
 static PyObject *set_tensor_reader(PyObject *mod, PyObject *cap) {
   if (cap == Py_None) {
     g_reader = NULL;
     Py_CLEAR(g_reader_capsule);
+    pick_batch();
     Py_RETURN_NONE;
   }
   const tj_tensor_reader *r = PyCapsule_GetPointer(cap, TJ_TENSOR_READER_CAPSULE);
@@ -1652,7 +1695,32 @@ static PyObject *set_tensor_reader(PyObject *mod, PyObject *cap) {
   Py_INCREF(cap);
   Py_XSETREF(g_reader_capsule, cap);
   g_reader = r;
+  pick_batch();
   Py_RETURN_NONE;
+}
+
+/* register_tensor_reader_batch(capsule or None): the batch companion of a reader; used
+ * whenever that reader is the one set (now or later), so setting the reader to None
+ * and back keeps it. */
+static PyObject *register_tensor_reader_batch(PyObject *mod, PyObject *cap) {
+  const tj_tensor_reader_batch *b = NULL;
+  if (cap != Py_None) {
+    b = PyCapsule_GetPointer(cap, TJ_TENSOR_READER_BATCH_CAPSULE);
+    if (b == NULL) return NULL;
+    if (b->abi != TJ_TENSOR_READER_BATCH_ABI || b->base == NULL || b->modes_active == NULL ||
+        b->read_unchecked == NULL)
+      return PyErr_Format(PyExc_ValueError, "tensor reader batch ABI %d, expected %d", b->abi,
+                          TJ_TENSOR_READER_BATCH_ABI);
+  }
+  Py_XINCREF(cap == Py_None ? NULL : cap);
+  Py_XSETREF(g_batch_capsule, cap == Py_None ? NULL : cap);
+  g_batch_registered = b;
+  pick_batch();
+  Py_RETURN_NONE;
+}
+
+static PyObject *get_tensor_reader_batch(PyObject *mod, PyObject *unused) {
+  return Py_NewRef(g_batch != NULL ? g_batch_capsule : Py_None);
 }
 
 static PyObject *get_tensor_reader(PyObject *mod, PyObject *unused) {
@@ -1694,6 +1762,11 @@ static PyMethodDef module_methods[] = {
     {"set_tensor_reader", set_tensor_reader, METH_O,
      "set_tensor_reader(capsule or None): read tensor arguments through this reader (tritonjit_tensor.h)"},
     {"tensor_reader", get_tensor_reader, METH_NOARGS, "the reader's capsule in use, or None"},
+    {"register_tensor_reader_batch", register_tensor_reader_batch, METH_O,
+     "register_tensor_reader_batch(capsule or None): a reader's batch companion (tritonjit_tensor.h), used "
+     "while that reader is set"},
+    {"tensor_reader_batch", get_tensor_reader_batch, METH_NOARGS,
+     "the batch companion in use (that of the reader set), or None"},
     {"read_tensor", read_tensor, METH_O, "read_tensor(t) -> (data_ptr, dtype, device) by the reader, or None"},
     {"current_stream", reader_current_stream, METH_VARARGS,
      "current_stream(device_type, device) -> the reader's current stream handle, or None"},

@@ -18,10 +18,16 @@
 
 namespace {
 
-int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
+// An active torch-function mode sees every Python-level call to data_ptr(): the reader
+// declines every tensor then (two thread-local reads in libtorch: the batch companion
+// lets the dispatcher make this check once per launch instead of once per tensor).
+int modes_active() { return at::impl::torch_function_mode_enabled() ? 1 : 0; }
+
+// read_tensor less the mode check.
+int read_unchecked(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
   // Exact torch.Tensor / nn.Parameter only: a subclass may override data_ptr or
-  // __torch_function__, and an active torch-function mode sees every Python call.
-  if (!THPVariable_CheckExact(v) || at::impl::torch_function_mode_enabled()) return 1;
+  // __torch_function__.
+  if (!THPVariable_CheckExact(v)) return 1;
   try {
     const at::Tensor& t = THPVariable_Unpack(v);
     if (!t.defined() || !t.has_storage()) return 1;
@@ -32,6 +38,10 @@ int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
   } catch (...) {  // nothing may cross into C; the Python path reports the error
     return 1;
   }
+}
+
+int read_tensor(PyObject* v, uint64_t* ptr, PyObject** dtype, int* device) {
+  return modes_active() ? 1 : read_unchecked(v, ptr, dtype, device);
 }
 
 int current_stream(int device_type, int device, uint64_t* out) {
@@ -53,6 +63,7 @@ int current_stream(int device_type, int device, uint64_t* out) {
 }
 
 const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor, current_stream};
+const tj_tensor_reader_batch kBatch = {TJ_TENSOR_READER_BATCH_ABI, &kReader, modes_active, read_unchecked};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_tensor",
                        "tritonjit's tensor reader for torch (see tritonjit_tensor.h)", -1, nullptr};
@@ -64,6 +75,12 @@ PyMODINIT_FUNC PyInit__torch_tensor(void) {
   if (m == nullptr) return nullptr;
   PyObject* cap = PyCapsule_New(const_cast<tj_tensor_reader*>(&kReader), TJ_TENSOR_READER_CAPSULE, nullptr);
   if (cap == nullptr || PyModule_AddObject(m, "reader", cap) < 0) {
+    Py_XDECREF(cap);
+    Py_DECREF(m);
+    return nullptr;
+  }
+  cap = PyCapsule_New(const_cast<tj_tensor_reader_batch*>(&kBatch), TJ_TENSOR_READER_BATCH_CAPSULE, nullptr);
+  if (cap == nullptr || PyModule_AddObject(m, "reader_batch", cap) < 0) {
     Py_XDECREF(cap);
     Py_DECREF(m);
     return nullptr;

@@ -56,6 +56,13 @@ def on_ready(callback: Callable[[Any], None]) -> None:
         _module.on_ready(lambda mod: callback(mod.reader))
 
 
+def batch() -> Any:
+    """The loaded reader's batch companion capsule (tritonjit_tensor.h), or None (not
+    loaded, or a prebuilt reader from before the companion)."""
+    mod = _module.module if enabled() else None
+    return getattr(mod, "reader_batch", None)
+
+
 def status() -> str:
     """What ``tritonjit info`` reports: in use, prebuilt, built, or why not; never builds."""
     return _module.status() if enabled() else reason()

@@ -29,4 +29,23 @@ typedef struct {
   int (*current_stream)(int device_type, int device, uint64_t *out);
 } tj_tensor_reader;
 
+/* An optional companion of a reader, for a caller that reads many tensors in a row (the
+ * dispatcher: every tensor argument of a launch). ``read`` checks on each call whether
+ * a torch-function mode is active (it declines then); the companion splits that check
+ * from the reading, so the caller checks once and reads each tensor without it:
+ * ``read_unchecked`` answers as ``read`` does for as long as ``modes_active`` would still
+ * answer 0, which holds on this thread until Python code runs (only Python code enters
+ * a mode). The caller asks ``modes_active`` again after anything that may have run
+ * Python code. Published as a capsule named TJ_TENSOR_READER_BATCH_CAPSULE whose
+ * ``base`` is the reader it belongs to. Neither function raises. */
+#define TJ_TENSOR_READER_BATCH_CAPSULE "tritonjit.tensor_reader_batch.v1"
+#define TJ_TENSOR_READER_BATCH_ABI 1
+
+typedef struct {
+  int abi; /* TJ_TENSOR_READER_BATCH_ABI */
+  const tj_tensor_reader *base;
+  int (*modes_active)(void); /* 1 where ``read`` would decline every tensor for an active mode */
+  int (*read_unchecked)(PyObject *v, uint64_t *ptr, PyObject **dtype, int *device);
+} tj_tensor_reader_batch;
+
 #endif
