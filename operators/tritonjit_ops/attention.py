@@ -545,8 +545,8 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     b, h, m, d = q.shape
     n = k.shape[2]
-    o = torch.empty_like(q) if out is None else out
-    lse = torch.empty((b, h, m), dtype=torch.float32, device=q.device) if lse is None else lse
+    o = _empty(torch.empty_like(q)) if out is None else out
+    lse = _empty(torch.empty((b, h, m), dtype=torch.float32, device=q.device)) if lse is None else lse
     args, consts = _fwd_args(q, k, v, bias, o, lse, causal, scale)
     if q.device.type == "cpu" and not TUNED_ON_CPU:
         cfg = _CPU_FWD
@@ -595,6 +595,16 @@ def _launch_tuned(tuned: Any, plain: Any, grid: Callable[[dict], tuple], args: t
     _run(plain, grid(meta), args, meta)
 
 
+def _empty(t: Tensor) -> Tensor:
+    """``t``, a buffer just allocated and not yet written: while a planner runs the
+    implementation, noted as one that a plan may allocate afresh (an output or a
+    temporary; see :func:`_recorded_plan`). Returns ``t``."""
+    noted = getattr(_planning, "empty", None)
+    if noted is not None:
+        noted[id(t)] = t
+    return t
+
+
 def _run(fn: Any, grid: tuple, args: tuple, meta: dict) -> None:
     """``fn[grid](*args, **meta)``, or while a planner records (see :func:`_planner`), its
     record instead of the launch."""
@@ -607,8 +617,8 @@ def _run(fn: Any, grid: tuple, args: tuple, meta: dict) -> None:
 
 def _grad_like(t: Tensor, bshd: bool) -> Tensor:
     if bshd:  # laid out (B, S, H, D), as aten's efficient and CPU flash backwards return them
-        return torch.empty_permuted(t.shape, (0, 2, 1, 3), dtype=t.dtype, device=t.device)
-    return torch.empty_like(t)
+        return _empty(torch.empty_permuted(t.shape, (0, 2, 1, 3), dtype=t.dtype, device=t.device))
+    return _empty(torch.empty_like(t))
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
@@ -621,7 +631,7 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     b, h, m, d = q.shape
     hk, n = k.shape[1], k.shape[2]
     dq, dk, dv = _grad_like(q, bshd), _grad_like(k, bshd), _grad_like(v, bshd)
-    delta = torch.empty((b, h, m), dtype=torch.float32, device=q.device)
+    delta = _empty(torch.empty((b, h, m), dtype=torch.float32, device=q.device))
     cpu = q.device.type == "cpu"
     pre_args, kv_args, q_args, consts = _bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, causal, scale, bias)
     _run(_pre, (cdiv(m, 64 if not cpu else 16), b * h, 1), pre_args, {"HEAD_DIM": d, "BLOCK_M": 64 if not cpu else 16})
@@ -886,13 +896,14 @@ def _aten_kernel(op: str, q: Tensor) -> Callable[..., Any]:
 
 
 def _seed_offset(q: Tensor, dtype: torch.dtype, seed_shape: tuple) -> tuple[Tensor, Tensor]:
-    return torch.empty(seed_shape, dtype=dtype, device=q.device), torch.empty((), dtype=dtype, device=q.device)
+    return (_empty(torch.empty(seed_shape, dtype=dtype, device=q.device)),
+            _empty(torch.empty((), dtype=dtype, device=q.device)))
 
 
 def _bshd(q: Tensor, d: int) -> Tensor:
     """An output (B, H, M, d) laid out (B, M, H, d), as aten's fused kernels allocate it."""
     b, h, m, _ = q.shape
-    return torch.empty((b, m, h, d), dtype=q.dtype, device=q.device).transpose(1, 2)
+    return _empty(torch.empty((b, m, h, d), dtype=q.dtype, device=q.device).transpose(1, 2))
 
 
 def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causal: bool = False,
@@ -904,7 +915,7 @@ def sdpa_flash(q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0, is_causa
     fwd, _ = _paths(op, q, k, v, None, is_causal, dropout_p)
     _route(op, q, k, None, is_causal, lambda: fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None),
            lambda: _aten_kernel(op, q)(q, k, v, dropout_p, is_causal, False, scale=scale))
-    o, lse = fwd(q, k, v, is_causal, scale, None, torch.empty_like(q), None)
+    o, lse = fwd(q, k, v, is_causal, scale, None, _empty(torch.empty_like(q)), None)
     seed, offset = _seed_offset(q, torch.uint64, (2,))
     return (o, lse, None, None, q.shape[2], k.shape[2], seed, offset,
             torch.empty(0, dtype=q.dtype, device=q.device))
@@ -946,7 +957,7 @@ def sdpa_efficient(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, co
     fwd, _ = _paths(op, q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, d = q.shape
     rows = cdiv(m, 32) * 32
-    lse = torch.empty((b, h, rows), dtype=torch.float32, device=q.device)
+    lse = _empty(torch.empty((b, h, rows), dtype=torch.float32, device=q.device))
     _route(op, q, k, attn_bias, is_causal, lambda: fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse),
            lambda: _aten_kernel(op, q)(q, k, v, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale=scale))
     o, _ = fwd(q, k, v, is_causal, scale, attn_bias, _bshd(q, d), lse)
@@ -978,11 +989,11 @@ def sdpa_cudnn(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None, comput
     op = "_scaled_dot_product_cudnn_attention"
     fwd, _ = _paths(op, q, k, v, attn_bias, is_causal, dropout_p)
     b, h, m, _ = q.shape
-    lse = torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device)
+    lse = _empty(torch.empty((b, h, m, 1), dtype=torch.float32, device=q.device))
     _route(op, q, k, attn_bias, is_causal, lambda: fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse),
            lambda: _aten_kernel(op, q)(q, k, v, attn_bias, compute_log_sumexp, dropout_p, is_causal, False,
                                        scale=scale))
-    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, torch.empty_like(q), lse)
+    o, _ = fwd(q, k, v, is_causal, scale, attn_bias, _empty(torch.empty_like(q)), lse)
     seed, offset = _seed_offset(q, torch.int64, ())
     return o, lse, None, None, m, k.shape[2], seed, offset, None
 
@@ -1013,30 +1024,36 @@ def _planner(op: str) -> Callable[..., P.Plan | None]:
     impl = ATEN[op]
 
     def plan(*args: Any, **kwargs: Any) -> P.Plan | None:
-        _planning.on, _planning.rec = True, None
+        _planning.on, _planning.rec, _planning.empty = True, None, {}
         try:
             result = impl(*args, **kwargs)
-            rec = _planning.rec
+            rec, empty = _planning.rec, _planning.empty
         except Unsupported:
             return P.aten_plan()
         except Exception:  # bad input
             return None
         finally:
-            _planning.on, _planning.rec = False, None
-        return None if rec is None else _recorded_plan(args, rec, result)
+            _planning.on, _planning.rec, _planning.empty = False, None, None
+        return None if rec is None else _recorded_plan(args, rec, result, empty)
 
     plan.__name__ = plan.__qualname__ = f"plan_{op}"
     return plan
 
 
-def _recorded_plan(call: tuple, rec: list, result: Any) -> P.Plan | None:
+def _recorded_plan(call: tuple, rec: list, result: Any, empty: dict[int, Tensor]) -> P.Plan | None:
     """The plan of a call whose launches ``rec`` recorded (kernel, grid, arguments, keywords)
     and that returned ``result``: the call's tensor arguments become In(i) (a view at one's
     address, the expanded attention mask, that tensor too), the returned tensors outputs laid
     out as they were, the returned ints constants (the key fixes the shapes they come from),
-    and other tensors the launches got (the backward's delta) temporaries. None where that
-    would not hold for every call of the key: two arguments at one address (the plan could not
-    tell them apart), a returned or launched tensor that is no dense buffer, a view of one."""
+    and other tensors the launches got (the backward's delta) temporaries.
+
+    An output or a temporary must be a buffer the implementation allocated empty
+    (:func:`_empty`, noted in ``empty``) that nothing but the recorded launches wrote (its
+    version counter untouched), or hold no element: a plan allocates it afresh, so a tensor
+    holding data computed outside the launches (a copy made contiguous, a converted bool
+    mask) cannot be one. None where anything would not hold for every call of the key: such
+    a tensor, two arguments at one address (the plan could not tell them apart), a buffer
+    that is not dense."""
     inputs = [(i, t) for i, t in enumerate(call) if isinstance(t, Tensor)]
     at_address: dict[int, int] = {}
     for i, t in inputs:
@@ -1051,6 +1068,8 @@ def _recorded_plan(call: tuple, rec: list, result: Any) -> P.Plan | None:
     keep: list[Tensor] = []  # what the refs' ids name stays alive while the plan is made
 
     def fresh(t: Tensor, into: list[P.Buffer], ref: Callable[[int], Any]) -> Any:
+        if t.numel() and (empty.get(id(t)) is not t or t._version != 0):
+            return None  # data made outside the recorded launches
         buf = P.Buffer.like(t)
         if buf is None or id(t) in refs or (t.numel() and t.untyped_storage().data_ptr() in taken):
             return None

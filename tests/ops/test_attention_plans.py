@@ -90,11 +90,25 @@ def test_calls_a_plan_could_not_tell_apart_get_none(qkv):
     assert not getattr(A._planning, "on", False) and getattr(A._planning, "rec", None) is None
 
 
-def test_a_bool_mask_is_converted_per_call_so_it_gets_no_plan(qkv):
+@pytest.mark.parametrize("shape", [(2, 1, 24, 24), (2, 4, 24, 24)], ids=["broadcast", "full"])
+def test_a_bool_mask_is_converted_per_call_so_it_gets_no_plan(qkv, shape):
+    """The kernel reads an additive mask made from the bool one on each call: data a plan
+    cannot allocate afresh (at the full shape the made mask is a dense buffer, which only
+    the implementation's note of its empty allocations tells from a temporary)."""
     q, k, v = qkv
-    mask = torch.rand(2, 1, 24, 24) > 0.3
+    mask = torch.rand(*shape) > 0.3
     mask[..., 0] = True
     assert A._planner(EFFICIENT)(q, k, v, mask, True, 0.0, False) is None
+
+
+def test_an_input_copied_to_unit_stride_gets_no_plan(qkv):
+    """A key whose last dimension is strided is copied by the implementation on each call
+    (the kernels take unit-stride rows): the copy holds data, so no plan."""
+    q, _, v = qkv
+    k = torch.randn(2, 2, 24, 32)[..., ::2]
+    assert k.stride(-1) == 2
+    assert A._planner(FLASH)(q, k, v, 0.0, False) is None
+    assert getattr(A._planning, "empty", None) is None
 
 
 def test_buffer_like_keeps_dense_layouts_and_refuses_the_others():
