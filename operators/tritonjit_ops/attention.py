@@ -1019,8 +1019,9 @@ def _planner(op: str) -> Callable[..., P.Plan | None]:
     tritonjit's kernels serve it, the launches after the decision are recorded instead of run,
     and :func:`_recorded_plan` makes them the call shape's plan: later calls allocate and launch
     in C++. None (each call runs the Python implementation) where the recording cannot be a
-    plan, or where the implementation raised anything else (bad input: it raises again, and
-    aten's own error follows, as before)."""
+    plan, where it was made inside a CUDA graph capture (the configs it holds were not tuned,
+    and :func:`_launch_tuned` keeps none made there), or where the implementation raised
+    anything else (bad input: it raises again, and aten's own error follows, as before)."""
     impl = ATEN[op]
 
     def plan(*args: Any, **kwargs: Any) -> P.Plan | None:
@@ -1034,7 +1035,13 @@ def _planner(op: str) -> Callable[..., P.Plan | None]:
             return None
         finally:
             _planning.on, _planning.rec, _planning.empty = False, None, None
-        return None if rec is None else _recorded_plan(args, rec, result, empty)
+        if rec is None:
+            return None
+        from .matmul import _capturing
+
+        if any(isinstance(t, Tensor) and _capturing(t.device) for t in args[:1]):
+            return None  # inside a CUDA graph capture the tuner could not time: no config to keep
+        return _recorded_plan(args, rec, result, empty)
 
     plan.__name__ = plan.__qualname__ = f"plan_{op}"
     return plan
