@@ -372,6 +372,13 @@ _BUCKETS = {"N": "log2"}  # the key length, rounded up to a power of two
 _EVEN = {"EVEN_M": lambda a: a["M"] % a["BLOCK_M"] == 0, "EVEN_N": lambda a: a["N"] % a["BLOCK_N"] == 0}
 
 
+def _fixed(consts: dict, blocks: dict, m: int, n: int) -> dict:
+    """The keywords of a launch with the given blocks (no tuner): the constexprs, the blocks
+    and the values of the _EVEN heuristics for lengths ``m`` and ``n``."""
+    nargs = {"M": m, "N": n, **blocks}
+    return {**consts, **blocks, **{name: rule(nargs) for name, rule in _EVEN.items()}}
+
+
 #: key lengths up to this run one small-tile config, untuned (decode and short training
 #: sequences: the big tiles would mostly compute padding, and tuning costs compiles)
 SHORT_N = 256
@@ -519,8 +526,7 @@ def signatures(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     for fn, configs, args in ((_fwd, _FWD_CONFIGS, fwd_args), (_dkdv, _DKDV_CONFIGS, kv_args),
                               (_dq, _DQ_CONFIGS, q_args)):
         for c in _prune(configs, {"N": n}):
-            bm, bn = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]
-            sig = fn.signature(*args, **consts, EVEN_M=m % bm == 0, EVEN_N=n % bn == 0, BLOCK_M=bm, BLOCK_N=bn)
+            sig = fn.signature(*args, **_fixed(consts, c.kwargs, m, n))
             out.append((fn, sig, {"num_warps": c.num_warps, "num_stages": c.num_stages}))
     return out
 
@@ -550,8 +556,7 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
     args, consts = _fwd_args(q, k, v, bias, o, lse, causal, scale)
     if q.device.type == "cpu" and not TUNED_ON_CPU:
         cfg = _CPU_FWD
-        _run(_fwd, (cdiv(m, cfg["BLOCK_M"]), b * h, 1), args,
-             {**consts, "EVEN_M": m % cfg["BLOCK_M"] == 0, "EVEN_N": n % cfg["BLOCK_N"] == 0, **cfg})
+        _run(_fwd, (cdiv(m, cfg["BLOCK_M"]), b * h, 1), args, _fixed(consts, cfg, m, n))
     else:
         _launch_tuned(_fwd_tuned, _fwd, lambda meta: (cdiv(m, meta["BLOCK_M"]), b * h, 1), args, consts, q, bias, m, n)
     return o, lse
@@ -637,10 +642,8 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     _run(_pre, (cdiv(m, 64 if not cpu else 16), b * h, 1), pre_args, {"HEAD_DIM": d, "BLOCK_M": 64 if not cpu else 16})
     if cpu and not TUNED_ON_CPU:
         c1, c2 = _CPU_DKDV, _CPU_DQ
-        _run(_dkdv, (cdiv(n, c1["BLOCK_N"]), b * hk, 1), kv_args,
-             {**consts, "EVEN_M": m % c1["BLOCK_M"] == 0, "EVEN_N": n % c1["BLOCK_N"] == 0, **c1})
-        _run(_dq, (cdiv(m, c2["BLOCK_M"]), b * h, 1), q_args,
-             {**consts, "EVEN_M": m % c2["BLOCK_M"] == 0, "EVEN_N": n % c2["BLOCK_N"] == 0, **c2})
+        _run(_dkdv, (cdiv(n, c1["BLOCK_N"]), b * hk, 1), kv_args, _fixed(consts, c1, m, n))
+        _run(_dq, (cdiv(m, c2["BLOCK_M"]), b * h, 1), q_args, _fixed(consts, c2, m, n))
     else:
         _launch_tuned(_dkdv_tuned, _dkdv, lambda meta: (cdiv(n, meta["BLOCK_N"]), b * hk, 1), kv_args, consts, q,
                       bias, m, n)
@@ -1039,7 +1042,7 @@ def _planner(op: str) -> Callable[..., P.Plan | None]:
             return None
         from .matmul import _capturing
 
-        if any(isinstance(t, Tensor) and _capturing(t.device) for t in args[:1]):
+        if isinstance(args[0], Tensor) and _capturing(args[0].device):  # args[0]: q, or the gradient
             return None  # inside a CUDA graph capture the tuner could not time: no config to keep
         return _recorded_plan(args, rec, result, empty)
 
@@ -1071,8 +1074,7 @@ def _recorded_plan(call: tuple, rec: list, result: Any, empty: dict[int, Tensor]
     refs: dict[int, Any] = {id(t): P.In(i) for i, t in inputs}
     taken = {t.untyped_storage().data_ptr() for _, t in inputs if t.numel()}
     outputs: list[P.Buffer] = []
-    temps: list[P.Buffer] = []
-    keep: list[Tensor] = []  # what the refs' ids name stays alive while the plan is made
+    temps: list[P.Buffer] = []  # (every tensor whose id refs holds is alive: in call, result or rec)
 
     def fresh(t: Tensor, into: list[P.Buffer], ref: Callable[[int], Any]) -> Any:
         if t.numel() and (empty.get(id(t)) is not t or t._version != 0):
@@ -1084,7 +1086,6 @@ def _recorded_plan(call: tuple, rec: list, result: Any, empty: dict[int, Tensor]
             taken.add(t.untyped_storage().data_ptr())
         refs[id(t)] = r = ref(len(into))
         into.append(buf)
-        keep.append(t)
         return r
 
     res: list[Any] = []
