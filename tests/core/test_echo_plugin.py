@@ -1,7 +1,8 @@
 """A third-party plugin written only from docs/plugin-guide.md is discovered and used.
 
 The fixture distribution tests/fixtures/tritonjit-echo is pip-installed (no deps, no
-build isolation) into a temporary target directory; child processes with that
+build isolation) from a private copy (setuptools builds in the source tree, and CI's
+tox environments run this test at once) into a temporary target directory; child processes with that
 directory on their path discover it through the ``tritonjit.backends`` entry point,
 select it (set_backend and TRITONJIT_BACKEND) and launch through it: no core change.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,8 +28,10 @@ KERNELS = Path(__file__).resolve().parent / "_spec_kernels.py"
 @pytest.fixture(scope="module")
 def echo_site(tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("echo-site")
+    source = tmp_path_factory.mktemp("echo-src") / FIXTURE.name
+    shutil.copytree(FIXTURE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     res = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--quiet", "--target", str(target), str(FIXTURE)],
+                          "--no-index", "--quiet", "--target", str(target), str(source)],
                          capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         pytest.fail(f"installing the fixture plugin failed:\n{res.stdout}\n{res.stderr}")
