@@ -60,6 +60,7 @@ FLOOR = "floor"
 FGRID, BOUND, CPP = "tritonjit f[grid]", "tritonjit bound", "tritonjit C++"
 TRITON_GRID, TRITON_RUN = "triton kernel[grid]", "triton CompiledKernel.run"
 FALLBACKS = "diag: python fallbacks"
+PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
 #: the issue's targets, as multiples of each kernel's own floor
 TARGETS = {FGRID: 1.10, BOUND: 1.10, CPP: 1.05}
 ANCHOR = ("anchor, not measured here (facebookexperimental/triton PR 1445, a B200): a C dispatcher in a Triton "
@@ -445,6 +446,11 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
 
     add(FGRID, f"f[grid]({', '.join(names + kw)})")
     add(BOUND, f"bound({', '.join(names)})")
+    if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
+        # what the interpreter's call costs before any callee runs (past 30 arguments it
+        # builds a tuple and a dict): the part of f[grid]'s cost no Python callee avoids
+        ns["noop"] = _native.dispatch.call_floor
+        rounds.add(PYCALL, call(f"noop({', '.join(names + kw)})"))
     rounds.paths[CPP] = None  # type: ignore[assignment]  # set once the extension is built: keeps the row order
     add(TRITON_GRID, f"kernel[grid]({', '.join(names + kw)})")
     add(TRITON_RUN, f"run({', '.join(['1, 1, 1, stream, fh, meta, None, None, None', *names, *consts])})")
@@ -594,6 +600,19 @@ def verdicts(res: dict[str, Any]) -> list[str]:
     return out
 
 
+def python_share(res: dict[str, Any]) -> str | None:
+    """f[grid] less Python's own call of the same arguments, as a multiple of the floor: what
+    tritonjit adds on top of what the interpreter spends on any call of a C function."""
+    cells = []
+    for k, row in res["us_per_call"].items():
+        fgrid, pycall, floor = row.get(FGRID), row.get(PYCALL), row.get(FLOOR)
+        if fgrid is not None and pycall is not None and floor:
+            cells.append(f"{res['labels'][k]} {(fgrid - pycall) / floor:.2f}x")
+    if not cells:
+        return None
+    return "f[grid] less Python's own call of the same arguments (the floor's multiple): " + ", ".join(cells)
+
+
 def check_lines(res: dict[str, Any]) -> list[str]:
     out = []
     for k, checks in res["checks"].items():
@@ -716,7 +735,8 @@ def main(argv: list[str] | None = None) -> int:
           f"tritonjit {tritonjit.__version__}, native dispatcher: {_native.reason}, "
           f"torch tensor reader: {torch_reader.reason()}; {a.calls} calls, best of {a.reps} interleaved rounds")
     print(table(res))
-    for line in verdicts(res) + [ANCHOR] + check_lines(res):
+    share = python_share(res)
+    for line in verdicts(res) + ([share] if share else []) + [ANCHOR] + check_lines(res):
         print(line)
     print(f"total {time.perf_counter() - t0:.0f} s")
     bad = [(k, p) for k, checks in res["checks"].items() for p, c in checks.items() if not c.startswith("ok")]

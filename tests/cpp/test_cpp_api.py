@@ -113,6 +113,24 @@ def test_recording_backend_new_specializations_get_new_variants(ext, kernel, rec
     assert {c[2] for c in _recorder_calls(kernel)} == {1000}
 
 
+def test_switching_backends_between_cpp_hits_launches_on_the_new_one(ext, kernel, recording):
+    """C++ remembers the variant each thread launched last: a backend switch must forget it
+    (the switch gives the kernel new variants, loaded on the new backend)."""
+    backends = {"recording": recording, "recording2": RecordingBackend("recording2")}
+    tritonjit.register_backend(backends["recording2"])
+    try:
+        for name in ("recording", "recording2", "recording", "recording2"):
+            tritonjit.set_backend(name)
+            loads = backends[name].loads
+            for _ in range(2):  # the second call is a hit of the thread's last variant
+                ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 5, 4)
+            assert backends[name].loads == loads + 1, name
+            assert [v.launcher.count for v in kernel.variants()] == [2], name
+    finally:
+        tritonjit.set_backend("recording")
+        tritonjit.unregister_backend("recording2")
+
+
 def test_every_cpp_argument_kind(ext, recording):
     f = tritonjit.function(KERNELS, "mixed_kernel")
     ext.mixed(KERNELS, 1 << 24, 9)

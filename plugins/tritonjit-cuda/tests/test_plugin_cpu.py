@@ -102,6 +102,33 @@ def test_type_codes_agree_between_python_and_c():
     assert _driver.TYPE_NAMES[1:] == tuple(_types.TYPE_CODES)[1:]
 
 
+@needs_ext
+def test_launch_releases_the_gil_only_where_another_thread_may_want_it():
+    """A launch blocks in the driver while the launch queue is full: it must let other Python
+    threads run then. Alone in the process, releasing and retaking the GIL only costs time."""
+    import subprocess
+    import sys
+    import threading
+
+    alone = subprocess.run([sys.executable, "-c", "from tritonjit_cuda._backend import _driver; "
+                            "print(_driver.launch_releases_gil())"], capture_output=True, text=True, check=True)
+    assert alone.stdout.strip() == "False", alone.stderr
+    started, release = threading.Event(), threading.Event()
+
+    def waiter() -> None:
+        started.set()
+        release.wait()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    try:
+        started.wait()
+        assert _driver.launch_releases_gil() is True
+    finally:
+        release.set()
+        t.join()
+
+
 @pytest.mark.parametrize("header", ["tritonjit_launch.h", "tritonjit_tensor.h"])
 def test_abi_headers_match_the_core(header):
     """The plugin builds without the core installed, so it carries copies of the core's

@@ -33,6 +33,7 @@
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -248,6 +249,10 @@ struct Key {
     w[n++] = x;
   }
   bool operator==(const Key& o) const { return n == o.n && std::memcmp(w, o.w, sizeof(uint64_t) * n) == 0; }
+  void assign(const Key& o) {  // the n words in use, not the whole array
+    n = o.n;
+    std::memcpy(w, o.w, sizeof(uint64_t) * n);
+  }
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
@@ -262,6 +267,24 @@ struct Entry {
   const tj_launch* tj = nullptr;
   PyObject* keep = nullptr;  // the capsule (keeps ``tj`` and its launcher alive); never released
 };
+
+/// The variant a thread launched last through one Function (its id and cache generation):
+/// most launches repeat it, and this copy answers them without the cache's shared lock
+/// (two atomic read-modify-writes) and without hashing the key.
+struct LastHit {
+  uint64_t id = 0;  // Function ids start at 1
+  uint64_t gen = 0;
+  Key key;
+  Entry e;
+};
+inline LastHit& last_hit(uint64_t id) {
+  thread_local LastHit slots[8];  // by id: a few kernels launched in turn keep their entries
+  return slots[id & 7];
+}
+inline uint64_t next_function_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 // torch's device type of a backend's tensors; a type torch does not know (a test
 // backend's) counts as PrivateUse1, for which no device guard is registered.
@@ -390,6 +413,7 @@ class Function {
   void clear() {
     std::unique_lock<std::shared_mutex> lock(mu_);
     cache_.clear();
+    gen_.fetch_add(1, std::memory_order_release);
   }
 
  private:
@@ -440,6 +464,7 @@ class Function {
     if (PyList_GET_ITEM(cell_, 0) == backend_ && backend_ != nullptr) return;
     refresh_spec_locked_gil();  // native_spec() selects the backend where none is yet
     cache_.clear();
+    gen_.fetch_add(1, std::memory_order_release);
   }
 
   std::string params_text() const {
@@ -610,10 +635,16 @@ class Function {
 
   // ---- the variant cache --------------------------------------------------------------
   detail::Entry find(const detail::Key& key, const Slot* slots, size_t n, const Options& options, int device) {
+    detail::LastHit& last = detail::last_hit(id_);
+    const uint64_t gen = gen_.load(std::memory_order_acquire);
+    if (last.id == id_ && last.gen == gen && last.key == key) return last.e;
     {
       std::shared_lock<std::shared_mutex> lock(mu_);
       auto it = cache_.find(key);
-      if (it != cache_.end()) return it->second;
+      if (it != cache_.end()) {
+        remember(last, gen, key, it->second);
+        return it->second;
+      }
     }
     detail::Gil gil;
     detail::Ref args(to_python_args(slots, n, device));
@@ -633,7 +664,18 @@ class Function {
     std::unique_lock<std::shared_mutex> lock(mu_);
     if (cache_.size() >= kMaxVariants) cache_.clear();  // bounded; the Python cache keeps them all
     cache_.emplace(key, e);
+    remember(last, gen, key, e);
     return e;
+  }
+
+  // An entry stays valid for as long as the process (its capsule is never released), so a
+  // thread's copy is only a question of whether the cache still maps ``key`` to it: the
+  // generation, moved on by every clear, says so.
+  void remember(detail::LastHit& last, uint64_t gen, const detail::Key& key, const detail::Entry& e) const {
+    last.id = id_;
+    last.gen = gen;
+    last.key.assign(key);
+    last.e = e;
   }
 
   // ---- the Python bridge (GIL held) -----------------------------------------------------
@@ -746,6 +788,8 @@ class Function {
   bool guarded_ = false;  // torch has a device guard for device_type_ (streams without Python)
   std::shared_mutex mu_;
   std::unordered_map<detail::Key, detail::Entry, detail::KeyHash> cache_;
+  const uint64_t id_ = detail::next_function_id();  // never reused: a thread's LastHit names it
+  std::atomic<uint64_t> gen_{0};                      // moved on by every clear of cache_
 };
 
 }  // namespace tritonjit
