@@ -40,8 +40,10 @@
 #include <mutex>
 #include <deque>
 #include <memory>
+#include <new>
 #include <shared_mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -675,24 +677,29 @@ class OpKernel final : public c10::OperatorKernel {
     c10::SmallVector<at::Tensor, 8> outs, tmps;
     for (const auto& b : plan.outputs) outs.push_back(empty(b));
     for (const auto& b : plan.temps) tmps.push_back(empty(b));
-    Slot slots[64];
+    // raw storage: each launch writes the Slots it passes (64 default-constructed Slots
+    // would be some 500 stores per call of an op)
+    static_assert(std::is_trivially_copyable_v<Slot> && std::is_trivially_destructible_v<Slot>);
+    alignas(Slot) unsigned char slot_bytes[sizeof(Slot) * 64];
+    Slot* const slots = reinterpret_cast<Slot*>(slot_bytes);
     for (const NLaunch& L : plan.launches) {
       const size_t n = L.args.size();
       if (n > 64) throw std::runtime_error("tritonjit_ops: too many kernel arguments");
       for (size_t k = 0; k < n; k++) {
         const Recipe& r = L.args[k];
+        Slot* const at = &slots[k];
         switch (r.kind) {
-          case Recipe::Lit: slots[k] = r.lit; break;
-          case Recipe::In: slots[k] = Slot::of(input(r.index)); break;
+          case Recipe::Lit: new (at) Slot(r.lit); break;
+          case Recipe::In: new (at) Slot(Slot::of(input(r.index))); break;
           case Recipe::InItem: {
             const c10::ArrayRef<c10::IValue> l = args[r.index].toListRef();  // its length is in the key
             if (static_cast<size_t>(r.item) >= l.size()) throw std::runtime_error("tritonjit_ops: InItem out of range");
-            slots[k] = Slot::of(l[r.item].toTensor());
+            new (at) Slot(Slot::of(l[r.item].toTensor()));
             break;
           }
-          case Recipe::Out: slots[k] = Slot::of(outs[r.index]); break;
-          case Recipe::Tmp: slots[k] = Slot::of(tmps[r.index]); break;
-          case Recipe::Arg: slots[k] = scalar_slot(args[r.index]); break;
+          case Recipe::Out: new (at) Slot(Slot::of(outs[r.index])); break;
+          case Recipe::Tmp: new (at) Slot(Slot::of(tmps[r.index])); break;
+          case Recipe::Arg: new (at) Slot(scalar_slot(args[r.index])); break;
         }
       }
       L.fn->launch(0, L.grid, L.options, slots, n);

@@ -244,10 +244,9 @@ constexpr int kMaxWords = 160;
 struct Key {
   uint64_t w[kMaxWords];
   int n = 0;
-  void push(uint64_t x) {
-    if (n == kMaxWords) throw Error("tritonjit: too many kernel arguments for the C++ API's key");
-    w[n++] = x;
-  }
+  // Unchecked: a launch pushes at most two words per parameter and three more, and
+  // Function refuses kernels whose parameters could not fit (refresh_spec_locked_gil).
+  void push(uint64_t x) { w[n++] = x; }
   bool operator==(const Key& o) const { return n == o.n && std::memcmp(w, o.w, sizeof(uint64_t) * n) == 0; }
   void assign(const Key& o) {  // the n words in use, not the whole array
     n = o.n;
@@ -266,6 +265,14 @@ struct KeyHash {
 struct Entry {
   const tj_launch* tj = nullptr;
   PyObject* keep = nullptr;  // the capsule (keeps ``tj`` and its launcher alive); never released
+};
+
+/// A call being digested: the key words, the launch ABI's arguments and the tensors' device.
+struct Digest {
+  Key key;
+  tj_arg args[kMaxWords / 2];
+  int device = -1;       // of the tensor arguments; -1: none yet
+  int8_t dev_type = -1;  // their c10::DeviceType
 };
 
 /// The variant a thread launched last through one Function (its id and cache generation):
@@ -364,45 +371,30 @@ class Function {
   void operator()(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
     if constexpr ((detail::is_tuple_v<Args> || ...)) {
       launch_with_tuples(stream, grid, options, args...);
-    } else if constexpr (sizeof...(Args) == 0) {
-      launch(stream, grid, options, nullptr, 0);
     } else {
-      const Slot slots[] = {slot(args)...};  // each built in place
-      launch(stream, grid, options, slots, sizeof...(Args));
+      // each argument digested by its static type (no Slot, no switch on its kind); the
+      // Slots are only made where Python is asked (a miss, a backend without a C entry)
+      begin(grid, sizeof...(Args));
+      detail::Digest d;
+      size_t i = 0;
+      (digest(i++, args, d), ...);
+      finish(stream, grid, options, d, [&](auto&& use) {
+        if constexpr (sizeof...(Args) == 0) {
+          use(static_cast<const Slot*>(nullptr), size_t{0});
+        } else {
+          const Slot slots[] = {slot(args)...};
+          use(static_cast<const Slot*>(slots), sizeof...(Args));
+        }
+      });
     }
   }
 
   /// Launch with digested arguments (one Slot per kernel parameter, in order).
   void launch(uint64_t stream, Grid grid, const Options& options, const Slot* slots, size_t n) {
-    check_grid(grid);
-    ensure_spec();
-    const bool big_grid = grid.x >= (1u << 31) || grid.y >= (1u << 16) || grid.z >= (1u << 16);
-    if (n != nparams_)
-      throw Error("tritonjit: kernel '" + name_ + "' takes " + std::to_string(nparams_) + " arguments (" + params_text() +
-                  "), got " + std::to_string(n));
-    detail::Key key;
-    tj_arg args[detail::kMaxWords / 2];
-    int device = -1;
-    int8_t dev_type = -1;
-    for (size_t i = 0; i < n; i++) digest_slot(i, slots[i], key, args[i], device, dev_type);
-    key.push(static_cast<uint64_t>(options.num_warps) << 32 | static_cast<uint32_t>(options.num_stages));
-    if (!options.extra.empty()) key.push(hash_options(options));
-    if (device < 0) device = current_device();
-    key.push(static_cast<uint64_t>(static_cast<uint32_t>(device)) << 8 | static_cast<uint8_t>(dev_type));
-    detail::Entry e = find(key, slots, n, options, device);
-    // no C entry, or a grid past the core's limits (a backend may declare larger ones): Python decides
-    if (e.tj == nullptr || big_grid) return launch_python(stream, grid, options, slots, n, device);
-    if (stream == 0) stream = current_stream(e, dev_type, device);
-    const unsigned int g[3] = {grid.x, grid.y, grid.z};
-    if (e.tj->flags & TJ_LAUNCH_F_NOGIL) {
-      char err[512];
-      int rc = e.tj->launch_nogil(e.tj->self, g, stream, args, static_cast<Py_ssize_t>(n), err, sizeof err);
-      if (rc == 0) return;
-      if (rc < 0) throw Error(std::string("tritonjit: ") + err);
-    }
-    detail::Gil gil;  // no GIL-free entry, or it needs Python: the plugin's own launch
-    if (e.tj->launch(e.tj->self, g, stream, args, static_cast<Py_ssize_t>(n)) < 0)
-      detail::throw_python_error("tritonjit: kernel '" + name_ + "': ");
+    begin(grid, n);
+    detail::Digest d;
+    for (size_t i = 0; i < n; i++) digest_slot(i, slots[i], d);
+    finish(stream, grid, options, d, [&](auto&& use) { use(slots, n); });
   }
 
   /// The Python runtime object (a borrowed reference).
@@ -502,77 +494,209 @@ class Function {
   }
   // (std::tuple arguments never reach slot(): operator() sends those calls to launch_with_tuples)
 
-  // ---- slots -> key words and launch arguments -------------------------------------------
-  void digest_slot(size_t i, const Slot& s, detail::Key& key, tj_arg& a, int& device, int8_t& dev_type) const {
-    a.obj = nullptr;
-    a._pad = 0;
-    a.v.u = s.v.u;
-    if (constexpr_[i]) {
-      a.kind = TJ_ARG_CONST;
-      switch (s.kind) {
-        case Slot::Kind::Int: key.push(7); key.push(s.v.u); break;
-        case Slot::Kind::UInt: key.push(8); key.push(s.v.u); break;
-        case Slot::Kind::Float: key.push(9); key.push(s.v.u); break;
-        case Slot::Kind::Bool: key.push(10 | static_cast<uint64_t>(s.v.i) << 8); break;
-        case Slot::Kind::Str: key.push(11 | static_cast<uint64_t>(s.str.size()) << 8); key.push(detail::hash_bytes(s.str)); break;
-        case Slot::Kind::None: key.push(12); break;
-        default:
-          throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
-                      "' is a tl.constexpr and needs a compile-time constant (int, float, bool, str or None), got a " +
-                      (s.kind == Slot::Kind::Tensor ? "tensor" : "pointer"));
-      }
+  // ---- a call: checks, digest, variant, launch ----------------------------------------------
+  void begin(const Grid& grid, size_t n) {
+    check_grid(grid);
+    ensure_spec();
+    if (n != nparams_)
+      throw Error("tritonjit: kernel '" + name_ + "' takes " + std::to_string(nparams_) + " arguments (" + params_text() +
+                  "), got " + std::to_string(n));
+  }
+
+  // ``with_slots(use)`` calls use(const Slot*, n) with the call's arguments as Slots.
+  template <typename WithSlots>
+  void finish(uint64_t stream, const Grid& grid, const Options& options, detail::Digest& d, WithSlots&& with_slots) {
+    const bool big_grid = grid.x >= (1u << 31) || grid.y >= (1u << 16) || grid.z >= (1u << 16);
+    d.key.push(static_cast<uint64_t>(options.num_warps) << 32 | static_cast<uint32_t>(options.num_stages));
+    if (!options.extra.empty()) d.key.push(hash_options(options));
+    if (d.device < 0) d.device = current_device();
+    d.key.push(static_cast<uint64_t>(static_cast<uint32_t>(d.device)) << 8 | static_cast<uint8_t>(d.dev_type));
+    detail::Entry e;
+    if (!lookup(d.key, e))
+      with_slots([&](const Slot* slots, size_t n) { e = resolve(d.key, slots, n, options, d.device); });
+    // no C entry, or a grid past the core's limits (a backend may declare larger ones): Python decides
+    if (e.tj == nullptr || big_grid) {
+      with_slots([&](const Slot* slots, size_t n) { launch_python(stream, grid, options, slots, n, d.device); });
       return;
     }
+    if (stream == 0) stream = current_stream(e, d.dev_type, d.device);
+    const unsigned int g[3] = {grid.x, grid.y, grid.z};
+    const auto nargs = static_cast<Py_ssize_t>(nparams_);
+    if (e.tj->flags & TJ_LAUNCH_F_NOGIL) {
+      char err[512];
+      int rc = e.tj->launch_nogil(e.tj->self, g, stream, d.args, nargs, err, sizeof err);
+      if (rc == 0) return;
+      if (rc < 0) throw Error(std::string("tritonjit: ") + err);
+    }
+    detail::Gil gil;  // no GIL-free entry, or it needs Python: the plugin's own launch
+    if (e.tj->launch(e.tj->self, g, stream, d.args, nargs) < 0)
+      detail::throw_python_error("tritonjit: kernel '" + name_ + "': ");
+  }
+
+  // ---- arguments -> key words and launch arguments ----------------------------------------
+  // One put_* per kind of value, shared by the static path (digest(), by C++ type) and the
+  // Slot path (digest_slot(), by Slot::Kind), so both make the same key for the same call.
+  void put_ptr(size_t i, uint64_t address, c10::ScalarType dtype, int8_t dev_type, detail::Digest& d,
+               const char* what) const {
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.u = address;
+    if (constexpr_[i]) not_constant(i, what);
+    a.kind = TJ_ARG_PTR;
+    const uint64_t aligned = divisible(address) ? 1 : 0;
+    d.key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(dtype)) << 8 | aligned << 16 |
+               static_cast<uint64_t>(static_cast<uint8_t>(dev_type)) << 24);
+  }
+  void put_tensor(size_t i, const at::Tensor& t, detail::Digest& d) const {
+    const c10::Device dev = t.device();
+    const auto type = static_cast<int8_t>(dev.type());
+    const int index = dev.has_index() ? dev.index() : -1;
+    put_ptr(i, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())), t.scalar_type(), type, d, "a tensor");
+    if (d.dev_type < 0) {
+      d.dev_type = type;
+      d.device = index;
+    } else if (type != d.dev_type || index != d.device) {
+      throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
+                  dev.str() + " but an earlier tensor argument is on another device; the tensors of one launch "
+                  "must be on one device");
+    }
+  }
+  void put_int(size_t i, int64_t x, detail::Digest& d) const {
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.i = x;
+    if (constexpr_[i]) {
+      a.kind = TJ_ARG_CONST;
+      d.key.push(7);
+      d.key.push(static_cast<uint64_t>(x));
+      return;
+    }
+    a.kind = TJ_ARG_INT;
+    uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
+    cls |= (x == 1) ? 2 : 0;
+    cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
+    d.key.push(3 | cls << 8);
+    if (exact_ints_) d.key.push(static_cast<uint64_t>(x));
+  }
+  void put_uint(size_t i, uint64_t x, detail::Digest& d) const {
+    if (x <= static_cast<uint64_t>(INT64_MAX)) return put_int(i, static_cast<int64_t>(x), d);
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.u = x;
+    if (constexpr_[i]) {
+      a.kind = TJ_ARG_CONST;
+      d.key.push(8);
+      d.key.push(x);
+      return;
+    }
+    a.kind = TJ_ARG_UINT;
+    d.key.push(4 | (divisible(x) ? 1ull << 8 : 0));
+    if (exact_ints_) d.key.push(x);
+  }
+  void put_float(size_t i, double x, detail::Digest& d) const {
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.d = x;
+    if (constexpr_[i]) {
+      a.kind = TJ_ARG_CONST;
+      d.key.push(9);
+      d.key.push(a.v.u);
+      return;
+    }
+    a.kind = TJ_ARG_FLOAT;
+    d.key.push(5);
+    if (exact_ints_) d.key.push(a.v.u);
+  }
+  void put_bool(size_t i, bool b, detail::Digest& d) const {
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.i = b;
+    const uint64_t bit = static_cast<uint64_t>(b) << 8;
+    if (constexpr_[i]) {
+      a.kind = TJ_ARG_CONST;
+      d.key.push(10 | bit);
+      return;
+    }
+    a.kind = TJ_ARG_BOOL;
+    d.key.push(6 | (exact_ints_ ? bit : 0));
+  }
+  void put_none(size_t i, detail::Digest& d) const {
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.u = 0;
+    a.kind = constexpr_[i] ? TJ_ARG_CONST : TJ_ARG_NONE;
+    d.key.push(constexpr_[i] ? 12 : 2);
+  }
+  void put_str(size_t i, std::string_view x, detail::Digest& d) const {
+    if (!constexpr_[i])
+      throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
+                  "': a string is only valid for a tl.constexpr parameter");
+    tj_arg& a = d.args[i];
+    a.obj = nullptr;
+    a._pad = 0;
+    a.v.u = 0;
+    a.kind = TJ_ARG_CONST;
+    d.key.push(11 | static_cast<uint64_t>(x.size()) << 8);
+    d.key.push(detail::hash_bytes(x));
+  }
+  [[noreturn]] void not_constant(size_t i, const char* what) const {
+    throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
+                "' is a tl.constexpr and needs a compile-time constant (int, float, bool, str or None), got " + what);
+  }
+
+  // by C++ type (the call's own arguments)
+  void digest(size_t i, const at::Tensor& t, detail::Digest& d) const {
+    if (t.defined()) put_tensor(i, t, d); else put_none(i, d);
+  }
+  void digest(size_t i, const std::optional<at::Tensor>& t, detail::Digest& d) const {
+    if (t.has_value() && t->defined()) put_tensor(i, *t, d); else put_none(i, d);
+  }
+  void digest(size_t i, std::nullopt_t, detail::Digest& d) const { put_none(i, d); }
+  void digest(size_t i, std::nullptr_t, detail::Digest& d) const { put_none(i, d); }
+  void digest(size_t i, bool b, detail::Digest& d) const { put_bool(i, b, d); }
+  void digest(size_t i, float x, detail::Digest& d) const { put_float(i, x, d); }
+  void digest(size_t i, double x, detail::Digest& d) const { put_float(i, x, d); }
+  void digest(size_t i, DevicePtr p, detail::Digest& d) const { put_ptr(i, p.address, p.dtype, -1, d, "a pointer"); }
+  void digest(size_t i, const char* x, detail::Digest& d) const { put_str(i, x, d); }
+  void digest(size_t i, const std::string& x, detail::Digest& d) const { put_str(i, x, d); }
+  void digest(size_t i, std::string_view x, detail::Digest& d) const { put_str(i, x, d); }
+  void digest(size_t i, const c10::Scalar& x, detail::Digest& d) const { digest_slot(i, slot(x), d); }
+  template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  void digest(size_t i, T x, detail::Digest& d) const {
+    if constexpr (std::is_unsigned_v<T>)
+      put_uint(i, static_cast<uint64_t>(x), d);
+    else
+      put_int(i, static_cast<int64_t>(x), d);
+  }
+
+  // by Slot::Kind (arguments a library digested itself)
+  void digest_slot(size_t i, const Slot& s, detail::Digest& d) const {
     switch (s.kind) {
-      case Slot::Kind::Tensor:
-      case Slot::Kind::Ptr: {
-        a.kind = TJ_ARG_PTR;
-        uint64_t aligned = divisible(s.v.u) ? 1 : 0;
-        key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(s.dtype)) << 8 | aligned << 16 |
-                 static_cast<uint64_t>(static_cast<uint8_t>(s.device_type)) << 24);
-        if (s.kind == Slot::Kind::Tensor) {
-          if (dev_type < 0) {
-            dev_type = s.device_type;
-            device = s.device;
-          } else if (s.device_type != dev_type || s.device != device) {
-            throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
-                        s.tensor->device().str() + " but an earlier tensor argument is on another device; the "
-                        "tensors of one launch must be on one device");
-          }
+      case Slot::Kind::Tensor: {
+        put_ptr(i, s.v.u, s.dtype, s.device_type, d, "a tensor");
+        if (d.dev_type < 0) {
+          d.dev_type = s.device_type;
+          d.device = s.device;
+        } else if (s.device_type != d.dev_type || s.device != d.device) {
+          throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
+                      s.tensor->device().str() + " but an earlier tensor argument is on another device; the "
+                      "tensors of one launch must be on one device");
         }
         break;
       }
-      case Slot::Kind::None:
-        a.kind = TJ_ARG_NONE;
-        key.push(2);
-        break;
-      case Slot::Kind::Int: {
-        a.kind = TJ_ARG_INT;
-        int64_t x = s.v.i;
-        uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
-        cls |= (x == 1) ? 2 : 0;
-        cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
-        key.push(3 | cls << 8);
-        if (exact_ints_) key.push(s.v.u);
-        break;
-      }
-      case Slot::Kind::UInt:
-        a.kind = TJ_ARG_UINT;
-        key.push(4 | (divisible(s.v.u) ? 1ull << 8 : 0));
-        if (exact_ints_) key.push(s.v.u);
-        break;
-      case Slot::Kind::Float:
-        a.kind = TJ_ARG_FLOAT;
-        key.push(5);
-        if (exact_ints_) key.push(s.v.u);
-        break;
-      case Slot::Kind::Bool:
-        a.kind = TJ_ARG_BOOL;
-        key.push(6 | (exact_ints_ ? static_cast<uint64_t>(s.v.i) << 8 : 0));
-        break;
-      case Slot::Kind::Str:
-        throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
-                    "': a string is only valid for a tl.constexpr parameter");
+      case Slot::Kind::Ptr: put_ptr(i, s.v.u, s.dtype, s.device_type, d, "a pointer"); break;
+      case Slot::Kind::None: put_none(i, d); break;
+      case Slot::Kind::Int: put_int(i, s.v.i, d); break;
+      case Slot::Kind::UInt: put_uint(i, s.v.u, d); break;
+      case Slot::Kind::Float: put_float(i, s.v.d, d); break;
+      case Slot::Kind::Bool: put_bool(i, s.v.i != 0, d); break;
+      case Slot::Kind::Str: put_str(i, s.str, d); break;
     }
   }
 
@@ -634,18 +758,26 @@ class Function {
   }
 
   // ---- the variant cache --------------------------------------------------------------
-  detail::Entry find(const detail::Key& key, const Slot* slots, size_t n, const Options& options, int device) {
+  // The thread's last variant, else the shared cache: true and ``e`` set on a hit.
+  bool lookup(const detail::Key& key, detail::Entry& e) {
     detail::LastHit& last = detail::last_hit(id_);
     const uint64_t gen = gen_.load(std::memory_order_acquire);
-    if (last.id == id_ && last.gen == gen && last.key == key) return last.e;
-    {
-      std::shared_lock<std::shared_mutex> lock(mu_);
-      auto it = cache_.find(key);
-      if (it != cache_.end()) {
-        remember(last, gen, key, it->second);
-        return it->second;
-      }
+    if (last.id == id_ && last.gen == gen && last.key == key) {
+      e = last.e;
+      return true;
     }
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it == cache_.end()) return false;
+    e = it->second;
+    remember(last, gen, key, e);
+    return true;
+  }
+
+  // A miss: the Python runtime's variant (compiled where needed), cached for C++.
+  detail::Entry resolve(const detail::Key& key, const Slot* slots, size_t n, const Options& options, int device) {
+    detail::LastHit& last = detail::last_hit(id_);
+    const uint64_t gen = gen_.load(std::memory_order_acquire);
     detail::Gil gil;
     detail::Ref args(to_python_args(slots, n, device));
     detail::Ref kwargs(options_kwargs(options));
