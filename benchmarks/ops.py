@@ -87,29 +87,35 @@ def small_cases(dev: str, n: int, reps: int, impls: dict) -> list[dict]:
     xs, ys = torch.randn(1024, device=dev), torch.randn(1024, device=dev)
     xr = torch.randn(4, 1024, device=dev, dtype=torch.bfloat16)
     wr = torch.ones(1024, device=dev, dtype=torch.bfloat16)
+    # the last entry: torch's own operator called the way torch.ops.tritonjit's are (from
+    # Python through torch.ops: a Python __call__, then torch's boxed call; the overload
+    # named, as aten's packets have many to choose from), which says what that calling
+    # path costs by itself
     cases = [
         ("add 1024 fp32", "add", (xs, ys), lambda: torch.add(xs, ys), lambda: T.add(xs, ys),
-         lambda: torch.ops.tritonjit.add(xs, ys)),
+         lambda: torch.ops.tritonjit.add(xs, ys), lambda: torch.ops.aten.add.Tensor(xs, ys)),
         ("rms_norm 4x1024 bf16", "rms_norm", (xr, wr), lambda: F.rms_norm(xr, (1024,), wr, 1e-6),
-         lambda: T.rms_norm(xr, (1024,), wr, 1e-6), lambda: torch.ops.tritonjit.rms_norm(xr, [1024], wr, 1e-6)),
+         lambda: T.rms_norm(xr, (1024,), wr, 1e-6), lambda: torch.ops.tritonjit.rms_norm(xr, [1024], wr, 1e-6),
+         lambda: torch.ops.aten.rms_norm.default(xr, [1024], wr, 1e-6)),
         ("softmax 4x1024 bf16", "softmax", (xr,), lambda: torch.softmax(xr, -1), lambda: T.softmax(xr, -1),
-         lambda: torch.ops.tritonjit.softmax(xr, -1)),
+         lambda: torch.ops.tritonjit.softmax(xr, -1), lambda: torch.ops.aten.softmax.int(xr, -1)),
     ]
     rows = []
-    for name, key, args, eager, direct, op in cases:
+    for name, key, args, eager, direct, op, aten_op in cases:
         rounds = Rounds(n, reps, lambda: _sync(dev))
         rounds.add("eager", eager)
         rounds.add("direct", direct)
         rounds.add("ops", op)
+        rounds.add("aten_ops", aten_op)
         ref = eager()
         for lib, impl in impls.get(key, {}).items():
             fn = _checked(lib, name, lambda impl=impl: impl(*args), ref)
             if fn is not None:
                 rounds.add(lib, fn)
         t = rounds.run(warmup=min(n, 100))
-        te, td, to = t["eager"], t["direct"], t["ops"]
-        rows.append(dict(case=name, unit="us/call", torch=te, direct=td, torch_ops=to,
-                         ratio_direct=td / te, ratio_torch_ops=to / te,
+        te, td, to, ta = t["eager"], t["direct"], t["ops"], t["aten_ops"]
+        rows.append(dict(case=name, unit="us/call", torch=te, direct=td, torch_ops=to, aten_torch_ops=ta,
+                         ratio_direct=td / te, ratio_torch_ops=to / te, ratio_aten_torch_ops=ta / te,
                          **{lib: t.get(lib) for lib in ("FlagGems", "Liger")}))
     return rows
 
@@ -190,12 +196,13 @@ def _cell(v: object, fmt: str) -> str:
 
 
 def table(small: list[dict], large: list[dict]) -> str:
-    out = ["| case | unit | torch eager | tritonjit direct | tritonjit torch.ops | FlagGems | Liger | ratio (direct, ops) |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| case | unit | torch eager | tritonjit direct | tritonjit torch.ops | aten through torch.ops | FlagGems | "
+           "Liger | ratio (direct, ops; aten through torch.ops) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in small:
         out.append(f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['direct']:.2f} | {r['torch_ops']:.2f} | "
-                   f"{_cell(r.get('FlagGems'), '.2f')} | {_cell(r.get('Liger'), '.2f')} | "
-                   f"{r['ratio_direct']:.2f}x, {r['ratio_torch_ops']:.2f}x |")
+                   f"{r['aten_torch_ops']:.2f} | {_cell(r.get('FlagGems'), '.2f')} | {_cell(r.get('Liger'), '.2f')} | "
+                   f"{r['ratio_direct']:.2f}x, {r['ratio_torch_ops']:.2f}x; {r['ratio_aten_torch_ops']:.2f}x |")
     if large:
         out += ["", "| case | unit | torch eager | tritonjit | FlagGems | Liger | ratio | of copy |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]

@@ -1,0 +1,31 @@
+"""The operator benchmark (benchmarks/ops.py) where no GPU is: its CPU smoke mode runs
+the small cases through the interpreter and reports every path of each, aten's own
+operator through torch.ops included. The figures themselves need a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_smoke_mode_reports_every_path(tmp_path):
+    out = tmp_path / "ops.json"
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the smoke mode, even on a GPU machine
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ops.py"), "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "aten through torch.ops" in p.stdout
+    small = json.loads(out.read_text())["small"]
+    assert [r["case"].split()[0] for r in small] == ["add", "rms_norm", "softmax"]
+    for r in small:
+        for path in ("torch", "direct", "torch_ops", "aten_torch_ops"):
+            assert r[path] > 0, (r["case"], path)
+        assert r["ratio_aten_torch_ops"] == pytest.approx(r["aten_torch_ops"] / r["torch"])
