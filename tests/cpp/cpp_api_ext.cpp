@@ -116,6 +116,32 @@ std::string tuple_error(const std::string& path, const at::Tensor& x) {
   return "";
 }
 
+// host tensor descriptors, one alone and one inside a tuple: through Python. ``block`` is the
+// tile of each program; padding "nan" for the source where asked.
+at::Tensor desc_scale(const std::string& path, const at::Tensor& x, double alpha, int64_t bm, int64_t bn,
+                      const std::string& padding) {
+  auto& f = tritonjit::Function::get_instance(path, "desc_scale");
+  at::Tensor out = at::zeros_like(x);
+  const auto src = tritonjit::TensorDescriptor::from_tensor(x, {bm, bn}, padding);
+  const auto dst = tritonjit::TensorDescriptor::from_tensor(out, {bm, bn});
+  f(0, static_cast<unsigned>((x.size(0) + bm - 1) / bm), static_cast<unsigned>((x.size(1) + bn - 1) / bn), 1, 4, 1,
+    src, std::make_tuple(alpha, dst), bm, bn);
+  return out;
+}
+
+// a descriptor Triton refuses (a view whose rows are not 16-byte aligned): its message
+std::string desc_error(const std::string& path, const at::Tensor& x) {
+  try {
+    auto& f = tritonjit::Function::get_instance(path, "desc_scale");
+    const at::Tensor v = x.narrow(1, 0, 16);  // rows of x.size(1) elements apart
+    const tritonjit::TensorDescriptor d{v, v.sizes().vec(), v.strides().vec(), {16, 16}};
+    f(0, 1, 1, 1, 4, 1, d, std::make_tuple(1.0, d), 16, 16);
+  } catch (const tritonjit::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // what the C++ API throws for a call that cannot work
 std::string error_of(const std::string& path, const std::string& which) {
   try {
@@ -146,4 +172,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("hammer_tensors", &hammer_tensors);
   m.def("tuple_axpby", &tuple_axpby);
   m.def("tuple_error", &tuple_error);
+  m.def("desc_scale", &desc_scale);
+  m.def("desc_error", &desc_error);
 }

@@ -30,3 +30,12 @@ def tuple_axpby(ptrs, n, coef, BLOCK: tl.constexpr):
     x = tl.load(ptrs[0] + offs, mask=m)
     y = tl.load(ptrs[1][0] + offs, mask=m)
     tl.store(ptrs[1][1] + offs, coef[0] * x + coef[1] * y, mask=m)
+
+
+@triton.jit
+def desc_scale(src, pair, BM: tl.constexpr, BN: tl.constexpr):
+    """pair = (alpha, dst): dst = src * alpha, tile by tile, through host tensor descriptors."""
+    m = tl.program_id(0) * BM
+    n = tl.program_id(1) * BN
+    dst = pair[1]
+    dst.store([m, n], (src.load([m, n]) * pair[0]).to(dst.dtype))

@@ -286,3 +286,24 @@ def test_tuple_arguments_on_cuda(ext, backend_named):
     x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
     torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 2.0, 3), 2.0 * x + 3 * y)
     torch.testing.assert_close(ext.tuple_axpby(KERNELS, x, y, 0.5, 1), 0.5 * x + y)
+
+
+@pytest.mark.parametrize("backend_named", ["interpreter"], indirect=True)
+def test_tensor_descriptors_launch_through_python(ext, backend_named):
+    x = torch.randn(64, 128)
+    torch.testing.assert_close(ext.desc_scale(KERNELS, x, 2.0, 32, 64, "zero"), 2.0 * x)
+    torch.testing.assert_close(ext.desc_scale(KERNELS, x, 0.5, 32, 32, "nan"), 0.5 * x)
+    f = tritonjit.function(KERNELS, "desc_scale")
+    assert sorted(v.signature for v in f.variants()) == [
+        "tensordesc<fp32[32, 32]>,(fp32,tensordesc<fp32[32, 32]>),32,32",
+        "tensordesc<fp32[32, 64]>,(fp32,tensordesc<fp32[32, 64]>),32,64"]
+    msg = ext.desc_error(KERNELS, torch.randn(32, 33))
+    assert "kernel 'desc_scale': TensorDescriptor" in msg and "16-byte aligned" in msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend_named", ["cuda"], indirect=True)
+def test_tensor_descriptors_on_cuda(ext, backend_named):
+    x = torch.randn(256, 128, device="cuda", dtype=torch.float16)
+    torch.testing.assert_close(ext.desc_scale(KERNELS, x, 2.0, 64, 64, "zero"), 2.0 * x)
+    torch.testing.assert_close(ext.desc_scale(KERNELS, x, 0.5, 32, 64, "nan"), 0.5 * x)

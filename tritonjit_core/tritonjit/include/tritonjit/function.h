@@ -10,9 +10,9 @@
 // types, float, double, bool, c10::Scalar, a raw device pointer with its dtype
 // (tritonjit::DevicePtr), and strings for str constexprs. ``stream`` is the backend's
 // native stream handle; 0 means the current stream of the tensors' device. A std::tuple
-// of these (nested) is a tuple argument; a call with one launches through Python
-// (KernelFunction._run, the GIL taken): correct, not fast. Tensor descriptors are not
-// supported from C++.
+// of these (nested) is a tuple argument, and a tritonjit::TensorDescriptor a host tensor
+// descriptor (Triton's triton.tools.tensor_descriptor.TensorDescriptor); a call with
+// either launches through Python (KernelFunction._run, the GIL taken): correct, not fast.
 //
 // A call whose variant this process already launched from C++ stays in C++: the
 // arguments are digested, a key of what can change the variant (dtypes, pointer
@@ -68,6 +68,22 @@ struct DevicePtr {
 inline DevicePtr pointer(const void* p, c10::ScalarType dtype) {
   return DevicePtr{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), dtype};
 }
+
+/// A host tensor descriptor: Triton's ``TensorDescriptor(base, shape, strides, block_shape,
+/// padding)``, for kernels that take one (``desc.load([m, n])``; TMA on sm_90). Triton
+/// checks it when the call reaches Python (16-byte aligned base and strides, last stride
+/// 1, padding "zero" or "nan"): a bad one raises tritonjit::Error with Triton's message.
+struct TensorDescriptor {
+  at::Tensor base;
+  std::vector<int64_t> shape, strides, block_shape;
+  std::string padding = "zero";
+
+  /// The descriptor of all of ``t`` (its sizes and strides), as Triton's from_tensor.
+  static TensorDescriptor from_tensor(const at::Tensor& t, std::vector<int64_t> block_shape,
+                                      std::string padding = "zero") {
+    return TensorDescriptor{t, t.sizes().vec(), t.strides().vec(), std::move(block_shape), std::move(padding)};
+  }
+};
 
 /// A value of a backend compile option (Options::extra).
 struct OptionValue {
@@ -310,6 +326,11 @@ template <typename... T>
 struct is_tuple<std::tuple<T...>> : std::true_type {};
 template <typename T>
 inline constexpr bool is_tuple_v = is_tuple<std::decay_t<T>>::value;
+template <typename T>
+inline constexpr bool is_descriptor_v = std::is_same_v<std::decay_t<T>, TensorDescriptor>;
+/// Arguments only Python takes (tuples, tensor descriptors): their call goes through it.
+template <typename T>
+inline constexpr bool via_python_v = is_tuple_v<T> || is_descriptor_v<T>;
 
 inline PyObject* dtype_object(c10::ScalarType t) {
   PyObject* d = reinterpret_cast<PyObject*>(torch::getTHPDtype(t));
@@ -369,8 +390,8 @@ class Function {
   /// The same with an Options object (any backend option by name).
   template <typename... Args>
   void operator()(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
-    if constexpr ((detail::is_tuple_v<Args> || ...)) {
-      launch_with_tuples(stream, grid, options, args...);
+    if constexpr ((detail::via_python_v<Args> || ...)) {
+      launch_through_python(stream, grid, options, args...);
     } else {
       // each argument digested by its static type (no Slot, no switch on its kind); the
       // Slots are only made where Python is asked (a miss, a backend without a C entry)
@@ -492,7 +513,7 @@ class Function {
     else
       return Slot::of_int(static_cast<int64_t>(x));
   }
-  // (std::tuple arguments never reach slot(): operator() sends those calls to launch_with_tuples)
+  // (tuples and descriptors never reach slot(): operator() sends those calls to launch_through_python)
 
   // ---- a call: checks, digest, variant, launch ----------------------------------------------
   void begin(const Grid& grid, size_t n) {
@@ -869,9 +890,9 @@ class Function {
     detail::Ref r(detail::check(PyObject_Call(run.p, args.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
   }
 
-  // ---- tuple arguments: the whole call through Python (correct, not fast) ----------------
+  // ---- tuples and descriptors: the whole call through Python (correct, not fast) -----------
   template <typename... Args>
-  void launch_with_tuples(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
+  void launch_through_python(uint64_t stream, Grid grid, const Options& options, const Args&... args) {
     check_grid(grid);
     ensure_spec();
     detail::Gil gil;
@@ -885,8 +906,8 @@ class Function {
     detail::Ref r(detail::check(PyObject_Call(run.p, py.p, kwargs.p), "tritonjit: kernel '" + name_ + "': "));
   }
 
-  // One C++ argument as a Python value: a std::tuple as a Python tuple (nested), anything
-  // else as digest + to_python make it. A new reference.
+  // One C++ argument as a Python value: a std::tuple as a Python tuple (nested), a
+  // TensorDescriptor as Triton's, anything else as digest + to_python make it. A new reference.
   template <typename T>
   PyObject* to_python_value(const T& x, int device) const {
     if constexpr (detail::is_tuple_v<T>) {
@@ -898,9 +919,33 @@ class Function {
             return t.release();
           },
           x);
+    } else if constexpr (detail::is_descriptor_v<T>) {
+      return to_python_descriptor(x);
     } else {
       return detail::check(to_python(slot(x), device), "tritonjit: ");
     }
+  }
+
+  PyObject* to_python_descriptor(const TensorDescriptor& t) const {
+    const std::string where = "tritonjit: kernel '" + name_ + "': TensorDescriptor: ";
+    if (!t.base.defined()) throw Error(where + "its base tensor is undefined");
+    detail::Ref mod(detail::check(PyImport_ImportModule("triton.tools.tensor_descriptor"), where));
+    detail::Ref cls(detail::check(PyObject_GetAttrString(mod.p, "TensorDescriptor"), where));
+    auto ints = [&](const std::vector<int64_t>& v) {
+      detail::Ref l(detail::check(PyList_New(static_cast<Py_ssize_t>(v.size())), where));
+      for (size_t k = 0; k < v.size(); k++)
+        PyList_SET_ITEM(l.p, static_cast<Py_ssize_t>(k), detail::check(PyLong_FromLongLong(v[k]), where));
+      return l;
+    };
+    detail::Ref base(detail::check(THPVariable_Wrap(t.base), where));
+    detail::Ref shape = ints(t.shape), strides = ints(t.strides), block = ints(t.block_shape);
+    detail::Ref args(detail::check(PyTuple_Pack(4, base.p, shape.p, strides.p, block.p), where));
+    detail::Ref kwargs(detail::check(PyDict_New(), where));
+    if (t.padding != "zero") {  // Triton versions before padding= take the default only
+      detail::Ref pad(detail::check(PyUnicode_FromStringAndSize(t.padding.data(), static_cast<Py_ssize_t>(t.padding.size())), where));
+      if (PyDict_SetItemString(kwargs.p, "padding", pad.p) < 0) detail::throw_python_error(where);
+    }
+    return detail::check(PyObject_Call(cls.p, args.p, kwargs.p), where);
   }
 
   static constexpr size_t kMaxVariants = 4096;
