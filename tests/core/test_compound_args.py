@@ -287,3 +287,21 @@ def test_cpu_tensor_check_looks_inside_tuples_and_descriptors():
     d = TensorDescriptor.from_tensor(torch.empty(16, 16), [16, 16])
     found = nested_tensors((x, (1, d), (None, (x,))))
     assert [w for _, w in found] == ["[0]", "[1][1].base", "[2][1][0]"]
+
+
+def test_tuple_token_is_a_hashable_value():
+    """The variant cache hashes the binder's key on every launch: a tuple token is a plain
+    tuple underneath (hashed and compared in C), with its fields and a pickle round trip."""
+    import pickle
+
+    from tritonjit._signature import TupleToken
+
+    t = TupleToken(("*fp32:16", TupleToken(("i32", "fp32"))), K.Pair)
+    assert t.items == ("*fp32:16", TupleToken(("i32", "fp32"))) and t.cls is K.Pair
+    assert t == TupleToken(("*fp32:16", TupleToken(("i32", "fp32"))), K.Pair)
+    assert hash(t) == hash(TupleToken(("*fp32:16", TupleToken(("i32", "fp32"))), K.Pair))
+    assert t != TupleToken(("*fp32:16", TupleToken(("i32", "fp32"))))  # a namedtuple is another variant
+    assert t != TupleToken(("*fp32", TupleToken(("i32", "fp32"))), K.Pair)
+    back = pickle.loads(pickle.dumps(t))
+    assert back == t and back.__class__ is TupleToken and back.items[1].__class__ is TupleToken
+    assert repr(TupleToken(("i32",))) == "TupleToken(items=('i32',), cls=None)"

@@ -38,9 +38,12 @@ def nested_tensors(a: Any, where: str = "") -> list[tuple[Any, str]]:
     if isinstance(a, tuple):
         out = []
         for i, x in enumerate(a):
-            if getattr(x, "data_ptr", None) is not None and x.__class__ not in _SCALARS:
+            c = x.__class__
+            if c in _SCALARS:  # first: a scalar misses data_ptr at some cost
+                continue
+            if c is not tuple and getattr(x, "data_ptr", None) is not None:
                 out.append((x, f"{where}[{i}]"))
-            elif x.__class__ not in _SCALARS:
+            else:
                 out.extend(nested_tensors(x, f"{where}[{i}]"))
         return out
     base = getattr(a, "base", None)
@@ -220,22 +223,24 @@ class KernelFunction(_native.KernelBase):
     def _launch_device(self, state: _State, bound: tuple) -> int:
         """The device of the tensor arguments (all on one), else the current device.
         Tensors inside tuples and the bases of tensor descriptors count too."""
-        device = first = None
+        device = None
+        first = (0, "")  # the parameter index and the place of the first tensor (for the message)
+        names = self._param_names
         for i in state.runtime_index:
             a = bound[i]
+            c = a.__class__
             tensors: Sequence[tuple[Any, str]]
-            if getattr(a, "data_ptr", None) is None or a.__class__ in (int, float, bool):
-                if a.__class__ in _SCALARS:
-                    continue
+            if c in _SCALARS:
+                continue
+            if c is tuple or getattr(a, "data_ptr", None) is None:
                 tensors = nested_tensors(a)
             else:
                 tensors = ((a, ""),)
             for t, where in tensors:
-                name = self._param_names[i] + where
                 try:
                     d = state.device_of(t)
                 except ValueError as exc:
-                    raise ArgumentError(self.name, str(exc), name) from None
+                    raise ArgumentError(self.name, str(exc), names[i] + where) from None
                 except TritonJITError:
                     raise
                 except Exception as exc:
@@ -243,11 +248,11 @@ class KernelFunction(_native.KernelBase):
                 if d.__class__ is not int or d < 0:
                     d = checked_index(state.backend, "device_of", d, self.name)
                 if device is None:
-                    device, first = d, name
+                    device, first = d, (i, where)
                 elif d != device:
                     raise ArgumentError(
-                        self.name, f"is on device {d} but '{first}' is on device {device}; the tensors of one "
-                        "launch must be on one device", name)
+                        self.name, f"is on device {d} but '{names[first[0]] + first[1]}' is on device {device}; "
+                        "the tensors of one launch must be on one device", names[i] + where)
         if device is None:
             device = call_hook(state.backend, "current_device", kernel=self.name)
             if device.__class__ is not int or device < 0:

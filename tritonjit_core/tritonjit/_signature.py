@@ -81,13 +81,30 @@ TUPLE = "tuple"  # Slot.type of a tuple argument
 TENSORDESC = "tensordesc<"  # how the type of a host TensorDescriptor argument begins
 
 
-@dataclass(frozen=True)
-class TupleToken:
+class TupleToken(tuple):
     """The binder's key token of a tuple argument: its elements' tokens (nested) and,
-    for a namedtuple, its class (Triton compiles the field names in)."""
+    for a namedtuple, its class (Triton compiles the field names in). A tuple
+    ``(items, cls)``, so that a key holding one hashes and compares in C: the variant
+    cache hashes the key on every launch."""
 
-    items: tuple
-    cls: Any = None
+    __slots__ = ()
+
+    def __new__(cls, items: tuple, tuple_cls: Any = None) -> TupleToken:
+        return tuple.__new__(cls, (items, tuple_cls))
+
+    def __getnewargs__(self) -> tuple[tuple, Any]:  # pickling: the arguments of __new__
+        return (self[0], self[1])
+
+    @property
+    def items(self) -> tuple:
+        return self[0]
+
+    @property
+    def cls(self) -> Any:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"TupleToken(items={self[0]!r}, cls={self[1]!r})"
 
 
 # ---- one slot of a variant -------------------------------------------------------------

@@ -172,6 +172,8 @@ def _make_spec(param: Param, rules: SpecializationRules) -> Callable[[Any], Any]
             return "u1"
         if a is None:
             return NULLOPT
+        if t is tuple:  # before the data_ptr lookup, which a tuple misses at some cost
+            return tuple_token(a)
         data_ptr = getattr(a, "data_ptr", None)
         if data_ptr is not None:
             tokens = ptr_tokens[a.dtype]
