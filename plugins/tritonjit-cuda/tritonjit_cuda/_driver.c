@@ -444,6 +444,28 @@ static int pack_tma(PyObject *o, void *dst, PyObject *kernel, int index) {
 }
 
 /* Pack one argument of type ``ty`` into ``dst`` (8 bytes, zeroed by the caller). */
+/* The common cases, inline: a tensor for a pointer, an int for an i32 or i64, a float for
+ * an fp32 (what pack_one and pack_nogil give for them, without their calls and switches).
+ * 1 where ``a`` was packed into *dst, 0 for anything else (the caller's full packer). */
+static inline int pack_common(int ty, const tj_arg *a, uint64_t *dst) {
+  if (ty == TY_PTR && a->kind == TJ_ARG_PTR) {
+    *dst = a->v.u;
+  } else if (ty == TY_I32 && a->kind == TJ_ARG_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
+    int32_t x = (int32_t)a->v.i;
+    *dst = 0;
+    memcpy(dst, &x, 4);
+  } else if (ty == TY_I64 && a->kind == TJ_ARG_INT) {
+    memcpy(dst, &a->v.i, 8);
+  } else if (ty == TY_FP32 && a->kind == TJ_ARG_FLOAT) {
+    float f = (float)a->v.d;
+    *dst = 0;
+    memcpy(dst, &f, 4);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 static int pack_one(int ty, const tj_arg *a, void *dst, PyObject *kernel, int index) {
   PyObject *o = a->obj;
   if (ty == TY_TMA) return pack_error(kernel, index, "%s %R: a TMA descriptor is packed from Python only",
@@ -589,7 +611,8 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
     tj_arg a;
     uint64_t slot[TMA_BYTES / 8] = {0};
     int bad = ty[k] == TY_TMA ? pack_tma(PySequence_Fast_GET_ITEM(seq, k), slot, NULL, (int)k)
-                              : (digest(PySequence_Fast_GET_ITEM(seq, k), &a) < 0 || pack_one(ty[k], &a, slot, NULL, (int)k) < 0);
+                              : (digest(PySequence_Fast_GET_ITEM(seq, k), &a) < 0 ||
+                                 (!pack_common(ty[k], &a, slot) && pack_one(ty[k], &a, slot, NULL, (int)k) < 0));
     if (bad) {
       Py_CLEAR(out);
       break;
@@ -744,21 +767,7 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
     }
     const tj_arg *a = &args[pi];
     params[k] = &store[k];
-    /* the common cases inline: a tensor for a pointer, an int for an i32/i64, a float
-       for an fp32 (pack_one's result, without its call and its switches) */
-    if (L->ty[k] == TY_PTR && a->kind == TJ_ARG_PTR) {
-      store[k] = a->v.u;
-    } else if (L->ty[k] == TY_I32 && a->kind == TJ_ARG_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
-      int32_t x = (int32_t)a->v.i;
-      store[k] = 0;
-      memcpy(&store[k], &x, 4);
-    } else if (L->ty[k] == TY_I64 && a->kind == TJ_ARG_INT) {
-      memcpy(&store[k], &a->v.i, 8);
-    } else if (L->ty[k] == TY_FP32 && a->kind == TJ_ARG_FLOAT) {
-      float f = (float)a->v.d;
-      store[k] = 0;
-      memcpy(&store[k], &f, 4);
-    } else {
+    if (!pack_common(L->ty[k], a, &store[k])) {
       store[k] = 0;
       if (pack_one(L->ty[k], a, &store[k], L->name, (int)k) < 0) return -1;
     }
@@ -839,20 +848,7 @@ static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stre
     if (pi >= nargs) return 1;
     const tj_arg *a = &args[pi];
     params[k] = &store[k];
-    /* the common cases inline, as in tj_launch_entry */
-    if (L->ty[k] == TY_PTR && a->kind == TJ_ARG_PTR) {
-      store[k] = a->v.u;
-    } else if (L->ty[k] == TY_I32 && a->kind == TJ_ARG_INT && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX) {
-      int32_t x = (int32_t)a->v.i;
-      store[k] = 0;
-      memcpy(&store[k], &x, 4);
-    } else if (L->ty[k] == TY_FP32 && a->kind == TJ_ARG_FLOAT) {
-      float f = (float)a->v.d;
-      store[k] = 0;
-      memcpy(&store[k], &f, 4);
-    } else if (pack_nogil(L->ty[k], a, &store[k])) {
-      return 1;
-    }
+    if (!pack_common(L->ty[k], a, &store[k]) && pack_nogil(L->ty[k], a, &store[k])) return 1;
   }
   int pushed = 0;
   const char *call = "cuCtxPushCurrent";

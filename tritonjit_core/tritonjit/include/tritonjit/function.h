@@ -557,11 +557,24 @@ class Function {
   // ---- arguments -> key words and launch arguments ----------------------------------------
   // One put_* per kind of value, shared by the static path (digest(), by C++ type) and the
   // Slot path (digest_slot(), by Slot::Kind), so both make the same key for the same call.
-  void put_ptr(size_t i, uint64_t address, c10::ScalarType dtype, int8_t dev_type, detail::Digest& d,
-               const char* what) const {
+  // argument i's tj_arg, its Python object (none from C++) and padding cleared
+  static tj_arg& fresh(size_t i, detail::Digest& d) {
     tj_arg& a = d.args[i];
     a.obj = nullptr;
     a._pad = 0;
+    return a;
+  }
+  // a constexpr parameter's value: its tag and value word (true), or false for a runtime one
+  bool put_constant(size_t i, tj_arg& a, uint64_t tag, uint64_t value, detail::Digest& d) const {
+    if (!constexpr_[i]) return false;
+    a.kind = TJ_ARG_CONST;
+    d.key.push(tag);
+    d.key.push(value);
+    return true;
+  }
+  void put_ptr(size_t i, uint64_t address, c10::ScalarType dtype, int8_t dev_type, detail::Digest& d,
+               const char* what) const {
+    tj_arg& a = fresh(i, d);
     a.v.u = address;
     if (constexpr_[i]) not_constant(i, what);
     a.kind = TJ_ARG_PTR;
@@ -584,16 +597,9 @@ class Function {
     }
   }
   void put_int(size_t i, int64_t x, detail::Digest& d) const {
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.i = x;
-    if (constexpr_[i]) {
-      a.kind = TJ_ARG_CONST;
-      d.key.push(7);
-      d.key.push(static_cast<uint64_t>(x));
-      return;
-    }
+    if (put_constant(i, a, 7, static_cast<uint64_t>(x), d)) return;
     a.kind = TJ_ARG_INT;
     uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
     cls |= (x == 1) ? 2 : 0;
@@ -603,39 +609,23 @@ class Function {
   }
   void put_uint(size_t i, uint64_t x, detail::Digest& d) const {
     if (x <= static_cast<uint64_t>(INT64_MAX)) return put_int(i, static_cast<int64_t>(x), d);
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.u = x;
-    if (constexpr_[i]) {
-      a.kind = TJ_ARG_CONST;
-      d.key.push(8);
-      d.key.push(x);
-      return;
-    }
+    if (put_constant(i, a, 8, x, d)) return;
     a.kind = TJ_ARG_UINT;
     d.key.push(4 | (divisible(x) ? 1ull << 8 : 0));
     if (exact_ints_) d.key.push(x);
   }
   void put_float(size_t i, double x, detail::Digest& d) const {
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.d = x;
-    if (constexpr_[i]) {
-      a.kind = TJ_ARG_CONST;
-      d.key.push(9);
-      d.key.push(a.v.u);
-      return;
-    }
+    if (put_constant(i, a, 9, a.v.u, d)) return;
     a.kind = TJ_ARG_FLOAT;
     d.key.push(5);
     if (exact_ints_) d.key.push(a.v.u);
   }
   void put_bool(size_t i, bool b, detail::Digest& d) const {
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.i = b;
     const uint64_t bit = static_cast<uint64_t>(b) << 8;
     if (constexpr_[i]) {
@@ -647,9 +637,7 @@ class Function {
     d.key.push(6 | (exact_ints_ ? bit : 0));
   }
   void put_none(size_t i, detail::Digest& d) const {
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.u = 0;
     a.kind = constexpr_[i] ? TJ_ARG_CONST : TJ_ARG_NONE;
     d.key.push(constexpr_[i] ? 12 : 2);
@@ -658,9 +646,7 @@ class Function {
     if (!constexpr_[i])
       throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
                   "': a string is only valid for a tl.constexpr parameter");
-    tj_arg& a = d.args[i];
-    a.obj = nullptr;
-    a._pad = 0;
+    tj_arg& a = fresh(i, d);
     a.v.u = 0;
     a.kind = TJ_ARG_CONST;
     d.key.push(11 | static_cast<uint64_t>(x.size()) << 8);
