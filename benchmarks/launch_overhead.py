@@ -16,7 +16,11 @@ launch_kernels.py. For each kernel, rows:
   with ``get_instance(path, name)``, the same runtime object as ``f``) N times as
   ``f(stream, 1, 1, 1, 4, 3, args...)`` with at::Tensor and scalar arguments, the GIL
   released, the stream passed explicitly (libtriton_jit's call);
-- Triton's ``kernel[grid](...)`` and its ``CompiledKernel.run``.
+- Triton's ``kernel[grid](...)`` and its ``CompiledKernel.run``;
+- "Python's call alone": the same call of a C function that does nothing
+  (``_dispatch.call_floor``), what the interpreter spends before any callee runs (past
+  30 arguments CPython builds a tuple and a dict for the call); a line after the
+  table gives ``f[grid]`` less it, as a multiple of the floor.
 
 Each path: N calls back to back, one synchronize, microseconds per call and the
 multiple of that kernel's floor; the paths are timed in R interleaved rounds and

@@ -103,6 +103,11 @@ def test_report_lines():
     assert "met at 0 args 1.02x" in verdicts[2]
     lines = L.check_lines(res)
     assert "ok on floor; tritonjit C++: FAILED: RuntimeError: boom" in lines[0]
+    assert L.python_share(res) is None  # no row of Python's own call: no line
+    res["us_per_call"]["0"][L.PYCALL] = 0.06
+    res["us_per_call"]["mixed"][L.PYCALL] = 0.1  # no floor there: left out
+    assert L.python_share(res) == ("f[grid] less Python's own call of the same arguments (the floor's multiple): "
+                                   "0 args 1.02x")
 
 
 @pytest.mark.slow
