@@ -18,8 +18,9 @@ with two kinds of tensor:
 Prints ns per call (best of R interleaved rounds: each round times every path of every
 kernel once, so a busy second of a noisy host lands on all of them alike) and, as the
 anchor measured in the same run, the cost of the same Python call of a C function
-that does nothing (``_dispatch.call_floor``); then what the dispatcher costs over that anchor, per call and per runtime
-argument, and the marginal cost of one argument over the 0-argument kernel. For
+that does nothing (``_dispatch.call_floor``); then what the dispatcher costs over that
+anchor, per call and per runtime argument, and the marginal cost of one argument over
+the 0-argument kernel. For
 instruction counts run it under ``valgrind --tool=callgrind`` with ``--only K
 --path launch`` twice, with two values of ``--calls``, and divide the difference.
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # the anchor: the same call of a C function that does nothing (a Python function taking
     # *args, **kw would also build a tuple and a dict, which a call of f[grid] does not)
-    empty = _native.dispatch.call_floor
+    noop = _native.dispatch.call_floor
 
     loops: dict[str, dict[str, Any]] = {}
     for key, case in make_cases("cpu", keys).items():
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         ns.update(case.constexprs)
         for _ in range(2):  # compiles (the recording backend's stand-in), then takes the native path
             f[grid](*args, **case.constexprs)
-        ns.update(f=f, grid=grid, key=f._dispatcher.key, empty=empty)
+        ns.update(f=f, grid=grid, key=f._dispatcher.key, noop=noop)
         assert f._dispatcher.stats()["native"] >= 1, (key, f._dispatcher.stats())
         if a.path != "all":
             src = f"f[grid]({call})" if a.path == "launch" else f"key({call})"
@@ -106,16 +107,16 @@ def main(argv: list[str] | None = None) -> int:
         loops[key] = {"n": len(args), "f": f,
                       "launch": make_loop(f"f[grid]({call})", ns),
                       "key": make_loop(f"key({call})", ns),
-                      "empty": make_loop(f"empty({call})", ns)}
+                      "noop": make_loop(f"noop({call})", ns)}
     if a.path != "all":
         return 0
-    best = {k: {p: float("inf") for p in ("launch", "key", "empty")} for k in loops}
+    best = {k: {p: float("inf") for p in ("launch", "key", "noop")} for k in loops}
     for lp in loops.values():  # warm up
-        for p in ("launch", "key", "empty"):
+        for p in ("launch", "key", "noop"):
             lp[p](min(a.calls, 2000))
     for _ in range(a.reps):
         for k, lp in loops.items():
-            for p in ("launch", "key", "empty"):
+            for p in ("launch", "key", "noop"):
                 best[k][p] = min(best[k][p], lp[p](a.calls))
     for k, lp in loops.items():
         stats = lp["f"]._dispatcher.stats()
@@ -124,13 +125,13 @@ def main(argv: list[str] | None = None) -> int:
           f"(pid {os.getpid()})")
     print("| kernel | args | f[grid] | key only | C no-op call | f[grid] - no-op | per arg | marginal per arg vs 0 |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    base = best["0"]["launch"] - best["0"]["empty"] if "0" in best else None
+    base = best["0"]["launch"] - best["0"]["noop"] if "0" in best else None
     for k, b in best.items():
         n = loops[k]["n"]
-        over = b["launch"] - b["empty"]
+        over = b["launch"] - b["noop"]
         per = f"{over / n:.1f}" if n else "-"
         marg = f"{(over - base) / n:.1f}" if n and base is not None else "-"
-        print(f"| {k} | {n} | {b['launch']:.0f} | {b['key']:.0f} | {b['empty']:.0f} | {over:.0f} | {per} | {marg} |")
+        print(f"| {k} | {n} | {b['launch']:.0f} | {b['key']:.0f} | {b['noop']:.0f} | {over:.0f} | {per} | {marg} |")
     return 0
 
 

@@ -443,7 +443,6 @@ static int pack_tma(PyObject *o, void *dst, PyObject *kernel, int index) {
   return ok ? 0 : pack_error(kernel, index, "expected the 128 bytes of a CUtensorMap, got %s %R", ty_name[TY_TMA], o);
 }
 
-/* Pack one argument of type ``ty`` into ``dst`` (8 bytes, zeroed by the caller). */
 /* The common cases, inline: a tensor for a pointer, an int for an i32 or i64, a float for
  * an fp32 (what pack_one and pack_nogil give for them, without their calls and switches).
  * 1 where ``a`` was packed into *dst, 0 for anything else (the caller's full packer). */
@@ -466,6 +465,7 @@ static inline int pack_common(int ty, const tj_arg *a, uint64_t *dst) {
   return 1;
 }
 
+/* Pack one argument of type ``ty`` into ``dst`` (8 bytes, zeroed by the caller). */
 static int pack_one(int ty, const tj_arg *a, void *dst, PyObject *kernel, int index) {
   PyObject *o = a->obj;
   if (ty == TY_TMA) return pack_error(kernel, index, "%s %R: a TMA descriptor is packed from Python only",
@@ -690,15 +690,10 @@ static int launch_packed(Launcher *L, const unsigned int g[3], uint64_t stream, 
   int pushed = 0;
   if (ctx_enter(L->ctx, &pushed) < 0) goto fail;
   if (L->num_ctas == 1 && !L->coop && !L->pdl) {
-    if (gil_wanted()) {
-      Py_BEGIN_ALLOW_THREADS;
-      r = p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream,
-                           params, NULL);
-      Py_END_ALLOW_THREADS;
-    } else {
-      r = p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream,
-                           params, NULL);
-    }
+    PyThreadState *released = gil_wanted() ? PyEval_SaveThread() : NULL; /* Py_BEGIN_ALLOW_THREADS, where wanted */
+    r = p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream, params,
+                         NULL);
+    if (released != NULL) PyEval_RestoreThread(released);
   } else {
     CUlaunchAttribute attr[4];
     memset(attr, 0, sizeof attr);

@@ -585,15 +585,18 @@ class Function {
   void put_tensor(size_t i, const at::Tensor& t, detail::Digest& d) const {
     const c10::Device dev = t.device();
     const auto type = static_cast<int8_t>(dev.type());
-    const int index = dev.has_index() ? dev.index() : -1;
     put_ptr(i, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())), t.scalar_type(), type, d, "a tensor");
+    on_device(i, type, dev.has_index() ? dev.index() : -1, t, d);
+  }
+  // the launch's device is its first tensor's; every later tensor must be on it
+  void on_device(size_t i, int8_t type, int index, const at::Tensor& t, detail::Digest& d) const {
     if (d.dev_type < 0) {
       d.dev_type = type;
       d.device = index;
     } else if (type != d.dev_type || index != d.device) {
       throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
-                  dev.str() + " but an earlier tensor argument is on another device; the tensors of one launch "
-                  "must be on one device");
+                  t.device().str() + " but an earlier tensor argument is on another device; the tensors of one "
+                  "launch must be on one device");
     }
   }
   void put_int(size_t i, int64_t x, detail::Digest& d) const {
@@ -685,18 +688,10 @@ class Function {
   // by Slot::Kind (arguments a library digested itself)
   void digest_slot(size_t i, const Slot& s, detail::Digest& d) const {
     switch (s.kind) {
-      case Slot::Kind::Tensor: {
+      case Slot::Kind::Tensor:
         put_ptr(i, s.v.u, s.dtype, s.device_type, d, "a tensor");
-        if (d.dev_type < 0) {
-          d.dev_type = s.device_type;
-          d.device = s.device;
-        } else if (s.device_type != d.dev_type || s.device != d.device) {
-          throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
-                      s.tensor->device().str() + " but an earlier tensor argument is on another device; the "
-                      "tensors of one launch must be on one device");
-        }
+        on_device(i, s.device_type, s.device, *s.tensor, d);
         break;
-      }
       case Slot::Kind::Ptr: put_ptr(i, s.v.u, s.dtype, s.device_type, d, "a pointer"); break;
       case Slot::Kind::None: put_none(i, d); break;
       case Slot::Kind::Int: put_int(i, s.v.i, d); break;
