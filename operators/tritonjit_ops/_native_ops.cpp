@@ -26,10 +26,15 @@
 #include <ATen/ATen.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 #include <tritonjit/function.h>
@@ -649,7 +654,37 @@ class OpKernel final : public c10::OperatorKernel {
     throw std::runtime_error("tritonjit_ops: Arg() of an argument that is no scalar");
   }
 
+  // The plan's launches for the call whose arguments start at ``args``; its results on the
+  // stack in place of the arguments.
   void execute(const NPlan& plan, const c10::IValue* args, const DevRef& dev, torch::jit::Stack* stack) {
+    Results results;
+    run(plan, args, dev, results);
+    torch::jit::drop(*stack, nargs_);
+    for (auto& r : results) stack->emplace_back(std::move(r));
+  }
+
+ public:
+  using Results = c10::SmallVector<c10::IValue, 4>;
+
+  // A call served by its plan (the direct entries' path: no dispatcher, no stack): its
+  // results in ``results``; false, with nothing run, where the call has no plan (a key the
+  // C++ path does not describe, a planner that said None or gave the call to aten).
+  bool serve(const c10::IValue* args, Results& results) {
+    if (planner_ == nullptr) return false;
+    tritonjit::detail::Key key;
+    DevRef dev;
+    if (!build_key(args, key, dev)) return false;
+    std::shared_ptr<NPlan> plan = find(key, args);
+    if (plan->fallback || plan->aten) return false;
+    g_hits++;
+    run(*plan, args, dev, results);
+    return true;
+  }
+
+  size_t nargs() const { return nargs_; }
+
+ private:
+  void run(const NPlan& plan, const c10::IValue* args, const DevRef& dev, Results& results) {
     const at::TensorOptions opts = at::TensorOptions().device(dev.device(args));
     c10::SmallVector<at::Tensor, 4> contig;  // inputs made contiguous (plan.contiguous); no heap on the hot path
     for (int i : plan.contiguous) {
@@ -708,7 +743,7 @@ class OpKernel final : public c10::OperatorKernel {
     // -1: an output the call does not need (an undefined tensor); kInput - i: argument i itself
     // (taken before the arguments leave the stack); kConst - c: a constant (an int, None)
     const size_t nres = plan.result.size();
-    c10::SmallVector<c10::IValue, 9> results(nres);
+    results.resize(nres);
     for (size_t k = 0; k < nres; k++) {
       const int r = plan.result[k];
       if (r >= 0) {
@@ -723,8 +758,6 @@ class OpKernel final : public c10::OperatorKernel {
         results[k] = at::Tensor();
       }
     }
-    torch::jit::drop(*stack, nargs_);
-    for (size_t k = 0; k < nres; k++) stack->emplace_back(std::move(results[k]));
   }
 
   // The Python implementation. False (the stack untouched) where it raised and the call can
@@ -811,6 +844,291 @@ class AutogradGate final : public c10::OperatorKernel {
   PyObject* kernel_;
 };
 
+// ---- direct entries -------------------------------------------------------------------------
+// tritonjit_ops.add(x, y) and the other direct entries, as C callables: a call whose arguments
+// bind to one of the op's overloads (by the Python entry's parameter names and defaults) and
+// whose key has a plan runs that plan here, the torch.ops kernels' plan, from the same cache:
+// no dispatcher, no boxing through torch's Python binding, no Python frame. Everything else
+// (autograd work, a tensor subclass, a torch function or dispatch mode, functorch or
+// functionalization, a tensor of another device, out=, a call shape without a plan) goes to
+// the Python entry, unchanged, which validates and raises the errors.
+//
+// The same callable serves the torch.ops.tritonjit packets (``packet``): there the fallback is
+// torch's own call of the packet (overload resolution, the dispatcher), the names and defaults
+// are the schema's, arguments bind only as torch's resolver would bind them, and whatever the
+// dispatcher would add to the call also sends it there: an active profiler or other
+// RecordFunction callbacks, the JIT tracer, and the keys and modes above. What the dispatcher
+// would run for a plain call is this op's own C++ kernel, whose plan runs here.
+enum class PyKind : uint8_t { Tensor, Scalar, Int, Float, Bool, IntList, ScalarType, Str, Unsupported };
+
+struct ArgSpec {
+  PyKind kind = PyKind::Unsupported;
+  bool optional = false;
+  bool has_default = false;
+  c10::IValue dflt;
+  PyObject* name = nullptr;  // the Python entry's name of it (for keywords), owned
+};
+
+struct Overload {
+  std::unique_ptr<OpKernel> kernel;
+  std::vector<ArgSpec> args;
+  size_t npos = 0;  // positional arguments (the others are keyword-only)
+};
+
+// Keys that call for more than a dense tensor's kernel: the Python entry serves those calls.
+c10::DispatchKeySet special_keys() {
+  using K = c10::DispatchKey;
+  return c10::DispatchKeySet({K::Python, K::PythonTLSSnapshot, K::Functionalize, K::FuncTorchDynamicLayerFrontMode,
+                              K::FuncTorchDynamicLayerBackMode, K::FuncTorchBatched, K::BatchedNestedTensor,
+                              K::FuncTorchVmapMode, K::Batched, K::VmapMode, K::FuncTorchGradWrapper,
+                              K::ZeroTensor, K::Sparse, K::SparseCsr, K::NestedTensor, K::Quantized, K::PreDispatch,
+                              K::PythonDispatcher});
+}
+
+PyKind kind_of(const c10::TypePtr& real, bool& optional) {
+  c10::TypePtr t = real;
+  optional = false;
+  if (auto o = t->cast<c10::OptionalType>()) {
+    t = o->getElementType();
+    optional = true;
+  }
+  switch (t->kind()) {
+    case c10::TypeKind::TensorType: return PyKind::Tensor;
+    case c10::TypeKind::NumberType: return PyKind::Scalar;
+    case c10::TypeKind::IntType: return PyKind::Int;
+    case c10::TypeKind::FloatType: return PyKind::Float;
+    case c10::TypeKind::BoolType: return PyKind::Bool;
+    case c10::TypeKind::ScalarTypeType: return PyKind::ScalarType;
+    case c10::TypeKind::StringType: return PyKind::Str;
+    case c10::TypeKind::ListType:
+      if (t->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::IntType) return PyKind::IntList;
+      return PyKind::Unsupported;
+    default: return PyKind::Unsupported;
+  }
+}
+
+bool int_of(PyObject* o, int64_t& v) {
+  if (!PyLong_CheckExact(o)) return false;  // not a bool, not an int subclass
+  int overflow = 0;
+  v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  return true;
+}
+
+// ``o`` as argument ``spec`` of the schema; false where it is not one that the direct path
+// takes as such (the Python entry then decides).
+bool ivalue_of(PyObject* o, const ArgSpec& spec, c10::IValue& out, bool strict = false) {
+  if (o == Py_None) {
+    if (!spec.optional) return false;
+    out = c10::IValue();
+    return true;
+  }
+  switch (spec.kind) {
+    case PyKind::Tensor:
+      if (!THPVariable_CheckExact(o)) return false;
+      out = THPVariable_Unpack(o);
+      return true;
+    case PyKind::Scalar: {
+      if (PyBool_Check(o)) {
+        out = c10::IValue(o == Py_True);
+        return true;
+      }
+      if (PyFloat_CheckExact(o)) {
+        out = c10::IValue(PyFloat_AS_DOUBLE(o));
+        return true;
+      }
+      int64_t v;
+      if (!int_of(o, v)) return false;
+      out = c10::IValue(v);
+      return true;
+    }
+    case PyKind::Int: {
+      int64_t v;
+      if (!int_of(o, v)) return false;
+      out = c10::IValue(v);
+      return true;
+    }
+    case PyKind::Float: {
+      if (PyFloat_CheckExact(o)) {
+        out = c10::IValue(PyFloat_AS_DOUBLE(o));
+        return true;
+      }
+      int64_t v;
+      if (!int_of(o, v)) return false;
+      out = c10::IValue(static_cast<double>(v));
+      return true;
+    }
+    case PyKind::Bool:
+      if (!PyBool_Check(o)) return false;
+      out = c10::IValue(o == Py_True);
+      return true;
+    case PyKind::IntList: {
+      int64_t one;
+      if (!strict && int_of(o, one)) {  // a single int for an int[] (x.mean(-1)), as the Python entries take it
+        out = c10::IValue(c10::List<int64_t>({one}));
+        return true;
+      }
+      if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return false;
+      const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+      PyObject** items = PySequence_Fast_ITEMS(o);
+      c10::List<int64_t> l;
+      l.reserve(static_cast<size_t>(n));
+      for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t v;
+        if (!int_of(items[i], v)) return false;
+        l.push_back(v);
+      }
+      out = c10::IValue(std::move(l));
+      return true;
+    }
+    case PyKind::ScalarType:
+      if (!THPDtype_Check(o)) return false;
+      out = c10::IValue(static_cast<int64_t>(reinterpret_cast<THPDtype*>(o)->scalar_type));
+      return true;
+    case PyKind::Str: {
+      if (!PyUnicode_CheckExact(o)) return false;
+      const char* u = PyUnicode_AsUTF8(o);
+      if (u == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+      out = c10::IValue(std::string(u));
+      return true;
+    }
+    case PyKind::Unsupported: return false;
+  }
+  return false;
+}
+
+struct DirectOp {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* dict;  // __name__, __doc__, __wrapped__ (set from Python)
+  PyObject* fallback;
+  std::vector<Overload>* overloads;
+  c10::DeviceType device_type;
+  bool packet;  // torch.ops.tritonjit.<op>: strict binding; RecordFunction and the tracer see the call
+};
+
+std::atomic<uint64_t> g_direct_hits{0}, g_direct_python{0};
+
+// Whether the plain path may serve a call with tensor ``t``: a dense tensor of the backend's
+// device (or a 0-dim CPU tensor: a scalar) without autograd work.
+bool plain_tensor(const at::Tensor& t, c10::DeviceType device_type, bool grad_mode) {
+  if (!t.defined()) return true;
+  const c10::DeviceType dt = t.device().type();
+  if (dt != device_type && !(dt == c10::DeviceType::CPU && t.dim() == 0)) return false;
+  if (t.key_set().has_any(special_keys())) return false;
+  if (grad_mode && t.requires_grad()) return false;
+  return !t._fw_grad(/*level=*/0).defined();
+}
+
+// The call's arguments bound to overload ``ov`` in ``vals``; false where they do not bind (or
+// a tensor asks for more than the plain path, see plain_tensor).
+bool bind(const Overload& ov, PyObject* const* args, size_t nargs, PyObject* kwnames, c10::DeviceType device_type,
+          bool grad_mode, bool strict, c10::SmallVector<c10::IValue, 8>& vals) {
+  const size_t n = ov.args.size();
+  if (nargs > ov.npos) return false;
+  vals.clear();
+  vals.resize(n);
+  uint64_t given = 0;  // schemas here have fewer than 64 arguments (checked at creation)
+  for (size_t i = 0; i < nargs; i++) {
+    if (!ivalue_of(args[i], ov.args[i], vals[i], strict)) return false;
+    given |= uint64_t{1} << i;
+  }
+  if (kwnames != nullptr) {
+    const Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+      PyObject* kw = PyTuple_GET_ITEM(kwnames, k);
+      size_t j = 0;
+      while (j < n && ov.args[j].name != kw && PyUnicode_Compare(ov.args[j].name, kw) != 0) j++;
+      if (j == n || (given >> j & 1)) return false;  // a keyword the op does not have (out=), or twice
+      if (!ivalue_of(args[nargs + static_cast<size_t>(k)], ov.args[j], vals[j], strict)) return false;
+      given |= uint64_t{1} << j;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!(given >> i & 1)) {
+      if (!ov.args[i].has_default) return false;
+      vals[i] = ov.args[i].dflt;
+    }
+    if (vals[i].isTensor() && !plain_tensor(vals[i].toTensor(), device_type, grad_mode)) return false;
+  }
+  return true;
+}
+
+PyObject* python_of(c10::IValue& v) {
+  if (v.isTensor()) return THPVariable_Wrap(std::move(v).toTensor());
+  return torch::jit::toPyObject(std::move(v)).release().ptr();
+}
+
+PyObject* direct_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* d = reinterpret_cast<DirectOp*>(self);
+  const size_t nargs = PyVectorcall_NARGS(nargsf);
+  HANDLE_TH_ERRORS
+  if (!at::impl::torch_function_mode_enabled() && !c10::impl::dispatch_mode_enabled() &&
+      !c10::impl::tls_local_dispatch_key_set().included_.has_any(special_keys()) &&
+      !(d->packet && (at::hasCallbacks() || torch::jit::tracer::isTracing()))) {
+    const bool grad_mode = at::GradMode::is_enabled();
+    c10::SmallVector<c10::IValue, 8> vals;
+    OpKernel::Results results;
+    for (Overload& ov : *d->overloads) {
+      if (!bind(ov, args, nargs, kwnames, d->device_type, grad_mode, d->packet, vals)) continue;
+      if (!ov.kernel->serve(vals.data(), results)) break;  // bound, no plan: the Python entry
+      g_direct_hits++;
+      if (results.size() == 1) return python_of(results[0]);
+      Ref tuple(checked(PyTuple_New(static_cast<Py_ssize_t>(results.size()))));
+      for (size_t k = 0; k < results.size(); k++) {
+        PyObject* o = python_of(results[k]);
+        if (o == nullptr) return nullptr;
+        PyTuple_SET_ITEM(tuple.p, static_cast<Py_ssize_t>(k), o);
+      }
+      return tuple.release();
+    }
+  }
+  g_direct_python++;
+  return PyObject_Vectorcall(d->fallback, args, nargsf, kwnames);
+  END_HANDLE_TH_ERRORS
+}
+
+void direct_dealloc(PyObject* self) {
+  auto* d = reinterpret_cast<DirectOp*>(self);
+  Py_CLEAR(d->dict);
+  Py_CLEAR(d->fallback);
+  if (d->overloads != nullptr) {
+    for (auto& ov : *d->overloads)
+      for (auto& a : ov.args) Py_CLEAR(a.name);
+    delete d->overloads;  // the kernels keep their planners (process lifetime, as registered kernels)
+  }
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* direct_repr(PyObject* self) {
+  auto* d = reinterpret_cast<DirectOp*>(self);
+  PyObject* name = d->dict != nullptr ? PyDict_GetItemString(d->dict, "__name__") : nullptr;
+  return PyUnicode_FromFormat("<tritonjit_ops direct entry %S>", name != nullptr ? name : Py_None);
+}
+
+PyTypeObject DirectOpType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+bool init_direct_type() {
+  DirectOpType.tp_name = "tritonjit_ops._native_ops.DirectEntry";
+  DirectOpType.tp_basicsize = sizeof(DirectOp);
+  DirectOpType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  DirectOpType.tp_vectorcall_offset = offsetof(DirectOp, vectorcall);
+  DirectOpType.tp_dictoffset = offsetof(DirectOp, dict);
+  DirectOpType.tp_call = PyVectorcall_Call;
+  DirectOpType.tp_dealloc = direct_dealloc;
+  DirectOpType.tp_repr = direct_repr;
+  DirectOpType.tp_getattro = PyObject_GenericGetAttr;
+  DirectOpType.tp_setattro = PyObject_GenericSetAttr;
+  DirectOpType.tp_doc = "A tritonjit_ops direct entry served by the C++ operator path (see _native_ops.cpp)";
+  return PyType_Ready(&DirectOpType) == 0;
+}
+
 // ---- module functions -----------------------------------------------------------------------
 void free_library(PyObject* cap) {
   delete static_cast<torch::Library*>(PyCapsule_GetPointer(cap, "tritonjit_ops.library"));
@@ -822,6 +1140,79 @@ c10::OperatorHandle schema_of(const char* ns, const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 
+// _plan.value_keyed(planner): the planner's plans may bake in the values of Scalar arguments
+bool value_keyed_of(PyObject* planner) {
+  if (planner == Py_None || !PyObject_HasAttrString(planner, "value_keyed_scalars")) return false;
+  Ref flag(checked(PyObject_GetAttrString(planner, "value_keyed_scalars")));
+  const int t = PyObject_IsTrue(flag.p);
+  if (t < 0) rethrow_python();
+  return t == 1;
+}
+
+c10::DeviceType device_type_of(const char* device) {
+  const std::string dev(device);
+  return dev.empty() || dev == "cpu" ? c10::DeviceType::CPU : c10::Device(dev).type();
+}
+
+// direct(namespace, [(overload, planner, names, defaults), ...], fallback, device type) -> a
+// direct entry (DirectOp). names: the Python entry's name of each schema argument; defaults:
+// its default of each, or ``missing`` where it has none (a required argument).
+PyObject* py_direct(PyObject*, PyObject* args) {
+  const char *ns, *device;
+  PyObject *entries, *fallback, *missing;
+  int packet = 0;
+  if (!PyArg_ParseTuple(args, "sOOsO|p", &ns, &entries, &fallback, &device, &missing, &packet)) return nullptr;
+  HANDLE_TH_ERRORS
+  auto overloads = std::make_unique<std::vector<Overload>>();
+  const c10::DeviceType device_type = device_type_of(device);
+  Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+    const char* name;
+    PyObject *planner, *names, *defaults;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sOOO", &name, &planner, &names, &defaults))
+      return nullptr;
+    const auto handle = schema_of(ns, name);
+    const auto& schema = handle.schema();
+    const auto& sargs = schema.arguments();
+    if (!PyTuple_Check(names) || !PyTuple_Check(defaults) || PyTuple_GET_SIZE(names) != static_cast<Py_ssize_t>(sargs.size()) ||
+        PyTuple_GET_SIZE(defaults) != static_cast<Py_ssize_t>(sargs.size()))
+      throw std::runtime_error(std::string("tritonjit_ops.direct: ") + name + ": one name and default per argument");
+    if (sargs.size() >= 64) throw std::runtime_error(std::string("tritonjit_ops.direct: ") + name + ": too many arguments");
+    Overload ov;
+    for (size_t k = 0; k < sargs.size(); k++) {
+      ArgSpec a;
+      a.kind = kind_of(sargs[k].real_type(), a.optional);
+      a.name = PyTuple_GET_ITEM(names, static_cast<Py_ssize_t>(k));
+      Py_INCREF(a.name);
+      PyObject* dflt = PyTuple_GET_ITEM(defaults, static_cast<Py_ssize_t>(k));
+      if (dflt != missing) {
+        if (!ivalue_of(dflt, a, a.dflt, packet != 0)) {
+          Py_DECREF(a.name);
+          throw std::runtime_error(std::string("tritonjit_ops.direct: ") + name + ": the default of argument '" +
+                                   sargs[k].name() + "' does not fit its schema type");
+        }
+        a.has_default = true;
+      }
+      if (!sargs[k].kwarg_only()) ov.npos = k + 1;
+      ov.args.push_back(std::move(a));
+    }
+    ov.kernel = std::make_unique<OpKernel>(schema, planner == Py_None ? nullptr : planner, fallback, false,
+                                           device_type, value_keyed_of(planner));
+    overloads->push_back(std::move(ov));
+  }
+  auto* d = PyObject_New(DirectOp, &DirectOpType);
+  if (d == nullptr) return nullptr;
+  d->vectorcall = direct_call;
+  d->dict = nullptr;
+  Py_INCREF(fallback);
+  d->fallback = fallback;
+  d->overloads = overloads.release();
+  d->device_type = device_type;
+  d->packet = packet != 0;
+  return reinterpret_cast<PyObject*>(d);
+  END_HANDLE_TH_ERRORS
+}
+
 // register(namespace, dispatch_key, [(overload, planner or None, impl), ...], redispatch, device
 // type) -> a capsule; the registrations last until the capsule is released (release()) or
 // collected. redispatch: at BackendSelect, over aten's own kernels (see OpKernel).
@@ -831,8 +1222,7 @@ PyObject* py_register(PyObject*, PyObject* args) {
   int redispatch = 0;
   if (!PyArg_ParseTuple(args, "ssOps", &ns, &key, &entries, &redispatch, &device)) return nullptr;
   HANDLE_TH_ERRORS
-  const std::string dev(device);
-  const c10::DeviceType device_type = dev.empty() || dev == "cpu" ? c10::DeviceType::CPU : c10::Device(dev).type();
+  const c10::DeviceType device_type = device_type_of(device);
   auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::parseDispatchKey(key), __FILE__,
                                               __LINE__);
   Ref fast(checked(PySequence_Fast(entries, "entries must be a sequence")));
@@ -841,13 +1231,7 @@ PyObject* py_register(PyObject*, PyObject* args) {
     PyObject *planner, *impl;
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sOO", &name, &planner, &impl)) return nullptr;
     const auto handle = schema_of(ns, name);
-    bool value_keyed = false;  // _plan.value_keyed(planner): Scalar arguments keyed by value
-    if (planner != Py_None && PyObject_HasAttrString(planner, "value_keyed_scalars")) {
-      Ref flag(checked(PyObject_GetAttrString(planner, "value_keyed_scalars")));
-      const int t = PyObject_IsTrue(flag.p);
-      if (t < 0) return nullptr;
-      value_keyed = t == 1;
-    }
+    const bool value_keyed = value_keyed_of(planner);
     lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(
                         std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl,
                                                    redispatch != 0, device_type, value_keyed)));
@@ -927,7 +1311,9 @@ PyObject* py_clear_plans(PyObject*, PyObject* args) {
 }
 
 PyObject* py_stats(PyObject*, PyObject*) {
-  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "plan_hits", static_cast<unsigned long long>(g_hits.load()),
+  return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "direct_hits",
+                       static_cast<unsigned long long>(g_direct_hits.load()), "direct_python_calls",
+                       static_cast<unsigned long long>(g_direct_python.load()), "plan_hits", static_cast<unsigned long long>(g_hits.load()),
                        "plans_made", static_cast<unsigned long long>(g_plans.load()), "python_calls",
                        static_cast<unsigned long long>(g_fallback_calls.load()), "launches",
                        static_cast<unsigned long long>(g_launches.load()), "aten_calls",
@@ -993,6 +1379,9 @@ PyMethodDef kMethods[] = {
      "counters: plan_hits, plans_made, python_calls, launches, aten_calls, autograd_python_calls"},
     {"clear_plans", py_clear_plans, METH_VARARGS,
      "clear_plans(namespace, names or None): forget those operators' cached plans"},
+    {"direct", py_direct, METH_VARARGS,
+     "direct(namespace, [(overload, planner, names, defaults)], fallback, device_type, missing, packet=False) -> a "
+     "direct entry"},
     {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 
@@ -1000,4 +1389,7 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_ops", "tritonjit_ops' C++
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__native_ops(void) { return PyModule_Create(&kModule); }
+PyMODINIT_FUNC PyInit__native_ops(void) {
+  if (!init_direct_type()) return nullptr;
+  return PyModule_Create(&kModule);
+}

@@ -93,12 +93,16 @@ def release(handle: Any) -> None:
 
 
 def clear_plans(ops: Iterable[str] | None = None) -> None:
-    """Forget the C++ path's cached plans of ``ops`` (aten overload names as enable() takes
-    them: "mm", "add.Tensor"), or of every operator: their next call asks the planner
-    again. For a policy whose decisions were reset (attention.clear_routes())."""
+    """Forget the C++ path's cached plans of ``ops`` (overload names as enable() takes
+    them: "mm", "add.Tensor"), those of aten's operators under enable() and those of the
+    ``tritonjit::`` operators of the same names (their torch.ops kernels and direct
+    entries), or of every operator: their next call asks the planner again. For a policy
+    whose decisions were reset (attention.clear_routes())."""
     mod = _native.module if _native is not None else None
     if mod is not None:
-        mod.clear_plans("aten", None if ops is None else list(ops))
+        names = None if ops is None else list(ops)
+        for namespace in ("aten", "tritonjit"):
+            mod.clear_plans(namespace, names)
 
 
 def stats() -> dict[str, int]:

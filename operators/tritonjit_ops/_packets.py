@@ -21,17 +21,35 @@ _Base: Any = torch._ops.OpOverloadPacket
 
 
 class _FastPacket(_Base):
-    """Base of the per-operator classes: ``_op`` lives in the class, as its ``__call__``."""
+    """Base of the per-operator classes: ``_op`` lives in the class (``_torch_op``), and so
+    does ``__call__``: that C function itself, or a direct entry (see _direct.py) that falls
+    back to it."""
 
     __slots__ = ()
 
     @property
     def _op(self) -> Any:
-        return type(self).__dict__["__call__"].__func__
+        return type(self).__dict__["_torch_op"]
 
     @_op.setter
     def _op(self, op: Any) -> None:
-        type(self).__call__ = staticmethod(op)
+        # torch refreshed the packet (an overload added): its new call, without a direct
+        # entry made for the old overloads
+        cls = type(self)
+        cls._torch_op = op
+        cls.__call__ = staticmethod(op)
+
+
+def direct_of(packet: Any) -> Any:
+    """The direct entry that calls ``packet``, or None where torch's call does."""
+    call = type(packet).__dict__.get("__call__")
+    fn = call.__func__ if isinstance(call, staticmethod) else None
+    return None if fn is None or fn is type(packet).__dict__.get("_torch_op") else fn
+
+
+def set_direct(packet: Any, entry: Any) -> None:
+    """Make ``entry`` (a direct entry whose fallback is ``packet._op``) the packet's call."""
+    type(packet).__call__ = staticmethod(entry)
 
 
 def speed_up(namespace: str, names: Iterable[str]) -> int:
@@ -46,6 +64,7 @@ def speed_up(namespace: str, names: Iterable[str]) -> int:
             continue
         op = packet.__dict__.pop("_op")  # from now on a class attribute (see _FastPacket._op)
         packet.__class__ = type(f"{namespace}_{name}_packet", (_FastPacket,),
-                                {"__slots__": (), "__call__": staticmethod(op), "__module__": __name__})
+                                {"__slots__": (), "__call__": staticmethod(op), "_torch_op": op,
+                                 "__module__": __name__})
         changed += 1
     return changed

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import tritonjit
 
-from . import _native_ops, _packets, fused, indexing, matmul, norm, pointwise, reduction, softmax
+from . import _direct, _native_ops, _packets, fused, indexing, matmul, norm, pointwise, reduction, softmax
 from . import autograd as _autograd
 from ._fallback import with_aten_fallback
 from .copy import ATEN as _COPY_ATEN
@@ -181,14 +181,16 @@ def _remap_inputs(plan: Any, where: dict[int, int]) -> Any:
 #: are aten's take aten's planner)
 _TJ_PLANNERS: dict[str, Callable] = {
     **{n: p for n, p in pointwise.PLANNERS.items() if n in {o[0] for o in _OPS}},
+    # aten's maximum and minimum have no overload name; these ops have one
+    "maximum.Tensor": pointwise.PLANNERS["maximum"], "minimum.Tensor": pointwise.PLANNERS["minimum"],
     "where": pointwise.plan_where,
     "sum": lambda x, dim=None, keepdim=False, *, dtype=None: reduction.plan_reduce("sum", x, dim, keepdim, dtype),
     "mean": lambda x, dim=None, keepdim=False, *, dtype=None: reduction.plan_reduce("mean", x, dim, keepdim, dtype),
     **{n: reduction.PLANNERS[n] for n in ("amax", "amin", "argmax", "argmin")},
     "softmax": lambda x, dim, dtype=None: softmax.plan_softmax(False, x, dim, dtype),
     "log_softmax": lambda x, dim, dtype=None: softmax.plan_softmax(True, x, dim, dtype),
-    "layer_norm": _first(norm.plan_native_layer_norm),
-    "rms_norm": _first(norm.plan_fused_rms_norm),
+    "layer_norm": norm.plan_layer_norm,
+    "rms_norm": norm.plan_rms_norm,
     "group_norm": _first(_plan_group_norm),
     "index_select": indexing.plan_index_select,
     "gather": indexing.plan_gather,
@@ -229,6 +231,19 @@ class _TritonjitOps:
 
 
 _native_ops.on_ready(_TritonjitOps.register)
+
+
+def install_direct(namespace: dict[str, Any]) -> None:
+    """Once the C++ operator path is loaded, replace the package's direct entries in
+    ``namespace`` by C callables that run the ``tritonjit::`` ops' plans, and give the
+    ``torch.ops.tritonjit`` packets the same for plain calls (see _direct.py)."""
+    def install(mod: Any) -> None:
+        device = tritonjit.current_backend().info.device_type or "cpu"
+        ops = [o[0] for o in _OPS]
+        _direct.install(mod, namespace, ops, _TJ_PLANNERS, device)
+        _direct.install_packets(mod, ops, _TJ_PLANNERS, device)
+
+    _native_ops.on_ready(install)
 
 
 # ------------------------------------------------------------ aten routing

@@ -406,6 +406,33 @@ def plan_fused_rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: 
     return Plan(outs, launches, result=(0, 1), contiguous=_contiguous((0, x), (2, weight)))
 
 
+def plan_layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
+                    ) -> Plan | None:
+    """tritonjit::layer_norm: the output alone (the kernel stores no statistics)."""
+    n = _norm_inputs(x, normalized_shape, weight, bias)
+    if n is None:
+        return None
+    m = x.numel() // n if n else 0
+    launches = () if m == 0 or n == 0 else (_norm_launch(
+        not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
+        Out(0), None, None, None, m, n, float(eps), False),)
+    return Plan((Buffer(tuple(x.shape), x.dtype),), launches, result=(0,),
+                contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+
+
+def plan_rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: Any = None) -> Plan | None:
+    """tritonjit::rms_norm: the output alone (the kernel stores no statistics)."""
+    n = _norm_inputs(x, normalized_shape, weight)
+    if n is None:
+        return None
+    m = x.numel() // n if n else 0
+    e = float(torch.finfo(x.dtype).eps if eps is None else eps)
+    launches = () if m == 0 or n == 0 else (_norm_launch(
+        not x.is_cpu, In(0), None, In(2) if weight is not None else None, None, Out(0), None, None, None,
+        m, n, e, True),)
+    return Plan((Buffer(tuple(x.shape), x.dtype),), launches, result=(0,), contiguous=_contiguous((0, x), (2, weight)))
+
+
 def plan_native_group_norm(x: Any, weight: Any, bias: Any, N: int, C: int, HxW: int, group: int, eps: float
                            ) -> Plan | None:
     if (not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or (x.is_cpu and x.dtype != torch.float32)
