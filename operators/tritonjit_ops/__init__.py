@@ -65,5 +65,7 @@ from . import _registry as _reg  # noqa: E402
 from .autograd import wrap_public as _wrap_public  # noqa: E402
 
 _wrap_public(globals(), [_op[0] for _op in _reg._OPS])
-# and, once the C++ operator path is loaded, C callables that run their plans (see _direct.py)
+# and, once the C++ operator path is loaded, C callables that run their plans (see _direct.py);
+# loaded here where it is built already, else on the first call that needs it
 _reg.install_direct(globals())
+_reg._native_ops.load_if_ready()

@@ -44,6 +44,17 @@ def module(wait: bool = False) -> Any:
     return None if nat is None else nat.start(wait)
 
 
+def load_if_ready() -> Any:
+    """Load the C++ prologues and operator path now where they are built already (a
+    prebuilt wheel, an earlier process, ``tritonjit warmup --native``): a few ms, so that
+    names imported from the package are the direct entries from the start. Builds nothing."""
+    pro = _prologue.native()
+    if pro is not None:
+        pro.load_if_ready()  # its ready callback rebinds _prologue.binary and like
+    nat = native()
+    return None if nat is None else nat.load_if_ready()
+
+
 def on_ready(callback: Callable[[Any], None]) -> None:
     nat = native()
     if nat is not None:

@@ -62,6 +62,23 @@ def test_a_prebuilt_helper_for_this_torch_is_loaded_without_building(tmp_path, c
 
 
 @needs_cxx
+def test_load_if_ready_loads_a_built_helper_and_never_builds(tmp_path, cache, monkeypatch):
+    src = _source(tmp_path, "tj_ready", value=5)
+    fresh = AsyncModule("tjtest.tj_ready", src)
+    real_build = torch_build.build
+    monkeypatch.setattr(torch_build, "build", lambda *a, **k: pytest.fail("load_if_ready built"))
+    assert fresh.load_if_ready() is None and fresh.reason == "not started"  # nothing built: nothing started
+    monkeypatch.setattr(torch_build, "build", real_build)
+    assert AsyncModule("tjtest.tj_ready", src).start(wait=True).VALUE == 5  # another process builds it
+    monkeypatch.setattr(torch_build, "build", lambda *a, **k: pytest.fail("built again"))
+    later = AsyncModule("tjtest.tj_ready", src)
+    seen = []
+    later.on_ready(lambda m: seen.append(m.VALUE))
+    assert later.load_if_ready().VALUE == 5 and seen == [5]  # loaded in this thread, callbacks run
+    assert later.load_if_ready().VALUE == 5  # once
+
+
+@needs_cxx
 def test_a_prebuilt_helper_for_another_torch_or_other_sources_is_not_used(tmp_path, cache):
     src = _source(tmp_path, "tj_other")
     helper = torch_prebuilt.Helper("tjtest.tj_other", src)

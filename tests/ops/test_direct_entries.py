@@ -5,6 +5,8 @@ Python entry. Here on the interpreter (CPU tensors), whose launches go through P
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -171,6 +173,14 @@ def test_looks_like_the_python_entry(native):
     assert inspect.signature(T.add) == inspect.signature(_python("add"))
     assert "direct entry add" in repr(T.add)
     assert T.add._tritonjit_autograd
+
+
+def test_a_fresh_import_names_the_direct_entries_once_built(native):
+    """Built already (this process built or loaded it): a new process loads it at import, so
+    names imported from the package are the direct entries from the start."""
+    code = "from tritonjit_ops import add; import tritonjit_ops as T; print(type(add).__name__, add is T.add)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["DirectEntry", "True"], out.stderr[-2000:]
 
 
 def test_overload_entries_map_names_and_defaults():

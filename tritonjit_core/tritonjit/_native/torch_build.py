@@ -190,6 +190,16 @@ class AsyncModule:
             self._done.wait()
         return self.module
 
+    def load_if_ready(self) -> Any:
+        """Load the module now, in this thread, where that needs no build (a prebuilt copy
+        for this torch, or one built earlier); never starts a build. The module or None."""
+        with self._lock:
+            torch = sys.modules.get("torch")
+            if self._thread is not None or self._done.is_set() or torch is None:
+                return self.module
+            ready = self._ready_path(torch)
+        return self.start() if ready else None
+
     # ---- where the module comes from --------------------------------------------------------
     def _ready_path(self, torch: Any) -> str | None:
         """A prebuilt module for this torch, else one built earlier, else None."""
