@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 import triton
@@ -178,6 +180,31 @@ def test_non_default_stream_is_used():
     _add(x, y, out, stream=torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, 5.0 + y)
+
+
+@pytest.mark.parametrize("threaded", [False, True], ids=["alone", "beside-a-thread"])
+@pytest.mark.parametrize("opts", [dict(launch_cooperative_grid=True), dict(launch_pdl=True), dict(num_ctas=2)],
+                         ids=["cooperative", "pdl", "cluster"])
+def test_launches_through_cuLaunchKernelEx(opts, threaded):
+    """Cooperative, PDL and cluster launches take cuLaunchKernelEx: alone, with the GIL kept
+    around the driver call, and beside another Python thread, with it released."""
+    if torch.cuda.get_device_capability()[0] < 9 and not opts.get("launch_cooperative_grid"):
+        pytest.skip("PDL and thread block clusters need sm_90 or newer")
+    from tritonjit_cuda import _driver
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait) if threaded else None
+    if other is not None:
+        other.start()
+    try:
+        assert _driver.launch_releases_gil() is threaded
+        x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+        torch.testing.assert_close(_add(x, y, **opts), x + y)
+        torch.testing.assert_close(_add(y, y, **opts), y + y)  # the variant's second launch: a hit
+    finally:
+        stop.set()
+        if other is not None:
+            other.join()
 
 
 def test_cpu_tensor_is_refused():

@@ -689,13 +689,10 @@ static int launch_packed(Launcher *L, const unsigned int g[3], uint64_t stream, 
   CUresult r;
   int pushed = 0;
   if (ctx_enter(L->ctx, &pushed) < 0) goto fail;
-  if (L->num_ctas == 1 && !L->coop && !L->pdl) {
-    PyThreadState *released = gil_wanted() ? PyEval_SaveThread() : NULL; /* Py_BEGIN_ALLOW_THREADS, where wanted */
-    r = p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream, params,
-                         NULL);
-    if (released != NULL) PyEval_RestoreThread(released);
-  } else {
-    CUlaunchAttribute attr[4];
+  const int plain = L->num_ctas == 1 && !L->coop && !L->pdl;
+  CUlaunchAttribute attr[4];
+  CUlaunchConfig cfg;
+  if (!plain) { /* clusters, cooperative and PDL launches: cuLaunchKernelEx with attributes */
     memset(attr, 0, sizeof attr);
     unsigned int na = 0;
     if (L->pdl) {
@@ -714,15 +711,18 @@ static int launch_packed(Launcher *L, const unsigned int g[3], uint64_t stream, 
       attr[na].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
       attr[na++].value.clusterSchedulingPolicyPreference = CU_CLUSTER_SCHEDULING_POLICY_SPREAD;
     }
-    CUlaunchConfig cfg = {g[0] * L->num_ctas, g[1], g[2], L->block_x, 1, 1, L->shared,
-                          (CUstream)(uintptr_t)stream, attr, na};
-    Py_BEGIN_ALLOW_THREADS;
-    r = p_cuLaunchKernelEx(&cfg, L->fn, params, NULL);
-    Py_END_ALLOW_THREADS;
+    CUlaunchConfig c = {g[0] * L->num_ctas, g[1], g[2], L->block_x, 1, 1, L->shared,
+                        (CUstream)(uintptr_t)stream, attr, na};
+    cfg = c;
   }
+  PyThreadState *released = gil_wanted() ? PyEval_SaveThread() : NULL; /* Py_BEGIN_ALLOW_THREADS, where wanted */
+  r = plain ? p_cuLaunchKernel(L->fn, g[0], g[1], g[2], L->block_x, 1, 1, L->shared, (CUstream)(uintptr_t)stream,
+                               params, NULL)
+            : p_cuLaunchKernelEx(&cfg, L->fn, params, NULL);
+  if (released != NULL) PyEval_RestoreThread(released);
   ctx_exit(pushed);
   if (r != CUDA_SUCCESS) {
-    cu_fail(r, L->num_ctas == 1 && !L->coop && !L->pdl ? "cuLaunchKernel" : "cuLaunchKernelEx", L->name);
+    cu_fail(r, plain ? "cuLaunchKernel" : "cuLaunchKernelEx", L->name);
     goto fail;
   }
   for (int k = 0; k < 2; k++)
