@@ -5,6 +5,9 @@
 small: host-bound latency of tiny calls, us/call (N back-to-back calls, one
 synchronize; torch eager, the direct entry and torch.ops timed in interleaved
 rounds, each keeping its best).
+layouts: the same for small calls with the layouts a model's calls have (broadcast,
+keepdim, a Python scalar, transposed and strided views, a reduction over a middle
+dim), beside the direct entry's Python implementation.
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
@@ -120,6 +123,58 @@ def small_cases(dev: str, n: int, reps: int, impls: dict) -> list[dict]:
     return rows
 
 
+def layout_cases(dev: str, n: int, reps: int) -> list[dict]:
+    """Small calls with the layouts a model's calls have (broadcast, keepdim, a Python
+    scalar, transposed and strided views), through each path: eager, the direct entry,
+    the direct entry's Python implementation (``__wrapped__``: what the direct entry
+    costs where the C++ path is not loaded, or does not serve the call), torch.ops."""
+    dt = torch.bfloat16
+    h = torch.randn(1, 16, 2048, device=dev, dtype=dt)
+    bias = torch.randn(2048, device=dev, dtype=dt)
+    q = torch.randn(1, 16, 32, 64, device=dev, dtype=dt)
+    rot = torch.randn(1, 32, 16, 128, device=dev, dtype=dt)
+    tj = torch.ops.tritonjit
+
+    def py(op):
+        fn = getattr(T, op)
+        return getattr(fn, "__wrapped__", fn)
+
+    cases = [  # name, eager, direct, the direct entry's Python implementation, torch.ops (or None)
+        ("broadcast add [1,16,2048] + [2048] bf16", lambda: h + bias, lambda: T.add(h, bias),
+         lambda: py("add")(h, bias), lambda: tj.add(h, bias)),
+        ("mean over the last dim, keepdim, bf16", lambda: h.mean(-1, keepdim=True),
+         lambda: T.mean(h, -1, keepdim=True), lambda: py("mean")(h, -1, keepdim=True), lambda: tj.mean(h, [-1], True)),
+        ("tensor * python float bf16", lambda: h * 0.125, lambda: T.mul(h, 0.125), lambda: py("mul")(h, 0.125),
+         lambda: tj.mul(h, 0.125)),
+        ("add of transposed views bf16", lambda: q.transpose(1, 2) + q.transpose(1, 2),
+         lambda: T.add(q.transpose(1, 2), q.transpose(1, 2)), lambda: py("add")(q.transpose(1, 2), q.transpose(1, 2)),
+         None),
+        ("rotary-like halves x[..., :64] * x[..., 64:] bf16", lambda: rot[..., :64] * rot[..., 64:],
+         lambda: T.mul(rot[..., :64], rot[..., 64:]), lambda: py("mul")(rot[..., :64], rot[..., 64:]),
+         lambda: tj.mul(rot[..., :64], rot[..., 64:])),
+        ("softmax over dim 1 bf16", lambda: torch.softmax(h, 1), lambda: T.softmax(h, 1), lambda: py("softmax")(h, 1),
+         lambda: tj.softmax(h, 1)),
+    ]
+    rows = []
+    for name, eager, direct, python, op in cases:
+        ref = eager()
+        for path in (direct, python, op):
+            if path is not None:
+                torch.testing.assert_close(path().float(), ref.float(), rtol=2e-2, atol=2e-2)
+        rounds = Rounds(n, reps, lambda: _sync(dev))
+        rounds.add("eager", eager)
+        rounds.add("direct", direct)
+        rounds.add("python", python)
+        if op is not None:
+            rounds.add("ops", op)
+        t = rounds.run(warmup=min(n, 100))
+        te = t["eager"]
+        rows.append(dict(case=name, unit="us/call", torch=te, direct=t["direct"], python=t["python"],
+                         torch_ops=t.get("ops"), ratio_direct=t["direct"] / te, ratio_python=t["python"] / te,
+                         ratio_torch_ops=t["ops"] / te if "ops" in t else None))
+    return rows
+
+
 def large_cases(dev: str, impls: dict) -> list[dict]:
     from triton.testing import do_bench
 
@@ -195,6 +250,17 @@ def _cell(v: object, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
+def layout_table(rows: list[dict]) -> str:
+    out = ["| layout | unit | torch eager | tritonjit direct | its Python implementation | tritonjit torch.ops | "
+           "ratio (direct, Python implementation, ops) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ops = _cell(r["ratio_torch_ops"], ".2f")
+        out.append(f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['direct']:.2f} | {r['python']:.2f} | "
+                   f"{_cell(r['torch_ops'], '.2f')} | {r['ratio_direct']:.2f}x, {r['ratio_python']:.2f}x, "
+                   f"{ops + 'x' if r['ratio_torch_ops'] is not None else ops} |")
+    return "\n".join(out)
+
+
 def table(small: list[dict], large: list[dict]) -> str:
     out = ["| case | unit | torch eager | tritonjit direct | tritonjit torch.ops | aten through torch.ops | FlagGems | "
            "Liger | ratio (direct, ops; aten through torch.ops) |",
@@ -230,15 +296,19 @@ def main(argv: list[str] | None = None) -> int:
     if dev == "cpu":
         print("no CUDA device: small cases only, through the interpreter (a smoke test, not a measurement)")
         small = small_cases(dev, n=5, reps=1, impls=impls)
+        layouts = layout_cases(dev, n=3, reps=1)
         large: list[dict] = []
     else:
         small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
+        layouts = layout_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         large = large_cases(dev, impls)
     import tritonjit
 
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
                 backend=tritonjit.current_backend().name)
     print(table(small, large))
+    print()
+    print(layout_table(layouts))
     if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
         import importlib
 
@@ -248,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, large=large), indent=2))
+        Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, layouts=layouts, large=large), indent=2))
     return 0
 
 

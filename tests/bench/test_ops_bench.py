@@ -29,3 +29,9 @@ def test_smoke_mode_reports_every_path(tmp_path):
         for path in ("torch", "direct", "torch_ops", "aten_torch_ops"):
             assert r[path] > 0, (r["case"], path)
         assert r["ratio_aten_torch_ops"] == pytest.approx(r["aten_torch_ops"] / r["torch"])
+    layouts = json.loads(out.read_text())["layouts"]
+    assert len(layouts) >= 5 and "broadcast add" in layouts[0]["case"]
+    for r in layouts:
+        assert r["torch"] > 0 and r["direct"] > 0 and r["python"] > 0, r["case"]
+        assert r["ratio_direct"] == pytest.approx(r["direct"] / r["torch"])
+    assert "its Python implementation" in p.stdout
