@@ -971,7 +971,7 @@ bool ivalue_of(PyObject* o, const ArgSpec& spec, c10::IValue& out, bool strict =
         out = c10::IValue(c10::List<int64_t>({one}));
         return true;
       }
-      if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return false;
+      if (!PyList_CheckExact(o) && !PyTuple_Check(o)) return false;  // a torch.Size is a tuple
       const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
       PyObject** items = PySequence_Fast_ITEMS(o);
       c10::List<int64_t> l;

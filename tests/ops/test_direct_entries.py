@@ -62,6 +62,7 @@ SERVED = {
     "layer_norm": ("layer_norm", lambda f, t: f(t["a"], (16,), t["w"], t["w"])),
     "rms_norm": ("rms_norm", lambda f, t: f(t["a"], [16], t["w"], 1e-6)),
     "rms_norm default eps": ("rms_norm", lambda f, t: f(t["a"], (16,))),
+    "rms_norm torch.Size shape": ("rms_norm", lambda f, t: f(t["a"], t["a"].shape[-1:], t["w"])),
     "mm transposed": ("mm", lambda f, t: f(t["m"], t["m"].t())),
     "mul of a Parameter (nn weights are)": ("mul", lambda f, t: f(torch.nn.Parameter(t["w"], requires_grad=False), t["a"])),
     "minimum": ("minimum", lambda f, t: f(t["a"], t["b"])),
