@@ -38,6 +38,13 @@ class _FastPacket(_Base):
         cls = type(self)
         cls._torch_op = op
         cls.__call__ = staticmethod(op)
+        cls._refreshed = True
+
+
+def refreshed(packet: Any) -> bool:
+    """Whether torch refreshed the packet's call since it was made fast (it then has no
+    direct entry: that entry knew only the overloads of its time)."""
+    return bool(type(packet).__dict__.get("_refreshed", False))
 
 
 def direct_of(packet: Any) -> Any:

@@ -203,7 +203,7 @@ def test_overload_entries_map_names_and_defaults():
 
 
 def _torch_call(packet):
-    return type(packet).__dict__["_torch_op"]
+    return packet._op  # torch's call of the packet (the direct entry's fallback)
 
 
 def test_packet_plain_calls_run_the_plan_the_dispatcher_would(native):
@@ -211,7 +211,7 @@ def test_packet_plain_calls_run_the_plan_the_dispatcher_would(native):
 
     t = _inputs()
     pk = torch.ops.tritonjit.add
-    assert _packets.direct_of(pk) is not None and pk._op is _torch_call(pk)
+    assert _packets.direct_of(pk) is not None and _packets.direct_of(pk) is not pk._op
     for call in (lambda p: p(t["a"], t["b"]), lambda p: p(t["a"], 0.5, alpha=2), lambda p: p(t["a"], t["s"])):
         ref = call(_torch_call(pk))
         call(pk)
@@ -220,7 +220,7 @@ def test_packet_plain_calls_run_the_plan_the_dispatcher_would(native):
         delta = stats_delta(before, native.stats())
         assert delta["direct_hits"] == 1 and delta["python_calls"] == 0, delta
         close(got, ref)
-    sm = torch.ops.tritonjit.softmax
+    sm = torch.ops.tritonjit.log_softmax  # (test_packets.py refreshes softmax's packet)
     sm(t["h"], -1, torch.float32)
     before = native.stats()
     close(sm(t["h"], dim=-1, dtype=torch.float32), _torch_call(sm)(t["h"], -1, torch.float32))
@@ -264,3 +264,21 @@ def test_packet_calls_the_dispatcher_would_change_take_it(native):
     assert stats_delta(before, native.stats())["direct_hits"] == 0
     with pytest.raises(RuntimeError, match="tritonjit::add"):
         pk(t["a"], t["b"], t["b"], t["b"])  # no overload takes it: torch's own error
+
+
+def test_every_public_entry_with_a_planner_is_a_direct_entry(native):
+    """An entry whose parameters stop mapping to its schema would silently stay Python."""
+    from tritonjit_ops import _registry
+
+    planned = {name.partition(".")[0] for name, *_ in _registry._OPS if name in _registry._TJ_PLANNERS}
+    public = planned & set(T.__all__)
+    assert len(public) >= 30
+    assert sorted(n for n in public if type(getattr(T, n)).__name__ != "DirectEntry") == []
+    # a packet torch refreshed since (an overload defined later, as test_packets.py does)
+    # keeps torch's call: its direct entry knew only the overloads of its time
+    from tritonjit_ops import _packets
+
+    packets = [getattr(torch.ops.tritonjit, n) for n in sorted(planned)]
+    fast = [p for p in packets if isinstance(p, _packets._FastPacket) and not _packets.refreshed(p)]
+    assert len(fast) >= len(packets) - 1  # one may have been refreshed by test_packets.py
+    assert [str(p) for p in fast if _packets.direct_of(p) is None] == []
