@@ -54,6 +54,11 @@ from _timing import Rounds  # noqa: E402
 from tritonjit_ops import _audit  # noqa: E402
 
 MODELS = ("llama", "qwen2", "gpt2", "bert")
+#: further architectures, measured on request (--models): sliding-window attention
+#: (Mistral), GeGLU with tanh GELU, a scaled embedding and (1 + w) RMSNorm (Gemma), fused
+#: QKV and gate-up projections (Phi-3)
+MORE_MODELS = ("mistral", "gemma", "phi3")
+ALL_MODELS = MODELS + MORE_MODELS
 #: shape -> (batch, tokens), on the GPU and in the smoke mode
 SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256)}
 SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8)}
@@ -88,6 +93,21 @@ def _config(name: str, z: Size) -> Any:
         return cls(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
                    num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
                    max_position_embeddings=z.positions, tie_word_embeddings=False, **common)
+    if name == "mistral":
+        return tf.MistralConfig(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
+                                num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
+                                max_position_embeddings=z.positions, sliding_window=z.positions // 2,
+                                tie_word_embeddings=False, **common)
+    if name == "gemma":
+        return tf.GemmaConfig(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
+                              num_attention_heads=z.heads, num_key_value_heads=z.kv_heads, head_dim=z.hidden // z.heads,
+                              max_position_embeddings=z.positions, hidden_activation="gelu_pytorch_tanh", **common)
+    if name == "phi3":
+        return tf.Phi3Config(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
+                             num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
+                             max_position_embeddings=z.positions, original_max_position_embeddings=z.positions,
+                             resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, pad_token_id=0,
+                             tie_word_embeddings=False, **common)
     if name == "gpt2":
         return tf.GPT2Config(n_embd=z.hidden, n_inner=4 * z.hidden, n_layer=z.layers, n_head=z.heads,
                              n_positions=z.positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -96,7 +116,7 @@ def _config(name: str, z: Size) -> Any:
         return tf.BertConfig(hidden_size=z.hidden, intermediate_size=4 * z.hidden, num_hidden_layers=z.layers,
                              num_attention_heads=z.heads, max_position_embeddings=z.positions,
                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **common)
-    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(ALL_MODELS)}")
 
 
 def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
@@ -104,7 +124,8 @@ def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: i
     import transformers as tf
 
     cls = {"llama": tf.LlamaForCausalLM, "qwen2": tf.Qwen2ForCausalLM, "gpt2": tf.GPT2LMHeadModel,
-           "bert": tf.BertForMaskedLM}[name]
+           "bert": tf.BertForMaskedLM, "mistral": tf.MistralForCausalLM, "gemma": tf.GemmaForCausalLM,
+           "phi3": tf.Phi3ForCausalLM}[name]
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -318,7 +339,8 @@ def routing(include: str | None) -> str | list[str] | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tritonjit bench models", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--models", default=",".join(MODELS),
+                   help=f"comma-separated, of {', '.join(ALL_MODELS)} (default: {', '.join(MODELS)})")
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     p.add_argument("--rounds", type=int, default=7, help="timed rounds per path (GPU)")
     p.add_argument("--smoke", action="store_true", help="tiny fp32 configs, agreement only (default without a GPU)")
@@ -344,8 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         if s not in SHAPES:
             p.error(f"unknown shape {s!r}; expected one of {', '.join(SHAPES)}")
     for m in models:
-        if m not in MODELS:
-            p.error(f"unknown model {m!r}; expected one of {', '.join(MODELS)}")
+        if m not in ALL_MODELS:
+            p.error(f"unknown model {m!r}; expected one of {', '.join(ALL_MODELS)}")
     import tritonjit
 
     meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu", torch=torch.__version__,
