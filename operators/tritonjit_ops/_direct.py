@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-log = logging.getLogger("tritonjit_ops")
+log = logging.getLogger(__name__)
 _MISSING = object()  # a parameter without a default (a required argument)
 _P = inspect.Parameter
 
@@ -103,7 +103,7 @@ def install(mod: Any, namespace: dict[str, Any], ops: Iterable[str], planners: M
         try:
             entry = mod.direct("tritonjit", entries, fn, device_type, _MISSING)
         except RuntimeError as exc:  # a default the schema cannot hold: this entry stays Python
-            log.debug("tritonjit_ops.%s: no direct C++ entry (%s)", base, exc)
+            log.debug("the direct entry %s stays Python: %s", base, exc)
             continue
         entry.__name__ = entry.__qualname__ = base
         entry.__doc__ = fn.__doc__
@@ -130,7 +130,7 @@ def install_packets(mod: Any, ops: Iterable[str], planners: Mapping[str, Callabl
         try:
             entry = mod.direct("tritonjit", entries, packet._op, device_type, _MISSING, True)
         except RuntimeError as exc:
-            log.debug("torch.ops.tritonjit.%s: no direct C++ call (%s)", base, exc)
+            log.debug("the packet torch.ops.tritonjit.%s keeps torch's call: %s", base, exc)
             continue
         _packets.set_direct(packet, entry)
         done.append(base)
