@@ -407,10 +407,8 @@ class OpKernel final : public c10::OperatorKernel {
       if (where == kNoTensors) return factory(op, ks, stack);
       if (where == kOtherBackend) return to_aten(op, ks, stack);
     }
-    tritonjit::detail::Key key;
     DevRef dev;
-    if (planner_ != nullptr && build_key(args, key, dev)) {
-      std::shared_ptr<NPlan> plan = find(key, args);
+    if (std::shared_ptr<NPlan> plan = plan_for(args, dev)) {
       if (plan->aten && redispatch_) {
         g_hits++;
         return to_aten(op, ks, stack);
@@ -670,20 +668,24 @@ class OpKernel final : public c10::OperatorKernel {
   // results in ``results``; false, with nothing run, where the call has no plan (a key the
   // C++ path does not describe, a planner that said None or gave the call to aten).
   bool serve(const c10::IValue* args, Results& results) {
-    if (planner_ == nullptr) return false;
-    tritonjit::detail::Key key;
     DevRef dev;
-    if (!build_key(args, key, dev)) return false;
-    std::shared_ptr<NPlan> plan = find(key, args);
-    if (plan->fallback || plan->aten) return false;
+    std::shared_ptr<NPlan> plan = plan_for(args, dev);
+    if (plan == nullptr || plan->fallback || plan->aten) return false;
     g_hits++;
     run(*plan, args, dev, results);
     return true;
   }
 
-  size_t nargs() const { return nargs_; }
-
  private:
+  // The call's plan (made now where its key is new; ``dev`` set), or null where the call can
+  // have none: no planner, or a key the C++ path does not describe (see build_key).
+  std::shared_ptr<NPlan> plan_for(const c10::IValue* args, DevRef& dev) {
+    if (planner_ == nullptr) return nullptr;
+    tritonjit::detail::Key key;
+    if (!build_key(args, key, dev)) return nullptr;
+    return find(key, args);
+  }
+
   void run(const NPlan& plan, const c10::IValue* args, const DevRef& dev, Results& results) {
     const at::TensorOptions opts = at::TensorOptions().device(dev.device(args));
     c10::SmallVector<at::Tensor, 4> contig;  // inputs made contiguous (plan.contiguous); no heap on the hot path
@@ -788,6 +790,12 @@ class OpKernel final : public c10::OperatorKernel {
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
 };
 
+// Whether autograd has work for a call with tensor ``t``: grad mode on and ``t`` requiring
+// grad, or a forward-mode gradient on it (the autograd gates and the direct entries ask).
+bool autograd_work(const at::Tensor& t, bool grad_mode) {
+  return t.defined() && ((grad_mode && t.requires_grad()) || t._fw_grad(/*level=*/0).defined());
+}
+
 // ---- the autograd gate ----------------------------------------------------------------------
 // torch.library.register_autograd puts a Python kernel at the Autograd alias key, which every
 // call of the op runs (~3 us), grad or not. A gate sits at the backend's own Autograd key (which
@@ -814,16 +822,13 @@ class AutogradGate final : public c10::OperatorKernel {
   // grad): where this says no, that kernel would have taken its no-grad path too.
   bool needs_autograd(const c10::IValue* args) const {
     const bool grad_mode = at::GradMode::is_enabled();
-    auto needs = [grad_mode](const at::Tensor& t) {
-      return t.defined() && ((grad_mode && t.requires_grad()) || t._fw_grad(/*level=*/0).defined());
-    };
     for (size_t i = 0; i < sig_.nargs; i++) {
       const c10::IValue& v = args[i];
       if (v.isTensor()) {
-        if (needs(v.toTensor())) return true;
+        if (autograd_work(v.toTensor(), grad_mode)) return true;
       } else if (v.isList()) {  // Tensor[] and Tensor?[]
         for (const c10::IValue& e : v.toListRef())
-          if (e.isTensor() && needs(e.toTensor())) return true;
+          if (e.isTensor() && autograd_work(e.toTensor(), grad_mode)) return true;
       }
     }
     return false;
@@ -876,13 +881,15 @@ struct Overload {
 };
 
 // Keys that call for more than a dense tensor's kernel: the Python entry serves those calls.
-c10::DispatchKeySet special_keys() {
+// (Made once: every direct call tests the thread's keys and each tensor's against them.)
+const c10::DispatchKeySet& special_keys() {
   using K = c10::DispatchKey;
-  return c10::DispatchKeySet({K::Python, K::PythonTLSSnapshot, K::Functionalize, K::FuncTorchDynamicLayerFrontMode,
-                              K::FuncTorchDynamicLayerBackMode, K::FuncTorchBatched, K::BatchedNestedTensor,
-                              K::FuncTorchVmapMode, K::Batched, K::VmapMode, K::FuncTorchGradWrapper,
-                              K::ZeroTensor, K::Sparse, K::SparseCsr, K::NestedTensor, K::Quantized, K::PreDispatch,
-                              K::PythonDispatcher});
+  static const c10::DispatchKeySet keys({K::Python, K::PythonTLSSnapshot, K::Functionalize,
+                                          K::FuncTorchDynamicLayerFrontMode, K::FuncTorchDynamicLayerBackMode,
+                                          K::FuncTorchBatched, K::BatchedNestedTensor, K::FuncTorchVmapMode, K::Batched,
+                                          K::VmapMode, K::FuncTorchGradWrapper, K::ZeroTensor, K::Sparse, K::SparseCsr,
+                                          K::NestedTensor, K::Quantized, K::PreDispatch, K::PythonDispatcher});
+  return keys;
 }
 
 PyKind kind_of(const c10::TypePtr& real, bool& optional) {
@@ -1021,9 +1028,7 @@ bool plain_tensor(const at::Tensor& t, c10::DeviceType device_type, bool grad_mo
   if (!t.defined()) return true;
   const c10::DeviceType dt = t.device().type();
   if (dt != device_type && !(dt == c10::DeviceType::CPU && t.dim() == 0)) return false;
-  if (t.key_set().has_any(special_keys())) return false;
-  if (grad_mode && t.requires_grad()) return false;
-  return !t._fw_grad(/*level=*/0).defined();
+  return !t.key_set().has_any(special_keys()) && !autograd_work(t, grad_mode);
 }
 
 // The call's arguments bound to overload ``ov`` in ``vals``; false where they do not bind (or

@@ -377,60 +377,46 @@ def _contiguous(*tensors: tuple[int, Any]) -> tuple[int, ...]:
     return tuple(i for i, t in tensors if t is not None and not t.is_contiguous())
 
 
-def plan_native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Plan | None:
+def _row_norm_plan(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: Any, rms: bool, stats: bool
+                   ) -> Plan | None:
+    """The plan of a layer norm (``rms``: an RMS norm, no bias, whose eps None means the
+    dtype's) over the trailing ``normalized_shape``: its output, and with ``stats`` the fp32
+    statistics aten's overloads return (mean and rstd; an RMS norm returns rstd alone)."""
     n = _norm_inputs(x, normalized_shape, weight, bias)
     if n is None:
         return None
-    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
-    stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
-    outs = (Buffer(tuple(x.shape), x.dtype), Buffer(stat, torch.float32), Buffer(stat, torch.float32))
+    outs = [Buffer(tuple(x.shape), x.dtype)]
+    mean = rstd = None
+    if stats:
+        nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+        stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
+        outs += [Buffer(stat, torch.float32), Buffer(stat, torch.float32)]
+        mean, rstd = (Out(2), Out(1)) if rms else (Out(1), Out(2))
     m = x.numel() // n if n else 0
     launches = () if m == 0 or n == 0 else (_norm_launch(
         not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
-        Out(0), None, Out(1), Out(2), m, n, float(eps), False),)
-    return Plan(outs, launches, result=(0, 1, 2), contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+        Out(0), None, mean, rstd, m, n, float(torch.finfo(x.dtype).eps if rms and eps is None else eps), rms),)
+    result = (0,) if not stats else (0, 1) if rms else (0, 1, 2)
+    return Plan(tuple(outs), launches, result=result, contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+
+
+def plan_native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Plan | None:
+    return _row_norm_plan(x, normalized_shape, weight, bias, eps, rms=False, stats=True)
 
 
 def plan_fused_rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: Any = None) -> Plan | None:
-    n = _norm_inputs(x, normalized_shape, weight)
-    if n is None:
-        return None
-    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
-    stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
-    outs = (Buffer(tuple(x.shape), x.dtype), Buffer(stat, torch.float32), Buffer(stat, torch.float32))
-    m = x.numel() // n if n else 0
-    e = float(torch.finfo(x.dtype).eps if eps is None else eps)
-    launches = () if m == 0 or n == 0 else (_norm_launch(
-        not x.is_cpu, In(0), None, In(2) if weight is not None else None, None, Out(0), None, Out(2), Out(1),
-        m, n, e, True),)
-    return Plan(outs, launches, result=(0, 1), contiguous=_contiguous((0, x), (2, weight)))
+    return _row_norm_plan(x, normalized_shape, weight, None, eps, rms=True, stats=True)
 
 
 def plan_layer_norm(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5
                     ) -> Plan | None:
     """tritonjit::layer_norm: the output alone (the kernel stores no statistics)."""
-    n = _norm_inputs(x, normalized_shape, weight, bias)
-    if n is None:
-        return None
-    m = x.numel() // n if n else 0
-    launches = () if m == 0 or n == 0 else (_norm_launch(
-        not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
-        Out(0), None, None, None, m, n, float(eps), False),)
-    return Plan((Buffer(tuple(x.shape), x.dtype),), launches, result=(0,),
-                contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+    return _row_norm_plan(x, normalized_shape, weight, bias, eps, rms=False, stats=False)
 
 
 def plan_rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: Any = None) -> Plan | None:
     """tritonjit::rms_norm: the output alone (the kernel stores no statistics)."""
-    n = _norm_inputs(x, normalized_shape, weight)
-    if n is None:
-        return None
-    m = x.numel() // n if n else 0
-    e = float(torch.finfo(x.dtype).eps if eps is None else eps)
-    launches = () if m == 0 or n == 0 else (_norm_launch(
-        not x.is_cpu, In(0), None, In(2) if weight is not None else None, None, Out(0), None, None, None,
-        m, n, e, True),)
-    return Plan((Buffer(tuple(x.shape), x.dtype),), launches, result=(0,), contiguous=_contiguous((0, x), (2, weight)))
+    return _row_norm_plan(x, normalized_shape, weight, None, eps, rms=True, stats=False)
 
 
 def plan_native_group_norm(x: Any, weight: Any, bias: Any, N: int, C: int, HxW: int, group: int, eps: float

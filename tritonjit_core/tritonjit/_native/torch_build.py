@@ -155,13 +155,14 @@ class AsyncModule:
                 return
         callback(self.module)
 
-    def start(self, wait: bool = False, retry: bool = False) -> Any:
+    def start(self, wait: bool = False, retry: bool = False, build: bool = True) -> Any:
         """Begin loading (once); with ``wait``, block until it is done. The module or None.
 
         A prebuilt module, or one already built (by an earlier process, or ``tritonjit
         warmup --native``), is loaded at once, in the calling thread: callers then take
         its path from their first call on. A build that failed before for this torch and
-        compiler is not tried again (``retry`` forgets that failure and tries)."""
+        compiler is not tried again (``retry`` forgets that failure and tries). Without
+        ``build``, only a module that needs no build is loaded (nothing else starts)."""
         with self._lock:
             if self._thread is None and not self._done.is_set():
                 torch = sys.modules.get("torch")
@@ -169,9 +170,11 @@ class AsyncModule:
                     return None
                 if retry:
                     self.forget_failure()
-                self.reason = "building"
                 ready = self._ready_path(torch)
+                if not (ready or build):
+                    return None
                 failed = None if ready else self._remembered_failure(torch)
+                self.reason = "building"
                 if ready or failed:
                     self._thread = threading.current_thread()
                     sync = True
@@ -193,12 +196,7 @@ class AsyncModule:
     def load_if_ready(self) -> Any:
         """Load the module now, in this thread, where that needs no build (a prebuilt copy
         for this torch, or one built earlier); never starts a build. The module or None."""
-        with self._lock:
-            torch = sys.modules.get("torch")
-            if self._thread is not None or self._done.is_set() or torch is None:
-                return self.module
-            ready = self._ready_path(torch)
-        return self.start() if ready else None
+        return self.start(build=False)
 
     # ---- where the module comes from --------------------------------------------------------
     def _ready_path(self, torch: Any) -> str | None:
