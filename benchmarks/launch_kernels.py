@@ -85,3 +85,13 @@ def mixed(Xh, Xb, Xf, Out, Opt, n, alpha, k, big, flag, BLOCK: tl.constexpr):
     if Opt is not None:
         v += tl.load(Opt + offs, mask=m)
     tl.store(Out + offs, v, mask=m)
+
+
+@triton.jit
+def tuples(XY, Out, n, coef, BLOCK: tl.constexpr):
+    """Tuple arguments: two pointers in one, a float and an int in another (the device
+    receives their elements, so the floor launches 6 parameters)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(XY[0] + offs, mask=m) * coef[0] + tl.load(XY[1] + offs, mask=m) + coef[1]
+    tl.store(Out + offs, v, mask=m)

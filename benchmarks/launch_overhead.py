@@ -59,7 +59,7 @@ from _timing import Rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "launch_kernels.py")
-KERNEL_KEYS = ("0", "4", "8", "16", "19", "58", "mixed")
+KERNEL_KEYS = ("0", "4", "8", "16", "19", "58", "mixed", "tuple")
 FLOOR = "floor"
 FGRID, BOUND, CPP = "tritonjit f[grid]", "tritonjit bound", "tritonjit C++"
 TRITON_GRID, TRITON_RUN = "triton kernel[grid]", "triton CompiledKernel.run"
@@ -84,10 +84,18 @@ class Case:
     constexprs: dict = field(default_factory=dict)  # the trailing tl.constexpr parameters, by keyword
     out: Any = None  # the tensor the kernel writes (None: it writes nothing)
     expected: Callable[[], Any] | None = None  # what ``out`` must hold after one launch
+    title: str | None = None  # the label, where "N args" does not say it
 
     @property
     def label(self) -> str:
+        if self.title:
+            return self.title
         return f"{self.key} args" if self.key.isdigit() else f"{self.key} ({len(self.args)} args)"
+
+    @property
+    def has_tuples(self) -> bool:
+        """The C++ rows pass no tuples natively (tritonjit::Function sends them through Python)."""
+        return any(type(a) is tuple for a in self.args)
 
     @property
     def full_args(self) -> tuple:
@@ -122,6 +130,8 @@ def make_cases(device: str, keys: tuple[str, ...] = KERNEL_KEYS, n: int = 1024) 
     alpha, k, big, flag = 0.5, 3, 3 << 32, True
     cases["mixed"] = Case("mixed", "mixed", (xh, xb, xs[0], out, None, n, alpha, k, big, flag), blk, out,
                           lambda: xh.float() * alpha + xb.float() + xs[0] + float(big >> 32) + (k if flag else 0))
+    cases["tuple"] = Case("tuple", "tuples", ((xs[0], xs[1]), out, n, (0.5, 3)), blk, out,
+                          lambda: xs[0] * 0.5 + xs[1] + 3, title="tuples (4 args, 6 leaves)")
     for c in cases.values():
         assert not c.key.isdigit() or len(c.args) == int(c.key), c.key
     return {key: cases[key] for key in keys}
@@ -155,15 +165,18 @@ def triton_types(jit_fn: Any, target: Any, args: tuple, kwargs: dict) -> tuple[l
     """Triton's type of each parameter ("constexpr" for a constant) and the signature
     string, in libtriton_jit's format, that Triton's specialization of the call gives."""
     _, spec, _ = triton_binder(jit_fn, target)(*args, **kwargs)
+
+    def token(ty: Any, attr: Any) -> str:
+        if isinstance(ty, tuple):  # a tuple argument: its elements' (type, attribute) pairs
+            return "(" + ",".join(token(t, a) for t, a in zip(ty, attr, strict=True)) + ")"
+        if ty == "constexpr":  # None, or an int equal to 1
+            return "nullopt" if attr is None else f"i32:{attr}"
+        return ty + (":16" if isinstance(attr, str) and "D" in attr else "")
+
     types, tokens = [], []
     for kp, (ty, attr) in zip(jit_fn.params, spec):
         types.append(ty)
-        if kp.is_constexpr:
-            tokens.append(repr(attr) if isinstance(attr, str) else str(attr))
-        elif ty == "constexpr":  # None, or an int equal to 1
-            tokens.append("nullopt" if attr is None else f"i32:{attr}")
-        else:
-            tokens.append(ty + (":16" if isinstance(attr, str) and "D" in attr else ""))
+        tokens.append((repr(attr) if isinstance(attr, str) else str(attr)) if kp.is_constexpr else token(ty, attr))
     return types, ",".join(tokens)
 
 
@@ -181,9 +194,15 @@ def floor_params(types: list[str], values: tuple, metadata: Any) -> list[tuple[i
     """(value, size in bytes) of each device parameter of the compiled kernel, in order,
     as Triton's launcher packs them: pointers as 8-byte addresses, ints in their width,
     floats as their IEEE bits (Python floats are fp32 arguments), then the null scratch
-    pointers. Constants (constexprs, None, ints equal to 1) are no parameter."""
+    pointers. Constants (constexprs, None, ints equal to 1) are no parameter; a tuple
+    argument is its elements, depth first (Triton's type of it is a tuple of theirs)."""
+    def leaves(ts: Any, vs: Any) -> list[tuple[str, Any]]:
+        if isinstance(ts, (tuple, list)):
+            return [leaf for t, v in zip(ts, vs, strict=True) for leaf in leaves(t, v)]
+        return [(ts, vs)]
+
     out = []
-    for ty, v in zip(types, values, strict=True):
+    for ty, v in leaves(types, values):
         if ty == "constexpr":
             continue
         if ty.startswith("*"):
@@ -525,7 +544,7 @@ def measure(cases: dict[str, Case], calls: int, reps: int) -> dict[str, Any]:
 
     tritonjit.set_backend("cuda")
     t0 = time.perf_counter()
-    cpp = Background(lambda: build_cpp(cases))  # 30-60 s, while the kernels compile
+    cpp = Background(lambda: build_cpp({k: c for k, c in cases.items() if not c.has_tuples}))  # 30-60 s, meanwhile
     _native.install_tensor_reader()  # built in the background too; measured in use
     target = triton.runtime.driver.active.get_current_target()
     side = torch.cuda.Stream()  # non-blocking, like the floor's stream
@@ -541,7 +560,7 @@ def measure(cases: dict[str, Case], calls: int, reps: int) -> dict[str, Any]:
         if ext is None:
             print(f"C++ path: the extension did not build: {cpp.error}", file=sys.stderr)
         for p in prepared.values():
-            if ext is not None:
+            if ext is not None and not p.case.has_tuples:
                 add_cpp(p, ext, stream, sync)
             else:
                 del p.rounds.paths[CPP]
@@ -594,6 +613,8 @@ def verdicts(res: dict[str, Any]) -> list[str]:
     for path, limit in TARGETS.items():
         met, missed = [], []
         for k, xs in res["x_floor"].items():
+            if path not in xs:
+                continue  # not measured for this kernel (C++ with tuples)
             x = xs.get(path)
             if x is None:
                 missed.append(f"{res['labels'][k]} (no figure)")
@@ -679,8 +700,9 @@ def smoke(keys: tuple[str, ...]) -> dict[str, Any]:
         print(f"{'ok  ' if ok else 'FAIL'} {c.label}: {ours or '(no parameters)'}" +
               ("" if ours == theirs else f" != Triton's {theirs}") +
               f"; interpreted launch {ran}; floor packs {len(params)} parameters ({sum(s for _, s in params)} bytes)")
-    src = cpp_source(cases)
-    print(f"C++ source: {len(src.splitlines())} lines, {len(cases)} loops (built and timed only on a GPU)")
+    plain = {k: c for k, c in cases.items() if not c.has_tuples}
+    src = cpp_source(plain)
+    print(f"C++ source: {len(src.splitlines())} lines, {len(plain)} loops (built and timed only on a GPU)")
     res["floor_c"] = compile_floor_source()
     res["failed"] += res["floor_c"].startswith("FAILED")
     print(f"floor C source: {res['floor_c']}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import torch
@@ -247,8 +247,16 @@ _DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int32
            torch.bool, torch.float64]
 
 
-def _random_runtime_value(rng: random.Random) -> Any:
+class _Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
+def _random_runtime_value(rng: random.Random, depth: int = 0) -> Any:
     r = rng.random()
+    if r < 0.12 and depth < 3:  # a tuple (nested, empty, or a namedtuple, which Python keys by its class)
+        items = tuple(_random_runtime_value(rng, depth + 1) for _ in range(rng.choice([0, 1, 2, 2, 3])))
+        return _Pair(*items[:2], *[None] * (2 - len(items[:2]))) if rng.random() < 0.1 else items
     if r < 0.35:
         return rng.choice([0, 1, -1, 16, 32, 17, 2**31 - 1, 2**31, 2**31 - 16, -2**31, -2**31 - 1, 2**32, 2**63 - 1,
                            2**63, 2**63 + 16, 2**64 - 1, 2**64, -2**63, -2**63 - 1, rng.randrange(-2**40, 2**40)])
@@ -360,29 +368,89 @@ def tuple_kernel(ptrs, n, coef, BLOCK: tl.constexpr):
     pass
 
 
-def test_tuple_calls_take_the_python_path_with_their_checks(recording):
-    # the C dispatcher keys plain arguments only: a tuple argument goes to the reference path,
-    # whose variant has no C entry (its device arguments are the tuple's leaves, not one per parameter)
+def test_tuple_calls_launch_natively_with_their_elements(recording):
+    """A tuple argument is keyed in C (the binder's TupleToken) and reaches a launch entry
+    that takes tuples (TJ_LAUNCH_F_TUPLES) as TJ_ARG_TUPLE: its elements, nested, each
+    digested as a plain argument would be."""
+    f = _fresh(tuple_kernel)
+    x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
+    f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)  # a miss: compiled through the Python path
+    f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+    (variant,) = f.variants()
+    assert variant.native is not None and variant.signature == "(*fp32:16,(*fp32:16,nullopt)),i32,(fp32,i32:1),64"
+    assert [c[0] for c in variant.launcher.calls] == ["python", "native"]
+    assert variant.launcher.calls[-1][3] == [(8, [(1, x.ptr), (8, [(1, y.ptr), (0, None)])]), (2, 100),
+                                             (8, [(4, 2.0), (2, 1)]), (6, 64)]
+    f[(2,)]((y, (x, None)), 100, (0.5, 1), BLOCK=64)  # other values, the same variant
+    assert variant.launcher.calls[-1][0] == "native"
+    assert variant.launcher.calls[-1][3][0] == (8, [(1, y.ptr), (8, [(1, x.ptr), (0, None)])])
+    assert variant.launcher.calls[-1][3][2] == (8, [(4, 0.5), (2, 1)])
+    launch = f.bind((2,), (x, (y, None)), 100, (2.0, 1), BLOCK=64)
+    launch((y, (x, None)), 100, (3.0, 1))
+    assert variant.launcher.calls[-1][3][2] == (8, [(4, 3.0), (2, 1)])
+    assert [c[0] for c in variant.launcher.calls] == ["python"] + ["native"] * 3
+
+
+def test_tuple_errors_come_from_the_python_path(recording):
     f = _fresh(tuple_kernel)
     x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
     f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
-    f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
-    (variant,) = f.variants()
-    assert variant.native is None and variant.signature == "(*fp32:16,(*fp32:16,nullopt)),i32,(fp32,i32:1),64"
-    assert [c[0] for c in variant.launcher.calls] == ["python", "python"]
-    assert variant.launcher.calls[-1][3] == ((x, (y, None)), 100, (2.0, 1))  # whole tuples: the backend flattens
-    launch = f.bind((2,), (x, (y, None)), 100, (2.0, 1), BLOCK=64)
-    launch((y, (x, None)), 100, (2.0, 1))
-    assert variant.launcher.calls[-1][3][0] == (y, (x, None))
     with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'ptrs\[1\]\[0\]'.*CPU tensor"):
         f[(2,)]((x, (FakeTensor(4096, device=-1), None)), 100, (2.0, 1), BLOCK=64)
     with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'ptrs\[1\]\[0\]'.*device 0 but 'ptrs\[0\]'"):
         f[(2,)]((FakeTensor(4096, device=1), (x, None)), 100, (2.0, 1), BLOCK=64)
+    with pytest.raises(tritonjit.ArgumentError, match=r"parameter 'coef'.*element \[1\].*got str"):
+        f[(2,)]((x, (y, None)), 100, (2.0, "a"), BLOCK=64)
     assert len(f.variants()) == 1  # caches intact
 
 
+def test_repeated_tuple_launches_follow_every_element(recording):
+    """The launch that repeats the last one reuses its tuple tokens: a call whose tuple
+    differs in any element (its value class, alignment, dtype, length, nesting) must get
+    its own variant and its own values."""
+    f = _fresh(tuple_kernel)
+    a, b = FakeTensor(1 << 20), FakeTensor((1 << 20) + 4)
+    h = FakeTensor(1 << 21, torch.float16)
+    seq = [((a, (a, None)), (2.0, 1)), ((a, (a, None)), (2.0, 1)), ((b, (a, None)), (2.0, 1)),
+           ((a, (a, a)), (2.0, 1)), ((h, (a, None)), (2.0, 1)), ((a, (a, None)), (2.0, 16)),
+           ((a, (a, None)), (2.0, 2**40)), ((a, (a, None)), (True, 1)), ((a, (a, None)), (2.0,)),
+           ((a, ((a,), None)), (2.0, 1)), ((a, (a, None)), (2.0, 1))]
+    for rnd in range(2):
+        for ptrs, coef in seq:
+            variant = f[(1,)](ptrs, 100, coef, BLOCK=64)
+            assert variant.signature == f.signature(ptrs, 100, coef, BLOCK=64), (ptrs, coef)
+            path, _, _, args = variant.launcher.calls[-1]
+            assert path == "native" or rnd == 0
+            if path == "native":
+                assert args[2] == (8, [_digest(c) for c in coef])
+    assert f._dispatcher.stats()["native"] > len(seq)
+
+
+def test_tuples_take_the_python_path_where_the_launcher_takes_none():
+    """A launch entry without TJ_LAUNCH_F_TUPLES never receives a tuple: those calls go
+    through the Python path (the backend flattens them there), plain calls stay native."""
+    backend = RecordingBackend(name="recording-no-tuples", tuples=False)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend("recording-no-tuples")
+    try:
+        f = _fresh(tuple_kernel)
+        x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
+        for _ in range(3):
+            f[(2,)]((x, (y, None)), 100, (2.0, 1), BLOCK=64)
+        (variant,) = f.variants()
+        assert [c[0] for c in variant.launcher.calls] == ["python"] * 3
+        assert variant.launcher.calls[-1][3] == ((x, (y, None)), 100, (2.0, 1))  # whole tuples
+        g = _fresh(add_kernel)
+        g[(1,)](x, x, x, 16, BLOCK=64)
+        g[(1,)](x, x, x, 16, BLOCK=64)
+        assert g._dispatcher.stats()["native"] == 1
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend("recording-no-tuples")
+
+
 def test_counting_recorder_counts_python_path_launches_without_recording_them():
-    # Recorder(keep=False) only counts: the Python path's launches too (a tuple call, f.run)
+    # Recorder(keep=False) only counts: the Python path's launches too (a miss, f.run)
     backend = RecordingBackend(name="counting-only", keep=False)
     tritonjit.register_backend(backend)
     tritonjit.set_backend("counting-only")

@@ -152,9 +152,9 @@ def leaves(slot: Slot, path: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, 
         yield from leaves(item, (*path, i))
 
 
-def is_compound(slot: Slot) -> bool:
-    """A tuple or a descriptor: a parameter the device receives as several arguments."""
-    return slot.items is not None or slot.is_tensordesc
+def has_descriptor(slot: Slot) -> bool:
+    """A descriptor, or a tuple holding one at any depth."""
+    return slot.is_tensordesc or any(has_descriptor(s) for s in slot.items or ())
 
 
 def slot_from_token(token: Any, param: Param) -> Slot:

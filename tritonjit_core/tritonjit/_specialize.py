@@ -120,6 +120,12 @@ class ParamRule:
         return bool(self.annotation) and not self.fixed
 
 
+def element_rule(rules: SpecializationRules | None = None) -> ParamRule:
+    """The :class:`ParamRule` of every element of a tuple argument (:func:`_element_rules`),
+    whatever its parameter's own flags; the native dispatcher keys elements by it."""
+    return param_rule(_element_rules(Param(0, "", False, False, False, "", False)), rules)
+
+
 def param_rule(param: Param, rules: SpecializationRules | None = None) -> ParamRule:
     """The :class:`ParamRule` of ``param`` under a backend's ``rules`` (Triton's by default)."""
     rules = rules or SpecializationRules()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from ._backend import Backend, CompiledVariant, call_hook
 from ._errors import HookError
-from ._signature import Slot, is_compound, render
+from ._signature import Slot, has_descriptor, render
 
 __all__ = ["Variant", "make_variant", "ModuleCache", "module_cache"]
 
@@ -38,10 +38,10 @@ class Variant:
         else:
             self.runtime_args = itemgetter(*idx)
         self.launcher = launcher
-        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher;
-        # its arguments are one per parameter, so tuples and descriptors keep to Python
-        compound = any(is_compound(s) for s in slots)
-        self.native = None if compound else getattr(launcher, "tritonjit_launch", None)
+        # the backend's C launch entry (tritonjit_launch.h), used by the native dispatcher.
+        # Tuples reach it as TJ_ARG_TUPLE where it announces TJ_LAUNCH_F_TUPLES (the
+        # dispatcher checks); descriptors, which a host fills per launch, keep to Python
+        self.native = None if any(has_descriptor(s) for s in slots) else getattr(launcher, "tritonjit_launch", None)
 
     @property
     def signature(self) -> str:

@@ -1,7 +1,8 @@
 """Tuple and host TensorDescriptor arguments launched on a GPU, against torch and Triton.
 
-Tuples reach the kernel as their non-constant elements, depth first; descriptors as
-Triton's CUDA launcher passes them (a host-made TMA CUtensorMap on sm_90+). Where
+Tuples reach the kernel as their non-constant elements, depth first (read by the C
+launch entry from the dispatcher's TJ_ARG_TUPLE arguments); descriptors as Triton's CUDA
+launcher passes them (a host-made TMA CUtensorMap on sm_90+, through Python). Where
 Triton's own ``kernel[grid]`` can launch the same call, its result must be the same
 bits as tritonjit's.
 """
@@ -46,22 +47,59 @@ def test_tuple_kernel_matches_torch(coef, offset):
     x = torch.randn(n + offset, device="cuda")[offset:]
     y = torch.randn(n, device="cuda")
     out = torch.empty(n + 1, device="cuda")[1:]  # an unaligned pointer inside the tuple
-    _axpby((x, (y, out)), n, coef)
-    torch.testing.assert_close(out, coef[0] * x + coef[1] * y)
+    for _ in range(2):  # a miss (the Python path), then the C entry reading the tuples
+        out.zero_()
+        _axpby((x, (y, out)), n, coef)
+        torch.testing.assert_close(out, coef[0] * x + coef[1] * y)
     ours = out.clone()
     tuple_axpby_kernel[(triton.cdiv(n, 256),)]((x, (y, out)), n, coef, BLOCK=256)  # Triton's own launcher
     assert torch.equal(out, ours)
 
 
-def test_tuple_variants_launch_through_python_and_plain_ones_stay_native():
+def test_tuple_variants_launch_through_the_c_entry():
+    f = tritonjit.function(tuple_axpby_kernel)
     x = torch.randn(4096, device="cuda")
     out = torch.empty_like(x)
     _axpby((x, (x, out)), 4096, (1.5, 2.5))
-    _axpby((x, (x, out)), 4096, (1.5, 2.5))
+    before = f._dispatcher.stats()["native"]
+    for k in range(3):  # new tensors and values each time, the same variant
+        y = torch.randn(4096, device="cuda")
+        _axpby((y, (x, out)), 4096, (1.5 + k, 2.5))
+        torch.testing.assert_close(out, (1.5 + k) * y + 2.5 * x)
+    assert f._dispatcher.stats()["native"] == before + 3
     sig = "(*fp32:16,(*fp32:16,*fp32:16)),i32:16,(fp32,fp32),256"
-    (variant,) = [v for v in tritonjit.function(tuple_axpby_kernel).variants() if v.signature == sig]
-    assert variant.native is None
-    torch.testing.assert_close(out, 4.0 * x)
+    (variant,) = [v for v in f.variants() if v.signature == sig]
+    assert variant.native is not None
+
+
+def test_tuple_launch_goes_to_the_current_stream():
+    # a side stream whose work a launch on the default stream would race
+    n = 1 << 22
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    _axpby((x, (y, out)), n, (2.0, 3.0))
+    _axpby((x, (y, out)), n, (2.0, 3.0))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        big = torch.randn(n, device="cuda")
+        for _ in range(20):
+            big.mul_(1.0001)
+        x.copy_(big)
+        _axpby((x, (y, out)), n, (2.0, 3.0))
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, 2.0 * x + 3.0 * y)
+
+
+def test_descriptor_variants_keep_to_the_python_path():
+    src = torch.randn(128, 128, device="cuda", dtype=torch.float16)
+    dst = torch.empty_like(src)
+    f = tritonjit.function(desc_copy_kernel)
+    for _ in range(2):
+        f[(2, 2)](TensorDescriptor.from_tensor(src, [64, 64]), TensorDescriptor.from_tensor(dst, [64, 64]),
+                  BM=64, BN=64)
+    assert all(v.native is None for v in f.variants())  # the host fills their descriptors per launch
+    torch.testing.assert_close(dst, src, atol=0, rtol=0)
 
 
 def test_cpu_tensor_inside_a_tuple_is_refused():

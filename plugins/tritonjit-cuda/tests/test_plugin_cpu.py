@@ -209,6 +209,7 @@ def test_tuple_abi_matches_the_ptx(arch, interpreter):
     assert v.signature == "(*fp32:16,(*fp32:16,*fp32)),i32:16,(fp32,i32:1),64"
     assert _abi_sizes(abi) == _ptx_params(v.asm["ptx"], v.name)
     assert abi.param_index == (0, 0, 0, 1, 2)
+    assert abi.paths == ((0,), (1, 0), (1, 1), (), (0,))  # where the C entry reads each leaf (TJ_ARG_TUPLE)
     args = abi.expand([(x, (x, x[1:])), 64, (2.0, 1)])  # the launcher's arguments: one per runtime parameter
     assert args[0] is x and args[2] is not x and args[3:] == [64, 2.0]
 
@@ -237,6 +238,7 @@ def test_descriptor_abi_matches_the_ptx_and_tritons_expansion(arch, padding, int
     theirs = [*nv.make_tensordesc_arg(src, metas[0]), *nv.make_tensordesc_arg(dst, metas[1])]
     _fake_fill.calls.clear()
     ours = abi.expand([src, dst])
+    assert abi.paths is None  # the host expands descriptors on every launch: no C entry reads them
     assert [a.data_ptr() if torch.is_tensor(a) else a for a in ours] == \
         [a.data_ptr() if torch.is_tensor(a) else a for a in theirs]
     assert _fake_fill.calls == theirs_calls
@@ -254,6 +256,7 @@ def test_descriptors_inside_tuples_follow_the_same_abi(interpreter):
     _fake_fill.calls.clear()
     out = abi.expand([pair, 2.0, 128])
     assert len(_fake_fill.calls) == 2 and out[-2:] == [2.0, 128]
+    assert abi.paths is None
 
 
 @needs_ext

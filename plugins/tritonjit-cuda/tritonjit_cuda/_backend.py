@@ -64,6 +64,8 @@ class LaunchState:
     param_index: tuple[int, ...]
     #: tuples and tensor descriptors: the launcher's arguments -> the device's (else None)
     expand: Callable[[Sequence[Any]], list[Any]] | None = None
+    #: the C launch entry reads tuple arguments itself (no descriptor among them)
+    c_tuples: bool = True
 
 
 _hooks_ready = False
@@ -243,9 +245,10 @@ class CudaBackend(TorchDevices):
             cooperative=bool(md.get("launch_cooperative_grid", False)), pdl=bool(md.get("launch_pdl", False)),
             types=types, param_index=index, n_scratch=n_scratch, scratch=scratch,
             max_grid=(props["max_grid_x"], props["max_grid_y"], props["max_grid_z"]),
-            scratch_alloc=_torch_glue.scratch_alloc, scratch_free=_torch_glue.scratch_free,
+            scratch_alloc=_torch_glue.scratch_alloc, scratch_free=_torch_glue.scratch_free, paths=abi.paths,
         )
-        return LaunchState(launcher, kernel.name, kernel.signature, device, types, index, abi.expand)
+        return LaunchState(launcher, kernel.name, kernel.signature, device, types, index, abi.expand,
+                           abi.paths is not None)
 
     @hookimpl
     def pack_args(self, state: LaunchState, args: Sequence[Any]) -> list[bytes]:
@@ -259,14 +262,17 @@ class CudaBackend(TorchDevices):
     def make_launcher(self, state: LaunchState) -> Any:
         if state.expand is None:
             return state.launcher
-        # tuples and descriptors: expanded in Python (host TMA descriptors are made per
-        # launch, as Triton's launcher makes them), then the same C launcher; having no
-        # C launch entry, these variants never take the native dispatcher's path
+        # tuples and descriptors: a Python call is expanded here (host TMA descriptors are
+        # made per launch, as Triton's launcher makes them), then the same C launcher.
+        # Without descriptors, the C launch entry reads the tuples itself (TJ_ARG_TUPLE),
+        # so the native dispatcher launches these variants as it launches plain ones.
         launch, expand = state.launcher, state.expand
 
         def launcher(grid: tuple[int, int, int], stream: int, args: Sequence[Any]) -> None:
             launch(grid, stream, expand(args))
 
+        if state.c_tuples:
+            launcher.tritonjit_launch = launch.tritonjit_launch  # type: ignore[attr-defined]
         return launcher
 
 

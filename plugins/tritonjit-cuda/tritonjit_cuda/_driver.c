@@ -580,6 +580,7 @@ static int parse_types(PyObject *codes, unsigned char *out, Py_ssize_t max, Py_s
 }
 
 #define MAX_ARGS 256
+#define LEAF_DEPTH 8 /* tuples nested deeper launch through Python (the core's dispatcher sends none) */
 
 /* digest(v) -> (kind, value): the tj_arg this launcher makes of a Python value (tests
  * compare it with the core dispatcher's). */
@@ -638,6 +639,11 @@ typedef struct {
   uint64_t scratch_size[2], scratch_align[2];
   unsigned char ty[MAX_ARGS];
   int param_index[MAX_ARGS]; /* kernel parameter index of each runtime argument */
+  /* where a runtime argument is an element of a tuple argument: its index at each level
+     (depth levels; 0: the parameter itself). Set from ``paths``; with them the C entry
+     takes tuples (TJ_LAUNCH_F_TUPLES) and reads each leaf from the TJ_ARG_TUPLE tree. */
+  unsigned char depth[MAX_ARGS];
+  unsigned char path[MAX_ARGS][LEAF_DEPTH];
   PyObject *name;            /* kernel name, for messages */
   char name_c[128];          /* the same, for messages made without the GIL */
   PyObject *scratch_alloc;   /* callable(nbytes, align, stream, device) -> int address */
@@ -744,7 +750,21 @@ fail:
   return -1;
 }
 
-/* The core's C dispatcher calls this through the capsule: args are per kernel parameter. */
+/* The tj_arg of runtime argument ``k``: its parameter's, or the element of that
+ * parameter's tuple its path names. NULL where the call has no such argument. */
+static inline const tj_arg *leaf_arg(const Launcher *L, Py_ssize_t k, const tj_arg *args, Py_ssize_t nargs) {
+  const int pi = L->param_index[k];
+  if (pi >= nargs) return NULL;
+  const tj_arg *a = &args[pi];
+  for (int q = 0; q < L->depth[k]; q++) {
+    if (a->kind != TJ_ARG_TUPLE || L->path[k][q] >= a->_pad) return NULL;
+    a = tj_arg_element(a, L->path[k][q]);
+  }
+  return a;
+}
+
+/* The core's C dispatcher calls this through the capsule: args are per kernel parameter
+ * (a tuple's elements under its TJ_ARG_TUPLE, where the launcher has paths). */
 static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
                            Py_ssize_t nargs) {
   Launcher *L = (Launcher *)self;
@@ -755,12 +775,12 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
     return -1;
   }
   for (Py_ssize_t k = 0; k < L->n_rt; k++) {
-    int pi = L->param_index[k];
-    if (pi >= nargs) {
-      PyErr_Format(PyExc_SystemError, "kernel '%U': launcher expects parameter %d, got %zd", L->name, pi, nargs);
+    const tj_arg *a = leaf_arg(L, k, args, nargs);
+    if (a == NULL) {
+      PyErr_Format(PyExc_SystemError, "kernel '%U': the call has no runtime argument %zd (parameter %d%s) of %zd "
+                   "parameters", L->name, k, L->param_index[k], L->depth[k] ? ", a tuple element" : "", nargs);
       return -1;
     }
-    const tj_arg *a = &args[pi];
     params[k] = &store[k];
     if (!pack_common(L->ty[k], a, &store[k])) {
       store[k] = 0;
@@ -839,9 +859,8 @@ static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stre
     params[L->n_rt + k] = &no_scratch;
   }
   for (Py_ssize_t k = 0; k < L->n_rt; k++) {
-    int pi = L->param_index[k];
-    if (pi >= nargs) return 1;
-    const tj_arg *a = &args[pi];
+    const tj_arg *a = leaf_arg(L, k, args, nargs);
+    if (a == NULL) return 1; /* the GIL path raises */
     params[k] = &store[k];
     if (!pack_common(L->ty[k], a, &store[k]) && pack_nogil(L->ty[k], a, &store[k])) return 1;
   }
@@ -1004,17 +1023,56 @@ static PyObject *Launcher_get_info(PyObject *self, void *closure) {
                        L->pdl, "types", types, "n_scratch", L->n_scratch);
 }
 
+/* ``paths``: None, or per runtime argument the index path of its tuple element (an empty
+ * tuple for a plain parameter). Sets L->depth and L->path; *tuples becomes 0 where a
+ * path is too deep or an index too large for them (such calls launch through Python). */
+static int set_paths(Launcher *L, PyObject *paths, int *tuples) {
+  memset(L->depth, 0, sizeof L->depth);
+  if (paths == Py_None) return 0;
+  PyObject *seq = PySequence_Fast(paths, "paths must be a sequence of index tuples");
+  if (!seq) return -1;
+  if (PySequence_Fast_GET_SIZE(seq) != L->n_rt) {
+    Py_DECREF(seq);
+    PyErr_SetString(PyExc_ValueError, "paths and types differ in length");
+    return -1;
+  }
+  for (Py_ssize_t k = 0; k < L->n_rt && *tuples; k++) {
+    PyObject *p = PySequence_Fast(PySequence_Fast_GET_ITEM(seq, k), "each path must be a sequence of ints");
+    if (!p) {
+      Py_DECREF(seq);
+      return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(p);
+    if (n > LEAF_DEPTH) *tuples = 0;
+    for (Py_ssize_t q = 0; q < n && *tuples; q++) {
+      long i = PyLong_AsLong(PySequence_Fast_GET_ITEM(p, q));
+      if (i == -1 && PyErr_Occurred()) {
+        Py_DECREF(p);
+        Py_DECREF(seq);
+        return -1;
+      }
+      if (i < 0 || i > 255) *tuples = 0;
+      L->path[k][q] = (unsigned char)i;
+    }
+    L->depth[k] = (unsigned char)(*tuples ? n : 0);
+    Py_DECREF(p);
+  }
+  Py_DECREF(seq);
+  if (!*tuples) memset(L->depth, 0, sizeof L->depth);
+  return 0;
+}
+
 static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
   Launcher *L = (Launcher *)self;
   static char *kwlist[] = {"name", "function", "context", "device", "num_warps", "shared", "num_ctas",
                            "cooperative", "pdl", "types", "param_index", "n_scratch", "scratch",
-                           "max_grid", "scratch_alloc", "scratch_free", NULL};
+                           "max_grid", "scratch_alloc", "scratch_free", "paths", NULL};
   unsigned long long fn, ctx;
   int device, num_warps, shared, num_ctas, coop, pdl, n_scratch;
-  PyObject *name, *types, *pindex, *scratch, *max_grid, *salloc, *sfree;
-  if (!PyArg_ParseTupleAndKeywords(args, kwds, "UKKiiiippOOiOOOO", kwlist, &name, &fn, &ctx, &device, &num_warps,
+  PyObject *name, *types, *pindex, *scratch, *max_grid, *salloc, *sfree, *paths = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "UKKiiiippOOiOOOO|O", kwlist, &name, &fn, &ctx, &device, &num_warps,
                                    &shared, &num_ctas, &coop, &pdl, &types, &pindex, &n_scratch, &scratch,
-                                   &max_grid, &salloc, &sfree))
+                                   &max_grid, &salloc, &sfree, &paths))
     return -1;
   if (ensure_libcuda() < 0) return -1;
   if (parse_types(types, L->ty, MAX_ARGS, &L->n_rt) < 0) return -1;
@@ -1033,6 +1091,8 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
   }
   for (Py_ssize_t k = 0; k < L->n_rt; k++) L->param_index[k] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(pi, k));
   Py_DECREF(pi);
+  int tuples = paths != Py_None && L->n_tma == 0;
+  if (set_paths(L, paths, &tuples) < 0) return -1;
   if (n_scratch < 0 || n_scratch > 2) {
     PyErr_SetString(PyExc_ValueError, "n_scratch must be 0, 1 or 2");
     return -1;
@@ -1064,7 +1124,7 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
     snprintf(L->name_c, sizeof L->name_c, "%s", u);
   }
   L->tj.abi = TJ_LAUNCH_ABI;
-  L->tj.flags = TJ_LAUNCH_F_NOGIL;
+  L->tj.flags = TJ_LAUNCH_F_NOGIL | (tuples ? TJ_LAUNCH_F_TUPLES : 0u);
   L->tj.self = L;
   L->tj.launch = tj_launch_entry;
   L->tj.launch_nogil = tj_launch_nogil;

@@ -61,11 +61,16 @@ def type_codes(signature: str) -> tuple[bytes, tuple[int, ...]]:
 class DeviceAbi:
     """The device arguments of one variant: their type codes, the kernel parameter of
     each, and ``expand`` (the launcher's arguments -> the device's), None where every
-    argument already is one device argument (the C launcher takes them as they are)."""
+    argument already is one device argument (the C launcher takes them as they are).
+
+    ``paths``: where each device argument sits inside its parameter's tuple (``()`` for
+    the parameter itself), for the C launch entry, which reads tuples element by element
+    (TJ_ARG_TUPLE); None where a descriptor needs the host (``expand``) on every launch."""
 
     codes: bytes
     param_index: tuple[int, ...]
     expand: Callable[[Sequence[Any]], list[Any]] | None
+    paths: tuple[tuple[int, ...], ...] | None = None
 
 
 def device_abi(signature: str, metadata: dict[str, Any], runtime: Sequence[int] | None = None,
@@ -78,9 +83,10 @@ def device_abi(signature: str, metadata: dict[str, Any], runtime: Sequence[int] 
     metas = list(metadata.get("tensordesc_meta") or [])
     codes: list[int] = []
     index: list[int] = []
+    paths: list[tuple[int, ...]] = []
     expanders: list[Callable[[Any], list[Any]] | None] = []
     for p in plan:
-        for _, ty in p.leaves:
+        for path, ty in p.leaves:
             if ty.startswith(TENSORDESC):
                 meta = metas.pop(0) if metas else None
                 dcodes, expander = _descriptor_abi(ty, meta, fill_tma)
@@ -90,10 +96,12 @@ def device_abi(signature: str, metadata: dict[str, Any], runtime: Sequence[int] 
             else:
                 codes.append(type_code(ty))
                 index.append(p.index)
+                paths.append(path)
                 expanders.append(None)
     if flat is None:
-        return DeviceAbi(bytes(codes), tuple(index), None)
-    return DeviceAbi(bytes(codes), tuple(index), _expander(flat, expanders))
+        return DeviceAbi(bytes(codes), tuple(index), None, tuple(paths))
+    by_host = any(expanders)
+    return DeviceAbi(bytes(codes), tuple(index), _expander(flat, expanders), None if by_host else tuple(paths))
 
 
 def _expander(flat: Callable[[Sequence[Any]], list[Any]],

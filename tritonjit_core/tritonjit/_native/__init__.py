@@ -20,8 +20,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .._signature import NULLOPT, Param
-from .._specialize import _constexpr_key, param_rule, triton_dtype_name
+from .._signature import NULLOPT, Param, TupleToken
+from .._specialize import _constexpr_key, element_rule, param_rule, triton_dtype_name
 
 #: why the native dispatcher is missing when tritonjit-core was installed without it
 NOT_BUILT = ("not built: the optional native dispatcher (tritonjit._native._dispatch) was not compiled when "
@@ -91,10 +91,13 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
 
     from .._registry import registry
 
+    elem = element_rule(rules)  # a tuple argument's elements are keyed by it
+    elem_flags = (dispatch.F_ALIGN if elem.align else 0) | (dispatch.F_EQ1 if elem.equal_to_1 else 0)
     install_tensor_reader()
     return dispatch.Dispatcher(
         fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
         _current_device_fn(backend), backend.current_stream, registry.current_cell, backend, device_mode, _NO_DEFAULT,
+        elem_flags, TupleToken,
     )
 
 

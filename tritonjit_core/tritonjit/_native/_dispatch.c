@@ -33,6 +33,8 @@ _Static_assert(MAXP <= 64, "bind_call keeps a 64-bit mask of the parameters boun
 #define MAXOPT 8  /* launch options (num_warps=...) handled natively */
 #define MEMO_N 4  /* recent (device, key) -> variant entries */
 #define MAXKW (MAXP + MAXOPT + 1) /* keyword names of a call resolved once per kwnames tuple */
+#define MAXSUB 128 /* elements of all tuple arguments of one call (nested ones included) */
+#define MAXDEPTH 8 /* tuples nested deeper take the Python path */
 
 enum {
   F_CONSTEXPR = 1, F_ALIGN = 2, F_EQ1 = 4, F_CONST_PTR = 8, F_ANN_FIXED = 16, F_ANN_REMAP = 32,
@@ -127,6 +129,8 @@ typedef struct {
   PyObject *kw_names;            /* the kwnames tuple kw_slot was resolved for (held) */
   signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
+  int elem_flags;            /* F_ALIGN, F_EQ1 as a tuple's elements are specialized (_element_rules) */
+  PyObject *tuple_token_type; /* _signature.TupleToken: the key token of a tuple argument */
   ParamSpec ps[]; /* one per parameter (the object's variable part) */
 } Dispatcher;
 
@@ -234,6 +238,34 @@ static PyObject *class_token_slow(Dispatcher *d, Py_ssize_t i, int cls) {
   return tok;
 }
 
+/* The pointer tokens (aligned, unaligned) of a dtype, const or not, from d->ptr_tables
+ * (made by ptr_token_fn on first sight). A borrowed 2-tuple; NULL (no error set): an
+ * unsupported dtype or an error, the Python path says which. */
+static PyObject *ptr_pair(Dispatcher *d, int is_const, PyObject *dtype) {
+  PyObject *table = d->ptr_tables[is_const ? 1 : 0];
+  PyObject *pair = PyDict_GetItemWithError(table, dtype);
+  if (pair == NULL) {
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return NULL;
+    }
+    SLOW_PATH();
+    pair = PyObject_CallFunctionObjArgs(d->ptr_token_fn, dtype, is_const ? Py_True : Py_False, NULL);
+    if (pair == NULL) {
+      PyErr_Clear();
+      return NULL;
+    }
+    int r = PyDict_SetItem(table, dtype, pair);
+    Py_DECREF(pair); /* the table holds it */
+    if (r < 0) {
+      PyErr_Clear();
+      return NULL;
+    }
+  }
+  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return NULL; /* unsupported dtype */
+  return pair;
+}
+
 /* Pointer tokens (aligned, unaligned) of a dtype for parameter ``i``, its annotation
  * remap applied; -1: fallback. Borrowed. */
 static int ptr_tokens(Dispatcher *d, Py_ssize_t i, PyObject *dtype, PyObject **t16, PyObject **t) {
@@ -244,26 +276,8 @@ static int ptr_tokens(Dispatcher *d, Py_ssize_t i, PyObject *dtype, PyObject **t
     return 0;
   }
   SLOW_PATH();
-  PyObject *table = d->ptr_tables[(ps->flags & F_CONST_PTR) ? 1 : 0];
-  PyObject *pair = PyDict_GetItemWithError(table, dtype);
-  if (pair == NULL) {
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      return -1;
-    }
-    pair = PyObject_CallFunctionObjArgs(d->ptr_token_fn, dtype, (ps->flags & F_CONST_PTR) ? Py_True : Py_False, NULL);
-    if (pair == NULL) {
-      PyErr_Clear();
-      return -1;
-    }
-    int r = PyDict_SetItem(table, dtype, pair);
-    Py_DECREF(pair); /* the table holds it */
-    if (r < 0) {
-      PyErr_Clear();
-      return -1;
-    }
-  }
-  if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) return -1; /* unsupported dtype */
+  PyObject *pair = ptr_pair(d, ps->flags & F_CONST_PTR, dtype);
+  if (pair == NULL) return -1;
   PyObject *a16 = PyTuple_GET_ITEM(pair, 0), *a = PyTuple_GET_ITEM(pair, 1);
   if (ps->flags & F_ANN_REMAP) { /* both now: annotate_fn is a pure function of the token */
     a16 = remap_token(d, i, a16);
@@ -389,34 +403,47 @@ static inline int reader_read(KeyRun *run, PyObject *v, uint64_t *ptr, PyObject 
   return g_read(v, ptr, dtype, dev);
 }
 
-/* Token of a tensor argument (anything tj_digest_scalar does not take); digests it into
- * ``a`` (``a->obj`` already set). NULL: take the Python path. The data pointer, dtype and
- * device are read on every call: a tensor object may be given new storage (``set_``,
- * ``.data =``) between two calls, so nothing of it is remembered by identity. */
-static PyObject *tensor_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, KeyRun *run) {
+/* Read a tensor argument of parameter ``i`` (at the top level or inside its tuple):
+ * its data pointer into ``a``, its dtype (*dtype: borrowed from the reader, or a new
+ * reference where *own_dtype; NULL where ``want_dtype`` is 0 and Python read it), and
+ * its device checked against the call's. 0, or -1: take the Python path. The data
+ * pointer, dtype and device are read on every call: a tensor object may be given new
+ * storage (``set_``, ``.data =``) between two calls, so nothing of it is remembered by
+ * identity. */
+static int read_tensor_arg(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, KeyRun *run, int want_dtype,
+                           PyObject **dtype, int *own_dtype) {
   ParamSpec *ps = &d->ps[i];
-  PyObject *dtype = NULL; /* borrowed from the reader, or a new reference */
-  int dev = -1, own_dtype = 0;
+  int dev = -1;
   uint64_t ptr;
-  if (g_read == NULL || reader_read(run, v, &ptr, &dtype, &dev) != 0) {
-    if (read_by_python(d, v, &ptr, (ps->flags & F_ANN_FIXED) ? NULL : &dtype) < 0) return NULL;
-    own_dtype = dtype != NULL;
+  *dtype = NULL;
+  *own_dtype = 0;
+  if (g_read == NULL || reader_read(run, v, &ptr, dtype, &dev) != 0) {
+    if (read_by_python(d, v, &ptr, want_dtype ? dtype : NULL) < 0) return -1;
+    *own_dtype = *dtype != NULL;
     dev = -1;
   }
   a->kind = TJ_ARG_PTR;
   a->v.u = ptr;
-  if (d->device_mode && dev < 0 && (dev = device_by_python(ps, v, ptr)) < 0) {
-    if (own_dtype) Py_DECREF(dtype);
-    return NULL; /* a CPU tensor (or an error): the Python path says which */
-  }
   if (d->device_mode) {
+    if (dev < 0 && (dev = device_by_python(ps, v, ptr)) < 0) goto fail; /* a CPU tensor (or an error) */
     if (run->device < 0)
       run->device = dev;
-    else if (run->device != dev) {
-      if (own_dtype) Py_DECREF(dtype);
-      return NULL; /* tensors on two devices */
-    }
+    else if (run->device != dev)
+      goto fail; /* tensors on two devices: the Python path says which */
   }
+  return 0;
+fail:
+  if (*own_dtype) Py_DECREF(*dtype);
+  return -1;
+}
+
+/* Token of a tensor argument (anything tj_digest_scalar does not take); digests it into
+ * ``a`` (``a->obj`` already set). NULL: take the Python path. */
+static PyObject *tensor_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, KeyRun *run) {
+  ParamSpec *ps = &d->ps[i];
+  PyObject *dtype;
+  int own_dtype;
+  if (read_tensor_arg(d, i, v, a, run, !(ps->flags & F_ANN_FIXED), &dtype, &own_dtype) < 0) return NULL;
   if (ps->flags & F_ANN_FIXED) {
     if (own_dtype) Py_DECREF(dtype);
     return ps->ann; /* the annotation decides the token */
@@ -425,7 +452,7 @@ static PyObject *tensor_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *
   int r = ptr_tokens(d, i, dtype, &t16, &t);
   if (own_dtype) Py_DECREF(dtype);
   if (r < 0) return NULL;
-  return ((ps->flags & F_ALIGN) && divisible_u(d, ptr)) ? t16 : t;
+  return ((ps->flags & F_ALIGN) && divisible_u(d, a->v.u)) ? t16 : t;
 }
 
 /* Token of runtime argument ``i`` (``ps`` is &d->ps[i], ``mask`` d->div_mask: the loop
@@ -482,6 +509,8 @@ typedef struct {
   int differs;                 /* some part is another object than in the hint (compute_key) */
   int nown;                    /* how many of kel are owned (most calls: none) ... */
   unsigned char owned[MAXP];   /* ... and which */
+  int nsub;                    /* elements of tuple arguments digested into sub (0: no tuple) */
+  tj_arg sub[MAXSUB];          /* their tj_args: each tuple's a contiguous run (TJ_ARG_TUPLE) */
 } Keyed;
 
 static void keyed_release(Keyed *k) {
@@ -585,6 +614,113 @@ static int bind_call(Dispatcher *d, PyObject *const *args, Py_ssize_t nargs, PyO
   return 0;
 }
 
+/* ---- tuple arguments ------------------------------------------------------------------- */
+/* Token of one element of a tuple argument of parameter ``i``, digested into ``a``:
+ * _specialize.py's element rules (every element specialized by value and alignment as
+ * the backend's rules say, no const pointer, no annotation: d->elem_flags). Borrowed;
+ * NULL: take the Python path (a nested tuple is tuple_token's, not this). */
+static PyObject *element_token(Dispatcher *d, Py_ssize_t i, PyObject *v, tj_arg *a, KeyRun *run) {
+  PyTypeObject *tp = Py_TYPE(v);
+  long long x;
+  int cls;
+  a->obj = v;
+  a->_pad = 0;
+  if (tp == &PyLong_Type && compact_int(v, &x)) {
+    a->kind = TJ_ARG_INT;
+    a->v.i = x;
+    cls = compact_int_class(d, d->div_mask, d->elem_flags, x);
+  } else if (tp == &PyFloat_Type) {
+    a->kind = TJ_ARG_FLOAT;
+    a->v.d = PyFloat_AS_DOUBLE(v);
+    cls = T_FP32;
+  } else if (tj_digest_scalar(v, a)) {
+    switch (a->kind) {
+      case TJ_ARG_BOOL: cls = T_U1; break;
+      case TJ_ARG_NONE: cls = T_NULLOPT; break;
+      default:
+        SLOW_PATH();
+        cls = int_class(d, d->elem_flags, a);
+        if (cls < 0) return NULL;
+    }
+  } else {
+    PyObject *dtype;
+    int own_dtype;
+    if (read_tensor_arg(d, i, v, a, run, 1, &dtype, &own_dtype) < 0) return NULL;
+    PyObject *pair = ptr_pair(d, 0, dtype);
+    if (own_dtype) Py_DECREF(dtype);
+    if (pair == NULL) return NULL;
+    return PyTuple_GET_ITEM(pair, (d->elem_flags & F_ALIGN) && divisible_u(d, a->v.u) ? 0 : 1);
+  }
+  return d->tok[cls];
+}
+
+/* Token of an exact tuple argument of parameter ``i`` (elements nested ``depth`` deep),
+ * as _specialize.tuple_token makes it: TupleToken((element tokens...), None). Its
+ * elements are digested into a run of k->sub, and ``a`` becomes their TJ_ARG_TUPLE.
+ *
+ * ``hint`` is this argument's token in the key launched last (or NULL): where every
+ * element's token equals the hint's, the hint itself is the token (borrowed, *owned 0),
+ * and most launches repeat the last one's tuples; otherwise a new TupleToken is made
+ * (a new reference, *owned 1). NULL: take the Python path (a namedtuple, a descriptor
+ * or any other element the fast path does not know, too many elements). */
+static PyObject *tuple_token(Dispatcher *d, Py_ssize_t i, PyObject *v, PyObject *hint, tj_arg *a, Keyed *k,
+                             KeyRun *run, int depth, int *owned) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(v);
+  *owned = 0;
+  if (d->tuple_token_type == NULL || depth >= MAXDEPTH || n > MAXSUB - k->nsub) return NULL;
+  tj_arg *sub = &k->sub[k->nsub];
+  k->nsub += (int)n;
+  a->kind = TJ_ARG_TUPLE;
+  a->_pad = (int)n;
+  a->v.u = (uint64_t)(uintptr_t)sub;
+  a->obj = v;
+  PyObject *hitems = NULL; /* the hint's element tokens, where it is a plain tuple's of n */
+  if (hint != NULL && Py_TYPE(hint) == (PyTypeObject *)d->tuple_token_type && PyTuple_GET_SIZE(hint) == 2 &&
+      PyTuple_GET_ITEM(hint, 1) == Py_None) {
+    hitems = PyTuple_GET_ITEM(hint, 0);
+    if (!PyTuple_CheckExact(hitems) || PyTuple_GET_SIZE(hitems) != n) hitems = NULL;
+  }
+  PyObject *toks[MAXSUB];
+  unsigned char own[MAXSUB];
+  int match = hitems != NULL;
+  Py_ssize_t j;
+  for (j = 0; j < n; j++) {
+    PyObject *e = PyTuple_GET_ITEM(v, j), *h = hitems != NULL ? PyTuple_GET_ITEM(hitems, j) : NULL;
+    int o = 0;
+    PyObject *t = PyTuple_CheckExact(e) ? tuple_token(d, i, e, h, &sub[j], k, run, depth + 1, &o)
+                                        : element_token(d, i, e, &sub[j], run);
+    if (t == NULL) break;
+    toks[j] = t;
+    own[j] = (unsigned char)o;
+    if (match && !(t == h || same(t, h))) match = 0;
+  }
+  if (j < n || match) { /* a failure, or the hint's token: nothing made here is kept */
+    for (Py_ssize_t q = 0; q < j; q++)
+      if (own[q]) Py_DECREF(toks[q]);
+    return j < n ? NULL : hint;
+  }
+  SLOW_PATH();
+  PyObject *items = PyTuple_New(n);
+  if (items == NULL) {
+    for (Py_ssize_t q = 0; q < n; q++)
+      if (own[q]) Py_DECREF(toks[q]);
+    PyErr_Clear();
+    return NULL;
+  }
+  for (Py_ssize_t q = 0; q < n; q++) {
+    if (!own[q]) Py_INCREF(toks[q]);
+    PyTuple_SET_ITEM(items, q, toks[q]); /* an owned element's reference moves into items */
+  }
+  PyObject *tok = PyObject_CallOneArg(d->tuple_token_type, items);
+  Py_DECREF(items);
+  if (tok == NULL) {
+    PyErr_Clear();
+    return NULL;
+  }
+  *owned = 1;
+  return tok;
+}
+
 /* compute_key's hint when there is none: no key part is NULL, so every part differs */
 static PyObject *const no_hint[MAXP];
 
@@ -603,6 +739,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) 
   uintptr_t diff = 0;
   KeyRun run = {-1, g_slow_epoch - 1}; /* the modes are not known yet */
   k->nown = 0;
+  k->nsub = 0;
   for (Py_ssize_t i = 0; i < P; i++, ps++) {
     PyObject *v = vals[i], *kel;
     if (ps->flags & F_CONSTEXPR) {
@@ -622,6 +759,14 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) 
         }
         k->owned[k->nown++] = (unsigned char)i;
       }
+    } else if (Py_IS_TYPE(v, &PyTuple_Type) && !(ps->flags & (F_ANN_FIXED | F_ANN_REMAP))) {
+      int owned;
+      kel = tuple_token(d, i, v, hint[i], &k->args[i], k, &run, 0, &owned);
+      if (kel == NULL) {
+        keyed_release(k);
+        return 1;
+      }
+      if (owned) k->owned[k->nown++] = (unsigned char)i;
     } else {
       kel = token_of(d, i, ps, mask, v, &k->args[i], &run);
       if (kel == NULL) {
@@ -831,6 +976,7 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   if (m == NULL) m = lookup(d, c, &k);
   keyed_release(&k);
   if (m == NULL) return NULL;
+  if (k.nsub > 0 && !(m->tj->flags & TJ_LAUNCH_F_TUPLES)) return NULL; /* its launcher takes no tuples */
   d->last = m;
   /* a grid callable or the stream getter may run Python code that reuses the memo */
   PyObject *variant = m->variant, *cap = m->capsule;
@@ -1172,6 +1318,7 @@ static int Dispatcher_traverse(PyObject *self, visitproc visit, void *arg) {
   Py_VISIT(d->backend);
   Py_VISIT(d->cached_gl);
   Py_VISIT(d->kw_names);
+  Py_VISIT(d->tuple_token_type);
   for (int n = 0; n < MEMO_N; n++) {
     Py_VISIT(d->memo[n].key);
     Py_VISIT(d->memo[n].variant);
@@ -1206,6 +1353,7 @@ static int Dispatcher_clear(PyObject *self) {
   Py_CLEAR(d->backend);
   Py_CLEAR(d->cached_gl);
   Py_CLEAR(d->kw_names);
+  Py_CLEAR(d->tuple_token_type);
   for (int n = 0; n < MEMO_N; n++) memo_clear(&d->memo[n]);
   return 0;
 }
@@ -1217,15 +1365,20 @@ static void Dispatcher_dealloc(PyObject *self) {
 }
 
 /* Dispatcher(run, caches, params, div, tokens, ptr_token_fn, ck_fn, annotate_fn,
-              current_device_fn, current_stream_fn, registry, backend, device_mode, no_default)
-   params: tuple of (name, flags, default, forced_token) */
+              current_device_fn, current_stream_fn, registry, backend, device_mode, no_default
+              [, elem_flags, tuple_token_type])
+   params: tuple of (name, flags, default, forced_token); without tuple_token_type (None)
+   every call with a tuple argument takes the Python path */
 static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  PyObject *run, *caches, *params, *tokens, *ptf, *ck, *ann, *cdf, *csf, *reg, *be, *nodef;
+  PyObject *run, *caches, *params, *tokens, *ptf, *ck, *ann, *cdf, *csf, *reg, *be, *nodef, *ttype = Py_None;
   long div;
-  int mode;
-  if (!PyArg_ParseTuple(args, "OO!O!lO!OOOOOOOpO", &run, &PyDict_Type, &caches, &PyTuple_Type, &params, &div,
-                        &PyTuple_Type, &tokens, &ptf, &ck, &ann, &cdf, &csf, &reg, &be, &mode, &nodef))
+  int mode, elem_flags = 0;
+  if (!PyArg_ParseTuple(args, "OO!O!lO!OOOOOOOpO|iO", &run, &PyDict_Type, &caches, &PyTuple_Type, &params, &div,
+                        &PyTuple_Type, &tokens, &ptf, &ck, &ann, &cdf, &csf, &reg, &be, &mode, &nodef, &elem_flags,
+                        &ttype))
     return NULL;
+  if (ttype != Py_None && !(PyType_Check(ttype) && PyType_IsSubtype((PyTypeObject *)ttype, &PyTuple_Type)))
+    return PyErr_Format(PyExc_TypeError, "tuple_token_type must be a tuple subclass or None");
   Py_ssize_t P = PyTuple_GET_SIZE(params);
   if (P > MAXP) return PyErr_Format(PyExc_ValueError, "at most %d parameters", MAXP);
   if (PyTuple_GET_SIZE(tokens) != T_COUNT) return PyErr_Format(PyExc_ValueError, "need %d tokens", T_COUNT);
@@ -1273,6 +1426,8 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
   KEEP(run, run) KEEP(caches, caches) KEEP(ptr_token_fn, ptf) KEEP(ck_fn, ck) KEEP(annotate_fn, ann)
   KEEP(current_device_fn, cdf) KEEP(current_stream_fn, csf) KEEP(registry, reg) KEEP(backend, be)
 #undef KEEP
+  d->elem_flags = elem_flags & (F_ALIGN | F_EQ1);
+  if (ttype != Py_None) d->tuple_token_type = Py_NewRef(ttype);
   PyObject_GC_Track(d);
   return (PyObject *)d;
 fail:
@@ -1517,6 +1672,8 @@ static int rec_launch_nogil(void *self, const unsigned int grid[3], uint64_t str
     snprintf(err, errlen, "recorder: %zd arguments, at most %d", nargs, MAXP);
     return -1;
   }
+  for (Py_ssize_t i = 0; i < nargs; i++)
+    if (args[i].kind == TJ_ARG_TUPLE) return 1; /* recorded with the GIL (rec_launch), as a list */
   pthread_mutex_lock(&r->mu);
   r->count++;
   if (r->keep) {
@@ -1629,16 +1786,16 @@ static PyObject *Recorder_capsule(PyObject *self, void *closure) {
 }
 
 static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"keep", NULL};
-  int keep = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$p", kwlist, &keep)) return NULL;
+  static char *kwlist[] = {"keep", "tuples", NULL};
+  int keep = 1, tuples = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$pp", kwlist, &keep, &tuples)) return NULL;
   Recorder *r = (Recorder *)type->tp_alloc(type, 0);
   if (!r) return NULL;
   r->keep = keep;
   r->vectorcall = Recorder_vectorcall;
   r->calls = PyList_New(0);
   r->tj.abi = TJ_LAUNCH_ABI;
-  r->tj.flags = TJ_LAUNCH_F_NOGIL;
+  r->tj.flags = TJ_LAUNCH_F_NOGIL | (tuples ? TJ_LAUNCH_F_TUPLES : 0u);
   r->tj.self = r;
   r->tj.launch = rec_launch;
   r->tj.current_stream = NULL;
@@ -1669,7 +1826,8 @@ static PyTypeObject RecorderType = {
     .tp_new = Recorder_new,
     .tp_dealloc = Recorder_dealloc,
     .tp_getset = Recorder_getset,
-    .tp_doc = "Records launches (tests of the native path without an accelerator).",
+    .tp_doc = "Recorder(*, keep=True, tuples=True): records launches (tests of the native path without an "
+              "accelerator); keep=False only counts them, tuples=False leaves TJ_LAUNCH_F_TUPLES out",
 };
 
 /* ---- module functions ------------------------------------------------------------------ */

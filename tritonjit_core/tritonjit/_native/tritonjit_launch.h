@@ -41,11 +41,14 @@ enum tj_arg_kind {
   TJ_ARG_BOOL = 5,  /* a Python bool: v.i is 0 or 1 */
   TJ_ARG_CONST = 6, /* a constexpr parameter (not passed to the device) */
   TJ_ARG_OTHER = 7, /* anything else: convert ``obj`` yourself */
+  TJ_ARG_TUPLE = 8, /* a tuple (only to launchers with TJ_LAUNCH_F_TUPLES): its elements are
+                       the tj_arg array at v.u, _pad of them, each digested the same way
+                       (a nested tuple again TJ_ARG_TUPLE); valid for the call only */
 };
 
 typedef struct tj_arg {
   int kind;
-  int _pad;
+  int _pad; /* 0; for TJ_ARG_TUPLE, the number of elements */
   union {
     uint64_t u;
     int64_t i;
@@ -78,6 +81,14 @@ typedef struct tj_launch {
 
 /* flags */
 #define TJ_LAUNCH_F_NOGIL 1u /* ``launch_nogil`` is present */
+/* ``launch`` takes tuple arguments as TJ_ARG_TUPLE (their device leaves read from the
+ * elements, as the variant's signature lays them out); without this flag a call with a
+ * tuple argument never reaches the C entry. Additive: no ABI change. */
+#define TJ_LAUNCH_F_TUPLES 2u
+/* A tuple argument's element ``i`` (no check: i < a->_pad is the reader's to make). */
+static inline const tj_arg *tj_arg_element(const tj_arg *a, int i) {
+  return (const tj_arg *)(uintptr_t)a->v.u + i;
+}
 
 /* Digesting a Python value into a tj_arg: one definition for the core's dispatcher
  * (_dispatch.c, which also keys the call from it) and a plugin's Python-facing
@@ -126,13 +137,26 @@ static inline int tj_digest_scalar(PyObject *o, tj_arg *a) {
 }
 
 /* ``(kind, value)`` of a digested argument, for recorders and tests: an int for
- * TJ_ARG_PTR/INT/UINT/BOOL, a float for TJ_ARG_FLOAT, the original object (or None)
- * otherwise. A new reference, or NULL with a Python error set. */
+ * TJ_ARG_PTR/INT/UINT/BOOL, a float for TJ_ARG_FLOAT, a list of the elements' for
+ * TJ_ARG_TUPLE, the original object (or None) otherwise. A new reference, or NULL with a Python error set. */
 static inline PyObject *tj_arg_describe(const tj_arg *a) {
   switch (a->kind) {
     case TJ_ARG_PTR: case TJ_ARG_UINT: return Py_BuildValue("(iK)", a->kind, (unsigned long long)a->v.u);
     case TJ_ARG_INT: case TJ_ARG_BOOL: return Py_BuildValue("(iL)", a->kind, (long long)a->v.i);
     case TJ_ARG_FLOAT: return Py_BuildValue("(id)", a->kind, a->v.d);
+    case TJ_ARG_TUPLE: { /* (kind, [element, ...]) */
+      PyObject *items = PyList_New(a->_pad);
+      if (items == NULL) return NULL;
+      for (int i = 0; i < a->_pad; i++) {
+        PyObject *e = tj_arg_describe(tj_arg_element(a, i));
+        if (e == NULL) {
+          Py_DECREF(items);
+          return NULL;
+        }
+        PyList_SET_ITEM(items, i, e);
+      }
+      return Py_BuildValue("(iN)", a->kind, items);
+    }
     default: return Py_BuildValue("(iO)", a->kind, a->obj ? a->obj : Py_None);
   }
 }

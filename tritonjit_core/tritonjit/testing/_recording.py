@@ -37,10 +37,12 @@ class RecordingBackend:
     and the Python path alike) without recording them."""
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
-                 keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None) -> None:
+                 keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None,
+                 tuples: bool = True) -> None:
         self.name, self.rules, self.keep, self.devices, self.loads = (
             name, rules or SpecializationRules(), keep, devices, 0)
         self.max_grid = max_grid
+        self.tuples = tuples  # False: its launch entry takes no tuple arguments (TJ_LAUNCH_F_TUPLES)
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
@@ -96,7 +98,7 @@ class RecordingBackend:
     def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
         from .. import _native
 
-        return _native.dispatch.Recorder(keep=self.keep)
+        return _native.dispatch.Recorder(keep=self.keep, tuples=self.tuples)
 
     @hookimpl
     def pack_args(self, state: Any, args: Any) -> Any:
