@@ -5,7 +5,8 @@
 
 The real-model measure of the operator library. Each model is built from a config
 with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
-GPT-2 decoder and a BERT encoder, 4 layers of hidden 1024, bf16 on the GPU, sdpa
+GPT-2 decoder and a BERT encoder by default; ``--models`` adds Mistral, Gemma, Phi-3,
+Qwen3, GPT-NeoX, OPT and T5 (encoder-decoder). 4 layers of hidden 1024, bf16 on the GPU, sdpa
 attention. Shapes: decode (a forward of 1x16 tokens), prefill (a forward of 8x1024)
 and train (one forward + backward at 4x256 with the model's LM/MLM loss). Eager and
 enable() run the same inputs in one process: one call each to compare (tritonjit
@@ -57,7 +58,7 @@ MODELS = ("llama", "qwen2", "gpt2", "bert")
 #: further architectures, measured on request (--models): sliding-window attention
 #: (Mistral), GeGLU with tanh GELU, a scaled embedding and (1 + w) RMSNorm (Gemma), fused
 #: QKV and gate-up projections (Phi-3)
-MORE_MODELS = ("mistral", "gemma", "phi3")
+MORE_MODELS = ("mistral", "gemma", "phi3", "qwen3", "gptneox", "opt", "t5")
 ALL_MODELS = MODELS + MORE_MODELS
 #: shape -> (batch, tokens), on the GPU and in the smoke mode
 SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256)}
@@ -108,6 +109,24 @@ def _config(name: str, z: Size) -> Any:
                              max_position_embeddings=z.positions, original_max_position_embeddings=z.positions,
                              resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, pad_token_id=0,
                              tie_word_embeddings=False, **common)
+    if name == "qwen3":  # RMS norms of the queries and keys per head: many skinny rows
+        return tf.Qwen3Config(hidden_size=z.hidden, intermediate_size=z.intermediate, num_hidden_layers=z.layers,
+                              num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
+                              head_dim=z.hidden // z.heads, max_position_embeddings=z.positions,
+                              tie_word_embeddings=False, **common)
+    if name == "gptneox":  # partial rotary, parallel attention and MLP, LayerNorm, GELU
+        return tf.GPTNeoXConfig(hidden_size=z.hidden, intermediate_size=4 * z.hidden, num_hidden_layers=z.layers,
+                                num_attention_heads=z.heads, max_position_embeddings=z.positions, rotary_pct=0.25,
+                                use_parallel_residual=True, hidden_dropout=0.0, attention_dropout=0.0,
+                                tie_word_embeddings=False, **common)
+    if name == "opt":  # learned positions, ReLU, LayerNorm before each block
+        return tf.OPTConfig(hidden_size=z.hidden, ffn_dim=4 * z.hidden, num_hidden_layers=z.layers,
+                            num_attention_heads=z.heads, max_position_embeddings=z.positions, word_embed_proj_dim=z.hidden,
+                            dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, layerdrop=0.0, **common)
+    if name == "t5":  # encoder-decoder: relative position bias, RMS-style norm, ReLU, cross-attention
+        return tf.T5Config(d_model=z.hidden, d_kv=z.hidden // z.heads, d_ff=z.intermediate, num_layers=z.layers,
+                           num_decoder_layers=z.layers, num_heads=z.heads, dropout_rate=0.0,
+                           decoder_start_token_id=0, pad_token_id=0, **common)
     if name == "gpt2":
         return tf.GPT2Config(n_embd=z.hidden, n_inner=4 * z.hidden, n_layer=z.layers, n_head=z.heads,
                              n_positions=z.positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
@@ -125,7 +144,8 @@ def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: i
 
     cls = {"llama": tf.LlamaForCausalLM, "qwen2": tf.Qwen2ForCausalLM, "gpt2": tf.GPT2LMHeadModel,
            "bert": tf.BertForMaskedLM, "mistral": tf.MistralForCausalLM, "gemma": tf.GemmaForCausalLM,
-           "phi3": tf.Phi3ForCausalLM}[name]
+           "phi3": tf.Phi3ForCausalLM, "qwen3": tf.Qwen3ForCausalLM, "gptneox": tf.GPTNeoXForCausalLM,
+           "opt": tf.OPTForCausalLM, "t5": tf.T5ForConditionalGeneration}[name]
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -150,14 +170,15 @@ def make_inputs(name: str, model: torch.nn.Module, batch: int, tokens: int, devi
 def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, torch.Tensor]) -> Callable[[], Any]:
     """The call a case times: a forward without grad (decode, prefill; logits), or one
     training step (train: loss.backward(); logits and loss)."""
-    kw = {} if name == "bert" else {"use_cache": False}
+    kw: dict[str, Any] = {} if name == "bert" else {"use_cache": False}
     ids, labels = inputs["input_ids"], inputs["labels"]
     if shape != "train":
         model.eval()
+        fkw = dict(kw, decoder_input_ids=ids) if name == "t5" else kw  # the decoder reads the same tokens
 
         def forward() -> torch.Tensor:
             with torch.no_grad():
-                return model(input_ids=ids, **kw).logits
+                return model(input_ids=ids, **fkw).logits
 
         return forward
     model.train()

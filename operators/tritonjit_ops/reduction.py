@@ -248,7 +248,7 @@ def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None
         raise TypeError(f"tritonjit.{op}: expected a Tensor, got {type(x).__name__}")
     check_same_device(op, x, out)
     if dtype is not None and dtype != x.dtype:
-        if dtype not in FLOAT_DTYPES + INT_DTYPES:
+        if dtype not in FLOAT_DTYPES + INT_DTYPES and not (dtype == torch.bool and op == "sum"):
             raise TypeError(f"tritonjit.{op}: unsupported dtype {dtype}")
         x = x.to(dtype)
     if x.dtype == torch.bool and op == "sum":
@@ -266,8 +266,8 @@ def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None
         dims = normalize_dims(op, dim, x.dim())
     if x.dim() == 0:
         dims = ()
-    if op == "sum":
-        odt = x.dtype if x.dtype.is_floating_point else torch.int64
+    if op == "sum":  # dtype= is the result's dtype (an int32 sum stays int32), as in aten
+        odt = dtype if dtype is not None else x.dtype if x.dtype.is_floating_point else torch.int64
     else:
         odt = x.dtype
     shape = _out_shape(x, dims, keepdim)
@@ -373,10 +373,37 @@ class _Temps:
         return Tmp(len(self.buffers) - 1)
 
 
-def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dim() == 0 or (dtype is not None and dtype != x.dtype):
+def _planned_dtype(op: str, xdt: torch.dtype, dtype: Any) -> torch.dtype | None:
+    """The output dtype of a planned sum/mean/amax/amin of ``xdt`` with ``dtype=``, where the
+    kernel computes what aten does (it accumulates in fp32 for 16- and 32-bit floats, fp64
+    for fp64, int64 for integers and bool); None where it would not: aten casts the input
+    to ``dtype`` first (the Python implementation does), or refuses the call.
+
+    Taken: no dtype, or the input's own (the result's dtype then); a bool sum (int64:
+    counting a mask); a 16-bit float summed or averaged with dtype=float32 (fp32
+    accumulation either way); an integer or bool sum with dtype=int64 (int64 accumulation
+    either way)."""
+    if xdt not in FLOAT_DTYPES + INT_DTYPES and not (xdt == torch.bool and op == "sum"):
         return None
-    if x.dtype not in FLOAT_DTYPES + INT_DTYPES or (op == "mean" and not x.dtype.is_floating_point):
+    natural = torch.int64 if op == "sum" and not xdt.is_floating_point else xdt
+    if op == "mean" and not xdt.is_floating_point:
+        return None  # aten's error, from the Python implementation
+    if dtype is None:
+        return natural
+    if dtype == xdt:  # an int32 sum with dtype=int32 stays int32 (its low bits are the same)
+        return xdt
+    if op == "sum" and not xdt.is_floating_point and dtype == torch.int64:
+        return torch.int64
+    if op in ("sum", "mean") and xdt in (torch.float16, torch.bfloat16) and dtype == torch.float32:
+        return torch.float32
+    return None
+
+
+def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dim() == 0:
+        return None
+    odt = _planned_dtype(op, x.dtype, dtype)
+    if odt is None:
         return None
     if op in ("amax", "amin") and isinstance(dim, (list, tuple)) and len(dim) == 0:
         dims = tuple(range(x.dim()))
@@ -387,7 +414,6 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     r = 1
     for d in dims:
         r *= x.shape[d]
-    odt = torch.int64 if op == "sum" and not x.dtype.is_floating_point else x.dtype
     out = (Buffer(tuple(_out_shape(x, dims, keepdim)), odt),)
     if r == 0:
         return None

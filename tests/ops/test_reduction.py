@@ -40,6 +40,25 @@ def test_sum_dtype_and_int():
     close(T.sum(b), torch.sum(b))
 
 
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("src", [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("dtype", [None, torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.bool])
+def test_sum_mean_dtype_argument(op, src, dtype):
+    """Every mix of input dtype and dtype= gives aten's dtype and values (or aten's error):
+    the planned mixes (bool sums, 16-bit floats into fp32, integers into int64) and the
+    ones that cast the input first."""
+    x = (torch.randn(3, 5, 4) * 4).to(src)
+    try:
+        ref = getattr(torch, op)(x, 1, dtype=dtype)
+    except RuntimeError:
+        with pytest.raises((RuntimeError, TypeError), match=op):
+            getattr(T, op)(x, 1, dtype=dtype)
+        return
+    got = getattr(T, op)(x, 1, dtype=dtype)
+    close(got, ref, ref.dtype if ref.dtype.is_floating_point else None, rtol=2e-2, atol=2e-2)
+    close(getattr(T, op)(x, dtype=dtype), getattr(torch, op)(x, dtype=dtype), rtol=2e-2, atol=2e-2)
+
+
 def test_large_full_reduction_is_split():
     x = torch.randn(1 << 17)
     close(T.sum(x), x.sum(), rtol=1e-4, atol=1e-3)
