@@ -182,29 +182,60 @@ def test_non_default_stream_is_used():
     torch.testing.assert_close(out, 5.0 + y)
 
 
+_EX_OPTS = {"cooperative": dict(launch_cooperative_grid=True), "pdl": dict(launch_pdl=True), "cluster": dict(num_ctas=2)}
+
+# "alone" runs in a fresh process: a test process holds threads of earlier tests (pools,
+# builds), and with any other thread state the launcher rightly releases the GIL
+_ALONE = """
+import sys, threading, torch, triton, tritonjit
+sys.path.insert(0, sys.argv[1])
+from cuda_test_kernels import add_kernel
+from tritonjit_cuda import _driver
+tritonjit.set_backend("cuda")
+opts = eval(sys.argv[2])
+assert threading.active_count() == 1 and _driver.launch_releases_gil() is False, threading.enumerate()
+x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
+for a, b in ((x, y), (y, y)):  # the variant's second launch: a hit
+    out = torch.empty_like(a)
+    tritonjit.function(add_kernel)[(triton.cdiv(5000, 1024),)](a, b, out, 5000, BLOCK=1024, **opts)
+    torch.testing.assert_close(out, a + b)
+assert _driver.launch_releases_gil() is False
+print("ok")
+"""
+
+
 @pytest.mark.parametrize("threaded", [False, True], ids=["alone", "beside-a-thread"])
-@pytest.mark.parametrize("opts", [dict(launch_cooperative_grid=True), dict(launch_pdl=True), dict(num_ctas=2)],
-                         ids=["cooperative", "pdl", "cluster"])
-def test_launches_through_cuLaunchKernelEx(opts, threaded):
-    """Cooperative, PDL and cluster launches take cuLaunchKernelEx: alone, with the GIL kept
-    around the driver call, and beside another Python thread, with it released."""
-    if torch.cuda.get_device_capability()[0] < 9 and not opts.get("launch_cooperative_grid"):
+@pytest.mark.parametrize("kind", list(_EX_OPTS))
+def test_launches_through_cuLaunchKernelEx(kind, threaded):
+    """Cooperative, PDL and cluster launches take cuLaunchKernelEx: alone (a process of one
+    thread), with the GIL kept around the driver call, and beside another Python thread,
+    with it released."""
+    import os
+    import subprocess
+    import sys
+
+    opts = _EX_OPTS[kind]
+    if torch.cuda.get_device_capability()[0] < 9 and kind != "cooperative":
         pytest.skip("PDL and thread block clusters need sm_90 or newer")
     from tritonjit_cuda import _driver
 
+    if not threaded:
+        here = os.path.dirname(os.path.abspath(__file__))
+        p = subprocess.run([sys.executable, "-c", _ALONE, here, repr(opts)], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout + p.stderr
+        return
     stop = threading.Event()
-    other = threading.Thread(target=stop.wait) if threaded else None
-    if other is not None:
-        other.start()
+    other = threading.Thread(target=stop.wait)
+    other.start()
     try:
-        assert _driver.launch_releases_gil() is threaded
+        assert _driver.launch_releases_gil() is True
         x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
         torch.testing.assert_close(_add(x, y, **opts), x + y)
         torch.testing.assert_close(_add(y, y, **opts), y + y)  # the variant's second launch: a hit
     finally:
         stop.set()
-        if other is not None:
-            other.join()
+        other.join()
 
 
 def test_cpu_tensor_is_refused():
