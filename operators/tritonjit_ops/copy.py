@@ -25,7 +25,7 @@ from ._common import cdiv, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, value_keyed
 from ._plan import run as _run_plan
-from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _refuse, _to_out, plan, run
+from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, plan, run
 
 Tensor = torch.Tensor
 
@@ -90,15 +90,12 @@ def _plan_to_copy(x: Any, *, dtype: Any = None, layout: Any = None, device: Any 
                   non_blocking: bool = False, memory_format: Any = None) -> Plan | None:
     if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
         return None
-    mf = _mf(memory_format)
-    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
-        return None  # the output's strides follow the input's: the Python implementation
     if _elsewhere(x, device):
         return None
     dt = x.dtype if dtype is None else dtype
     if dt not in _REAL:
         return None
-    return plan("copy", [x], dt, _CT[x.dtype])
+    return _plan_copy_as(x, dt, _mf(memory_format))
 
 
 def clone(x: Tensor, *, memory_format: torch.memory_format | None = None) -> Tensor:
@@ -110,10 +107,35 @@ def clone(x: Tensor, *, memory_format: torch.memory_format | None = None) -> Ten
 def _plan_clone(x: Any, *, memory_format: Any = None) -> Plan | None:
     if not isinstance(x, Tensor) or x.dtype not in _REAL:
         return None
-    mf = _mf(memory_format)
-    if not (mf is torch.contiguous_format or (mf is torch.preserve_format and x.is_contiguous())):
-        return None  # the output's strides follow the input's: the Python implementation
-    return plan("copy", [x], x.dtype, _CT[x.dtype])
+    return _plan_copy_as(x, x.dtype, _mf(memory_format))
+
+
+def _plan_copy_as(x: Tensor, dt: torch.dtype, mf: Any) -> Plan | None:
+    """The plan of ``x`` copied (cast to ``dt``) into the layout ``torch.empty_like(x,
+    memory_format=mf)`` gives, which is aten's: contiguous, or for ``preserve_format`` a
+    dense input's own strides (attention's (B, H, S, D) views of (B, S, H, D) storage, a
+    transposed weight), or channels-last. A non-contiguous result is copied in its memory
+    order (the dimensions sorted by its strides), so that a dense input with the same
+    strides coalesces into one flat run instead of 4-D index arithmetic."""
+    try:
+        like = torch.empty_like(torch.empty_strided(x.shape, x.stride(), dtype=dt, device="meta"), memory_format=mf)
+    except RuntimeError:
+        return None  # a memory format the rank does not have: aten's error, from Python
+    buf = Buffer.like(like)
+    if buf is None:
+        return None
+    if buf.strides is None:
+        return plan("copy", [x], dt, _CT[x.dtype])
+    try:
+        _operands("copy", [x])
+    except NotImplementedError:
+        return None
+    if x.numel() == 0:
+        return Plan((buf,), ())
+    order = sorted(range(x.dim()), key=lambda d: (-like.stride(d), d))
+    L = _launch("copy", [x.permute(order)], [In(0)], like.permute(order), Out(0), [x.shape[d] for d in order],
+                _CT[x.dtype], [])
+    return None if L is None else Plan((buf,), (L,))
 
 
 def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:

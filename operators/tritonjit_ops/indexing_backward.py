@@ -2,7 +2,11 @@
 
 Each (index, column block) program adds its gradient row into an fp32 accumulator with
 atomics (rows of padding_idx add nothing); for a 16-bit gradient only the rows the
-indices touch are zeroed in, and converted out of, that accumulator. As
+indices touch are zeroed in, and converted out of, that accumulator. A small table read
+by many indices (T5's relative position buckets: 65536 indices into 32 rows) takes
+another kernel: there, one atomic per index and column would queue thousands deep on
+each of a few hundred addresses, so each program sums a chunk of indices into a copy of
+the whole table in registers first and adds that copy once. As
 in the forward (indexing.py), index values are checked on the host for CPU tensors and
 by a device assert on an accelerator, so an out-of-range index never writes out of bounds.
 """
@@ -57,7 +61,44 @@ def _index_rows_kernel(src, dst, idx, W, D, COPY: tl.constexpr, BLOCK: tl.conste
     tl.store(dst + j * D + cols, v.to(dst.dtype.element_ty), mask=m)
 
 
+@triton.jit
+def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl.constexpr, WP: tl.constexpr,
+                            SUB: tl.constexpr, BLOCK: tl.constexpr, FREQ: tl.constexpr, CHECK: tl.constexpr):
+    """acc += the rows of g[CHUNK indices] summed by index, for a table of W <= WP rows: a
+    one-hot [WP, SUB] times [SUB, BLOCK] per step into a [WP, BLOCK] table, added once."""
+    start = tl.program_id(0).to(tl.int64) * CHUNK
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    rows = tl.arange(0, WP)
+    table = tl.zeros([WP, BLOCK], acc.dtype.element_ty)
+    for s in range(0, CHUNK, SUB):
+        i = start + s + tl.arange(0, SUB)
+        mi = i < L
+        j = tl.load(idx + i, mask=mi, other=0).to(tl.int64)
+        if CHECK:
+            tl.device_assert((j.to(tl.uint64, bitcast=True) < W) | ~mi, "tritonjit embedding_backward: index out of range")
+        ok = mi & (j != padding_idx) & (j >= 0) & (j < W)
+        v = tl.load(g + i[:, None] * D + cols[None, :], mask=ok[:, None] & (cols < D)[None, :], other=0.0)
+        v = v.to(acc.dtype.element_ty)
+        if FREQ:
+            v = v / tl.load(counts + j, mask=ok, other=1).to(acc.dtype.element_ty)[:, None]
+        hot = (rows[:, None] == tl.where(ok, j, -1)[None, :]).to(acc.dtype.element_ty)
+        table += tl.sum(hot[:, :, None] * v[None, :, :], axis=1)
+    tl.atomic_add(acc + rows[:, None] * D + cols[None, :], table, mask=(rows < W)[:, None] & (cols < D)[None, :])
+
+
+@triton.jit
+def _cast_kernel(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(dst + offs, tl.load(src + offs, mask=m).to(dst.dtype.element_ty), mask=m)
+
+
+#: the small-table kernel: tables of at most this many rows, read by at least this many indices
+SMALL_TABLE_ROWS, SMALL_TABLE_MIN_INDICES = 64, 1024
+
 _zero = jit(_zero_kernel)
+_embed_bwd_small = jit(_embed_bwd_small_kernel)
+_cast = jit(_cast_kernel)
 _embed_bwd = jit(_embed_bwd_kernel)
 _index_rows = jit(_index_rows_kernel)
 
@@ -78,7 +119,19 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
     if total == 0:
         return Plan(outs, (), temps=temps, contiguous=contiguous)
     launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
-    if L and d:
+    if L >= SMALL_TABLE_MIN_INDICES and num_weights <= SMALL_TABLE_ROWS and d:
+        wp = max(next_pow2(num_weights), 2)
+        block = min(next_pow2(d), max(16, 2048 // wp))
+        sub = max(2, min(64, 8192 // (wp * block)))
+        chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block
+        if not direct:  # the whole (small) accumulator zeroed, then converted
+            launches.append(launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024))
+        launches.append(launch(_embed_bwd_small, (cdiv(L, chunk), cdiv(d, block)), In(0), In(1), acc,
+                               In(4) if freq else In(0), L, num_weights, d, padding_idx, CHUNK=chunk, WP=wp, SUB=sub,
+                               BLOCK=block, FREQ=freq, CHECK=check, num_warps=4, **assert_options(check)))
+        if not direct:
+            launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
+    elif L and d:
         block = min(next_pow2(d), 1024)
         grid = (L, cdiv(d, block))
         warps = 4 if block >= 512 else 1

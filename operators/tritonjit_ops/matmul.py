@@ -866,6 +866,11 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
 #: problems of at least this many multiply-adds are timed against aten's own kernel (cuBLAS)
 #: when planned; smaller ones are launch-bound, where tritonjit's host path is the cheaper one
 ATEN_COMPARE_MIN_WORK = 1 << 30
+#: the same for fp32, whose multiply-adds cost 15-60x a 16-bit one's (IEEE fp32 has no tensor
+#: cores; TF32 runs at half bf16's rate), so a problem stops being launch-bound 64x sooner.
+#: The H200 audit of T5's training step found fp32 attention bmms of 2^28 multiply-adds,
+#: below the 16-bit bound, at 2.4-5x cuBLAS's time (and others faster than it): measured now
+ATEN_COMPARE_MIN_WORK_FP32 = 1 << 24
 #: aten's kernel is taken where tritonjit's takes longer than this multiple of its time. 1.0:
 #: the faster kernel serves each large call (it was 1.10, keeping close calls on tritonjit's
 #: kernel: up to 10% of a GPU-bound prefill's mm time lost for kernel coverage; the H200 showed
@@ -885,13 +890,14 @@ def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | 
     """Whether a planned call goes to aten's own kernel instead: where it measured faster than
     tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands;
     ``call`` = (op, *arguments) as the call gave them: addmm's bias unexpanded, which is
-    what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK or
-    more on a device. The audit shows such calls as not routed, aten measured faster
+    what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK (16-bit)
+    or ATEN_COMPARE_MIN_WORK_FP32 (fp32) or more on a device. The audit shows such calls as not routed, aten measured faster
     (_matmul_plan notes them in _policy)."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
-    if a.device.type == "cpu" or bsz * m * n * k < ATEN_COMPARE_MIN_WORK or _capturing(a.device):
+    bound = ATEN_COMPARE_MIN_WORK if a.dtype in (torch.float16, torch.bfloat16) else ATEN_COMPARE_MIN_WORK_FP32
+    if a.device.type == "cpu" or bsz * m * n * k < bound or _capturing(a.device):
         return False
     from . import _native_ops
 

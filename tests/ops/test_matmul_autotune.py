@@ -429,3 +429,27 @@ def test_gpu_linear_shapes_through_choose(m):
                      (T.addmm(bias, x, w.t()), torch.addmm(bias.float(), x.float(), w.float().t())),
                      (T.mm(x.t(), x[:, :1024]), x.float().t() @ x[:, :1024].float())):
         close(got, ref.to(BF16), rtol=2e-2, atol=0.25 if got.shape[0] == 2816 else 5e-2)
+
+
+@pytest.mark.parametrize("dtype, shape, timed", [
+    (torch.float32, (64, 256, 64, 256), True),  # T5's fp32 attention bmm: 2^28 multiply-adds
+    (torch.bfloat16, (64, 256, 64, 256), False),  # the same in bf16: launch-bound, not timed
+    (torch.bfloat16, (1, 1024, 1024, 1024), True),
+    (torch.float32, (1, 64, 64, 64), False),  # 2^18: launch-bound in fp32 too
+])
+def test_which_problems_are_timed_against_aten(monkeypatch, dtype, shape, timed):
+    """_aten_is_faster times a device problem against aten's kernel from 2^30 multiply-adds in
+    16 bits and from 2^24 in fp32 (here on meta tensors, with the timer replaced: no GPU)."""
+    import triton.testing
+    from tritonjit_ops import _native_ops
+
+    bsz, m, k, n = shape
+    a = torch.empty(bsz, m, k, dtype=dtype, device="meta")
+    b = torch.empty(bsz, k, n, dtype=dtype, device="meta")
+    times = iter([2.0, 1.0])  # tritonjit's, then aten's
+    benched = []
+    monkeypatch.setenv("TRITONJIT_OPS_MM_ATEN", "auto")
+    monkeypatch.setattr(_native_ops, "module", lambda *a, **k: object())
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, rep=None: benched.append(rep) or next(times))
+    got = matmul._aten_is_faster(None, a, b, None, None, m, n, k, bsz, ("bmm", a, b))
+    assert got is timed and len(benched) == (2 if timed else 0)

@@ -228,3 +228,38 @@ def test_silu_and_mul_with_up_on_another_device():
     with pytest.raises(RuntimeError, match="same device"):
         T.silu_and_mul(g, torch.randn(4, 8, device="meta"))
     close(T.silu_and_mul(g.double(), g.double()), F.silu(g.double()) * g.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("rows, n, d, padding_idx, freq", [
+    (32, 8192, 16, -1, False),  # T5's relative position buckets (65536 indices there): a small table
+    (5, 3000, 33, 2, True),  # padding_idx and scale_grad_by_freq; a column count not a power of two
+    (64, 1100, 100, 0, False),  # the largest small table; several column blocks
+    (65, 1100, 8, -1, False),  # one row past it: the atomic kernel
+    (32, 1000, 16, -1, False),  # fewer indices than the small-table kernel takes
+])
+def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
+    """The weight gradient against float64 aten, to the output dtype's rounding of the
+    exact sum (aten's own CPU kernel accumulates 16-bit gradients in 16 bits)."""
+    from tritonjit_ops import indexing_backward as ib
+
+    g = torch.Generator().manual_seed(n)
+    idx = torch.randint(0, rows, (n,), generator=g)
+    idx[:7] = rows - 1  # the last row: a kernel that stopped one short would miss it
+    grad = torch.randn(n, d, generator=g).to(dtype)
+    exact = torch.ops.aten.embedding_dense_backward(grad.double(), idx, rows, padding_idx, freq)
+    got = ib.embedding_dense_backward(grad, idx, rows, padding_idx, freq)
+    assert got.dtype == dtype and got.shape == (rows, d)
+    scale = float(exact.abs().max())
+    tol = {torch.float32: 1e-6, torch.float64: 1e-12}.get(dtype, 8e-3)
+    torch.testing.assert_close(got.double(), exact, rtol=0, atol=tol * max(scale, 1.0))
+    if padding_idx >= 0:
+        assert not got[padding_idx].any()
+    if dtype != torch.float32:
+        return
+    # through autograd, as a model's embedding is trained (F.embedding's backward)
+    w = torch.randn(rows, d, dtype=dtype, requires_grad=True)
+    with T.enable():
+        F.embedding(idx.view(-1, 4), w, padding_idx=padding_idx if padding_idx >= 0 else None,
+                    scale_grad_by_freq=freq).backward(grad.view(-1, 4, d))
+    torch.testing.assert_close(w.grad.double(), exact, rtol=0, atol=tol * max(scale, 1.0))

@@ -185,7 +185,8 @@ def test_non_default_stream_is_used():
 _EX_OPTS = {"cooperative": dict(launch_cooperative_grid=True), "pdl": dict(launch_pdl=True), "cluster": dict(num_ctas=2)}
 
 # "alone" runs in a fresh process: a test process holds threads of earlier tests (pools,
-# builds), and with any other thread state the launcher rightly releases the GIL
+# builds), and with any other thread state the launcher rightly releases the GIL; the
+# process waits for the background builds its first launch may start (the tensor reader)
 _ALONE = """
 import sys, threading, torch, triton, tritonjit
 sys.path.insert(0, sys.argv[1])
@@ -193,13 +194,21 @@ from cuda_test_kernels import add_kernel
 from tritonjit_cuda import _driver
 tritonjit.set_backend("cuda")
 opts = eval(sys.argv[2])
-assert threading.active_count() == 1 and _driver.launch_releases_gil() is False, threading.enumerate()
 x, y = torch.randn(5000, device="cuda"), torch.randn(5000, device="cuda")
-for a, b in ((x, y), (y, y)):  # the variant's second launch: a hit
+
+def launch(a, b):
     out = torch.empty_like(a)
     tritonjit.function(add_kernel)[(triton.cdiv(5000, 1024),)](a, b, out, 5000, BLOCK=1024, **opts)
     torch.testing.assert_close(out, a + b)
+
+launch(x, y)  # compiles; a first launch may start tritonjit's background builds (their threads end)
+for t in threading.enumerate():
+    if t is not threading.main_thread():
+        t.join(timeout=240)
+assert threading.active_count() == 1, threading.enumerate()
 assert _driver.launch_releases_gil() is False
+launch(y, y)  # a hit, the GIL kept
+launch(x, x)
 print("ok")
 """
 
