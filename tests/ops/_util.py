@@ -73,3 +73,26 @@ def routed(fn: Callable[[], Any], ops: list[str]) -> tuple[Any, dict]:
         got = fn()
         d = stats_delta(before, _native_ops.stats())
     return got, d
+
+
+# ---- tiny transformers models (test_models_more.py, test_models_wider.py) -----------------------
+def tiny_model(model_cls: str, cfg_cls: str, kw: dict, attn: str) -> Any:
+    """transformers' ``model_cls`` from ``cfg_cls(**kw)`` with random weights (seed 0) and the
+    attention implementation ``attn``; the test skips where the installed transformers
+    lacks the class or that implementation."""
+    import warnings
+
+    import torch
+
+    tf = pytest.importorskip("transformers")
+    if not hasattr(tf, model_cls) or not hasattr(tf, cfg_cls):
+        pytest.skip(f"transformers {tf.__version__} has no {model_cls}")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = getattr(tf, cfg_cls)(**kw)
+        cfg._attn_implementation = attn
+        try:
+            return getattr(tf, model_cls)(cfg)
+        except ValueError as e:  # an architecture without that attention implementation
+            pytest.skip(str(e)[:120])

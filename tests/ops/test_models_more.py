@@ -16,6 +16,7 @@ import warnings
 import pytest
 import torch
 import tritonjit_ops as T
+from _util import tiny_model
 
 tf = pytest.importorskip("transformers")
 
@@ -60,18 +61,7 @@ def _configs() -> dict:
 
 def _build(name: str, attn: str = "eager", dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     model_cls, cfg_cls, kw, _ = _configs()[name]
-    if not hasattr(tf, model_cls) or not hasattr(tf, cfg_cls):
-        pytest.skip(f"transformers {tf.__version__} has no {model_cls}")
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cfg = getattr(tf, cfg_cls)(**kw)
-        cfg._attn_implementation = attn
-        try:
-            model = getattr(tf, model_cls)(cfg)
-        except ValueError as e:  # an architecture without that attention implementation
-            pytest.skip(str(e)[:120])
-    return model.to(dtype)
+    return tiny_model(model_cls, cfg_cls, kw, attn).to(dtype)
 
 
 def _inputs(name: str, pad: bool = False) -> tuple[dict, dict]:

@@ -15,6 +15,7 @@ import warnings
 import pytest
 import torch
 import tritonjit_ops as T
+from _util import tiny_model
 
 tf = pytest.importorskip("transformers")
 
@@ -82,14 +83,8 @@ SLOW = {"convnext"}  # about 40 s on the interpreter (its depthwise convolutions
 
 def _build(name: str) -> tuple[torch.nn.Module, dict, dict]:
     model_cls, cfg_cls, kw, kind, attn = CASES[name]
-    if not hasattr(tf, model_cls) or not hasattr(tf, cfg_cls):
-        pytest.skip(f"transformers {tf.__version__} has no {model_cls}")
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cfg = getattr(tf, cfg_cls)(**kw)
-        cfg._attn_implementation = attn
-        model = getattr(tf, model_cls)(cfg)
+    model = tiny_model(model_cls, cfg_cls, kw, attn)
+    cfg = model.config
     g = torch.Generator().manual_seed(1)
     if kind == "image":
         size = getattr(cfg, "image_size", 32)
