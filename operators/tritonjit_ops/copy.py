@@ -132,7 +132,8 @@ def _plan_copy_as(x: Tensor, dt: torch.dtype, mf: Any) -> Plan | None:
         return None
     if x.numel() == 0:
         return Plan((buf,), ())
-    order = sorted(range(x.dim()), key=lambda d: (-like.stride(d), d))
+    st = like.stride()
+    order = sorted(range(x.dim()), key=lambda d: (-st[d], d))
     L = _launch("copy", [x.permute(order)], [In(0)], like.permute(order), Out(0), [x.shape[d] for d in order],
                 _CT[x.dtype], [])
     return None if L is None else Plan((buf,), (L,))
