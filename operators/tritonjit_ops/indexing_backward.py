@@ -118,20 +118,22 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
     total = num_weights * d
     if total == 0:
         return Plan(outs, (), temps=temps, contiguous=contiguous)
-    launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
     if L >= SMALL_TABLE_MIN_INDICES and num_weights <= SMALL_TABLE_ROWS and d:
         wp = max(next_pow2(num_weights), 2)
         block = min(next_pow2(d), max(16, 2048 // wp))
         sub = max(2, min(64, 8192 // (wp * block)))
         chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block
-        if not direct:  # the whole (small) accumulator zeroed, then converted
-            launches.append(launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024))
+        # the whole (small) accumulator zeroed; a separate one is converted whole into the
+        # gradient afterwards, so the gradient itself needs no zeroing then
+        launches = [launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024)]
         launches.append(launch(_embed_bwd_small, (cdiv(L, chunk), cdiv(d, block)), In(0), In(1), acc,
                                In(4) if freq else In(0), L, num_weights, d, padding_idx, CHUNK=chunk, WP=wp, SUB=sub,
                                BLOCK=block, FREQ=freq, CHECK=check, num_warps=4, **assert_options(check)))
         if not direct:
             launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
-    elif L and d:
+        return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)
+    launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
+    if L and d:
         block = min(next_pow2(d), 1024)
         grid = (L, cdiv(d, block))
         warps = 4 if block >= 512 else 1

@@ -891,8 +891,8 @@ def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | 
     tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands;
     ``call`` = (op, *arguments) as the call gave them: addmm's bias unexpanded, which is
     what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK (16-bit)
-    or ATEN_COMPARE_MIN_WORK_FP32 (fp32) or more on a device. The audit shows such calls as not routed, aten measured faster
-    (_matmul_plan notes them in _policy)."""
+    or ATEN_COMPARE_MIN_WORK_FP32 (fp32) or more on a device. The audit shows such calls as
+    not routed, aten measured faster (_matmul_plan notes them in _policy)."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
