@@ -19,6 +19,10 @@
 //     -1 where the driver lacks that call. The caller compares them with its own.
 //   floor_run(floor, stream, iters) -> microseconds per launch (iters launches of
 //     grid (1, 1, 1), then one cuStreamSynchronize), or a negative CUresult.
+//   floor_run_buffer(floor, stream, iters) -> the same with the parameters handed over
+//     as one buffer laid out as the driver says (cuFuncGetParamInfo; cuLaunchKernel's
+//     ``extra``, CU_LAUNCH_PARAM_BUFFER_POINTER), as tritonjit's CUDA launcher hands
+//     them where the driver agrees with its layout; -1e9 where the driver cannot say.
 //   floor_free(floor)
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -34,6 +38,8 @@ typedef struct {
   int nargs;
   unsigned long long *store; /* one 8-byte slot per parameter */
   void **args;               /* &store[k] */
+  unsigned char *buf;        /* the parameters at the driver's offsets (NULL: not known) */
+  size_t buf_size;
 } floor_t;
 
 static double now(void) {
@@ -47,6 +53,7 @@ void floor_free(floor_t *f) {
   if (f->mod != NULL) cuModuleUnload(f->mod);
   free(f->store);
   free(f->args);
+  free(f->buf);
   free(f);
 }
 
@@ -87,11 +94,16 @@ int floor_setup(floor_t **out, const void *image, const char *name, unsigned sha
 
 typedef CUresult (*param_info_t)(CUfunction, size_t, size_t *, size_t *);
 
-int floor_param_sizes(const floor_t *f, int max, unsigned *sizes) {
+static param_info_t param_info(void) {
   /* looked up at run time: a driver older than CUDA 12.4 lacks it (the library loads anyway) */
   void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   param_info_t info = (param_info_t)dlsym(cuda != NULL ? cuda : RTLD_DEFAULT, "cuFuncGetParamInfo");
   if (cuda != NULL) dlclose(cuda);
+  return info;
+}
+
+int floor_param_sizes(const floor_t *f, int max, unsigned *sizes) {
+  param_info_t info = param_info();
   if (info == NULL) return -1;
   int n = 0;
   for (;; n++) {
@@ -100,6 +112,38 @@ int floor_param_sizes(const floor_t *f, int max, unsigned *sizes) {
     if (n < max) sizes[n] = (unsigned)size;
   }
   return n;
+}
+
+/* f->buf from f->store at the driver's offsets; 0, or -1 where the driver cannot say */
+static int fill_buffer(floor_t *f) {
+  param_info_t info = param_info();
+  if (info == NULL || f->nargs == 0) return -1;
+  size_t end = 0, offset, size;
+  for (int k = 0; k < f->nargs; k++) {
+    if (info(f->fn, (size_t)k, &offset, &size) != CUDA_SUCCESS) return -1;
+    if (offset + size > end) end = offset + size;
+  }
+  f->buf = (unsigned char *)calloc(end, 1);
+  if (f->buf == NULL) return -1;
+  for (int k = 0; k < f->nargs; k++) {
+    info(f->fn, (size_t)k, &offset, &size);
+    memcpy(f->buf + offset, &f->store[k], size); /* little-endian: the low bytes */
+  }
+  f->buf_size = end;
+  return 0;
+}
+
+double floor_run_buffer(floor_t *f, CUstream s, int iters) {
+  CUresult r;
+  if (f->buf == NULL && fill_buffer(f) < 0) return -1e9;
+  size_t size = f->buf_size;
+  void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, f->buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+  double t0 = now();
+  for (int i = 0; i < iters; i++)
+    if ((r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, s, NULL, extra)) != CUDA_SUCCESS)
+      return -(double)r;
+  if ((r = cuStreamSynchronize(s)) != CUDA_SUCCESS) return -(double)r;
+  return (now() - t0) / iters * 1e6;
 }
 
 double floor_run(const floor_t *f, CUstream s, int iters) {

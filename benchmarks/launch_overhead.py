@@ -8,7 +8,11 @@ launch_kernels.py. For each kernel, rows:
   exactly that kernel's device parameters (launch_floor_cuda.c, built here at run
   time and called in this process; the parameters are packed once from Triton's
   signature of the compiled kernel and the call's own arguments, and their number
-  and sizes are checked against the driver's ``cuFuncGetParamInfo``);
+  and sizes are checked against the driver's ``cuFuncGetParamInfo``); beside it, the
+  same loop handing the parameters over as one buffer at the driver's offsets
+  (cuLaunchKernel's ``extra``), which is how tritonjit's CUDA launcher passes them
+  where the driver agrees with its layout: a diag row, since the issue's floor is the
+  pointer-per-parameter call Triton's own launcher makes;
 - tritonjit ``f[grid](...)`` and its bound launcher (``f.bind``), with
   ``f = tritonjit.function("launch_kernels.py", name)``;
 - tritonjit from C++: a C++ extension built here at run time against
@@ -61,7 +65,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "launch_kernels.py")
 KERNEL_KEYS = ("0", "4", "8", "16", "19", "58", "mixed", "tuple")
 FLOOR = "floor"
+FLOOR_BUF = "diag: the floor with the parameters in one buffer (cuLaunchKernel's extra)"
 FGRID, BOUND, CPP = "tritonjit f[grid]", "tritonjit bound", "tritonjit C++"
+FGRID_STREAM = "diag: f[grid](..., stream=) (the stream given, as the C++ row gives it)"
 TRITON_GRID, TRITON_RUN = "triton kernel[grid]", "triton CompiledKernel.run"
 FALLBACKS = "diag: python fallbacks"
 PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
@@ -253,6 +259,8 @@ def load_floor(lib: str) -> Any:
     so.floor_param_sizes.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint)]
     so.floor_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     so.floor_run.restype = ctypes.c_double
+    so.floor_run_buffer.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    so.floor_run_buffer.restype = ctypes.c_double
     so.floor_free.argtypes = [ctypes.c_void_p]
     return so
 
@@ -280,13 +288,19 @@ def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> 
     else:
         note = f"{n} parameters, sizes {mine} as cuFuncGetParamInfo reports"
 
-    def timed(iters: int) -> float:
-        us = so.floor_run(handle, stream, iters)
-        if us < 0:
-            raise RuntimeError(f"floor: cuLaunchKernel failed with CUresult {-us:.0f}")
-        return us
+    def run_with(fn: Any) -> Callable[[int], float]:
+        def timed(iters: int) -> float:
+            us = fn(handle, stream, iters)
+            if us <= -1e9:
+                raise RuntimeError("floor: the driver gives no parameter offsets (cuFuncGetParamInfo)")
+            if us < 0:
+                raise RuntimeError(f"floor: cuLaunchKernel failed with CUresult {-us:.0f}")
+            return us
+        return timed
 
+    timed = run_with(so.floor_run)
     timed.handle = handle  # type: ignore[attr-defined]  # kept alive with the closure
+    timed.buffer = run_with(so.floor_run_buffer) if count == n else None  # type: ignore[attr-defined]
     return timed, note
 
 
@@ -448,6 +462,9 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
         if floor is not None:
             rounds.add_timed(FLOOR, floor)
             launching.append(FLOOR)
+            if floor.buffer is not None and params:
+                rounds.add_timed(FLOOR_BUF, floor.buffer)
+                launching.append(FLOOR_BUF)
     else:
         notes["floor"] = "not built"
     # the calls are written out (no *args), as user code writes them, and the arguments
@@ -468,6 +485,8 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
         launching.append(name)
 
     add(FGRID, f"f[grid]({', '.join(names + kw)})")
+    if case.key in ("4", "58"):  # less the current stream's lookup (torch's, in C): what it costs
+        add(FGRID_STREAM, f"f[grid]({', '.join(names + kw + ['stream=stream'])})")
     add(BOUND, f"bound({', '.join(names)})")
     if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
         # what the interpreter's call costs before any callee runs (past 30 arguments it

@@ -63,3 +63,12 @@ def desc_tuple_scale_kernel(pair, alpha, n_rows, BM: tl.constexpr, BN: tl.conste
     dst = pair[1][0]
     if m < n_rows:
         dst.store([m, n], (src.load([m, n]) * alpha).to(dst.dtype))
+
+
+@triton.jit
+def mixed_scalars_kernel(flag, X, k, big, alpha, H, half, ubig, bhalf, small, Out, BLOCK: tl.constexpr):
+    """Parameters of every size in an order that pads (a bool before a pointer, an i64
+    after an i32, two-byte halves between u64s): the launchers' parameter layout."""
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(X + offs) * alpha + k + big + (ubig >> 40) + half + bhalf + small + tl.load(H + offs).to(tl.float32)
+    tl.store(Out + offs, tl.where(flag, v, 0.0))

@@ -84,6 +84,35 @@ def test_scalars_reach_the_kernel():
     assert o.tolist() == [-123456.0, float(2**40 + 5), 0.75, 1.0, float((2**63 + 2**41) >> 40), 1.5, -2.0, -7.0]
 
 
+@pytest.mark.parametrize("whole", [True, False])
+def test_parameters_reach_the_kernel_in_one_buffer_or_by_pointer(whole):
+    """The launcher packs the parameters into one buffer laid out as the kernel's parameter
+    space; it hands the driver the buffer whole where the driver's layout
+    (cuFuncGetParamInfo) agrees (an H200's driver does), else one pointer per parameter.
+    Both give the kernel every scalar size, padding included, through f[grid], the bound
+    launcher and the C++-facing entry alike (the native dispatcher's launch)."""
+    from tritonjit_cuda._backend import _driver
+
+    was = _driver.param_buffer(whole)
+    try:
+        f = tritonjit.function(triton.jit(scalars_kernel.fn))  # a new runtime object: its launcher is made now
+        args = (-123456, 2**40 + 5, 0.75, True, 2**63 + 2**41, 1.5, -2.0, -7)
+        want = [-123456.0, float(2**40 + 5), 0.75, 1.0, float((2**63 + 2**41) >> 40), 1.5, -2.0, -7.0]
+        for _ in range(3):  # the first call compiles, the next ones take the native path
+            o = torch.zeros(8, device="cuda", dtype=torch.float64)
+            f[(1,)](o, *args)
+            assert o.tolist() == want
+        o.zero_()
+        f.bind((1,), o, *args)(o, *args)
+        assert o.tolist() == want
+        (variant,) = f.variants()
+        assert variant.launcher.info["param_buffer"] is whole
+        # Out 0, i32 8, i64 16, fp32 24, u1 28, u64 32, fp16 40, bf16 42, i8 44, two scratch pointers 48 and 56
+        assert variant.launcher.info["param_bytes"] == 64
+    finally:
+        _driver.param_buffer(was)
+
+
 def test_softmax_matches_torch():
     x = torch.randn(64, 1000, device="cuda")
     out = torch.empty_like(x)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 import tritonjit
-from cuda_test_kernels import add_kernel, desc_copy_kernel, desc_tuple_scale_kernel, mm_kernel, tuple_axpby_kernel
+from cuda_test_kernels import (add_kernel, desc_copy_kernel, desc_tuple_scale_kernel, mixed_scalars_kernel, mm_kernel,
+                               tuple_axpby_kernel)
 from triton.tools.tensor_descriptor import TensorDescriptor
 from tritonjit_cuda import _types
 from tritonjit_cuda._backend import _driver
@@ -257,6 +258,62 @@ def test_descriptors_inside_tuples_follow_the_same_abi(interpreter):
     out = abi.expand([pair, 2.0, 128])
     assert len(_fake_fill.calls) == 2 and out[-2:] == [2.0, 128]
     assert abi.paths is None
+
+
+def _ptx_layout(ptx: str, name: str) -> tuple[list[int], int]:
+    """Each parameter's offset in the kernel's parameter space, and its size, from the PTX
+    entry's declarations: every parameter at the next multiple of its alignment (its
+    size, or an array's ``.align``), as the driver lays them out."""
+    import re
+
+    entry = ptx[ptx.index(f".entry {name}("):]
+    decls = re.findall(r"\.param\s+([^,)\n]*?)\s+" + name + r"_param_\d+(\[\d+\])?", entry[: entry.index(")")])
+    offsets, at = [], 0
+    for ty, array in decls:
+        size = int(array[1:-1]) if array else _PTX_SIZES[re.search(r"\.[busf](\d+)", ty).group(1)]
+        align = int(re.search(r"\.align (\d+)", ty).group(1)) if array else size
+        at = -(-at // align) * align
+        offsets.append(at)
+        at += size
+    return offsets, at
+
+
+def _layout_cases():
+    x, h, t = torch.empty(64), torch.empty(64, dtype=torch.float16), torch.empty(64)
+    yield mixed_scalars_kernel, (True, x, 3, 2**40, 0.5, h, 1.5, 2**63, -2.0, -7, t), {"BLOCK": 64}, \
+        "i1,*fp32:16,i32,i64,fp32,*fp16:16,fp16,u64,bf16,i8,*fp32:16,64"
+    yield add_kernel, (x, x, t, 64), {"BLOCK": 64}, None
+    yield tuple_axpby_kernel, ((x, (x, x[1:])), 64, (2.0, 3)), {"BLOCK": 64}, None
+    yield desc_copy_kernel, (_descs(), _descs()), {"BM": 64, "BN": 64}, None
+
+
+@needs_ext
+@pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("case", range(4))
+def test_parameter_buffer_layout_matches_the_ptx(arch, case, interpreter):
+    """A launch packs every parameter into one buffer at the offsets the kernel's
+    parameter space has (the driver takes it whole where cuFuncGetParamInfo agrees, on
+    the GPU): pointers after a bool, i64s after an i32, two-byte halves, 64-aligned
+    CUtensorMaps (sm_90) and the scratch pointers all land where the PTX puts them."""
+    kernel, args, kwargs, sig = list(_layout_cases())[case]
+    f = tritonjit.function(kernel)
+    v = f.compile(sig or f.signature(*args, **kwargs), target=f"cuda:{arch}", num_warps=4)
+    abi = _types.device_abi(v.signature, v.metadata, v.runtime_params, _fake_fill)
+    n_scratch = _types.scratch_layout(v.metadata)[0]
+    offsets, size = _driver.param_layout(abi.codes, n_scratch)
+    assert (list(offsets), size) == _ptx_layout(v.asm["ptx"], v.name)
+    if kernel is mixed_scalars_kernel:  # padding really happens: not every offset is the last one's end
+        assert offsets[:4] == (0, 8, 16, 24) and offsets[6:10] == (48, 56, 64, 66)
+
+
+@needs_ext
+def test_parameter_layout_refuses_bad_input():
+    with pytest.raises(ValueError, match="n_scratch"):
+        _driver.param_layout(bytes([0]), 3)
+    with pytest.raises(ValueError, match="unknown argument type code"):
+        _driver.param_layout(bytes([200]), 0)
+    assert _driver.param_layout(b"", 0) == ((), 0)
+    assert _driver.param_buffer() is True and _driver.param_buffer(True) is True  # the default: on
 
 
 @needs_ext
