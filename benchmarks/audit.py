@@ -39,7 +39,7 @@ import tritonjit_ops as T  # noqa: E402  (after models.py put the source tree on
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tritonjit bench audit", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(M.MODELS), help=f"comma-separated, of {', '.join(M.ALL_MODELS)} "
+    p.add_argument("--models", default=",".join(M.MODELS), help=f"comma-separated, of {', '.join(M.ALL_MODELS)}, or the groups {', '.join(M.GROUPS)} "
                    f"(default: {', '.join(M.MODELS)})")
     p.add_argument("--shapes", default=",".join(M.SHAPES), help=f"comma-separated, of {', '.join(M.SHAPES)}")
     p.add_argument("--limit", type=int, default=40, help="rows per table (0: all)")
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"audit on {torch.cuda.get_device_name() if device == 'cuda' else 'cpu'}, {dtype}, torch {torch.__version__}, "
           f"transformers {transformers.__version__}" + (" - smoke mode (interpreter times mean nothing)" if smoke else ""))
     out = []
-    for m in [x for x in args.models.split(",") if x]:
+    for m in M.expand_models(args.models):
         for s in [x for x in args.shapes.split(",") if x]:
             batch, tokens = shapes[s]
             model = M.build_model(m, smoke, device, dtype)

@@ -1,13 +1,17 @@
 """End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
 
-    python benchmarks/models.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train]
+    python benchmarks/models.py [--models llama,qwen2,gpt2,bert|more|zoo|all] [--shapes decode,prefill,train]
                                 [--rounds R] [--include all|OPS] [--exclude OPS] [--json FILE] [--smoke [--timed]]
 
 The real-model measure of the operator library. Each model is built from a config
 with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
 GPT-2 decoder and a BERT encoder by default; ``--models`` adds Mistral, Gemma, Phi-3,
-Qwen3, GPT-NeoX, OPT and T5 (encoder-decoder). 4 layers of hidden 1024, bf16 on the GPU, sdpa
-attention. Shapes: decode (a forward of 1x16 tokens), prefill (a forward of 8x1024)
+Qwen3, GPT-NeoX, OPT and T5 (encoder-decoder) (``more``), and the zoo (``zoo``): 15
+architectures with other op mixes, built from transformers' classes by name (ZOO:
+multi-query and parallel attention, MoE routing, partial rotary, ALiBi, QK norms,
+local/global attention, an encoder-decoder, a vision transformer and a convolutional
+network). 4 layers of hidden 1024 (the vision models at 224x224), bf16 on the GPU, sdpa
+attention where the architecture has it. Shapes: decode (a forward of 1x16 tokens), prefill (a forward of 8x1024)
 and train (one forward + backward at 4x256 with the model's LM/MLM loss). Eager and
 enable() run the same inputs in one process: one call each to compare (tritonjit
 compiles and tunes here), warm-up calls, then rounds that time each path in turn
@@ -59,7 +63,6 @@ MODELS = ("llama", "qwen2", "gpt2", "bert")
 #: (Mistral), GeGLU with tanh GELU, a scaled embedding and (1 + w) RMSNorm (Gemma), fused
 #: QKV and gate-up projections (Phi-3)
 MORE_MODELS = ("mistral", "gemma", "phi3", "qwen3", "gptneox", "opt", "t5")
-ALL_MODELS = MODELS + MORE_MODELS
 #: shape -> (batch, tokens), on the GPU and in the smoke mode
 SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256)}
 SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8)}
@@ -81,6 +84,72 @@ class Size:
 
 GPU_SIZE = Size(vocab=32000, hidden=1024, intermediate=2816, layers=4, heads=16, kv_heads=4, positions=1024)
 SMOKE_SIZE = Size(vocab=96, hidden=32, intermediate=64, layers=1, heads=4, kv_heads=2, positions=64)
+
+
+# the zoo: name -> (model class, config class, inputs kind, attention, config kwargs at size z).
+# Inputs: "lm" token ids with the ids as labels (a decoder shifts them; an encoder-decoder
+# reads them as its targets), "mlm" 15% of positions as labels, "image" pixels and a class.
+def _llama_like(z: Size, **kw: Any) -> dict[str, Any]:
+    return dict(vocab_size=z.vocab, hidden_size=z.hidden, intermediate_size=z.intermediate,
+                num_hidden_layers=z.layers, num_attention_heads=z.heads, num_key_value_heads=z.kv_heads,
+                max_position_embeddings=z.positions, **kw)
+
+
+def _gpt_like(z: Size, **kw: Any) -> dict[str, Any]:
+    return dict(vocab_size=z.vocab, n_embd=z.hidden, n_layer=z.layers, n_head=z.heads, n_positions=z.positions,
+                n_inner=4 * z.hidden, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **kw)
+
+
+def _image_size(z: Size) -> int:
+    return 224 if z is GPU_SIZE else 32
+
+
+ZOO: dict[str, tuple[str, str, str, str, Callable[[Size], dict[str, Any]]]] = {
+    "falcon": ("FalconForCausalLM", "FalconConfig", "lm", "sdpa", lambda z: dict(  # multi-query, parallel attention
+        vocab_size=z.vocab, hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads,
+        hidden_dropout=0.0, attention_dropout=0.0)),
+    "gptj": ("GPTJForCausalLM", "GPTJConfig", "lm", "eager", lambda z: _gpt_like(z, rotary_dim=z.hidden // z.heads // 2)),
+    "mixtral": ("MixtralForCausalLM", "MixtralConfig", "lm", "sdpa", lambda z: _llama_like(  # MoE routing
+        z, num_local_experts=8, num_experts_per_tok=2, tie_word_embeddings=False)),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig", "lm", "sdpa", lambda z: _llama_like(
+        z, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=z.intermediate // 4,
+        head_dim=z.hidden // z.heads, tie_word_embeddings=False)),
+    "stablelm": ("StableLmForCausalLM", "StableLmConfig", "lm", "sdpa", lambda z: _llama_like(z)),  # partial rotary
+    "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", "lm", "sdpa", lambda z: _llama_like(z)),  # QK norms, post-norms
+    "cohere": ("CohereForCausalLM", "CohereConfig", "lm", "sdpa", lambda z: _llama_like(z)),  # parallel, LayerNorm
+    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", "lm", "sdpa", lambda z: _llama_like(
+        z, head_dim=z.hidden // z.heads, sliding_window=z.positions // 4)),
+    "gpt_bigcode": ("GPTBigCodeForCausalLM", "GPTBigCodeConfig", "lm", "sdpa", lambda z: _gpt_like(z)),
+    "starcoder2": ("Starcoder2ForCausalLM", "Starcoder2Config", "lm", "sdpa", lambda z: _llama_like(
+        z, residual_dropout=0.0, embedding_dropout=0.0)),
+    "mpt": ("MptForCausalLM", "MptConfig", "lm", "eager", lambda z: dict(  # ALiBi
+        vocab_size=z.vocab, d_model=z.hidden, n_layers=z.layers, n_heads=z.heads, max_seq_len=z.positions)),
+    "bart": ("BartForConditionalGeneration", "BartConfig", "lm", "sdpa", lambda z: dict(
+        vocab_size=z.vocab, d_model=z.hidden, encoder_layers=z.layers // 2 or 1, decoder_layers=z.layers // 2 or 1,
+        encoder_attention_heads=z.heads, decoder_attention_heads=z.heads, encoder_ffn_dim=4 * z.hidden,
+        decoder_ffn_dim=4 * z.hidden, max_position_embeddings=z.positions, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0)),
+    "modernbert": ("ModernBertForMaskedLM", "ModernBertConfig", "mlm", "sdpa", lambda z: dict(  # local/global
+        vocab_size=z.vocab, hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads,
+        intermediate_size=z.intermediate, max_position_embeddings=z.positions, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2, global_attn_every_n_layers=2, local_attention=z.positions // 8)),
+    "vit": ("ViTForImageClassification", "ViTConfig", "image", "sdpa", lambda z: dict(
+        hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads, intermediate_size=4 * z.hidden,
+        image_size=_image_size(z), patch_size=16 if z is GPU_SIZE else 4, num_labels=10, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0)),
+    "convnext": ("ConvNextForImageClassification", "ConvNextConfig", "image", "eager", lambda z: dict(
+        hidden_sizes=[96, 192, 384, 768] if z is GPU_SIZE else [8, 16], depths=[3, 3, 9, 3] if z is GPU_SIZE else [1, 1],
+        num_stages=4 if z is GPU_SIZE else 2, image_size=_image_size(z), num_labels=10, drop_path_rate=0.0)),
+}
+ALL_MODELS = MODELS + MORE_MODELS + tuple(ZOO)
+#: --models groups
+GROUPS = {"more": MORE_MODELS, "zoo": tuple(ZOO), "all": ALL_MODELS}
+
+
+def kind(name: str) -> str:
+    """The inputs a model takes: "lm", "mlm", "seq2seq" (T5: its decoder reads the
+    tokens too) or "image"."""
+    return ZOO[name][2] if name in ZOO else {"bert": "mlm", "t5": "seq2seq"}.get(name, "lm")
 
 
 def _config(name: str, z: Size) -> Any:
@@ -142,6 +211,17 @@ def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: i
     """``name`` with random weights (seeded), on ``device`` in ``dtype``."""
     import transformers as tf
 
+    if name in ZOO:
+        model_cls, cfg_cls, _, attn, kw = ZOO[name]
+        if not hasattr(tf, model_cls):
+            raise ValueError(f"transformers {tf.__version__} has no {model_cls}")
+        torch.manual_seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = getattr(tf, cfg_cls)(**kw(SMOKE_SIZE if smoke else GPU_SIZE))
+            cfg._attn_implementation = attn
+            model = getattr(tf, model_cls)(cfg)
+        return model.to(device=device, dtype=dtype)
     cls = {"llama": tf.LlamaForCausalLM, "qwen2": tf.Qwen2ForCausalLM, "gpt2": tf.GPT2LMHeadModel,
            "bert": tf.BertForMaskedLM, "mistral": tf.MistralForCausalLM, "gemma": tf.GemmaForCausalLM,
            "phi3": tf.Phi3ForCausalLM, "qwen3": tf.Qwen3ForCausalLM, "gptneox": tf.GPTNeoXForCausalLM,
@@ -156,11 +236,16 @@ def build_model(name: str, smoke: bool, device: str, dtype: torch.dtype, seed: i
 def make_inputs(name: str, model: torch.nn.Module, batch: int, tokens: int, device: str,
                 seed: int = 1) -> dict[str, torch.Tensor]:
     """Token ids and labels: the ids themselves for a decoder (it shifts them), 15% of
-    positions for BERT's masked-LM loss (-100 elsewhere)."""
+    positions for a masked-LM loss (-100 elsewhere); an image model's ``batch`` images
+    (``tokens`` unused) and a class each."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (batch, tokens), generator=g)
+    if kind(name) == "image":
+        size = model.config.image_size
+        return {"pixel_values": torch.randn(batch, 3, size, size, generator=g).to(device, model.dtype),
+                "labels": torch.randint(0, model.config.num_labels, (batch,), generator=g).to(device)}
+    ids = torch.randint(3, model.config.vocab_size, (batch, tokens), generator=g)  # no pad, bos or eos id
     labels = ids.clone()
-    if name == "bert":
+    if kind(name) == "mlm":
         keep = torch.rand(batch, tokens, generator=g) < 0.15
         keep[:, 0] = True
         labels = torch.where(keep, ids, torch.full_like(ids, -100))
@@ -170,22 +255,25 @@ def make_inputs(name: str, model: torch.nn.Module, batch: int, tokens: int, devi
 def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, torch.Tensor]) -> Callable[[], Any]:
     """The call a case times: a forward without grad (decode, prefill; logits), or one
     training step (train: loss.backward(); logits and loss)."""
-    kw: dict[str, Any] = {} if name == "bert" else {"use_cache": False}
-    ids, labels = inputs["input_ids"], inputs["labels"]
+    k = kind(name)
+    kw: dict[str, Any] = {} if k in ("mlm", "image") else {"use_cache": False}
+    key = "pixel_values" if k == "image" else "input_ids"
+    x, labels = inputs[key], inputs["labels"]
     if shape != "train":
         model.eval()
-        fkw = dict(kw, decoder_input_ids=ids) if name == "t5" else kw  # the decoder reads the same tokens
+        # an encoder-decoder's decoder reads the same tokens (BART makes its own from the ids)
+        fkw = dict(kw, decoder_input_ids=x) if k == "seq2seq" else kw
 
         def forward() -> torch.Tensor:
             with torch.no_grad():
-                return model(input_ids=ids, **fkw).logits
+                return model(**{key: x}, **fkw).logits
 
         return forward
     model.train()
 
     def train() -> tuple[torch.Tensor, torch.Tensor]:
         model.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, labels=labels, **kw)
+        out = model(**{key: x}, labels=labels, **kw)
         out.loss.backward()
         return out.logits.detach(), out.loss.detach()
 
@@ -358,10 +446,19 @@ def routing(include: str | None) -> str | list[str] | None:
     return [x for x in include.split(",") if x]
 
 
+def expand_models(spec: str) -> list[str]:
+    """``--models``' value: names and groups (GROUPS), in order, each model once."""
+    out: list[str] = []
+    for m in (x for x in spec.split(",") if x):
+        out += [n for n in GROUPS.get(m, (m,)) if n not in out]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tritonjit bench models", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS),
-                   help=f"comma-separated, of {', '.join(ALL_MODELS)} (default: {', '.join(MODELS)})")
+                   help=f"comma-separated, of {', '.join(ALL_MODELS)}, or the groups {', '.join(GROUPS)} "
+                        f"(default: {', '.join(MODELS)})")
     p.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     p.add_argument("--rounds", type=int, default=7, help="timed rounds per path (GPU)")
     p.add_argument("--smoke", action="store_true", help="tiny fp32 configs, agreement only (default without a GPU)")
@@ -381,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else torch.bfloat16
-    models = [m for m in args.models.split(",") if m]
+    models = expand_models(args.models)
     shapes = [s for s in args.shapes.split(",") if s]
     for s in shapes:
         if s not in SHAPES:

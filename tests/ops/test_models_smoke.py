@@ -50,3 +50,36 @@ def test_table_counts_and_marks_the_calls_aten_measured_faster_on():
     assert "| 419/479, 436/497 (88%) | 460/479 (96%) |" in text
     assert ("llama/train: calls without a tritonjit kernel: aten::mm 21 (aten measured faster), "
             "aten::bmm 24 (20 aten measured faster), aten::flip 17, aten::add.Tensor 1") in text
+
+
+def test_model_groups_expand_in_order_each_once():
+    assert M.expand_models("llama,more") == ["llama", *M.MORE_MODELS]
+    assert M.expand_models("zoo,falcon,bert") == [*M.ZOO, "bert"]
+    assert M.expand_models("all") == list(M.ALL_MODELS)
+    assert len(set(M.ALL_MODELS)) == len(M.ALL_MODELS)
+
+
+@pytest.mark.parametrize("name", list(M.ZOO))
+def test_zoo_models_build_at_both_sizes(name):
+    """Every zoo architecture's config is valid for the installed transformers at the smoke
+    size and at the GPU size (built on the meta device: no memory, no compute), and its
+    inputs are what the model takes."""
+    import torch
+
+    model = M.build_model(name, True, "cpu", torch.float32)
+    inputs = M.make_inputs(name, model, 2, 8, "cpu")
+    assert set(inputs) == ({"pixel_values", "labels"} if M.kind(name) == "image" else {"input_ids", "labels"})
+    with torch.device("meta"):
+        big = M.build_model(name, False, "meta", torch.bfloat16)
+    assert sum(p.numel() for p in big.parameters()) > 10 * sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", ["vit", "modernbert"])
+def test_zoo_smoke_image_and_masked_lm(name, tmp_path):
+    """The zoo's image and masked-LM inputs through the whole smoke run (the training step
+    of every zoo architecture is compared call for call in test_models_wider.py)."""
+    out = tmp_path / "models.json"
+    rc = M.main(["--smoke", "--models", name, "--shapes", "decode,train", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert rc == 0 and [r["shape"] for r in rows] == ["decode", "train"]
+    assert all("error" not in r and r["covered_routed_calls"] == r["covered_calls"] > 0 for r in rows), rows
