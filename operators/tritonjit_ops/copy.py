@@ -523,19 +523,46 @@ def _cat_launch(items: list[_CatItem], d: int, shape: tuple[int, ...], base: int
                   base * math.prod(shape[d + 1:]), NIN=nin, CAT=cat, BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
 
 
-def _cat_plan(items: list[_CatItem], d: int, shape: tuple[int, ...], dtype: torch.dtype) -> Plan | None:
-    """One launch per _CAT_NIN inputs, each writing its slice of the contiguous output."""
+def _slice_copies(items: list[_CatItem], dtypes: list[torch.dtype], d: int, shape: tuple[int, ...],
+                  base: int) -> list[Any] | None:
+    """One copy launch per input into its slice of the contiguous output (elementwise.py's
+    kernel, its output offset the slice's start): where the inputs' dims do not merge into
+    the cat kernel's rank 4 (a stack at the last dim of (B, H, S, D) attention views is
+    rank 5). None beyond that kernel's rank."""
+    ostr = _contiguous_strides(shape)
+    out = []
+    for (ref, sh, st), dt in zip(items, dtypes):
+        src = torch.empty_strided(sh, st, dtype=dt, device="meta")
+        dst = torch.empty_strided(sh, ostr, dtype=dt, device="meta")
+        L = _launch("copy", [src], [ref], dst, Out(0), sh, _CT[dt], [], obase=base * ostr[d])
+        if L is None:
+            return None
+        out.append(L)
+        base += sh[d]
+    return out
+
+
+def _cat_plan(items: list[_CatItem], d: int, shape: tuple[int, ...], dtype: torch.dtype,
+              dtypes: list[torch.dtype]) -> Plan | None:
+    """One launch per _CAT_NIN inputs, each writing its slice of the contiguous output (or
+    one per input where their dims do not merge into rank 4); ``dtypes`` are the items'."""
     buf = Buffer(tuple(shape), dtype)
-    items = [it for it in items if it[1][d]]  # nothing to copy from inputs empty along d
-    if math.prod(shape) == 0 or not items:
+    live = [k for k, it in enumerate(items) if it[1][d]]  # nothing to copy from inputs empty along d
+    if math.prod(shape) == 0 or not live:
         return Plan((buf,), ())
-    launches, base = [], 0
+    items, dtypes = [items[k] for k in live], [dtypes[k] for k in live]
+    launches: list[Any] = []
+    base = 0
     for c in range(0, len(items), _CAT_NIN):
         chunk = items[c:c + _CAT_NIN]
         L = _cat_launch(chunk, d, tuple(shape), base)
         if L is None:
-            return None
-        launches.append(L)
+            more = _slice_copies(chunk, dtypes[c:c + _CAT_NIN], d, tuple(shape), base)
+            if more is None:
+                return None
+            launches += more
+        else:
+            launches.append(L)
         base += sum(s[d] for _, s, _ in chunk)
     return Plan((buf,), tuple(launches))
 
@@ -573,7 +600,8 @@ def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
         return None
     shape = list(ref.shape)
     shape[d] = sum(ts[k].shape[d] for k in live)
-    return _cat_plan([(InItem(0, k), tuple(ts[k].shape), tuple(ts[k].stride())) for k in live], d, tuple(shape), dt)
+    return _cat_plan([(InItem(0, k), tuple(ts[k].shape), tuple(ts[k].stride())) for k in live], d, tuple(shape), dt,
+                     [ts[k].dtype for k in live])
 
 
 def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
@@ -592,7 +620,7 @@ def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
         return None
     shape = (*ts[0].shape[:d], len(ts), *ts[0].shape[d:])
     items = [(InItem(0, k), tuple(v.shape), tuple(v.stride())) for k, v in enumerate(views)]
-    return _cat_plan(items, d, shape, _promote(ts))
+    return _cat_plan(items, d, shape, _promote(ts), [t.dtype for t in ts])
 
 
 def _interleaved(x: Tensor, rank: int) -> Tensor:

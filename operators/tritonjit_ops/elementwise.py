@@ -1,12 +1,13 @@
 """More elementwise aten ops: math, comparisons, logic, clamps, activations; with their
 in-place (``exp_``) and ``out=`` variants.
 
-One rank-4 strided kernel serves them all: up to three operands (each a tensor of any
+One strided kernel serves them all: up to three operands (each a tensor of any
 strides, broadcast, or a scalar), up to three Scalar parameters, and an output of any
 strides, so an in-place op writes straight into a non-contiguous ``self`` and ``out=``
-into the tensor given. The compute type is a constexpr string (fp32 for 16-bit floats).
+into the tensor given. It indexes rank 4 after coalescing; its rank-6 twin (more
+parameters, so a dearer launch) takes the rest, attention's 5-D head views among them. The compute type is a constexpr string (fp32 for 16-bit floats).
 
-Calls this module does not take (complex dtypes, ranks beyond 4 after coalescing, an
+Calls this module does not take (complex dtypes, ranks beyond 6 after coalescing, an
 output that overlaps an input partially, an ``out=`` to resize) raise
 ``NotImplementedError``; under ``enable()`` they then run on aten's own kernel, as in
 eager. The transcendental functions without a Triton builtin that runs everywhere
@@ -265,6 +266,40 @@ def _to_out(r, OT: tl.constexpr):
 
 
 @triton.jit
+def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr,
+              IS_FLOAT: tl.constexpr, A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
+              BLOCK: tl.constexpr):
+    """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share."""
+    zero = tl.zeros([BLOCK], tl.int32)
+    if NIN >= 1:
+        if A_SCALAR:
+            x = _cast(a + zero, CT)
+        else:
+            x = _cast(tl.load(a + oa, mask=mask), CT)
+    else:
+        x = _cast(zero, CT)
+    if NIN >= 2:
+        if B_SCALAR:
+            y = _cast(b + zero, CT)
+        else:
+            y = _cast(tl.load(b + ob, mask=mask), CT)
+    else:
+        y = x
+    if NIN >= 3:
+        if C_SCALAR:
+            z = _cast(c + zero, CT)
+        else:
+            z = _cast(tl.load(c + oc, mask=mask), CT)
+    else:
+        z = y
+    if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
+        r = pow_scalar(x, b, y)
+    else:
+        r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
+    tl.store(out + oo, _to_out(r, out.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _ew_kernel(
     a, b, c, out, n, s0, s1, s2,
     d1, d2, d3,
@@ -277,38 +312,42 @@ def _ew_kernel(
     if IDX64:
         pid = pid.to(tl.int64)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
-    zero = tl.zeros([BLOCK], tl.int32)
-    if NIN >= 1:
-        if A_SCALAR:
-            x = _cast(a + zero, CT)
-        else:
-            x = _cast(tl.load(a + (i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3), mask=mask), CT)
-    else:
-        x = _cast(zero, CT)
-    if NIN >= 2:
-        if B_SCALAR:
-            y = _cast(b + zero, CT)
-        else:
-            y = _cast(tl.load(b + (i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3), mask=mask), CT)
-    else:
-        y = x
-    if NIN >= 3:
-        if C_SCALAR:
-            z = _cast(c + zero, CT)
-        else:
-            z = _cast(tl.load(c + (i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3), mask=mask), CT)
-    else:
-        z = y
-    if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
-        r = pow_scalar(x, b, y)
-    else:
-        r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
-    tl.store(out + (i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), _to_out(r, out.dtype.element_ty), mask=mask)
+    _ew_apply(a, b, c, out, i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3, i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3,
+              i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3, i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3, offs < n,
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK)
+
+
+@triton.jit
+def _ew6_kernel(
+    a, b, c, out, n, s0, s1, s2, obase,
+    d1, d2, d3, d4, d5,
+    as0, as1, as2, as3, as4, as5, bs0, bs1, bs2, bs3, bs4, bs5, cs0, cs1, cs2, cs3, cs4, cs5,
+    os0, os1, os2, os3, os4, os5,
+    OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
+    A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
+    BLOCK: tl.constexpr, IDX64: tl.constexpr,
+):
+    # rank 5 and 6 (attention's (B, KV heads, repeats, S, D) views of (B, S, H, D) storage),
+    # and an output that starts obase elements into its buffer (a cat's slice)
+    pid = tl.program_id(0)
+    if IDX64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    i5 = offs % d5
+    t = offs // d5
+    i4 = t % d4
+    t = t // d4
+    i0, i1, i2, i3 = unravel4(t, d1, d2, d3)
+    _ew_apply(a, b, c, out, i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3 + i4 * as4 + i5 * as5,
+              i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3 + i4 * bs4 + i5 * bs5,
+              i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3 + i4 * cs4 + i5 * cs5,
+              obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + i4 * os4 + i5 * os5, offs < n,
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK)
 
 
 _ew = jit(_ew_kernel)
+_ew6 = jit(_ew6_kernel)
 
 
 # ----------------------------------------------------------------- dtype rules
@@ -357,9 +396,11 @@ def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
 
 
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
-            shape: Sequence[int], ct: str, scalars: Sequence[Any]) -> Any:
+            shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0) -> Any:
     """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
-    (a tensor of any strides, or a contiguous plan Buffer); None beyond rank 4."""
+    (a tensor of any strides, or a contiguous plan Buffer), its elements from ``obase`` on
+    (an offset into the output's buffer); None beyond rank 6. Rank 4 and no offset, which
+    is most calls, take the kernel of fewer parameters (a cheaper launch)."""
     n = 1
     for d in shape:
         n *= d
@@ -372,25 +413,30 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
             acc *= shape[i]
     strides = [_bstrides(t, shape) for t in operands] + [list(ostr)]
     dims, cstr = coalesce(list(shape), strides)
-    if len(dims) > 4:
+    if len(dims) > 6:
         return None
-    pad = 4 - len(dims)
+    rank = 4 if len(dims) <= 4 and not obase else 6
+    pad = rank - len(dims)
     dims = [1] * pad + dims
     cstr = [[0] * pad + s for s in cstr]
-    ostr4 = cstr.pop()
+    ostr_r = cstr.pop()
     refs = list(refs)
     scalar = [not isinstance(t, Tensor) for t in operands]
     nin = len(operands)
     while len(refs) < 3:
         refs.append(0)
         scalar.append(True)
-        cstr.append([0, 0, 0, 0])
+        cstr.append([0] * rank)
     sc = list(scalars) + [0] * (3 - len(scalars))
-    extent = max([n] + [sum(abs(s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in cstr + [ostr4]])
-    return launch(_ew, ((n + _BLOCK - 1) // _BLOCK,), refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2],
-                  dims[1], dims[2], dims[3], *cstr[0], *cstr[1], *cstr[2], *ostr4,
-                  OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
-                  C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
+    extent = max([n] + [sum(abs(s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in cstr + [ostr_r]]) + obase
+    cx = dict(OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
+              C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
+    grid = ((n + _BLOCK - 1) // _BLOCK,)
+    if rank == 4:
+        return launch(_ew, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], dims[1], dims[2], dims[3],
+                      *cstr[0], *cstr[1], *cstr[2], *ostr_r, **cx)
+    return launch(_ew6, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], obase, *dims[1:],
+                  *cstr[0], *cstr[1], *cstr[2], *ostr_r, **cx)
 
 
 def _operands(op: str, operands: Sequence[Any], out: Tensor | None = None) -> tuple[list[Any], torch.device]:
