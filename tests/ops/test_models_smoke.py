@@ -83,3 +83,17 @@ def test_zoo_smoke_image_and_masked_lm(name, tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert rc == 0 and [r["shape"] for r in rows] == ["decode", "train"]
     assert all("error" not in r and r["covered_routed_calls"] == r["covered_calls"] > 0 for r in rows), rows
+
+
+def test_agreement_counts_the_rows_off():
+    """A flipped routing decision moves a few positions' logits; the share of rows off by more
+    than 5% of the largest logit tells it from an operator that is wrong everywhere."""
+    import torch
+
+    ref = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0))
+    one = ref.clone()
+    one[0, 1, 3] += 10
+    a = M.agreement(ref, one)
+    assert a["logits_rows_off"] == pytest.approx(0.1) and a["logits_rel"] > 1
+    assert M.agreement(ref, ref * 1.5)["logits_rows_off"] > 0.5
+    assert M.agreement(ref, ref + 1e-4)["logits_rows_off"] == 0
