@@ -39,7 +39,8 @@ import tritonjit_ops as T  # noqa: E402  (after models.py put the source tree on
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="tritonjit bench audit", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default=",".join(M.MODELS), help=f"comma-separated, of {', '.join(M.ALL_MODELS)}, or the groups {', '.join(M.GROUPS)} "
+    p.add_argument("--models", default=",".join(M.MODELS),
+                   help=f"comma-separated, of {', '.join(M.ALL_MODELS)}, or the groups {', '.join(M.GROUPS)} "
                    f"(default: {', '.join(M.MODELS)})")
     p.add_argument("--shapes", default=",".join(M.SHAPES), help=f"comma-separated, of {', '.join(M.SHAPES)}")
     p.add_argument("--limit", type=int, default=40, help="rows per table (0: all)")

@@ -5,7 +5,8 @@ One strided kernel serves them all: up to three operands (each a tensor of any
 strides, broadcast, or a scalar), up to three Scalar parameters, and an output of any
 strides, so an in-place op writes straight into a non-contiguous ``self`` and ``out=``
 into the tensor given. It indexes rank 4 after coalescing; its rank-6 twin (more
-parameters, so a dearer launch) takes the rest, attention's 5-D head views among them. The compute type is a constexpr string (fp32 for 16-bit floats).
+parameters, so a dearer launch) takes the rest, attention's 5-D head views among them.
+The compute type is a constexpr string (fp32 for 16-bit floats).
 
 Calls this module does not take (complex dtypes, ranks beyond 6 after coalescing, an
 output that overlaps an input partially, an ``out=`` to resize) raise
@@ -429,7 +430,7 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         cstr.append([0] * rank)
     sc = list(scalars) + [0] * (3 - len(scalars))
     extent = max([n] + [sum(abs(s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in cstr + [ostr_r]]) + obase
-    cx = dict(OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
+    cx: dict[str, Any] = dict(OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
               C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     if rank == 4:

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 import tritonjit
-from cuda_test_kernels import (add_kernel, desc_copy_kernel, desc_tuple_scale_kernel, mixed_scalars_kernel, mm_kernel,
-                               tuple_axpby_kernel)
+from cuda_test_kernels import (
+    add_kernel,
+    desc_copy_kernel,
+    desc_tuple_scale_kernel,
+    mixed_scalars_kernel,
+    mm_kernel,
+    tuple_axpby_kernel,
+)
 from triton.tools.tensor_descriptor import TensorDescriptor
 from tritonjit_cuda import _types
 from tritonjit_cuda._backend import _driver
