@@ -11,11 +11,12 @@ architectures with other op mixes, built from transformers' classes by name (ZOO
 multi-query and parallel attention, MoE routing, partial rotary, ALiBi, QK norms,
 local/global attention, an encoder-decoder, a vision transformer and a convolutional
 network). 4 layers of hidden 1024 (the vision models at 224x224), bf16 on the GPU, sdpa
-attention where the architecture has it. Shapes: decode (a forward of 1x16 tokens), prefill (a forward of 8x1024)
-and train (one forward + backward at 4x256 with the model's LM/MLM loss). Eager and
-enable() run the same inputs in one process: one call each to compare (tritonjit
-compiles and tunes here), warm-up calls, then rounds that time each path in turn
-(benchmarks/_timing.py); the table shows the best round, the JSON the median too.
+attention where the architecture has it. Shapes: decode (a forward of 1x16 tokens),
+prefill (a forward of 8x1024) and train (one forward + backward at 4x256 with the
+model's LM/MLM loss). Eager and enable() run the same inputs in one process: one call
+each to compare (tritonjit compiles and tunes here), warm-up calls, then rounds that
+time each path in turn (benchmarks/_timing.py); the table shows the best round, the
+JSON the median too.
 
 Agreement: the logits under enable() against eager (max abs diff, that relative to
 max |eager|, and the share of positions off by more than 5% of it: a few where an MoE
