@@ -159,3 +159,34 @@ def test_rank5_copies_take_the_rank6_kernel_and_cross_compile_for_sm90():
         args = [ins[0] if isinstance(a, (_plan.In, _plan.InItem)) else out if isinstance(a, _plan.Out) else a
                 for a in L.args]
         assert E._ew6.compile(E._ew6.signature(*args), target="cuda:90").binary
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_rank5_views_under_enable_on_gpu(dtype):
+    """The rank-6 kernel on the device, through the C++ plans: repeat_kv's clone and reshape
+    of (B, KV, rep, S, D) broadcast views (Gemma 3), Cohere's stack of interleaved head
+    halves (the second input at an output offset), a cast and a unary op of a rank-5 view;
+    values and strides as eager's, no call left to the Python implementation."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    q = torch.randn(2, 16, 8, 64, device="cuda", dtype=dtype).transpose(1, 2)  # (B, H, S, D) of (B, S, H, D)
+    calls = {
+        "clone repeat_kv": lambda: q[:, :, None].expand(2, 8, 4, 16, 64).clone(),
+        "reshape repeat_kv": lambda: q[:, :, None].expand(2, 8, 4, 16, 64).reshape(2, 32, 16, 64),
+        "stack halves": lambda: torch.stack([-q[..., 1::2], q[..., ::2]], dim=-1),
+        "cast rank 5": lambda: q[:, :, None].expand(2, 8, 3, 16, 64).to(torch.float64),
+        "exp rank 5": lambda: q[:, :, None].expand(2, 8, 3, 16, 64).exp(),
+    }
+    for name, fn in calls.items():
+        want = fn()
+        with T.enable(wait_native=True):
+            fn()  # the plan
+            before = native.stats()
+            got = fn()
+            delta = stats_delta(before, native.stats())
+        torch.cuda.synchronize()
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        assert torch.equal(got, want), name
+        assert delta["python_calls"] == 0 and delta["launches"] >= 1, (name, delta)
