@@ -26,6 +26,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
+from ._layout import iter_strides
 from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
@@ -399,14 +400,14 @@ def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
             shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0) -> Any:
     """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
-    (a tensor of any strides, or a contiguous plan Buffer), its elements from ``obase`` on
+    (a tensor of any strides, or a plan Buffer, dense), its elements from ``obase`` on
     (an offset into the output's buffer); None beyond rank 6. Rank 4 and no offset, which
     is most calls, take the kernel of fewer parameters (a cheaper launch)."""
     n = 1
     for d in shape:
         n *= d
-    ostr = out.stride() if isinstance(out, Tensor) else [0] * len(shape)
-    if not isinstance(out, Tensor):  # contiguous strides of a plan buffer
+    ostr = out.stride() if isinstance(out, Tensor) else out.strides
+    if ostr is None:  # contiguous strides of a plan buffer
         acc = 1
         ostr = [0] * len(shape)
         for i in range(len(shape) - 1, -1, -1):
@@ -487,16 +488,20 @@ def _fp32_exact(v: Any) -> bool:
 
 
 def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars: Sequence[Any] = (),
-        out: Tensor | None = None, inplace: bool = False) -> Tensor:
+        out: Tensor | None = None, inplace: bool = False, aten_layout: bool = False) -> Tensor:
     """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` the operands
-    broadcast to its shape; otherwise an empty ``out`` is resized as aten does."""
+    broadcast to its shape; otherwise an empty ``out`` is resized as aten does. A new output
+    is contiguous, or with ``aten_layout`` laid out as aten's TensorIterator lays out a
+    pointwise op's (the operands' memory order: see _layout.py)."""
     ops, dev = _operands(op, operands, out)
     if ct == "fp64" and not all(_fp32_exact(v) for v in [*scalars, *(t for t in ops if not isinstance(t, Tensor))]):
         raise _refuse(op, "a float64 computation with a scalar that fp32 does not hold exactly")
     shapes = [t.shape for t in ops if isinstance(t, Tensor)]
     shape = _bshape(shapes + ([out.shape] if inplace and out is not None else []))
     if out is None:
-        out = torch.empty(shape, dtype=rdtype, device=dev)
+        strides = iter_strides(shape, ops) if aten_layout else None
+        out = (torch.empty(shape, dtype=rdtype, device=dev) if strides is None
+               else torch.empty_strided(shape, strides, dtype=rdtype, device=dev))
     else:
         if out.device != dev or out.dtype not in _REAL:
             raise _refuse(op, "out= on another device or of an unsupported dtype")
@@ -520,10 +525,11 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
 
 
 def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_refs: Sequence[Any] = (),
-         refs: Sequence[Any] | None = None) -> Plan | None:
-    """The C++ path's plan of a functional call (a new contiguous output); None where the
-    Python implementation must run. ``refs``: what the launch passes for each operand
-    (default: In(i) for tensors; Scalar operands must be given as Arg(i))."""
+         refs: Sequence[Any] | None = None, aten_layout: bool = False) -> Plan | None:
+    """The C++ path's plan of a functional call (a new output: contiguous, or with
+    ``aten_layout`` in TensorIterator's layout, as run's); None where the Python
+    implementation must run. ``refs``: what the launch passes for each operand (default:
+    In(i) for tensors; Scalar operands must be given as Arg(i))."""
     try:
         ops, dev = _operands(op, operands)
     except NotImplementedError:
@@ -538,7 +544,7 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
     if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):
         return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
-    buf = Buffer(tuple(shape), rdtype)
+    buf = Buffer(tuple(shape), rdtype, iter_strides(shape, ops) if aten_layout else None)
     if 0 in shape:
         return Plan((buf,), ())
     L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs)
@@ -588,7 +594,7 @@ def _float_unary(op: str) -> tuple[Callable, Callable]:
     def fn(x, out=None, inplace=False):
         _check_tensor(op, x)
         rd, ct = _float_unary_dtype(op, x)
-        return run(op, [x], rd, ct, out=out, inplace=inplace)
+        return run(op, [x], rd, ct, out=out, inplace=inplace, aten_layout=True)
 
     def planner(x):
         if not isinstance(x, Tensor) or x.dtype not in _REAL:
@@ -596,7 +602,7 @@ def _float_unary(op: str) -> tuple[Callable, Callable]:
         rd = _float_of(x.dtype)
         if rd == torch.float64 and op in _APPROX:
             return None
-        return plan(op, [x], rd, _CT[rd])
+        return plan(op, [x], rd, _CT[rd], aten_layout=True)
 
     return fn, planner
 
@@ -617,7 +623,7 @@ def _gelu(x, approximate="none", out=None, inplace=False):
     if not x.dtype.is_floating_point:
         raise _refuse("gelu", f"dtype {x.dtype}")
     return run("gelu" if approximate == "none" else "gelu_tanh", [x], x.dtype, _ct("gelu", x.dtype), out=out,
-               inplace=inplace)
+               inplace=inplace, aten_layout=True)
 
 
 ATEN["gelu_"] = lambda self, *, approximate="none": _gelu(self, approximate, out=self, inplace=True)
@@ -644,12 +650,12 @@ def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tup
         _check_tensor(op, x)
         if not ok(x.dtype):
             raise _refuse(op, f"dtype {x.dtype}")
-        return run(kop(x.dtype), [x], x.dtype, _ct(op, x.dtype), out=out, inplace=inplace)
+        return run(kop(x.dtype), [x], x.dtype, _ct(op, x.dtype), out=out, inplace=inplace, aten_layout=True)
 
     def planner(x):
         if not isinstance(x, Tensor) or not ok(x.dtype):
             return None
-        return plan(kop(x.dtype), [x], x.dtype, _CT[x.dtype])
+        return plan(kop(x.dtype), [x], x.dtype, _CT[x.dtype], aten_layout=True)
 
     return fn, planner
 
@@ -677,14 +683,14 @@ def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
         rd = torch.bool
         if op in ("isnan", "isinf") and not dt.is_floating_point:
             return run("copy", [False], torch.bool, "i1", out=torch.empty(x.shape, dtype=torch.bool, device=x.device))
-        return run(op, [x], rd, _CT[dt], out=out, inplace=inplace)
+        return run(op, [x], rd, _CT[dt], out=out, inplace=inplace, aten_layout=True)
 
     def planner(x):
         if not isinstance(x, Tensor) or x.dtype not in _REAL:
             return None
         if op in ("isnan", "isinf") and not x.dtype.is_floating_point:
             return None
-        return plan(op, [x], torch.bool, _CT[x.dtype])
+        return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=True)
 
     return fn, planner
 
@@ -701,7 +707,7 @@ def _bitwise_not(x, out=None, inplace=False):
     if x.dtype not in INT_DTYPES + (torch.bool,):
         raise _refuse("bitwise_not", f"dtype {x.dtype}")
     return run("logical_not" if x.dtype == torch.bool else "bitwise_not", [x], x.dtype, _CT[x.dtype], out=out,
-               inplace=inplace)
+               inplace=inplace, aten_layout=True)
 
 
 _with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, None, "bitwise_not_", "bitwise_not.out")
@@ -734,7 +740,7 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
             raise _refuse(op, "a Scalar self")
         k = kop_of(x, y)
         rd, ct = types(x, y, k)
-        return run(k, [x, y], rd, ct, out=out, inplace=inplace)
+        return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True)
 
     def planner(x, y):
         if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
@@ -744,7 +750,7 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
             rd, ct = types(x, y, k)
         except NotImplementedError:
             return None
-        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)])
+        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True)
 
     return fn, planner
 
@@ -800,7 +806,7 @@ def _add_sub(op: str) -> Callable:
             raise _refuse(op, "bool operands")
         if isinstance(alpha, float) and not rd.is_floating_point:
             raise _refuse(op, "a float alpha for integers")
-        return run(op, [x, y], rd, _ct(op, rd), [alpha], out=out, inplace=inplace)
+        return run(op, [x, y], rd, _ct(op, rd), [alpha], out=out, inplace=inplace, aten_layout=True)
 
     return fn
 
@@ -823,7 +829,7 @@ def _rsub(x, other, alpha=1):
         raise _refuse("rsub", "bool operands")
     if isinstance(alpha, float) and not rd.is_floating_point:
         raise _refuse("rsub", "a float alpha for integers")
-    return run("sub", [other, x], rd, _ct("sub", rd), [alpha])
+    return run("sub", [other, x], rd, _ct("sub", rd), [alpha], aten_layout=True)
 
 
 ATEN["rsub.Tensor"] = lambda self, other, *, alpha=1: _rsub(self, other, alpha)
@@ -838,7 +844,8 @@ def _plan_rsub(x: Any, other: Any, alpha: Any = 1) -> Plan | None:
         return None
     if rd == torch.float64:
         return None  # Scalars through fp32 arguments: the Python implementation checks their values
-    return plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)])
+    return plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)],
+                aten_layout=True)
 
 
 PLANNERS["rsub.Tensor"] = lambda self, other, *, alpha=1: _plan_rsub(self, other, alpha)
@@ -859,7 +866,7 @@ def _div_mode(x, y, rounding_mode=None, out=None, inplace=False):
         raise _refuse("div", f"rounding_mode={rounding_mode!r}")
     if not rd.is_floating_point and isinstance(y, Tensor) and y.device.type == "cpu" and bool((y == 0).any()):
         raise _refuse("div", "integer division by zero")  # aten raises ZeroDivisionError
-    return run(op, [x, y], rd, _ct(op, rd), out=out, inplace=inplace)
+    return run(op, [x, y], rd, _ct(op, rd), out=out, inplace=inplace, aten_layout=True)
 
 
 ATEN["div.Tensor_mode"] = lambda self, other, *, rounding_mode=None: _div_mode(self, other, rounding_mode)
@@ -890,10 +897,10 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
     ct = _ct("clamp", rd)
     od = rd
     if lo is None:
-        return run("clamp_max", [x, hi], od, ct, out=out, inplace=inplace)
+        return run("clamp_max", [x, hi], od, ct, out=out, inplace=inplace, aten_layout=True)
     if hi is None:
-        return run("clamp_min", [x, lo], od, ct, out=out, inplace=inplace)
-    return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace)
+        return run("clamp_min", [x, lo], od, ct, out=out, inplace=inplace, aten_layout=True)
+    return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace, aten_layout=True)
 
 
 def _plan_clamp(x, lo=None, hi=None, pos=(1, 2)):
@@ -913,7 +920,7 @@ def _plan_clamp(x, lo=None, hi=None, pos=(1, 2)):
         if v is not None:
             args.append(v)
             ref.append(In(i) if isinstance(v, Tensor) else Arg(i))
-    return plan(op, args, rd, ct, refs=ref)
+    return plan(op, args, rd, ct, refs=ref, aten_layout=True)
 
 
 ATEN["clamp"] = lambda self, min=None, max=None: _clamp2(self, min, max)
@@ -935,7 +942,8 @@ PLANNERS["clamp_max"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
 PLANNERS["clamp_max.Tensor"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
 
 
-# masked_fill: value Scalar or 0-dim Tensor; the result keeps self's dtype
+# masked_fill: value Scalar or 0-dim Tensor; the result keeps self's dtype and is contiguous
+# (aten's masked_fill is a contiguous clone then masked_fill_, not a TensorIterator op)
 def _masked_fill(x, mask, value, out=None, inplace=False):
     _check_tensor("masked_fill", x)
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
@@ -981,7 +989,7 @@ def _lerp(x, end, weight, out=None, inplace=False):
         raise _refuse("lerp", "operands")
     if isinstance(weight, Tensor) and weight.dtype != x.dtype:
         raise _refuse("lerp", "weight dtype")
-    return run("lerp", [x, end, weight], x.dtype, _ct("lerp", x.dtype), out=out, inplace=inplace)
+    return run("lerp", [x, end, weight], x.dtype, _ct("lerp", x.dtype), out=out, inplace=inplace, aten_layout=True)
 
 
 for _ov in ("Scalar", "Tensor"):
@@ -997,7 +1005,7 @@ def _addc(op: str) -> Callable:
         rd = torch.promote_types(torch.promote_types(x.dtype, t1.dtype), t2.dtype)
         if not rd.is_floating_point:
             raise _refuse(op, f"dtype {rd}")
-        return run(op, [x, t1, t2], rd, _ct(op, rd), [value], out=out, inplace=inplace)
+        return run(op, [x, t1, t2], rd, _ct(op, rd), [value], out=out, inplace=inplace, aten_layout=True)
 
     return fn
 
@@ -1017,7 +1025,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
         vals = list(params) + list(defaults[len(params):])
         if not all(_is_scalar(v) for v in vals):
             raise _refuse(op, "parameters")
-        return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace)
+        return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
 
     def planner(x, *params):
         if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
@@ -1028,7 +1036,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
         if not all(_is_scalar(v) for v in vals):
             return None
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
-        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs)
+        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True)
 
     ATEN[op] = fn
     PLANNERS[op] = planner
@@ -1056,7 +1064,7 @@ def _nan_to_num(x, nan=None, posinf=None, neginf=None, out=None, inplace=False):
     if x.dtype != torch.float64:  # the fp32 scalar argument must not overflow to inf
         f32 = torch.finfo(torch.float32)
         vals = [min(max(v, f32.min), f32.max) for v in vals]
-    return run("nan_to_num", [x], x.dtype, _ct("nan_to_num", x.dtype), vals, out=out, inplace=inplace)
+    return run("nan_to_num", [x], x.dtype, _ct("nan_to_num", x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
 
 
 ATEN["nan_to_num"] = _nan_to_num

@@ -15,8 +15,11 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
+from ._layout import iter_strides, memory_order
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
+from .elementwise import _ct as _ew_ct
+from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
 
@@ -211,19 +214,44 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
                   Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=n > _INT32_MAX)
 
 
+def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int]) -> tuple[list, list[int], list[int]]:
+    """The operands (broadcast to ``shape``) and the shape permuted into the memory order of
+    a dense output of ``strides``, and that order: the kernels, which write their output
+    contiguously, then write it in that layout (a transposed input read along its rows)."""
+    order = memory_order(strides)
+    ops = [t.expand(shape).permute(order) if isinstance(t, Tensor) else t for t in operands]
+    return ops, [shape[d] for d in order], order
+
+
+def _new_out(shape: list[int], dtype: torch.dtype, device: Any, operands: Sequence) -> Tensor:
+    """A new output in aten's layout for a pointwise op of ``operands`` (see _layout.py)."""
+    strides = iter_strides(shape, operands)
+    if strides is None:
+        return torch.empty(shape, dtype=dtype, device=device)
+    return torch.empty_strided(shape, strides, dtype=dtype, device=device)
+
+
 def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool) -> Tensor:
-    """Run the elementwise op now into ``out`` (any strides: a contiguous temporary and a copy)."""
+    """Run the elementwise op now into ``out`` (any strides: a dense one in its memory order,
+    any other through a contiguous temporary and a copy)."""
     if out.numel() == 0:
         return out
-    target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype, device=out.device)
-    shape = list(target.shape)
+    shape = list(out.shape)
+    temporary = False
+    if out.is_contiguous():
+        target = out
+    elif iter_strides(shape, [out]) == tuple(out.stride()):  # dense: TensorIterator keeps its strides
+        operands, shape, order = _in_memory_order(operands, shape, out.stride())
+        target = out.permute(order)
+    else:
+        target, temporary = torch.empty(out.shape, dtype=out.dtype, device=out.device), True
     L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
     if L is None:  # beyond rank 4 after coalescing: materialize the broadcast views once
         operands = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
         L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
         assert L is not None  # contiguous operands: the flat kernel takes any rank
     execute(L)
-    if target is not out:
+    if temporary:
         out.copy_(target)
     return out
 
@@ -280,7 +308,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
     dev = x.device if isinstance(x, Tensor) else y.device
     if out is None:
-        out = torch.empty(shape, dtype=rdtype, device=dev)
+        out = _new_out(shape, rdtype, dev, [x, y])
     else:
         check_out(op, out, shape, rdtype, dev)
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
@@ -359,7 +387,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
             if n:
                 _unary_flat[(cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
             return o
-        out = torch.empty(x.shape, dtype=dt, device=x.device)
+        out = _new_out(list(x.shape), dt, x.device, [x])
     else:
         check_out(op, out, x.shape, dt, x.device)
     return _launch_elementwise(kop, 1, [x], out, 1, dt in LOW_PRECISION)
@@ -424,7 +452,7 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
         if isinstance(t, Tensor):
             shape = _broadcast_shape(tuple(shape), tuple(t.shape))
     if out is None:
-        out = torch.empty(shape, dtype=rdtype, device=condition.device)
+        out = _new_out(shape, rdtype, condition.device, [condition, x, y])
     else:
         check_out("where", out, shape, rdtype, condition.device)
     return _launch_elementwise("where", 3, [condition, x, y], out, 1, rdtype in LOW_PRECISION)
@@ -481,13 +509,25 @@ _BOOL_OPS = {"add": "maximum", "maximum": "maximum", "mul": "minimum", "minimum"
 
 def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,
              alpha: Any) -> Plan | None:
-    out = (Buffer(tuple(shape), rdtype),)
+    """The plan of one launch into a new output in aten's layout (see _layout.py): a
+    non-contiguous one is written in its memory order."""
     n = 1
     for d in shape:
         n *= d
+    strides = iter_strides(shape, operands) if n else None
+    out = (Buffer(tuple(shape), rdtype, strides),)
     if n == 0:
         return Plan(out, ())
+    if strides is not None:
+        operands, shape, _ = _in_memory_order(operands, shape, strides)
     L = _elementwise(op, nin, operands, refs, shape, Out(0), alpha, rdtype in LOW_PRECISION)
+    if L is None:  # rank 5 or 6 after coalescing (repeat_kv's views): the elementwise module's rank-6 kernel
+        try:
+            ct = _ew_ct(op, rdtype)
+        except NotImplementedError:
+            return None
+        L = _ew_launch(op, operands, refs, Buffer(tuple(shape), rdtype), Out(0), shape, ct,
+                       [alpha] if op in ("add", "sub") else [])
     return None if L is None else Plan(out, (L,))
 
 

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, cdiv, jit
+from ._layout import iter_strides
 from ._math import tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
 
@@ -59,8 +60,16 @@ def plan_activation_backward(op: str, grad: Any, x: Any, threshold: Any = 0) -> 
         return None
     if op == "threshold" and (not isinstance(threshold, Number) or isinstance(threshold, complex)):
         return None
-    contiguous = tuple(i for i, t in ((0, grad), (1, x)) if not t.is_contiguous())
-    out = (Buffer(tuple(x.shape), grad.dtype),)
+    strides = iter_strides(list(x.shape), [grad, x])
+    if strides is not None and tuple(grad.stride()) == tuple(x.stride()) == strides:
+        # both dense in one layout (attention's transposed views, a transposed weight's
+        # activations): the flat kernel runs over their memory as it lies, and the result
+        # takes that layout, as aten's (TensorIterator's fast set-up)
+        out = (Buffer(tuple(x.shape), grad.dtype, strides),)
+        contiguous: tuple[int, ...] = ()
+    else:  # contiguous copies of the others: a contiguous result (aten's, but for mixed layouts)
+        contiguous = tuple(i for i, t in ((0, grad), (1, x)) if not t.is_contiguous())
+        out = (Buffer(tuple(x.shape), grad.dtype),)
     n = x.numel()
     if n == 0:
         return Plan(out, (), contiguous=contiguous)

@@ -1,0 +1,106 @@
+"""The layout aten gives the new output of a pointwise op: TensorIterator's.
+
+aten allocates a pointwise result in the memory order of its operands: ``x.t().exp()``
+is stored as ``x`` is (strides (1, n)), ``q.transpose(1, 2) * s`` keeps the (B, S, H, D)
+storage order of ``q``, a broadcast operand does not count where another one decides.
+A result that is contiguous instead has the right values but not aten's strides, which
+a later ``view`` or ``stride()`` can tell, and it makes a transposed input read against
+the grain.
+
+The rule is TensorIterator's (aten/src/ATen/TensorIterator.cpp: ``fast_set_up``, then
+``compute_strides``, ``reorder_dimensions`` and ``allocate_or_resize_outputs``), written
+out here because aten's meta kernels do not run it: their Python stride rule gives other
+strides to size-1 dimensions. The tests hold this copy to aten's CPU results over random
+layouts.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def _dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """c10's is_non_overlapping_and_dense: the dimensions of size 2 or more, by stride,
+    are contiguous."""
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expect = 1
+    for d in dims:
+        if strides[d] != expect:
+            return False
+        expect *= shape[d]
+    return True
+
+
+def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
+    """compute_strides: an operand's strides broadcast to ``shape`` (0 where it broadcasts;
+    a scalar is all 0)."""
+    nd = len(shape)
+    if not isinstance(t, Tensor):
+        return [0] * nd
+    off = nd - t.dim()
+    st = [0] * nd
+    for i in range(t.dim()):
+        st[off + i] = 0 if t.shape[i] == 1 and shape[off + i] != 1 else t.stride(i)
+    return st
+
+
+def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ...] | None:
+    """Strides of the output aten allocates for a pointwise op of ``operands`` (tensors or
+    scalars, in aten's operand order) broadcast to ``shape``; None where they are the
+    contiguous ones."""
+    shape = tuple(shape)
+    nd = len(shape)
+    if nd <= 1 or 0 in shape:
+        return None
+    ts = [t for t in operands if isinstance(t, Tensor)]
+    if len(ts) == len(operands) and all(tuple(t.shape) == shape for t in ts):  # all_ops_same_shape_: fast set-up
+        if all(t.is_contiguous() for t in ts):
+            return None
+        if nd == 4 and all(t.is_contiguous(memory_format=torch.channels_last) for t in ts):
+            return tuple(torch.empty(shape, device="meta", memory_format=torch.channels_last).stride())
+        first = tuple(ts[0].stride())
+        if all(_dense(shape, t.stride()) and tuple(t.stride()) == first for t in ts):
+            return first
+    strides = [_bstrides(t, shape) for t in operands]
+
+    def should_swap(d0: int, d1: int) -> int:
+        for st in strides:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue  # a broadcast dimension of this operand: the next one decides
+            if s0 < s1:
+                return -1
+            if s0 > s1:
+                return 1
+            if shape[d0] > shape[d1]:  # equal strides: the larger dimension goes outside
+                return 1
+        return 0
+
+    perm = list(range(nd - 1, -1, -1))  # perm[0]: the innermost dimension
+    for i in range(1, nd):  # insertion sort with ambiguous comparisons, as aten's
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    if perm == list(range(nd - 1, -1, -1)):
+        return None
+    out = [0] * nd
+    acc = 1
+    for d in perm:
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
+
+
+def memory_order(strides: Sequence[int]) -> list[int]:
+    """The dimensions of a dense layout from the outermost to the innermost (ties, which
+    only size-1 dimensions have, in index order): a tensor of these strides permuted so
+    is contiguous."""
+    return sorted(range(len(strides)), key=lambda d: (-strides[d], d))

@@ -1,0 +1,162 @@
+"""Pointwise results keep aten's layout: TensorIterator allocates a new output in the memory
+order of the operands (``x.t().exp()`` is stored as ``x``; attention's (B, H, S, D) views of
+(B, S, H, D) storage stay so), and so must tritonjit's planned and direct paths. Before,
+they returned contiguous results: right values, other strides, and a transposed input read
+against the grain."""
+import random
+
+import pytest
+import torch
+import tritonjit_ops as T
+from tritonjit_ops import _layout
+
+
+def _view(shape, rng):
+    """A random layout of ``shape``: permuted storage, maybe sliced (not dense), maybe one
+    broadcast dimension, maybe channels-last."""
+    n = len(shape)
+    perm = list(range(n))
+    rng.shuffle(perm)
+    base_shape = [shape[p] for p in perm]
+    if rng.random() < 0.3:
+        base = torch.randn([s * 2 if s > 1 else s for s in base_shape])[tuple(slice(0, s) for s in base_shape)]
+    else:
+        base = torch.randn(base_shape)
+    t = base.permute([perm.index(i) for i in range(n)])
+    if n and rng.random() < 0.3:
+        d = rng.randrange(n)
+        if shape[d] > 1:
+            idx = [slice(None)] * n
+            idx[d] = slice(0, 1)
+            t = t[tuple(idx)].expand(shape)
+    if n == 4 and rng.random() < 0.2:
+        t = torch.randn(shape).to(memory_format=torch.channels_last)
+    return t
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_iter_strides_is_atens_rule(seed):
+    """_layout.iter_strides against aten's own CPU results (neg, add, where: one, two and
+    three operands), over random layouts, broadcasts, scalars and size-1 dimensions."""
+    rng = random.Random(seed)
+    checked = 0
+    for _ in range(1500):
+        n = rng.randint(1, 5)
+        shape = [rng.choice([1, 1, 2, 3, 4, 5]) for _ in range(n)]
+        nops = rng.randint(1, 3)
+        ops = [_view(shape, rng)]
+        for _ in range(nops - 1):
+            r = rng.random()
+            if r < 0.15:
+                ops.append(2.0)
+            elif r < 0.35:
+                m = rng.randint(0, n)
+                sub = [1 if rng.random() < 0.3 else s for s in shape[n - m:]]
+                ops.append(_view(sub, rng) if sub else torch.randn(()))
+            else:
+                ops.append(_view(shape, rng))
+        if nops == 1:
+            ref = torch.neg(ops[0])
+        elif nops == 2:
+            ref = torch.add(ops[0], ops[1])
+        else:
+            ops[0] = ops[0] > 0
+            ref = torch.where(*ops)
+        got = _layout.iter_strides(list(ref.shape), ops)
+        want = ref.stride()
+        assert (torch.empty(ref.shape).stride() if got is None else got) == want, (
+            [(tuple(o.shape), o.stride()) if isinstance(o, torch.Tensor) else o for o in ops], want, got)
+        checked += got is not None
+    assert checked > 200  # the non-contiguous answers were exercised, not only the fast set-up
+
+
+_LAYOUTS = {
+    "transposed": lambda: torch.randn(6, 4).t(),
+    "permuted and sliced": lambda: torch.randn(3, 8, 5).permute(2, 0, 1)[:, :, :6],
+    "heads of (B, S, H, D)": lambda: torch.randn(2, 16, 8, 4).transpose(1, 2),
+    "expanded transposed": lambda: torch.randn(2, 16, 8, 4).transpose(1, 2)[:, :, None].expand(2, 8, 3, 16, 4),
+    "channels-last": lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+    "sliced rows": lambda: torch.randn(4, 9)[:, :7],
+}
+_OPS = {
+    "exp": lambda x, c, row: x.exp(),
+    "neg": lambda x, c, row: -x,
+    "sin": lambda x, c, row: x.sin(),
+    "silu": lambda x, c, row: torch.nn.functional.silu(x),
+    "gelu tanh": lambda x, c, row: torch.nn.functional.gelu(x, approximate="tanh"),
+    "mul scalar": lambda x, c, row: x * 0.5,
+    "rsub": lambda x, c, row: 1 - x,
+    "add itself": lambda x, c, row: x + x,
+    "add contiguous": lambda x, c, row: x + c,
+    "contiguous plus it": lambda x, c, row: c + x,
+    "add broadcast row": lambda x, c, row: x + row,
+    "lt": lambda x, c, row: x < 0,
+    "where": lambda x, c, row: torch.where(x > 0, x, 0.0),
+    "clamp": lambda x, c, row: x.clamp(-0.5, 0.5),
+    "pow": lambda x, c, row: x ** 2,
+    "hardtanh": lambda x, c, row: torch.nn.functional.hardtanh(x),
+    "masked_fill (contiguous in aten)": lambda x, c, row: x.masked_fill(x > 0, 0.0),
+}
+
+
+@pytest.mark.parametrize("op", list(_OPS))
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_pointwise_results_have_atens_strides_under_enable(layout, op):
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    x, fn = _LAYOUTS[layout](), _OPS[op]
+    c, row = torch.ones(x.shape), torch.arange(x.shape[-1], dtype=x.dtype)  # a contiguous and a broadcast operand
+    want = fn(x, c, row)
+    with T.enable(wait_native=True):
+        fn(x, c, row)  # the plan
+        before = native.stats()
+        got = fn(x, c, row)
+        delta = stats_delta(before, native.stats())
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    torch.testing.assert_close(got, want)
+    assert delta["python_calls"] == 0, delta
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_direct_entries_have_atens_strides(layout):
+    x = _LAYOUTS[layout]()
+    y = torch.randn(x.shape)
+    for got, want in ((T.exp(x), torch.exp(x)), (T.add(x, y), torch.add(x, y)), (T.mul(y, x), torch.mul(y, x)),
+                      (T.where(x > 0, x, y), torch.where(x > 0, x, y)), (T.sigmoid(x), torch.sigmoid(x))):
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
+        torch.testing.assert_close(got, want)
+
+
+def test_out_of_a_dense_permuted_layout_is_written_in_place():
+    """out= a dense transposed tensor: written in its own memory order (no temporary)."""
+    x = torch.randn(5, 7)
+    out = torch.empty(7, 5).t()
+    r = T.add(x, 1.0, out=out)
+    assert r is out and out.stride() == (1, 5)
+    torch.testing.assert_close(out, x + 1)
+
+
+@pytest.mark.parametrize("op", ["silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
+                                "threshold_backward"])
+def test_activation_backward_of_one_layout_keeps_it(op):
+    """A gradient and an input dense in one layout (attention's head views, a transposed
+    activation) give a result in that layout, as aten's, and are read as they lie (no
+    contiguous copies first)."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    f = getattr(torch.ops.aten, op)
+    args = (0.0,) if op == "threshold_backward" else ()
+    for g, x in ((torch.randn(6, 4).t(), torch.randn(6, 4).t()),
+                 (torch.randn(2, 16, 8, 4).transpose(1, 2), torch.randn(2, 16, 8, 4).transpose(1, 2))):
+        want = f(g, x, *args)
+        with T.enable(include=[op], wait_native=True):
+            f(g, x, *args)
+            before = native.stats()
+            got = f(g, x, *args)
+            delta = stats_delta(before, native.stats())
+        assert got.stride() == want.stride() == x.stride()
+        torch.testing.assert_close(got, want)
+        assert delta["python_calls"] == 0 and delta["launches"] == 1, delta  # one launch: no contiguous copies
