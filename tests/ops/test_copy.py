@@ -188,5 +188,8 @@ def test_rank5_views_under_enable_on_gpu(dtype):
             delta = stats_delta(before, native.stats())
         torch.cuda.synchronize()
         assert got.dtype == want.dtype and got.shape == want.shape, name
-        assert torch.equal(got, want), name
+        if name.startswith("exp"):  # the device's exp and aten's may differ in the last bit
+            torch.testing.assert_close(got, want, msg=name)
+        else:  # copies are exact
+            assert torch.equal(got, want), name
         assert delta["python_calls"] == 0 and delta["launches"] >= 1, (name, delta)

@@ -160,3 +160,24 @@ def test_activation_backward_of_one_layout_keeps_it(op):
         assert got.stride() == want.stride() == x.stride()
         torch.testing.assert_close(got, want)
         assert delta["python_calls"] == 0 and delta["launches"] == 1, delta  # one launch: no contiguous copies
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_pointwise_results_have_atens_strides_on_gpu(layout):
+    """The same on the device, in bf16 (planned calls write the permuted layout there)."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    x = _LAYOUTS[layout]().to("cuda", torch.bfloat16)
+    c, row = torch.ones(x.shape, device="cuda", dtype=x.dtype), torch.arange(x.shape[-1], device="cuda", dtype=x.dtype)
+    for op, fn in _OPS.items():
+        want = fn(x, c, row)
+        with T.enable(wait_native=True):
+            fn(x, c, row)
+            before = native.stats()
+            got = fn(x, c, row)
+            delta = stats_delta(before, native.stats())
+        assert got.stride() == want.stride(), (op, got.stride(), want.stride())
+        torch.testing.assert_close(got, want, msg=op)
+        assert delta["python_calls"] == 0, (op, delta)
