@@ -406,14 +406,16 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
     n = 1
     for d in shape:
         n *= d
-    ostr = out.stride() if isinstance(out, Tensor) else out.strides
-    if ostr is None:  # contiguous strides of a plan buffer
+    given = out.stride() if isinstance(out, Tensor) else out.strides
+    ostr = [0] * len(shape)
+    if given is not None:
+        ostr = list(given)
+    else:  # contiguous strides of a plan buffer
         acc = 1
-        ostr = [0] * len(shape)
         for i in range(len(shape) - 1, -1, -1):
             ostr[i] = acc
             acc *= shape[i]
-    strides = [_bstrides(t, shape) for t in operands] + [list(ostr)]
+    strides = [_bstrides(t, shape) for t in operands] + [ostr]
     dims, cstr = coalesce(list(shape), strides)
     if len(dims) > 6:
         return None
