@@ -227,6 +227,22 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = a | b
     elif OP == "bitwise_xor":
         r = a ^ b
+    # ---- activation backwards (pointwise_backward.py's, for operands of any strides): a the
+    # gradient, b the input (sigmoid and tanh: the output), s0 threshold's threshold
+    elif OP == "silu_backward":
+        s = 1.0 / (1.0 + tl.exp(-b))
+        r = a * s * (1.0 + b * (1.0 - s))
+    elif OP == "gelu_backward":
+        r = a * (0.5 * (1.0 + tl.erf(b * 0.7071067811865476)) + b * tl.exp(-0.5 * b * b) * 0.3989422804014327)
+    elif OP == "gelu_tanh_backward":
+        t = tanh_exp(0.7978845608028654 * (b + 0.044715 * b * b * b))
+        r = a * (0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * b * b))
+    elif OP == "sigmoid_backward":
+        r = a * b * (1.0 - b)
+    elif OP == "tanh_backward":
+        r = a * (1.0 - b * b)
+    elif OP == "threshold_backward":
+        r = tl.where(b <= s0, 0.0, a)
     # ---- ternary
     elif OP == "clamp":  # b min, c max (NaN stays NaN)
         r = tl.where(a < b, b, a)

@@ -18,6 +18,8 @@ from ._common import FLOAT_DTYPES, cdiv, jit
 from ._layout import iter_strides
 from ._math import tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
+from .elementwise import _CT
+from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
 
@@ -60,22 +62,24 @@ def plan_activation_backward(op: str, grad: Any, x: Any, threshold: Any = 0) -> 
         return None
     if op == "threshold" and (not isinstance(threshold, Number) or isinstance(threshold, complex)):
         return None
-    strides = iter_strides(list(x.shape), [grad, x])
-    if strides is not None and tuple(grad.stride()) == tuple(x.stride()) == strides:
-        # both dense in one layout (attention's transposed views, a transposed weight's
-        # activations): the flat kernel runs over their memory as it lies, and the result
-        # takes that layout, as aten's (TensorIterator's fast set-up)
-        out = (Buffer(tuple(x.shape), grad.dtype, strides),)
-        contiguous: tuple[int, ...] = ()
-    else:  # contiguous copies of the others: a contiguous result (aten's, but for mixed layouts)
-        contiguous = tuple(i for i, t in ((0, grad), (1, x)) if not t.is_contiguous())
-        out = (Buffer(tuple(x.shape), grad.dtype),)
+    shape = list(x.shape)
+    # aten's layout of the result (threshold_backward's TensorIterator takes the input first)
+    strides = iter_strides(shape, [x, grad] if op == "threshold" else [grad, x])
+    out = (Buffer(tuple(shape), grad.dtype, strides),)
     n = x.numel()
     if n == 0:
-        return Plan(out, (), contiguous=contiguous)
-    L = launch(_act_bwd, (cdiv(n, _BLOCK),), In(0), In(1), Out(0), n, Arg(2) if op == "threshold" else 0.0,
-               OP=op, BLOCK=_BLOCK)
-    return Plan(out, (L,), contiguous=contiguous)
+        return Plan(out, ())
+    threshold_ref = Arg(2) if op == "threshold" else 0.0
+    if strides is None and grad.is_contiguous() and x.is_contiguous() or (
+            strides is not None and tuple(grad.stride()) == tuple(x.stride()) == strides):
+        # one dense layout for all three (contiguous, or attention's transposed views): the
+        # flat kernel runs over the memory as it lies
+        return Plan(out, (launch(_act_bwd, (cdiv(n, _BLOCK),), In(0), In(1), Out(0), n, threshold_ref, OP=op,
+                                 BLOCK=_BLOCK),))
+    # layouts that differ (or are not dense): the strided elementwise kernel, no copies
+    L = _ew_launch(f"{op}_backward", [grad, x], [In(0), In(1)], out[0], Out(0), shape, _CT[grad.dtype],
+                   [threshold_ref] if op == "threshold" else [])
+    return None if L is None else Plan(out, (L,))
 
 
 def _make(op: str, aten: str, doc: str) -> Callable[..., Tensor]:

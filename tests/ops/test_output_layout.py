@@ -138,28 +138,39 @@ def test_out_of_a_dense_permuted_layout_is_written_in_place():
     torch.testing.assert_close(out, x + 1)
 
 
+_BACKWARD_LAYOUTS = {
+    "both transposed": lambda: (torch.randn(6, 4).t(), torch.randn(6, 4).t()),
+    "both head views": lambda: (torch.randn(2, 16, 8, 4).transpose(1, 2), torch.randn(2, 16, 8, 4).transpose(1, 2)),
+    "contiguous gradient, transposed input": lambda: (torch.randn(4, 6), torch.randn(6, 4).t()),
+    "transposed gradient, contiguous input": lambda: (torch.randn(6, 4).t(), torch.randn(4, 6)),
+    "sliced input": lambda: (torch.randn(4, 7), torch.randn(4, 9)[:, :7]),
+}
+
+
+@pytest.mark.parametrize("layouts", list(_BACKWARD_LAYOUTS))
 @pytest.mark.parametrize("op", ["silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
                                 "threshold_backward"])
-def test_activation_backward_of_one_layout_keeps_it(op):
-    """A gradient and an input dense in one layout (attention's head views, a transposed
-    activation) give a result in that layout, as aten's, and are read as they lie (no
-    contiguous copies first)."""
+def test_activation_backward_results_have_atens_strides(op, layouts):
+    """A gradient and an input in one dense layout (attention's head views, a transposed
+    activation) are read as they lie by the flat kernel; in two layouts, or not dense, by
+    the strided kernel; either way in one launch (no contiguous copies first) and into
+    aten's layout (threshold_backward's follows its input, the others' their gradient)."""
     from _util import native_ops_or_skip, stats_delta
 
     native = native_ops_or_skip()
     f = getattr(torch.ops.aten, op)
     args = (0.0,) if op == "threshold_backward" else ()
-    for g, x in ((torch.randn(6, 4).t(), torch.randn(6, 4).t()),
-                 (torch.randn(2, 16, 8, 4).transpose(1, 2), torch.randn(2, 16, 8, 4).transpose(1, 2))):
-        want = f(g, x, *args)
+    g, x = _BACKWARD_LAYOUTS[layouts]()
+    for kw in ({}, {"approximate": "tanh"}) if op == "gelu_backward" else ({},):
+        want = f(g, x, *args, **kw)
         with T.enable(include=[op], wait_native=True):
-            f(g, x, *args)
+            f(g, x, *args, **kw)
             before = native.stats()
-            got = f(g, x, *args)
+            got = f(g, x, *args, **kw)
             delta = stats_delta(before, native.stats())
-        assert got.stride() == want.stride() == x.stride()
+        assert got.stride() == want.stride(), (got.stride(), want.stride())
         torch.testing.assert_close(got, want)
-        assert delta["python_calls"] == 0 and delta["launches"] == 1, delta  # one launch: no contiguous copies
+        assert delta["python_calls"] == 0 and delta["launches"] == 1, delta
 
 
 @pytest.mark.gpu
