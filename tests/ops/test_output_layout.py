@@ -192,3 +192,28 @@ def test_pointwise_results_have_atens_strides_on_gpu(layout):
         assert got.stride() == want.stride(), (op, got.stride(), want.stride())
         torch.testing.assert_close(got, want, msg=op)
         assert delta["python_calls"] == 0, (op, delta)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layouts", list(_BACKWARD_LAYOUTS))
+def test_activation_backward_results_have_atens_strides_on_gpu(layouts):
+    """The same on the device, in bf16, for every activation backward."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    g, x = (t.to("cuda", torch.bfloat16) for t in _BACKWARD_LAYOUTS[layouts]())
+    calls = {"silu": lambda: torch.ops.aten.silu_backward(g, x), "gelu": lambda: torch.ops.aten.gelu_backward(g, x),
+             "gelu tanh": lambda: torch.ops.aten.gelu_backward(g, x, approximate="tanh"),
+             "sigmoid": lambda: torch.ops.aten.sigmoid_backward(g, x), "tanh": lambda: torch.ops.aten.tanh_backward(g, x),
+             "threshold": lambda: torch.ops.aten.threshold_backward(g, x, 0.0)}
+    for name, fn in calls.items():
+        want = fn()
+        with T.enable(include=["silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
+                               "threshold_backward"], wait_native=True):
+            fn()
+            before = native.stats()
+            got = fn()
+            delta = stats_delta(before, native.stats())
+        assert got.stride() == want.stride(), (name, got.stride(), want.stride())
+        torch.testing.assert_close(got, want, msg=name)
+        assert delta["python_calls"] == 0 and delta["launches"] == 1, (name, delta)
