@@ -197,14 +197,17 @@ def test_pointwise_results_have_atens_strides_on_gpu(layout):
 @pytest.mark.gpu
 @pytest.mark.parametrize("layouts", list(_BACKWARD_LAYOUTS))
 def test_activation_backward_results_have_atens_strides_on_gpu(layouts):
-    """The same on the device, in bf16, for every activation backward."""
+    """The same on the device, in bf16, for every activation backward. sigmoid's and tanh's
+    take their forward's output (1 - y * y cancels near |y| = 1, where aten's bf16 kernel
+    and tritonjit's fp32 one round apart: a bf16 ulp of 1, hence the tolerance)."""
     from _util import native_ops_or_skip, stats_delta
 
     native = native_ops_or_skip()
     g, x = (t.to("cuda", torch.bfloat16) for t in _BACKWARD_LAYOUTS[layouts]())
+    ys, yt = torch.sigmoid(x), torch.tanh(x)  # same layouts as x (TensorIterator keeps them)
     calls = {"silu": lambda: torch.ops.aten.silu_backward(g, x), "gelu": lambda: torch.ops.aten.gelu_backward(g, x),
              "gelu tanh": lambda: torch.ops.aten.gelu_backward(g, x, approximate="tanh"),
-             "sigmoid": lambda: torch.ops.aten.sigmoid_backward(g, x), "tanh": lambda: torch.ops.aten.tanh_backward(g, x),
+             "sigmoid": lambda: torch.ops.aten.sigmoid_backward(g, ys), "tanh": lambda: torch.ops.aten.tanh_backward(g, yt),
              "threshold": lambda: torch.ops.aten.threshold_backward(g, x, 0.0)}
     for name, fn in calls.items():
         want = fn()
@@ -215,5 +218,5 @@ def test_activation_backward_results_have_atens_strides_on_gpu(layouts):
             got = fn()
             delta = stats_delta(before, native.stats())
         assert got.stride() == want.stride(), (name, got.stride(), want.stride())
-        torch.testing.assert_close(got, want, msg=name)
+        torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2, msg=lambda m, name=name: f"{name}: {m}")
         assert delta["python_calls"] == 0 and delta["launches"] == 1, (name, delta)
