@@ -712,18 +712,6 @@ static PyObject *py_pack(PyObject *self, PyObject *args) {
 }
 
 /* ---- the launcher ------------------------------------------------------------------------- */
-/* One runtime argument as the launch's packing loop reads it: its type, its offset in the
- * parameter buffer and the kernel parameter it comes from, in 8 bytes. The loop then
- * reads one small array, where ty, off and param_index lie in three arrays a kilobyte
- * apart (on the H200 host, a 19-argument launch packed in 112 ns, about 12 cycles an
- * argument: the driver's own launch evicts the launcher's lines between two calls). */
-typedef struct {
-  uint16_t off;
-  uint8_t ty;
-  uint8_t unused;
-  int32_t param;
-} ArgPlan;
-
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
@@ -746,10 +734,6 @@ typedef struct {
      takes tuples (TJ_LAUNCH_F_TUPLES) and reads each leaf from the TJ_ARG_TUPLE tree. */
   unsigned char depth[MAX_ARGS];
   unsigned char path[MAX_ARGS][LEAF_DEPTH];
-  /* the same arguments for the packing loop (see ArgPlan), where none is a tuple's
-     element (flat); max_param: the highest parameter they read (-1: none) */
-  int flat, max_param;
-  ArgPlan plan[MAX_ARGS];
   PyObject *name;            /* kernel name, for messages */
   char name_c[128];          /* the same, for messages made without the GIL */
   PyObject *scratch_alloc;   /* callable(nbytes, align, stream, device) -> int address */
@@ -888,18 +872,6 @@ static inline const tj_arg *leaf_arg(const Launcher *L, Py_ssize_t k, const tj_a
   return a;
 }
 
-/* Pack the runtime arguments that pack_common takes, in order, from the plan (a flat
- * launcher whose parameters the call all passes): the index of the first argument it
- * does not take (the caller's full loop packs from there), n_rt where it took them all. */
-static inline Py_ssize_t pack_plan(const Launcher *L, const tj_arg *args, Py_ssize_t nargs, unsigned char *buf) {
-  if (!L->flat || L->max_param >= nargs) return 0;
-  const ArgPlan *p = L->plan;
-  const Py_ssize_t n = L->n_rt;
-  for (Py_ssize_t k = 0; k < n; k++, p++)
-    if (!pack_common(p->ty, args + p->param, buf + p->off)) return k;
-  return n;
-}
-
 /* The core's C dispatcher calls this through the capsule: args are per kernel parameter
  * (a tuple's elements under its TJ_ARG_TUPLE, where the launcher has paths). */
 static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
@@ -910,7 +882,7 @@ static int tj_launch_entry(void *self, const unsigned int grid[3], uint64_t stre
     PyErr_Format(PyExc_SystemError, "kernel '%U' takes tensor descriptors: it launches through Python", L->name);
     return -1;
   }
-  for (Py_ssize_t k = pack_plan(L, args, nargs, buf); k < L->n_rt; k++) {
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
     const tj_arg *a = leaf_arg(L, k, args, nargs);
     if (a == NULL) {
       PyErr_Format(PyExc_SystemError, "kernel '%U': the call has no runtime argument %zd (parameter %d%s) of %zd "
@@ -990,7 +962,7 @@ static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stre
     if (L->scratch_size[k] != 0) return 1;
     memset(buf + L->off[L->n_rt + k], 0, 8);
   }
-  for (Py_ssize_t k = pack_plan(L, args, nargs, buf); k < L->n_rt; k++) {
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
     const tj_arg *a = leaf_arg(L, k, args, nargs);
     if (a == NULL) return 1; /* the GIL path raises */
     unsigned char *dst = buf + L->off[k];
@@ -1232,13 +1204,6 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
     if (ctx_enter(L->ctx, &pushed) < 0) return -1;
     L->whole = g_param_buffer && L->buf_size > 0 && driver_agrees(L->fn, L->ty, L->n_rt, n_scratch, L->off);
     ctx_exit(pushed);
-  }
-  L->flat = 1;
-  L->max_param = -1;
-  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
-    L->plan[k] = (ArgPlan){L->off[k], L->ty[k], 0, L->param_index[k]};
-    L->flat &= L->depth[k] == 0 && L->param_index[k] >= 0;
-    if (L->param_index[k] > L->max_param) L->max_param = L->param_index[k];
   }
   L->block_x = 32u * (unsigned)num_warps;
   L->shared = (unsigned)shared;
