@@ -22,7 +22,7 @@ import torch
 Tensor = torch.Tensor
 
 
-def _dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
+def dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """c10's is_non_overlapping_and_dense: the dimensions of size 2 or more, by stride,
     are contiguous."""
     dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
@@ -34,9 +34,9 @@ def _dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
-def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
-    """compute_strides: an operand's strides broadcast to ``shape`` (0 where it broadcasts;
-    a scalar is all 0)."""
+def bstrides(t: Any, shape: Sequence[int]) -> list[int]:
+    """An operand's strides broadcast to ``shape`` (TensorIterator's compute_strides): 0 where
+    it broadcasts; a scalar is all 0."""
     nd = len(shape)
     if not isinstance(t, Tensor):
         return [0] * nd
@@ -62,9 +62,9 @@ def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ..
         if nd == 4 and all(t.is_contiguous(memory_format=torch.channels_last) for t in ts):
             return tuple(torch.empty(shape, device="meta", memory_format=torch.channels_last).stride())
         first = tuple(ts[0].stride())
-        if all(_dense(shape, t.stride()) and tuple(t.stride()) == first for t in ts):
+        if all(dense(shape, t.stride()) and tuple(t.stride()) == first for t in ts):
             return first
-    strides = [_bstrides(t, shape) for t in operands]
+    strides = [bstrides(t, shape) for t in operands]
 
     def should_swap(d0: int, d1: int) -> int:
         for st in strides:
@@ -97,6 +97,14 @@ def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ..
         out[d] = acc
         acc *= shape[d]
     return tuple(out)
+
+
+def new_output(shape: Sequence[int], dtype: torch.dtype, device: Any, operands: Sequence[Any]) -> Tensor:
+    """A new output of ``shape`` in aten's layout for a pointwise op of ``operands``."""
+    strides = iter_strides(shape, operands)
+    if strides is None:
+        return torch.empty(tuple(shape), dtype=dtype, device=device)
+    return torch.empty_strided(tuple(shape), strides, dtype=dtype, device=device)
 
 
 def memory_order(strides: Sequence[int]) -> list[int]:

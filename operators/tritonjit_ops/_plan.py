@@ -37,6 +37,8 @@ from typing import Any, NamedTuple, Sequence
 
 import torch
 
+from ._layout import dense
+
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
@@ -100,11 +102,8 @@ class Buffer(NamedTuple):
         or with gaps)."""
         if t.numel() == 0 or (t.is_contiguous() and t.stride() == torch.empty(t.shape, device="meta").stride()):
             return Buffer(tuple(t.shape), t.dtype)
-        expect = 1
-        for d in sorted(range(t.dim()), key=lambda d: (t.stride(d), -d)):
-            if t.shape[d] != 1 and t.stride(d) != expect:
-                return None
-            expect *= t.shape[d]
+        if not dense(t.shape, t.stride()):
+            return None
         return Buffer(tuple(t.shape), t.dtype, tuple(t.stride()))
 
     def empty(self, device: Any) -> Tensor:

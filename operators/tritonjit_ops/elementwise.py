@@ -26,7 +26,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._layout import iter_strides
+from ._layout import bstrides, iter_strides, new_output
 from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
@@ -403,16 +403,6 @@ def _bshape(shapes: Sequence[Sequence[int]]) -> list[int]:
     return list(torch.broadcast_shapes(*[tuple(s) for s in shapes])) if shapes else []
 
 
-def _bstrides(t: Any, shape: Sequence[int]) -> list[int]:
-    if not isinstance(t, Tensor):
-        return [0] * len(shape)
-    pad = len(shape) - t.dim()
-    st = [0] * pad
-    for i, (sz, s) in enumerate(zip(t.shape, t.stride())):
-        st.append(0 if sz == 1 and shape[pad + i] != 1 else s)
-    return st
-
-
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
             shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0) -> Any:
     """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
@@ -431,7 +421,7 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         for i in range(len(shape) - 1, -1, -1):
             ostr[i] = acc
             acc *= shape[i]
-    strides = [_bstrides(t, shape) for t in operands] + [ostr]
+    strides = [bstrides(t, shape) for t in operands] + [ostr]
     dims, cstr = coalesce(list(shape), strides)
     if len(dims) > 6:
         return None
@@ -517,9 +507,7 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
     shapes = [t.shape for t in ops if isinstance(t, Tensor)]
     shape = _bshape(shapes + ([out.shape] if inplace and out is not None else []))
     if out is None:
-        strides = iter_strides(shape, ops) if aten_layout else None
-        out = (torch.empty(shape, dtype=rdtype, device=dev) if strides is None
-               else torch.empty_strided(shape, strides, dtype=rdtype, device=dev))
+        out = new_output(shape, rdtype, dev, ops) if aten_layout else torch.empty(shape, dtype=rdtype, device=dev)
     else:
         if out.device != dev or out.dtype not in _REAL:
             raise _refuse(op, "out= on another device or of an unsupported dtype")

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
-from ._layout import iter_strides, memory_order
+from ._layout import bstrides, dense, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
 from .elementwise import _ct as _ew_ct
@@ -169,17 +169,6 @@ def _broadcast_shape(a: tuple, b: tuple) -> list[int]:
     return out
 
 
-def _bstrides(t, shape: list[int]) -> list[int]:
-    """Strides of ``t`` broadcast to ``shape`` (0 on broadcast dims); scalars are all-zero."""
-    if not isinstance(t, Tensor):
-        return [0] * len(shape)
-    pad = len(shape) - t.dim()
-    st = [0] * pad
-    for i, (sz, s) in enumerate(zip(t.shape, t.stride())):
-        st.append(0 if sz == 1 and shape[pad + i] != 1 else s)
-    return st
-
-
 def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: list[int], out_ref: Any, alpha: Any,
                  upcast: bool) -> Launch | None:
     """The launch of an elementwise op over ``operands`` (tensors or Python scalars) into a
@@ -198,7 +187,7 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
                       X_SCALAR=scalar[0], Y_SCALAR=scalar[1], UPCAST=upcast)
     if flat and nin == 1:
         return launch(_unary_flat, grid, refs[0], out_ref, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
-    dims, strides = coalesce(shape, [_bstrides(t, shape) for t in operands])
+    dims, strides = coalesce(shape, [bstrides(t, shape) for t in operands])
     if len(dims) > 4:
         return None
     pad = 4 - len(dims)
@@ -223,14 +212,6 @@ def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int
     return ops, [shape[d] for d in order], order
 
 
-def _new_out(shape: list[int], dtype: torch.dtype, device: Any, operands: Sequence) -> Tensor:
-    """A new output in aten's layout for a pointwise op of ``operands`` (see _layout.py)."""
-    strides = iter_strides(shape, operands)
-    if strides is None:
-        return torch.empty(shape, dtype=dtype, device=device)
-    return torch.empty_strided(shape, strides, dtype=dtype, device=device)
-
-
 def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool) -> Tensor:
     """Run the elementwise op now into ``out`` (any strides: a dense one in its memory order,
     any other through a contiguous temporary and a copy)."""
@@ -240,7 +221,7 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
     temporary = False
     if out.is_contiguous():
         target = out
-    elif iter_strides(shape, [out]) == tuple(out.stride()):  # dense: TensorIterator keeps its strides
+    elif dense(shape, out.stride()):  # TensorIterator keeps a dense output's strides
         operands, shape, order = _in_memory_order(operands, shape, out.stride())
         target = out.permute(order)
     else:
@@ -308,7 +289,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
     dev = x.device if isinstance(x, Tensor) else y.device
     if out is None:
-        out = _new_out(shape, rdtype, dev, [x, y])
+        out = new_output(shape, rdtype, dev, [x, y])
     else:
         check_out(op, out, shape, rdtype, dev)
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
@@ -387,7 +368,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
             if n:
                 _unary_flat[(cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
             return o
-        out = _new_out(list(x.shape), dt, x.device, [x])
+        out = new_output(list(x.shape), dt, x.device, [x])
     else:
         check_out(op, out, x.shape, dt, x.device)
     return _launch_elementwise(kop, 1, [x], out, 1, dt in LOW_PRECISION)
@@ -452,7 +433,7 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
         if isinstance(t, Tensor):
             shape = _broadcast_shape(tuple(shape), tuple(t.shape))
     if out is None:
-        out = _new_out(shape, rdtype, condition.device, [condition, x, y])
+        out = new_output(shape, rdtype, condition.device, [condition, x, y])
     else:
         check_out("where", out, shape, rdtype, condition.device)
     return _launch_elementwise("where", 3, [condition, x, y], out, 1, rdtype in LOW_PRECISION)
