@@ -196,3 +196,27 @@ def activation(x, OP: tl.constexpr):
     else:  # "gelu_tanh"
         r = 0.5 * x * (1.0 + tanh_exp(0.7978845608028654 * (x + 0.044715 * x * x * x)))
     return r
+
+
+@triton.jit
+def activation_backward(g, v, threshold, OP: tl.constexpr):
+    """dy * f'(x) of the activations' backwards (``OP``: silu, gelu, gelu_tanh, sigmoid, tanh,
+    threshold): ``g`` the gradient, ``v`` the input (sigmoid and tanh: their output)."""
+    if OP == "silu":
+        s = 1.0 / (1.0 + tl.exp(-v))
+        r = g * s * (1.0 + v * (1.0 - s))
+    elif OP == "gelu":
+        cdf = 0.5 * (1.0 + tl.erf(v * 0.7071067811865476))
+        pdf = tl.exp(-0.5 * v * v) * 0.3989422804014327
+        r = g * (cdf + v * pdf)
+    elif OP == "gelu_tanh":
+        k = 0.7978845608028654
+        t = tanh_exp(k * (v + 0.044715 * v * v * v))
+        r = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v))
+    elif OP == "sigmoid":
+        r = g * v * (1.0 - v)
+    elif OP == "tanh":
+        r = g * (1.0 - v * v)
+    else:  # "threshold"
+        r = tl.where(v <= threshold, 0.0, g)
+    return r

@@ -27,7 +27,7 @@ import triton.language as tl
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import bstrides, iter_strides, new_output
-from ._math import atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
+from ._math import activation_backward, atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -230,19 +230,17 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     # ---- activation backwards (pointwise_backward.py's, for operands of any strides): a the
     # gradient, b the input (sigmoid and tanh: the output), s0 threshold's threshold
     elif OP == "silu_backward":
-        s = 1.0 / (1.0 + tl.exp(-b))
-        r = a * s * (1.0 + b * (1.0 - s))
+        r = activation_backward(a, b, s0, "silu")
     elif OP == "gelu_backward":
-        r = a * (0.5 * (1.0 + tl.erf(b * 0.7071067811865476)) + b * tl.exp(-0.5 * b * b) * 0.3989422804014327)
+        r = activation_backward(a, b, s0, "gelu")
     elif OP == "gelu_tanh_backward":
-        t = tanh_exp(0.7978845608028654 * (b + 0.044715 * b * b * b))
-        r = a * (0.5 * (1.0 + t) + 0.5 * b * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * b * b))
+        r = activation_backward(a, b, s0, "gelu_tanh")
     elif OP == "sigmoid_backward":
-        r = a * b * (1.0 - b)
+        r = activation_backward(a, b, s0, "sigmoid")
     elif OP == "tanh_backward":
-        r = a * (1.0 - b * b)
+        r = activation_backward(a, b, s0, "tanh")
     elif OP == "threshold_backward":
-        r = tl.where(b <= s0, 0.0, a)
+        r = activation_backward(a, b, s0, "threshold")
     # ---- ternary
     elif OP == "clamp":  # b min, c max (NaN stays NaN)
         r = tl.where(a < b, b, a)

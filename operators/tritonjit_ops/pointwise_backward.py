@@ -16,7 +16,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, cdiv, jit
 from ._layout import iter_strides
-from ._math import tanh_exp
+from ._math import activation_backward
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
 from .elementwise import _CT
 from .elementwise import _launch as _ew_launch
@@ -30,24 +30,7 @@ def _act_bwd_kernel(dy, x, dx, n, threshold, OP: tl.constexpr, BLOCK: tl.constex
     m = offs < n
     g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
     v = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
-    if OP == "silu":
-        s = 1.0 / (1.0 + tl.exp(-v))
-        r = g * s * (1.0 + v * (1.0 - s))
-    elif OP == "gelu":
-        cdf = 0.5 * (1.0 + tl.erf(v * 0.7071067811865476))
-        pdf = tl.exp(-0.5 * v * v) * 0.3989422804014327
-        r = g * (cdf + v * pdf)
-    elif OP == "gelu_tanh":
-        k = 0.7978845608028654
-        inner = k * (v + 0.044715 * v * v * v)
-        t = tanh_exp(inner)
-        r = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v))
-    elif OP == "sigmoid":  # v is the output
-        r = g * v * (1.0 - v)
-    elif OP == "tanh":  # v is the output
-        r = g * (1.0 - v * v)
-    else:  # "threshold": v is the input
-        r = tl.where(v <= threshold, 0.0, g)
+    r = activation_backward(g, v, threshold, OP)
     tl.store(dx + offs, r.to(dx.dtype.element_ty), mask=m)
 
 
