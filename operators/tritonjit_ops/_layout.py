@@ -34,6 +34,16 @@ def dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def _canonical(t: Tensor) -> bool:
+    """Whether ``t`` has exactly the strides torch.empty gives its shape."""
+    acc = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.stride())):
+        if stride != acc:
+            return False
+        acc *= size
+    return True
+
+
 def bstrides(t: Any, shape: Sequence[int]) -> list[int]:
     """An operand's strides broadcast to ``shape`` (TensorIterator's compute_strides): 0 where
     it broadcasts; a scalar is all 0."""
@@ -56,6 +66,11 @@ def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ..
     if nd <= 1 or 0 in shape:
         return None
     ts = [t for t in operands if isinstance(t, Tensor)]
+    if all(_canonical(t) for t in ts):
+        # every tensor C-contiguous, size-1 dimensions included (most calls, scalars or
+        # broadcasts beside them): strides that are equal across dimensions only span
+        # size-1 dimensions of the result, so the sort below never swaps
+        return None
     if len(ts) == len(operands) and all(tuple(t.shape) == shape for t in ts):  # all_ops_same_shape_: fast set-up
         if all(t.is_contiguous() for t in ts):
             return None
