@@ -195,8 +195,13 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     else:
         sO, sK, sR = r * k, 1, k
     if sK == 1:  # contiguous kept axis: wide K tiles
+        tile_max = 4096 if on_gpu else 512
         block_k = min(next_pow2(k), 64 if on_gpu else 32)
-        block_r = min(next_pow2(r), max(1, (4096 if on_gpu else 512) // block_k))
+        block_r = min(next_pow2(r), max(1, tile_max // block_k))
+        # a short reduced axis (MoE's top-k combine: (tokens, 2, hidden) summed over the 2)
+        # leaves the tile mostly empty: widen K to fill it, or each program moves a few
+        # hundred bytes and the launch is 2x aten's time (H200, (8192, 2, 1024) fp32)
+        block_k = min(next_pow2(k), max(block_k, tile_max // block_r))
     else:  # contiguous reduced axis: wide R tiles, two rows per program on a GPU
         block_r = min(next_pow2(r), 4096 if on_gpu else 512)
         block_k = min(next_pow2(k), max(1, (8192 if on_gpu else 512) // block_r))

@@ -120,3 +120,31 @@ def test_gpu_reductions(dtype):
         close(T.sum(x, dim), _ref("sum", x, dim, False), dtype, rtol=2e-2, atol=1.0)
         close(T.amax(x, dim if dim is not None else []), _ref("amax", x, dim, False))
         close(T.argmax(x, dim), torch.argmax(x, dim))
+
+
+@pytest.mark.parametrize("k", [1, 7, 64, 100, 1024])
+@pytest.mark.parametrize("r", [1, 2, 3])
+def test_short_middle_dim_tiles_widen(r, k):
+    """A short reduced axis between two kept ones (MoE's (tokens, top_k, hidden) sum over top_k)
+    fills its tiles along the kept axis, and still reduces right at every width."""
+    from tritonjit_ops import reduction
+
+    x = torch.randn(5, r, k)
+    for op in ("sum", "mean", "amax", "argmax"):
+        ref = getattr(torch, op)(x, 1) if op == "argmax" else _ref(op, x, [1], False)
+        close(getattr(T, op)(x, 1) if op == "argmax" else getattr(T, op)(x, [1]), ref, rtol=1e-5, atol=1e-5)
+    plan = reduction.plan_reduce("sum", x, [1])
+    (L,) = plan.launches
+    cx = dict(L.extra) if L.extra else {}
+    block_k = cx.get("BLOCK_K") or L.args[[p.name for p in L.fn.params].index("BLOCK_K")]
+    block_r = L.args[[p.name for p in L.fn.params].index("BLOCK_R")]
+    if k > 1:  # the tile holds min(k, 512 // block_r) kept elements (the CPU's tile of 512)
+        assert block_k >= min(1 << (k - 1).bit_length(), 512 // block_r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_short_middle_dim(dtype):
+    x = torch.randn(8192, 2, 1024, device="cuda", dtype=dtype)
+    close(T.sum(x, [1]), torch.sum(x, [1]), dtype, rtol=2e-2, atol=2e-2)
+    close(T.mean(x, [1], keepdim=True), torch.mean(x, [1], keepdim=True), dtype, rtol=2e-2, atol=2e-2)
