@@ -8,6 +8,9 @@ rounds, each keeping its best).
 layouts: the same for small calls with the layouts a model's calls have (broadcast,
 keepdim, a Python scalar, transposed and strided views, a reduction over a middle
 dim), beside the direct entry's Python implementation.
+inplace: in-place calls a model makes (a residual ``add_``, ``mul_`` by a Python float, MoE
+routing's ``div_``, ``clamp_`` and ``//``, a broadcast ``masked_fill_``, ``relu_`` of a
+transposed view) under ``enable()`` against eager, timed in alternating rounds.
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
@@ -175,6 +178,59 @@ def layout_cases(dev: str, n: int, reps: int) -> list[dict]:
     return rows
 
 
+def inplace_cases(dev: str, n: int, reps: int) -> list[dict]:
+    """In-place calls (and MoE routing's floor division) under ``enable()`` against eager: each
+    call's best of ``reps`` rounds, the rounds alternating eager and enabled."""
+    import time
+
+    g = torch.Generator(device=dev).manual_seed(0)
+    dt = torch.bfloat16
+    h = torch.randn(1, 16, 2048, device=dev, dtype=dt, generator=g)
+    r = torch.randn(1, 16, 2048, device=dev, dtype=dt, generator=g) * 1e-3
+    w = torch.rand(8192, 2, device=dev, generator=g) + 0.5
+    ws = w.sum(-1, keepdim=True)
+    ids = torch.randint(0, 8, (16384,), device=dev, generator=g)
+    mask = torch.rand(1, 16, 1, device=dev, generator=g) > 0.5
+    sq = torch.randn(64, 64, device=dev, dtype=dt, generator=g)
+    cases = [  # name, the call, the overloads enable() routes for it
+        ("residual h.add_(r) [1,16,2048] bf16", lambda: h.add_(r), ["add_.Tensor"]),
+        ("h.mul_(python float) bf16", lambda: h.mul_(1.0), ["mul_.Scalar"]),
+        ("MoE w.div_(w.sum) [8192,2] / [8192,1] fp32", lambda: w.div_(ws), ["div_.Tensor"]),
+        ("MoE ids.clamp_(max=7) i64[16384]", lambda: ids.clamp_(max=7), ["clamp_"]),
+        ("MoE ids // 2 i64[16384]", lambda: ids // 2, ["floor_divide"]),
+        ("h.masked_fill_(mask [1,16,1], 0) bf16", lambda: h.masked_fill_(mask, 0.0), ["masked_fill_.Scalar"]),
+        ("relu_ of a transposed view [64,64] bf16", lambda: sq.t().relu_(), ["relu_"]),
+    ]
+    best: dict[tuple[str, str], float] = {}
+    for i in range(reps):
+        for mode in ("eager", "enable"):
+            for name, fn, ops in cases:
+                ctx = T.enable(include=ops, wait_native=True) if mode == "enable" else None
+                if ctx is not None:
+                    ctx.__enter__()
+                try:
+                    for _ in range(min(n, 100) if i == 0 else 0):
+                        fn()
+                    _sync(dev)
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        fn()
+                    _sync(dev)
+                    us = (time.perf_counter() - t0) / n * 1e6
+                finally:
+                    if ctx is not None:
+                        ctx.__exit__(None, None, None)
+                best[(name, mode)] = min(us, best.get((name, mode), float("inf")))
+    return [dict(case=name, unit="us/call", torch=best[(name, "eager")], enabled=best[(name, "enable")],
+                 ratio=best[(name, "enable")] / best[(name, "eager")]) for name, _, _ in cases]
+
+
+def inplace_table(rows: list[dict]) -> str:
+    out = ["| in-place call | unit | torch eager | under enable() | ratio |", "| --- | --- | --- | --- | --- |"]
+    out += [f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['enabled']:.2f} | {r['ratio']:.2f}x |" for r in rows]
+    return "\n".join(out)
+
+
 def large_cases(dev: str, impls: dict) -> list[dict]:
     from triton.testing import do_bench
 
@@ -297,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: small cases only, through the interpreter (a smoke test, not a measurement)")
         small = small_cases(dev, n=5, reps=1, impls=impls)
         layouts = layout_cases(dev, n=3, reps=1)
+        inplace = inplace_cases(dev, n=2, reps=1)
         large: list[dict] = []
     else:
         small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
         layouts = layout_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
+        inplace = inplace_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         large = large_cases(dev, impls)
     import tritonjit
 
@@ -309,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(small, large))
     print()
     print(layout_table(layouts))
+    print()
+    print(inplace_table(inplace))
     if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
         import importlib
 
@@ -318,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, layouts=layouts, large=large), indent=2))
+        Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, layouts=layouts, inplace=inplace, large=large),
+                                                  indent=2))
     return 0
 
 

@@ -119,6 +119,7 @@ struct NPlan {
   std::vector<NLaunch> launches;
   static constexpr int kInput = -2;  // result kInput - i: tensor argument i (Plan.result's In(i))
   std::vector<int> result, contiguous;
+  std::vector<int> writes;  // tensor arguments written in place (Plan.writes): see serves_writes
   std::vector<c10::IValue> consts;  // result kConst - c: Plan.result's Const(consts[c])
   static constexpr int kConst = -(1 << 20);
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
@@ -202,7 +203,7 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     plan->fallback = true;
     return plan;
   }
-  // Plan(outputs, launches, result, temps, contiguous, aten)
+  // Plan(outputs, launches, result, temps, contiguous, aten, writes)
   if (PyTuple_Size(p) > 5 && PyTuple_GetItem(p, 5) == Py_True) {
     plan->aten = true;
     return plan;
@@ -236,6 +237,10 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   {
     auto v = ints_of(PyTuple_GetItem(p, 4));
     plan->contiguous.assign(v.begin(), v.end());
+  }
+  if (PyTuple_Size(p) > 6) {  // Plan.writes
+    auto v = ints_of(PyTuple_GetItem(p, 6));
+    plan->writes.assign(v.begin(), v.end());
   }
   Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(launches.p); i++) {
@@ -273,6 +278,29 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   }
   if (PyErr_Occurred()) rethrow_python();
   return plan;
+}
+
+// Whether a plan that writes tensor arguments in place (Plan.writes) may serve this call: no
+// other tensor argument shares the written one's storage except as the very same view. A
+// partial overlap (which aten refuses) or another view of the same memory goes to the Python
+// implementation. Per call, since the key holds no addresses; _plan.serves_writes is the same
+// rule in Python.
+bool serves_writes(const NPlan& plan, const c10::IValue* args, size_t nargs) {
+  for (int w : plan.writes) {
+    if (w < 0 || static_cast<size_t>(w) >= nargs || !args[w].isTensor()) return false;
+    const at::Tensor& o = args[w].toTensor();
+    if (!o.defined() || !o.has_storage() || o.numel() == 0) continue;
+    const c10::StorageImpl* s = o.storage().unsafeGetStorageImpl();
+    for (size_t i = 0; i < nargs; i++) {
+      if (static_cast<int>(i) == w || !args[i].isTensor()) continue;
+      const at::Tensor& t = args[i].toTensor();
+      if (!t.defined() || !t.has_storage() || t.numel() == 0 || t.storage().unsafeGetStorageImpl() != s) continue;
+      if (t.data_ptr() != o.data_ptr() || t.sizes() != o.sizes() || t.strides() != o.strides() ||
+          t.scalar_type() != o.scalar_type())
+        return false;
+    }
+  }
+  return true;
 }
 
 // ---- plan caches: one per (operator, planner), kept across enable()/disable() ----------------
@@ -413,7 +441,7 @@ class OpKernel final : public c10::OperatorKernel {
         g_hits++;
         return to_aten(op, ks, stack);
       }
-      if (!plan->fallback && !plan->aten) {
+      if (!plan->fallback && !plan->aten && serves_writes(*plan, args, nargs_)) {
         g_hits++;
         return execute(*plan, args, dev, stack);
       }
@@ -670,7 +698,7 @@ class OpKernel final : public c10::OperatorKernel {
   bool serve(const c10::IValue* args, Results& results) {
     DevRef dev;
     std::shared_ptr<NPlan> plan = plan_for(args, dev);
-    if (plan == nullptr || plan->fallback || plan->aten) return false;
+    if (plan == nullptr || plan->fallback || plan->aten || !serves_writes(*plan, args, nargs_)) return false;
     g_hits++;
     run(*plan, args, dev, results);
     return true;

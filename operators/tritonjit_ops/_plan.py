@@ -42,7 +42,7 @@ from ._layout import dense
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
-           "run", "value_keyed"]
+           "run", "serves_writes", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -142,6 +142,11 @@ class Plan(NamedTuple):
     temps: tuple[Buffer, ...] = ()
     contiguous: tuple[int, ...] = ()  # tensor arguments made contiguous before launching
     aten: bool = False  # run the device's own aten kernel instead (measured faster; C++ path only)
+    # tensor arguments the launches write in place (an in-place op's self): a call where another
+    # tensor argument shares one's memory in another view (a partial overlap, which aten refuses,
+    # or an alias the launch would read after writing) goes to the Python implementation; the
+    # very same view (``x.mul_(x)``) is served. Checked per call, since the key holds no addresses.
+    writes: tuple[int, ...] = ()
 
 
 def aten_plan() -> Plan:
@@ -208,11 +213,31 @@ def _device(args: Sequence[Any]) -> torch.device:
     return first.device
 
 
+def serves_writes(args: Sequence[Any], w: int) -> bool:
+    """Whether a plan writing tensor argument ``w`` in place may serve the call ``args``: no
+    other tensor argument shares its storage, except as the very same view (the C++
+    executor's rule, ``Plan.writes``)."""
+    o = args[w]
+    if not isinstance(o, Tensor) or o.numel() == 0:
+        return True
+    base = o.untyped_storage().data_ptr()
+    for i, t in enumerate(args):
+        if i == w or not isinstance(t, Tensor) or t.numel() == 0 or t.untyped_storage().data_ptr() != base:
+            continue
+        if not (t.data_ptr() == o.data_ptr() and t.shape == o.shape and t.stride() == o.stride() and t.dtype == o.dtype):
+            return False
+    return True
+
+
 def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     """Execute ``plan`` for the call ``args`` in Python (the C++ executor's reference);
     ``device``: a factory call's (it has no tensor arguments)."""
     if plan.aten:
         raise RuntimeError("tritonjit_ops: an aten plan runs on the C++ operator path only")
+    for w in plan.writes:
+        if not serves_writes(args, w):
+            raise NotImplementedError("tritonjit_ops: an in-place plan's self shares memory with another argument "
+                                      "in another view; the operator's implementation serves this call")
     given = args
     args = list(args)
     for i in plan.contiguous:

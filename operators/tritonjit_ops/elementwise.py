@@ -529,11 +529,14 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
 
 
 def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_refs: Sequence[Any] = (),
-         refs: Sequence[Any] | None = None, aten_layout: bool = False) -> Plan | None:
+         refs: Sequence[Any] | None = None, aten_layout: bool = False, inplace: bool = False) -> Plan | None:
     """The C++ path's plan of a functional call (a new output: contiguous, or with
     ``aten_layout`` in TensorIterator's layout, as run's); None where the Python
     implementation must run. ``refs``: what the launch passes for each operand (default:
-    In(i) for tensors; Scalar operands must be given as Arg(i))."""
+    In(i) for tensors; Scalar operands must be given as Arg(i)). ``inplace``: the call's
+    ``self`` (operands[0], In(0)) is the output instead (see :func:`_inplace_plan`)."""
+    if inplace and not _writable(operands[0]):
+        return None
     try:
         ops, dev = _operands(op, operands)
     except NotImplementedError:
@@ -548,11 +551,38 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
     if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):
         return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
+    if inplace:
+        return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs)
     buf = Buffer(tuple(shape), rdtype, iter_strides(shape, ops) if aten_layout else None)
     if 0 in shape:
         return Plan((buf,), ())
     L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs)
     return None if L is None else Plan((buf,), (L,))
+
+
+def _writable(x: Any) -> bool:
+    """Whether an in-place plan may write ``x`` as it lies: a strided tensor of a dtype the
+    kernel stores, not a lazily negated or conjugated view, without internal overlap (an
+    expanded ``self``, which aten refuses; its "too hard to tell" answer passes, as in aten)."""
+    return (isinstance(x, Tensor) and x.layout == torch.strided and x.dtype in _REAL and not x.is_neg()
+            and not x.is_conj() and torch._debug_has_internal_overlap(x) != 1)
+
+
+def _inplace_plan(op: str, ops: Sequence[Any], refs: Sequence[Any], shape: list[int], rdtype: torch.dtype, ct: str,
+                  scalar_refs: Sequence[Any]) -> Plan | None:
+    """The launch writing ``op`` over ``ops`` into ``self`` (ops[0]) in its own strides, the
+    result computed in ``rdtype`` and converted to self's dtype, as aten's TensorIterator
+    does; the plan returns ``self``. None where aten raises (the operands broadcast past
+    self's shape, or a result type that can't be cast to self's dtype), for the Python
+    implementation to raise. The plan's ``writes`` has the executor send a call whose other
+    tensors share self's memory in another view (a partial overlap) to the implementation."""
+    x = ops[0]
+    if list(x.shape) != shape or not torch.can_cast(rdtype, x.dtype):
+        return None
+    if x.numel() == 0:
+        return Plan((), (), (In(0),), writes=(0,))
+    L = _launch(op, ops, refs, x, In(0), shape, ct, scalar_refs)
+    return None if L is None else Plan((), (L,), (In(0),), writes=(0,))
 
 
 # ----------------------------------------------------------------- op families
@@ -568,14 +598,23 @@ def _float_unary_dtype(op: str, x: Tensor) -> tuple[torch.dtype, str]:
 def _with_variants(table: dict[str, Callable], planners: dict[str, Callable], name: str, fn: Callable,
                    planner: Callable | None, inplace: str | None = None, out: str | None = None) -> None:
     """Register ``name`` (functional), ``inplace`` and ``out`` overloads of one op, where
-    ``fn(*args, out=None, inplace=False)`` computes it."""
+    ``fn(*args, out=None, inplace=False)`` computes it and ``planner(*args, inplace=False)``
+    plans the first two."""
     table[name] = lambda *a, **k: fn(*a, **k)
     if planner is not None:
         planners[name] = planner
     if inplace:
         table[inplace] = lambda self, *a, **k: fn(self, *a, out=self, inplace=True, **k)
+        if planner is not None:
+            planners[inplace] = _inplace_of(planner)
     if out:
         table[out] = lambda *a, out, **k: fn(*a, out=out, **k)
+
+
+def _inplace_of(planner: Callable) -> Callable:
+    """The planner of an op's in-place overload, from its functional planner's (which takes
+    ``inplace=True`` and writes ``self``)."""
+    return lambda *a, **k: planner(*a, inplace=True, **k)
 
 
 ATEN: dict[str, Callable] = {}
@@ -600,13 +639,13 @@ def _float_unary(op: str) -> tuple[Callable, Callable]:
         rd, ct = _float_unary_dtype(op, x)
         return run(op, [x], rd, ct, out=out, inplace=inplace, aten_layout=True)
 
-    def planner(x):
+    def planner(x, inplace=False):
         if not isinstance(x, Tensor) or x.dtype not in _REAL:
             return None
         rd = _float_of(x.dtype)
         if rd == torch.float64 and op in _APPROX:
             return None
-        return plan(op, [x], rd, _CT[rd], aten_layout=True)
+        return plan(op, [x], rd, _CT[rd], aten_layout=True, inplace=inplace)
 
     return fn, planner
 
@@ -617,6 +656,7 @@ for _op in _FLOAT_UNARY:
 for _op in _EXISTING_FLOAT_UNARY:
     _fn, _pl = _float_unary(_op)
     ATEN[f"{_op}_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
+    PLANNERS[f"{_op}_"] = _inplace_of(_pl)
     ATEN[f"{_op}.out"] = (lambda f: lambda self, *, out: f(self, out=out))(_fn)
 
 
@@ -631,6 +671,15 @@ def _gelu(x, approximate="none", out=None, inplace=False):
 
 
 ATEN["gelu_"] = lambda self, *, approximate="none": _gelu(self, approximate, out=self, inplace=True)
+
+
+def _plan_gelu_(x, approximate="none"):
+    if not isinstance(x, Tensor) or approximate not in ("none", "tanh") or not x.dtype.is_floating_point:
+        return None
+    return plan("gelu" if approximate == "none" else "gelu_tanh", [x], x.dtype, _CT[x.dtype], inplace=True)
+
+
+PLANNERS["gelu_"] = _plan_gelu_
 ATEN["gelu.out"] = lambda self, *, approximate="none", out: _gelu(self, approximate, out=out)
 
 
@@ -656,10 +705,10 @@ def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tup
             raise _refuse(op, f"dtype {x.dtype}")
         return run(kop(x.dtype), [x], x.dtype, _ct(op, x.dtype), out=out, inplace=inplace, aten_layout=True)
 
-    def planner(x):
+    def planner(x, inplace=False):
         if not isinstance(x, Tensor) or not ok(x.dtype):
             return None
-        return plan(kop(x.dtype), [x], x.dtype, _CT[x.dtype], aten_layout=True)
+        return plan(kop(x.dtype), [x], x.dtype, _CT[x.dtype], aten_layout=True, inplace=inplace)
 
     return fn, planner
 
@@ -670,11 +719,13 @@ for _op in ("floor", "ceil", "round", "trunc", "sign"):
 _fn, _pl = _same_unary("frac", floats_only=True)
 _with_variants(ATEN, PLANNERS, "frac", _fn, _pl, "frac_", "frac.out")
 for _op in ("neg", "abs"):
-    _fn, _ = _same_unary(_op)
+    _fn, _pl = _same_unary(_op)
     ATEN[f"{_op}_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
     ATEN[f"{_op}.out"] = (lambda f: lambda self, *, out: f(self, out=out))(_fn)
-_fn, _ = _same_unary("relu")
+    PLANNERS[f"{_op}_"] = _inplace_of(_pl)
+_fn, _pl = _same_unary("relu")
 ATEN["relu_"] = (lambda f: lambda self: f(self, out=self, inplace=True))(_fn)
+PLANNERS["relu_"] = _inplace_of(_pl)
 
 
 # predicates -> bool
@@ -689,12 +740,12 @@ def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
             return run("copy", [False], torch.bool, "i1", out=torch.empty(x.shape, dtype=torch.bool, device=x.device))
         return run(op, [x], rd, _CT[dt], out=out, inplace=inplace, aten_layout=True)
 
-    def planner(x):
+    def planner(x, inplace=False):
         if not isinstance(x, Tensor) or x.dtype not in _REAL:
             return None
         if op in ("isnan", "isinf") and not x.dtype.is_floating_point:
             return None
-        return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=True)
+        return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=True, inplace=inplace)
 
     return fn, planner
 
@@ -746,7 +797,7 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
         rd, ct = types(x, y, k)
         return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True)
 
-    def planner(x, y):
+    def planner(x, y, inplace=False):
         if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
             return None
         try:
@@ -754,7 +805,8 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
             rd, ct = types(x, y, k)
         except NotImplementedError:
             return None
-        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True)
+        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
+                    inplace=inplace)
 
     return fn, planner
 
@@ -778,14 +830,15 @@ for _op in ("remainder", "fmod"):
                                   (f"{_op}.Scalar", f"{_op}_.Scalar", None)])
 _binary_family("atan2", "float", [("atan2", "atan2_", "atan2.out")])
 for _op in ("mul", "div"):
-    _f, _ = _binary(_op, "float" if _op == "div" else "arith")
+    _f, _pl = _binary(_op, "float" if _op == "div" else "arith")
     for _ov in ("Tensor", "Scalar"):
         ATEN[f"{_op}_.{_ov}"] = (lambda f: lambda self, other: f(self, other, out=self, inplace=True))(_f)
+        PLANNERS[f"{_op}_.{_ov}"] = _inplace_of(_pl)
     ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, out: f(self, other, out=out))(_f)
 for _op in ("maximum", "minimum"):
     _f, _ = _binary(_op, "arith")
     ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, out: f(self, other, out=out))(_f)
-_pow_fn, _ = _binary("pow", "float")
+_pow_fn, _pow_plan = _binary("pow", "float")
 
 
 def _pow_checked(x, e, out=None, inplace=False):
@@ -797,6 +850,17 @@ def _pow_checked(x, e, out=None, inplace=False):
 ATEN["pow_.Tensor"] = lambda self, e: _pow_checked(self, e, out=self, inplace=True)
 ATEN["pow_.Scalar"] = lambda self, e: _pow_checked(self, e, out=self, inplace=True)
 ATEN["pow.Tensor_Tensor_out"] = lambda self, e, *, out: _pow_checked(self, e, out=out)
+
+
+def _plan_pow_(x: Any, e: Any) -> Plan | None:
+    if not isinstance(x, Tensor) or not (isinstance(e, Tensor) or _is_scalar(e)):
+        return None
+    if not torch.result_type(x, e).is_floating_point:
+        return None
+    return _pow_plan(x, e, inplace=True)
+
+
+PLANNERS["pow_.Tensor"] = PLANNERS["pow_.Scalar"] = _plan_pow_
 ATEN["pow.Tensor_Scalar_out"] = lambda self, e, *, out: _pow_checked(self, e, out=out)
 
 
@@ -815,11 +879,26 @@ def _add_sub(op: str) -> Callable:
     return fn
 
 
+def _plan_add_sub_(op: str) -> Callable:
+    """add_/sub_ (alpha passed at run time, never baked in)."""
+    def planner(x, y, alpha=1):
+        if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)) or not _is_scalar(alpha):
+            return None
+        rd = torch.result_type(x, y)
+        if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
+            return None
+        return plan(op, [x, y], rd, _CT[rd], [Arg(2)], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)],
+                    inplace=True)
+
+    return planner
+
+
 for _op in ("add", "sub"):
     _f = _add_sub(_op)
     for _ov in ("Tensor", "Scalar"):
         ATEN[f"{_op}_.{_ov}"] = (lambda f: lambda self, other, *, alpha=1: f(self, other, alpha, out=self,
                                                                                 inplace=True))(_f)
+        PLANNERS[f"{_op}_.{_ov}"] = _plan_add_sub_(_op)
     ATEN[f"{_op}.out"] = (lambda f: lambda self, other, *, alpha=1, out: f(self, other, alpha, out=out))(_f)
 
 
@@ -882,6 +961,36 @@ ATEN["floor_divide"] = lambda self, other: _div_mode(self, other, "floor")
 ATEN["floor_divide_.Tensor"] = lambda self, other: _div_mode(self, other, "floor", out=self, inplace=True)
 
 
+def _plan_div_mode(x: Any, y: Any, rounding_mode: Any = None, inplace: bool = False) -> Plan | None:
+    """div with a rounding mode, and floor_divide (MoE routing's ``perm // top_k``). An integer
+    division by a Scalar 0 or by a CPU tensor (which aten checks for zeros, and raises) goes
+    to the implementation; the key tells a Scalar 0 from the others."""
+    if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
+        return None
+    rd = torch.result_type(x, y)
+    if rounding_mode is None:
+        rd, op = _float_of(rd), "div"
+    elif rounding_mode in ("trunc", "floor") and rd != torch.bool:
+        op = "div_" + rounding_mode
+    else:
+        return None
+    if not rd.is_floating_point and (isinstance(y, Tensor) and y.device.type == "cpu" or not isinstance(y, Tensor)
+                                     and y == 0):
+        return None
+    if rd not in _CT:
+        return None
+    return plan(op, [x, y], rd, _CT[rd], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
+                inplace=inplace)
+
+
+PLANNERS["div.Tensor_mode"] = PLANNERS["div.Scalar_mode"] = (
+    lambda self, other, *, rounding_mode=None: _plan_div_mode(self, other, rounding_mode))
+PLANNERS["div_.Tensor_mode"] = lambda self, other, *, rounding_mode=None: _plan_div_mode(self, other, rounding_mode,
+                                                                                         inplace=True)
+PLANNERS["floor_divide"] = lambda self, other: _plan_div_mode(self, other, "floor")
+PLANNERS["floor_divide_.Tensor"] = lambda self, other: _plan_div_mode(self, other, "floor", inplace=True)
+
+
 # clamp family
 def _clamp_scalar_dtype(x: Tensor, *vals: Any) -> torch.dtype:
     rd = x.dtype
@@ -907,7 +1016,7 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
     return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace, aten_layout=True)
 
 
-def _plan_clamp(x, lo=None, hi=None, pos=(1, 2)):
+def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
     if not isinstance(x, Tensor) or (lo is None and hi is None):
         return None
     try:
@@ -924,7 +1033,7 @@ def _plan_clamp(x, lo=None, hi=None, pos=(1, 2)):
         if v is not None:
             args.append(v)
             ref.append(In(i) if isinstance(v, Tensor) else Arg(i))
-    return plan(op, args, rd, ct, refs=ref, aten_layout=True)
+    return plan(op, args, rd, ct, refs=ref, aten_layout=True, inplace=inplace)
 
 
 ATEN["clamp"] = lambda self, min=None, max=None: _clamp2(self, min, max)
@@ -944,6 +1053,9 @@ PLANNERS["clamp_min"] = lambda x, lo: _plan_clamp(x, lo, None)
 PLANNERS["clamp_min.Tensor"] = lambda x, lo: _plan_clamp(x, lo, None)
 PLANNERS["clamp_max"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
 PLANNERS["clamp_max.Tensor"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1))
+PLANNERS["clamp_"] = PLANNERS["clamp_.Tensor"] = lambda x, lo=None, hi=None: _plan_clamp(x, lo, hi, inplace=True)
+PLANNERS["clamp_min_"] = lambda x, lo: _plan_clamp(x, lo, None, inplace=True)
+PLANNERS["clamp_max_"] = lambda x, hi: _plan_clamp(x, None, hi, (0, 1), inplace=True)
 
 
 # masked_fill: value Scalar or 0-dim Tensor; the result keeps self's dtype and is contiguous
@@ -966,7 +1078,7 @@ def _masked_fill(x, mask, value, out=None, inplace=False):
     return run("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], out=out, inplace=inplace)
 
 
-def _plan_masked_fill(x, mask, value):
+def _plan_masked_fill(x, mask, value, inplace=False):
     if not isinstance(x, Tensor) or not isinstance(mask, Tensor) or mask.dtype != torch.bool or x.dtype not in _REAL:
         return None
     if isinstance(value, Tensor):
@@ -977,13 +1089,14 @@ def _plan_masked_fill(x, mask, value):
         if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point):
             return None
         ref = Arg(2)
-    return plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref])
+    return plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref], inplace=inplace)
 
 
 for _ov in ("Scalar", "Tensor"):
     ATEN[f"masked_fill.{_ov}"] = _masked_fill
     ATEN[f"masked_fill_.{_ov}"] = lambda self, mask, value: _masked_fill(self, mask, value, out=self, inplace=True)
     PLANNERS[f"masked_fill.{_ov}"] = _plan_masked_fill
+    PLANNERS[f"masked_fill_.{_ov}"] = _inplace_of(_plan_masked_fill)
 
 
 # lerp, addcmul, addcdiv
@@ -1031,7 +1144,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
             raise _refuse(op, "parameters")
         return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
 
-    def planner(x, *params):
+    def planner(x, *params, inplace=False):
         if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
             return None
         if x.dtype == torch.float64 and op in _APPROX:
@@ -1040,12 +1153,13 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
         if not all(_is_scalar(v) for v in vals):
             return None
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
-        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True)
+        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
 
     ATEN[op] = fn
     PLANNERS[op] = planner
     if inplace_name:
         ATEN[inplace_name] = lambda self, *params: fn(self, *params, out=self, inplace=True)
+        PLANNERS[inplace_name] = _inplace_of(planner)
 
 
 _act("hardtanh", (-1.0, 1.0), "hardtanh_")

@@ -1,0 +1,223 @@
+"""In-place pointwise ops (``x.add_(y)``, ``x.clamp_(max=7)``, ``x.masked_fill_(m, 0)``, ...) on
+the C++ operator path: planned once per call key, written into ``self`` in its own strides,
+and sent to the Python implementation where another argument shares self's memory in
+another view (aten refuses a partial overlap; the key holds no addresses)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritonjit_ops as T
+from _util import close, native_ops_or_skip, needs_cxx, stats_delta
+from tritonjit_ops import _plan, elementwise
+
+pytestmark = needs_cxx
+
+
+@pytest.fixture(scope="module")
+def native():
+    native_ops_or_skip()
+    with T.enable(wait_native=True):
+        assert T._registry.native_path() == "C++"
+        yield _native()
+
+
+def _native():
+    from tritonjit_ops import _native_ops
+
+    return _native_ops
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "x": torch.randn(6, 8, generator=g),
+        "y": torch.randn(6, 8, generator=g),
+        "row": torch.randn(8, generator=g),
+        "col": torch.randn(6, 1, generator=g),
+        "xt": torch.randn(8, 6, generator=g).t(),  # a transposed self
+        "wide": torch.randn(6, 16, generator=g),  # its [:, ::2] is a strided self
+        "h": torch.randn(6, 8, generator=g).to(torch.bfloat16),
+        "i": torch.randint(-20, 20, (16,), generator=g),
+        "mask": torch.randn(6, 1, generator=g) > 0,
+        "pos": torch.rand(6, 8, generator=g) + 0.5,
+    }
+
+
+# name -> (the call, mutating its inputs; what it returns)
+CASES = {
+    "add_ tensor": lambda a: a["x"].add_(a["y"]),
+    "add_ broadcast row, alpha": lambda a: a["x"].add_(a["row"], alpha=0.5),
+    "sub_ scalar": lambda a: a["x"].sub_(1.25),
+    "mul_ broadcast column": lambda a: a["x"].mul_(a["col"]),
+    "mul_ transposed self": lambda a: a["xt"].mul_(a["y"]),
+    "div_ strided self": lambda a: a["wide"][:, ::2].div_(a["pos"]),
+    "div_ MoE's weight normalisation": lambda a: a["pos"].div_(a["pos"].sum(-1, keepdim=True)),
+    "mul_ bf16 self by fp32 (computed in fp32, stored bf16)": lambda a: a["h"].mul_(a["y"]),
+    "mul_ bf16 by a python float": lambda a: a["h"].mul_(0.125),
+    "add_ same view (x += x)": lambda a: a["x"].add_(a["x"]),
+    "clamp_ max (MoE's expert ids)": lambda a: a["i"].clamp_(max=7),
+    "clamp_ min and max": lambda a: a["x"].clamp_(-0.5, 0.5),
+    "clamp_min_": lambda a: a["x"].clamp_min_(0.0),
+    "masked_fill_ broadcast mask": lambda a: a["x"].masked_fill_(a["mask"], 0.0),
+    "exp_": lambda a: a["x"].exp_(),
+    "neg_ transposed": lambda a: a["xt"].neg_(),
+    "relu_": lambda a: a["x"].relu_(),
+    "sigmoid_ bf16": lambda a: a["h"].sigmoid_(),
+    "gelu_ tanh": lambda a: torch.ops.aten.gelu_(a["x"], approximate="tanh"),
+    "pow_ scalar": lambda a: a["pos"].pow_(2),
+    "floor_divide_ float by tensor": lambda a: a["x"].floor_divide_(a["pos"]),
+    "lt_ into float self": lambda a: a["x"].lt_(a["y"]),
+    "leaky_relu_": lambda a: torch.nn.functional.leaky_relu_(a["x"], 0.2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_inplace_matches_eager_and_runs_in_cpp(native, case):
+    T.disable()
+    ref_args = _inputs()
+    ref = CASES[case](ref_args)
+    T.enable(wait_native=True)
+    args = _inputs()
+    versions = {k: v._version for k, v in args.items()}
+    before = native.stats()
+    got = CASES[case](args)
+    first = stats_delta(before, native.stats())
+    args2 = _inputs()
+    before = native.stats()
+    again = CASES[case](args2)
+    second = stats_delta(before, native.stats())
+    close(got, ref)
+    close(again, ref)
+    for k in ref_args:  # every input mutated as eager mutates it, and none other
+        close(args[k], ref_args[k])
+    assert got.dtype == ref.dtype and got.shape == ref.shape and got.stride() == ref.stride()
+    assert any(got.data_ptr() == v.data_ptr() for v in args.values()), "the result is not self"
+    assert any(args[k]._version > versions[k] for k in args), "no version counter moved"
+    assert first["python_calls"] == second["python_calls"] == 0, f"{case}: a call went to the Python implementation"
+    assert second["plans_made"] == 0 and second["plan_hits"] >= 1
+
+
+def test_partial_overlap_on_a_cached_key_is_refused_as_aten_does(native):
+    buf = torch.randn(10)
+    a, b = torch.randn(8), torch.randn(8)
+    a.add_(b)  # plans the key of two (8,) tensors of stride 1
+    before = native.stats()
+    with pytest.raises(RuntimeError, match="single memory location|overlap"):
+        buf[:8].add_(buf[1:9])  # the same key, but b overlaps self partially
+    assert stats_delta(before, native.stats())["python_calls"] >= 1
+    T.disable()
+    with pytest.raises(RuntimeError, match="single memory location|overlap"):
+        buf[:8].add_(buf[1:9])
+    T.enable(wait_native=True)
+
+
+def test_disjoint_views_of_one_storage_are_computed_right(native):
+    buf = torch.randn(16)
+    want = buf[:8] + buf[8:] * 2
+    torch.randn(8).add_(torch.randn(8), alpha=2)  # the key planned
+    got = buf[:8].add_(buf[8:], alpha=2)  # one storage, no overlap: the implementation serves it
+    close(got, want)
+    close(buf[:8], want)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: torch.randn(1, 4).add_(torch.randn(3, 4)), "doesn't match the broadcast shape"),
+    (lambda: torch.zeros(4, dtype=torch.int64).add_(torch.randn(4)), "can't be cast"),
+    (lambda: torch.zeros(4, dtype=torch.int64).div_(2), "can't be cast"),
+    (lambda: torch.randn(1, 4).expand(3, 4).mul_(2.0), "single memory location|overlap"),
+])
+def test_inplace_errors_are_atens(native, call, match):
+    with pytest.raises(RuntimeError, match=match):
+        call()
+
+
+def test_inplace_gradients_match_eager(native):
+    def step(a, b):
+        y = a * 2
+        y.mul_(b).add_(1.0)
+        y.masked_fill_(b > 1.0, 0.0)
+        return y.sum()
+
+    g = torch.Generator().manual_seed(3)
+    a0, b0 = torch.randn(5, 7, generator=g), torch.randn(5, 7, generator=g) + 0.5
+    T.disable()
+    a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+    step(a, b).backward()
+    want = (a.grad, b.grad)
+    T.enable(wait_native=True)
+    a, b = a0.clone().requires_grad_(), b0.clone().requires_grad_()
+    step(a, b).backward()
+    close(a.grad, want[0])
+    close(b.grad, want[1])
+
+
+def test_planners_refuse_what_aten_refuses():
+    x = torch.randn(1, 4)
+    assert elementwise.PLANNERS["mul_.Tensor"](x, torch.randn(3, 4)) is None  # broadcasts past self
+    assert elementwise.PLANNERS["add_.Tensor"](torch.zeros(4, dtype=torch.int64), torch.randn(4)) is None
+    assert elementwise.PLANNERS["mul_.Scalar"](x.expand(3, 4), 2.0) is None  # internal overlap
+    assert elementwise.PLANNERS["floor_divide"](torch.arange(4), 0) is None  # aten raises per value
+    p = elementwise.PLANNERS["mul_.Tensor"](x, torch.randn(1, 4))
+    assert p.result == (_plan.In(0),) and p.writes == (0,) and p.outputs == ()
+
+
+def test_python_executor_checks_writes_as_cpp_does():
+    x = torch.randn(8)
+    p = elementwise.PLANNERS["add_.Tensor"](x, torch.randn(8))
+    buf = torch.randn(10)
+    assert _plan.serves_writes([buf[:8], buf[:8]], 0)  # the same view
+    assert not _plan.serves_writes([buf[:8], buf[1:9]], 0)
+    with pytest.raises(NotImplementedError, match="shares memory"):
+        _plan.run(p, [buf[:8], buf[1:9], 1])
+    y = torch.randn(8)
+    want = x + y
+    assert _plan.run(p, [x, y, 1]) is x
+    close(x, want)
+
+
+@pytest.mark.gpu
+def test_inplace_plans_on_gpu():
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(64, 256, device="cuda", generator=g, dtype=torch.bfloat16)
+    w = torch.rand(8192, 2, device="cuda", generator=g)
+    ids = torch.randint(0, 10, (16384,), device="cuda", generator=g)
+    mask = torch.rand(64, 1, device="cuda", generator=g) > 0.5
+
+    def calls(x, w, ids):
+        x = x.clone()
+        w = w.clone()
+        ids = ids.clone()
+        x.t().mul_(0.5)
+        x[1:].add_(x[0])  # another view of the same storage, not overlapping
+        x.masked_fill_(mask, 0.0)
+        w.div_(w.sum(-1, keepdim=True))
+        ids.clamp_(max=7)
+        return x, w, ids, ids // 2
+
+    want = calls(x, w, ids)
+    with T.enable(include=["mul_.Scalar", "add_.Tensor", "masked_fill_.Scalar", "div_.Tensor", "clamp_", "sum.dim_IntList",
+                           "floor_divide"], wait_native=True):
+        got = calls(x, w, ids)
+    for a, b in zip(got, want):
+        close(a, b, a.dtype)
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: p // 2,  # MoE routing: the token of each sorted (token, expert) pair
+    lambda p: torch.div(p, -3, rounding_mode="floor"),
+    lambda p: torch.div(p, 4, rounding_mode="trunc"),
+    lambda p: torch.div(p.float(), 0.75, rounding_mode="floor"),
+    lambda p: torch.div(p, 2),
+])
+def test_rounding_divisions_are_planned(native, call):
+    p = torch.arange(-17, 23)
+    T.disable()
+    want = call(p)
+    T.enable(wait_native=True)
+    call(p)
+    before = native.stats()
+    got = call(p)
+    d = stats_delta(before, native.stats())
+    assert torch.equal(got, want) and got.dtype == want.dtype
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 1
