@@ -56,6 +56,17 @@ def native_ops_disabled() -> Iterator[Any]:
     T.disable()
 
 
+def native_ops_enabled() -> Iterator[Any]:
+    """A module fixture's body: tritonjit_ops._native_ops (skipping where it cannot be built),
+    with enable() on, its calls on the C++ path, for the module's tests."""
+    import tritonjit_ops as T
+
+    native = native_ops_or_skip()
+    with T.enable(wait_native=True):
+        assert T._registry.native_path() == "C++"
+        yield native
+
+
 def stats_delta(before: dict, after: dict) -> dict:
     """The C++ path's counters (plan_hits, python_calls, launches, ...) between two stats()."""
     return {k: after[k] - before[k] for k in after}

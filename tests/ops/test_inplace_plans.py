@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_or_skip, needs_cxx, stats_delta
+from _util import close, native_ops_enabled, needs_cxx, stats_delta
 from tritonjit_ops import _plan, elementwise
 
 pytestmark = needs_cxx
@@ -16,16 +16,7 @@ pytestmark = needs_cxx
 
 @pytest.fixture(scope="module")
 def native():
-    native_ops_or_skip()
-    with T.enable(wait_native=True):
-        assert T._registry.native_path() == "C++"
-        yield _native()
-
-
-def _native():
-    from tritonjit_ops import _native_ops
-
-    return _native_ops
+    yield from native_ops_enabled()
 
 
 def _inputs():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_or_skip, needs_cxx, stats_delta
+from _util import close, native_ops_enabled, native_ops_or_skip, needs_cxx, stats_delta
 from tritonjit_ops import _native_ops, _plan, pointwise
 
 pytestmark = needs_cxx
@@ -14,10 +14,7 @@ pytestmark = needs_cxx
 
 @pytest.fixture(scope="module")
 def native():
-    native_ops_or_skip()
-    with T.enable(wait_native=True):
-        assert T._registry.native_path() == "C++"
-        yield _native_ops
+    yield from native_ops_enabled()
 
 
 
