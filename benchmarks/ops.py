@@ -25,11 +25,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
 _ROOT = Path(__file__).resolve().parents[1]
-for sub in ("operators", "tritonjit_core"):
+for sub in ("operators", "tritonjit_core", "benchmarks"):  # benchmarks: _timing, when imported by a test
     if str(_ROOT / sub) not in sys.path:
         sys.path.insert(0, str(_ROOT / sub))
 
@@ -225,6 +226,81 @@ def inplace_cases(dev: str, n: int, reps: int) -> list[dict]:
                  ratio=best[(name, "enable")] / best[(name, "eager")]) for name, _, _ in cases]
 
 
+def inplace_sweep_calls(dev: str, shape: tuple[int, ...] = (1, 16, 2048)) -> list[tuple[str, Callable[[], Any]]]:
+    """One call of every in-place overload that has a C++ plan, built from its aten schema: a
+    bf16 ``self`` of ``shape`` (int64 for the bitwise ops), a same-shape tensor for each tensor
+    argument, a (1, ..., 1)-broadcast bool mask for ``masked_fill_``, a scalar for each scalar and
+    the schema's defaults for the rest. What a model's residual, scale and activation calls are."""
+    from tritonjit_ops import _registry
+
+    g = torch.Generator(device=dev).manual_seed(0)
+    names = sorted(n for n in _registry._PLANNERS if n.split(".")[0].endswith("_") and n not in ("fill_.Scalar", "zero_"))
+    calls = []
+    for name in names:
+        op, _, overload = name.partition(".")
+        fn = getattr(getattr(torch.ops.aten, op), overload or "default")
+        ints = op.startswith("bitwise_")
+        dt = torch.int64 if ints else torch.bfloat16
+
+        def tensor(dt: torch.dtype = dt) -> torch.Tensor:
+            if dt == torch.int64:
+                return torch.randint(1, 100, shape, device=dev, generator=g)
+            return (torch.rand(shape, device=dev, generator=g) * 0.5 + 0.25).to(dt)
+
+        args: list[Any] = [tensor()]
+        kwargs: dict[str, Any] = {}
+        for a in fn._schema.arguments[1:]:
+            t = str(a.type)
+            if a.name == "mask":
+                args.append(torch.rand(shape[:-1] + (1,), device=dev, generator=g) > 0.5)
+            elif a.name == "value" and t == "Tensor":  # masked_fill_.Tensor: a 0-dim value
+                args.append(torch.tensor(0.5 if not ints else 3, device=dev, dtype=dt))
+            elif op.startswith("clamp") and a.name in ("min", "max"):
+                hi = a.name == "max"
+                kwargs[a.name] = (tensor() * (1 if hi else 0.5)) if "Tensor" in t else (0.75 if hi else 0.25)
+            elif a.has_default_value():
+                continue
+            elif t == "Tensor":
+                args.append(tensor())
+            elif t == "number":
+                args.append(3 if ints else 0.5)
+            elif t in ("str", "Optional[str]"):
+                kwargs[a.name] = "floor"
+            else:
+                raise TypeError(f"inplace_sweep_calls: {name}: no value for {a.name} of type {t}")
+        calls.append((name, lambda fn=fn, args=tuple(args), kwargs=kwargs: fn(*args, **kwargs)))
+    return calls
+
+
+def inplace_sweep(dev: str, n: int, reps: int) -> list[dict]:
+    """Every planned in-place overload (:func:`inplace_sweep_calls`) under ``enable()`` against
+    eager: each call's best of ``reps`` rounds, the rounds alternating eager and enabled. The
+    measure ``enable()``'s device default takes in-place overloads by."""
+    import time
+
+    calls = inplace_sweep_calls(dev)
+    best: dict[tuple[str, str], float] = {}
+    for i in range(reps):
+        for mode in ("eager", "enable"):
+            ctx = T.enable(include=[c for c, _ in calls], wait_native=True) if mode == "enable" else None
+            try:
+                for name, fn in calls:
+                    for _ in range(min(n, 100) if i == 0 else 0):
+                        fn()
+                    _sync(dev)
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        fn()
+                    _sync(dev)
+                    us = (time.perf_counter() - t0) / n * 1e6
+                    best[(name, mode)] = min(us, best.get((name, mode), float("inf")))
+            finally:
+                if ctx is not None:
+                    ctx.__exit__(None, None, None)
+    return [dict(case=name, unit="us/call", torch=best[(name, "eager")], enabled=best[(name, "enable")],
+                 ratio=best[(name, "enable")] / best[(name, "eager")]) for name, _ in calls]
+
+
 def inplace_table(rows: list[dict]) -> str:
     out = ["| in-place call | unit | torch eager | under enable() | ratio |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['enabled']:.2f} | {r['ratio']:.2f}x |" for r in rows]
@@ -339,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--quick", action="store_true", help="fewer calls per measurement")
+    p.add_argument("--inplace-sweep", action="store_true",
+                   help="also time every planned in-place overload under enable() against eager")
     args = p.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     from tritonjit import _native
@@ -354,11 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         small = small_cases(dev, n=5, reps=1, impls=impls)
         layouts = layout_cases(dev, n=3, reps=1)
         inplace = inplace_cases(dev, n=2, reps=1)
+        sweep = inplace_sweep(dev, n=1, reps=1) if args.inplace_sweep else []
         large: list[dict] = []
     else:
         small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
         layouts = layout_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         inplace = inplace_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
+        sweep = inplace_sweep(dev, n=2000, reps=3 if args.quick else 5) if args.inplace_sweep else []
         large = large_cases(dev, impls)
     import tritonjit
 
@@ -369,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     print(layout_table(layouts))
     print()
     print(inplace_table(inplace))
+    if sweep:
+        print()
+        print(inplace_table(sweep).replace("in-place call", "in-place overload (sweep)", 1))
     if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
         import importlib
 
@@ -378,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(meta=meta, small=small, layouts=layouts, inplace=inplace, large=large),
-                                                  indent=2))
+        rows = dict(meta=meta, small=small, layouts=layouts, inplace=inplace, inplace_sweep=sweep, large=large)
+        Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 
 

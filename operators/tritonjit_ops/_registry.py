@@ -397,6 +397,10 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # aten's wall time per call, native_layer_norm_backward within 5-8% at 1k rows and 0.5-0.6x at 8k
     "native_layer_norm_backward", "nll_loss_backward", "arange", "arange.start", "arange.start_step",
     "constant_pad_nd", "masked_fill.Scalar", "masked_fill.Tensor", "repeat", "isinf",
+    # in-place pointwise plans measured on the H200 (2026-12-02, bench ops' in-place table and the
+    # Mixtral audit): 0.57-0.99x eager per call (a residual add_, mul_ by a float, MoE routing's
+    # div_, clamp_ and //, a broadcast masked_fill_, relu_ of a transposed view)
+    "add_.Tensor", "mul_.Scalar", "div_.Tensor", "clamp_", "floor_divide", "masked_fill_.Scalar", "relu_",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -212,3 +212,34 @@ def test_rounding_divisions_are_planned(native, call):
     d = stats_delta(before, native.stats())
     assert torch.equal(got, want) and got.dtype == want.dtype
     assert d["python_calls"] == 0 and d["plan_hits"] >= 1
+
+
+def _sweep_calls():
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "ops.py")
+    spec = importlib.util.spec_from_file_location("_bench_ops_sweep", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.inplace_sweep_calls
+
+
+def test_the_benchmark_sweep_covers_every_inplace_plan_and_each_call_matches_eager(native):
+    """The calls ``bench ops --inplace-sweep`` times (by which enable()'s default takes in-place
+    overloads) are each served by a C++ plan on their second call and agree with eager."""
+    calls_of = _sweep_calls()
+    shape = (2, 3, 8)
+    T.disable()
+    want = [(name, fn()) for name, fn in calls_of("cpu", shape)]
+    T.enable(wait_native=True)
+    planned = {n for n in T._registry._PLANNERS if n.split(".")[0].endswith("_")} - {"fill_.Scalar", "zero_"}
+    assert {n for n, _ in want} == planned
+    calls = calls_of("cpu", shape)
+    for (name, fn), (_, ref) in zip(calls, want):
+        got = fn().clone()  # the call mutates self: its value now, before the second call
+        before = native.stats()
+        fn()  # the key is planned now
+        assert stats_delta(before, native.stats())["python_calls"] == 0, f"{name}: went to the Python implementation"
+        assert got.shape == ref.shape and got.dtype == ref.dtype, name
+        close(got, ref)
