@@ -629,8 +629,21 @@ class OpKernel final : public c10::OperatorKernel {
       } else if (v.isDevice()) {
         key.push(13 | static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().type())) << 8 |
                  static_cast<uint64_t>(static_cast<uint8_t>(v.toDevice().index() + 1)) << 16);
+      } else if (v.isList()) {  // Tensor?[] (index's indices): per item None, or its words as a tensor's
+        const c10::ArrayRef<c10::IValue> l = v.toListRef();
+        if (l.size() + key.n + 8 > static_cast<size_t>(tritonjit::detail::kMaxWords)) return false;
+        key.push(17 | static_cast<uint64_t>(l.size()) << 8);
+        for (size_t k = 0; k < l.size(); k++) {
+          if (l[k].isNone()) {
+            key.push(3);
+          } else if (!l[k].isTensor() || !l[k].toTensor().defined()) {
+            return false;
+          } else if (!push_tensor(l[k].toTensor(), static_cast<int>(i), static_cast<int>(k))) {
+            return false;
+          }
+        }
       } else {
-        return false;  // lists of optional tensors, generators, ...: the Python implementation
+        return false;  // generators, ...: the Python implementation
       }
     }
     if (factory) {

@@ -31,6 +31,7 @@ from .random import ATEN as _RANDOM_ATEN
 from .rowwise import ATEN as _ROWWISE_ATEN
 from .rowwise import PLANNERS as _ROWWISE_PLANNERS
 from .scatter import ATEN as _SCATTER_ATEN
+from .scatter import PLANNERS as _SCATTER_PLANNERS
 
 F = torch.nn.functional
 Tensor = torch.Tensor
@@ -413,7 +414,7 @@ def default_ops(key: str | None = None) -> list[str]:
 #: aten overload -> planner of the C++ operator path (see _plan.py); the others are
 #: registered with their Python implementation only
 _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **softmax.PLANNERS, **norm.PLANNERS,
-                                  **indexing.PLANNERS, **matmul.PLANNERS,
+                                  **indexing.PLANNERS, **_SCATTER_PLANNERS, **matmul.PLANNERS,
                                   **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS,
                                   **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)

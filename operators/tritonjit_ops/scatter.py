@@ -13,15 +13,16 @@ last bits, in an order that varies from run to run, as aten's CUDA kernels do.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
 import triton.language as tl
 
-from ._common import host_check_allowed, jit, unravel4
+from ._common import DEVICE_ASSERT, cdiv, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import execute, launch
+from ._plan import Buffer, In, InItem, Out, Plan, execute, launch, run
 from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
@@ -184,8 +185,10 @@ def _index_put(op: str, inplace: bool) -> Callable:
 
 
 @triton.jit
-def _take_kernel(x, index, out, n, L, Q, size, sxp, sxk, sxq, si, BLOCK: tl.constexpr):
-    """out[p, l, q] = x[p, index[l], q] (negative indices wrap, as aten's indexing does)."""
+def _take_kernel(x, index, out, n, L, Q, size, sxp, sxk, sxq, si, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """out[p, l, q] = x[p, index[l], q], element by element (a short q: few elements a row).
+    Negative indices wrap, as aten's indexing does; CHECK: assert the index is in range on the
+    device (compiled in by DEVICE_ASSERT), else such a position reads nothing."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     q = offs % Q
@@ -195,44 +198,113 @@ def _take_kernel(x, index, out, n, L, Q, size, sxp, sxk, sxq, si, BLOCK: tl.cons
     idx = tl.load(index + lpos * si, mask=mask, other=0).to(tl.int64)
     idx = tl.where(idx < 0, idx + size, idx)
     ok = mask & (idx >= 0) & (idx < size)
+    if CHECK:
+        tl.device_assert(ok | ~mask, "tritonjit index: index out of range")
     v = tl.load(x + p * sxp + idx * sxk + q * sxq, mask=ok)
     tl.store(out + offs, v, mask=mask)
 
 
+@triton.jit
+def _take_rows_kernel(x, index, out, L, Q, size, sxp, sxk, sxq, si, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """out[p, l, :] = x[p, index[l], :], a row of Q elements per program row (grid (P * L,
+    cdiv(Q, BLOCK))): one index read a row, the row's columns loaded side by side."""
+    row = tl.program_id(0).to(tl.int64)
+    p = row // L
+    idx = tl.load(index + (row % L) * si).to(tl.int64)
+    idx = tl.where(idx < 0, idx + size, idx)
+    if CHECK:
+        tl.device_assert((idx >= 0) & (idx < size), "tritonjit index: index out of range")
+    cols = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = (cols < Q) & (idx >= 0) & (idx < size)
+    v = tl.load(x + p * sxp + idx * sxk + cols * sxq, mask=m)
+    tl.store(out + row * Q + cols, v, mask=cols < Q)
+
+
 _take = jit(_take_kernel)
+_take_rows = jit(_take_rows_kernel)
+_ROWS_FROM = 64  # a row of at least this many elements: one program row per index (_take_rows)
+
+
+def _merged_stride(shape: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The stride of ``shape``'s dims seen as one flat dim (1 where there are none), or None where
+    the strides do not nest (a view that is no (P, size, Q) reshape without a copy)."""
+    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return dims[-1][1] if dims else 1
+
+
+def _take_plan(x: Tensor, k: int, index: Tensor, xref: Any, iref: Any, check: bool) -> Plan:
+    """The plan of ``x[(slice(None),) * k + (index,)]``: x viewed (P, size, Q) in its own strides
+    where they nest (else made contiguous first), the index read flat."""
+    pre, post = list(x.shape[:k]), list(x.shape[k + 1:])
+    size = x.shape[k]
+    P, Q, L = math.prod(pre), math.prod(post), index.numel()
+    out = (Buffer((*pre, *index.shape, *post), x.dtype),)
+    if P * L * Q == 0:
+        return Plan(out, ())
+    sp, sq = _merged_stride(pre, x.stride()[:k]), _merged_stride(post, x.stride()[k + 1:])
+    contiguous: tuple[int, ...] = ()
+    if sp is None or sq is None:
+        contiguous, sp, sq = (0,), Q * size, 1
+    sk = x.stride(k) if not contiguous else Q
+    si = _merged_stride(list(index.shape), list(index.stride()))
+    assert si is not None, "an index that is not flat in memory (_one_index refuses it)"
+    opts = DEVICE_ASSERT if check else {}
+    if Q >= _ROWS_FROM:
+        block = min(next_pow2(Q), 1024)
+        L1 = launch(_take_rows, (P * L, cdiv(Q, block)), xref, iref, Out(0), L, Q, size, sp, sk, sq, si, CHECK=check,
+                    BLOCK=block, num_warps=4 if block >= 512 else 1, **opts)
+    else:
+        n = P * L * Q
+        L1 = launch(_take, (cdiv(n, _BLOCK),), xref, iref, Out(0), n, L, Q, size, sp, sk, sq, si, CHECK=check,
+                    BLOCK=_BLOCK, **opts)
+    return Plan(out, (L1,), contiguous=contiguous)
+
+
+def _one_index(x: Any, indices: Any) -> tuple[int, Tensor] | None:
+    """(k, index) where ``indices`` is one integer index tensor on x's device at dim k (the
+    others None): the form of ``x[idx]`` and ``x[:, idx]``; None for any other."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.dim() == 0 or x.layout != torch.strided:
+        return None
+    idx = list(indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if len(pos) != 1 or len(idx) > x.dim():
+        return None
+    k = pos[0]
+    index = idx[k]
+    if (not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32) or index.device != x.device
+            or _merged_stride(list(index.shape), list(index.stride())) is None):
+        return None
+    return k, index
+
+
+def plan_index_tensor(x: Any, indices: Any) -> Plan | None:
+    """aten::index.Tensor's plan on a device: one integer index tensor, range-checked by the
+    kernel (the C++ key describes the Tensor?[] list: None or a tensor's words per item)."""
+    one = _one_index(x, indices)
+    if one is None or host_check_allowed(one[1]):
+        return None
+    k, index = one
+    return _take_plan(x, k, index, In(0), InItem(1, k), True)
 
 
 def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
     """aten::index.Tensor with one integer index tensor (any shape) at one dim: ``x[:, idx]``.
     Boolean masks (their result size needs a device sync) and several index tensors go to aten."""
-    idx = list(indices)
-    pos = [k for k, t in enumerate(idx) if t is not None]
-    if not isinstance(x, Tensor) or x.dtype not in _REAL or len(pos) != 1 or x.dim() == 0:
-        raise _refuse("index", "indices other than one integer index tensor")
-    k = pos[0]
-    index = idx[k]
-    assert index is not None
-    if index.dtype not in (torch.int64, torch.int32) or index.device != x.device or k >= x.dim():
-        raise _refuse("index", "an index that is not an integer tensor on self's device")
+    one = _one_index(x, indices)
+    if one is None:
+        raise _refuse("index", "indices other than one integer index tensor on self's device")
+    k, index = one
     size = x.shape[k]
-    if host_check_allowed(index) and index.numel() and bool(torch.any((index < -size) | (index >= size))):
+    check = not host_check_allowed(index)
+    if not check and index.numel() and bool(torch.any((index < -size) | (index >= size))):
         raise _refuse("index", "an index out of range")  # aten's error
-    pre, post = list(x.shape[:k]), list(x.shape[k + 1:])
-    P = 1
-    for d in pre:
-        P *= d
-    Q = 1
-    for d in post:
-        Q *= d
-    xv = x.contiguous().reshape(P, size, Q)
-    flat = index.reshape(-1)
-    L = flat.numel()
-    out = torch.empty(pre + list(index.shape) + post, dtype=x.dtype, device=x.device)
-    n = P * L * Q
-    if n:
-        execute(launch(_take, ((n + _BLOCK - 1) // _BLOCK,), xv, flat, out, n, L, Q, size, xv.stride(0), xv.stride(1),
-                       xv.stride(2), flat.stride(0), BLOCK=_BLOCK))
-    return out
+    return run(_take_plan(x, k, index, In(0), InItem(1, k), check), [x, list(indices)])
+
+
+PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor}
 
 
 ATEN: dict[str, Callable] = {
