@@ -398,10 +398,22 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # aten's wall time per call, native_layer_norm_backward within 5-8% at 1k rows and 0.5-0.6x at 8k
     "native_layer_norm_backward", "nll_loss_backward", "arange", "arange.start", "arange.start_step",
     "constant_pad_nd", "masked_fill.Scalar", "masked_fill.Tensor", "repeat", "isinf",
-    # in-place pointwise plans measured on the H200 (2026-12-02, bench ops' in-place table and the
-    # Mixtral audit): 0.57-0.99x eager per call (a residual add_, mul_ by a float, MoE routing's
-    # div_, clamp_ and //, a broadcast masked_fill_, relu_ of a transposed view)
-    "add_.Tensor", "mul_.Scalar", "div_.Tensor", "clamp_", "floor_divide", "masked_fill_.Scalar", "relu_",
+    # in-place pointwise plans (2026-12-02, H200, bench ops --inplace-sweep: every planned in-place
+    # overload on a (1, 16, 2048) bf16 self; the Mixtral audit): those at or below eager whose
+    # out-of-place form is routed by default (the others share that form's reason to stay opt-in,
+    # e.g. transcendental ops at large shapes), the clamp family and div's rounding modes (MoE
+    # routing: clamp_ 0.81x, // 0.69x in the audit); 0.42-0.96x eager per call. neg_ (1.01x) and
+    # bitwise_xor_.Tensor (1.08x) measured above it
+    "add_.Tensor", "add_.Scalar", "sub_.Tensor", "sub_.Scalar", "mul_.Tensor", "mul_.Scalar", "div_.Tensor",
+    "div_.Scalar", "div_.Tensor_mode", "floor_divide", "floor_divide_.Tensor", "pow_.Scalar", "pow_.Tensor",
+    "clamp_", "clamp_.Tensor", "clamp_min_", "clamp_max_", "masked_fill_.Scalar", "masked_fill_.Tensor",
+    "abs_", "relu_", "exp_", "log_", "sqrt_", "rsqrt_", "sigmoid_", "silu_", "gelu_", "tanh_", "sin_", "cos_",
+    "eq_.Scalar", "eq_.Tensor", "ne_.Scalar", "ne_.Tensor", "lt_.Scalar", "lt_.Tensor", "le_.Scalar", "le_.Tensor",
+    "gt_.Scalar", "gt_.Tensor", "ge_.Scalar", "ge_.Tensor",
+    # x[idx] with one integer index tensor (MoE's token gathers; 2026-12-02, H200 audit of Mixtral and
+    # Qwen3-MoE prefill: 0.80-0.93x eager per call, two bf16 row gathers at 1.03x and 1.09x, within the
+    # replay's spread; both models' prefill and training steps 0.74-0.85x eager with it routed)
+    "index.Tensor",
     *attention.ATEN, *optim.ATEN])
 
 
