@@ -231,10 +231,10 @@ def inplace_sweep_calls(dev: str, shape: tuple[int, ...] = (1, 16, 2048)) -> lis
     bf16 ``self`` of ``shape`` (int64 for the bitwise ops), a same-shape tensor for each tensor
     argument, a (1, ..., 1)-broadcast bool mask for ``masked_fill_``, a scalar for each scalar and
     the schema's defaults for the rest. What a model's residual, scale and activation calls are."""
-    from tritonjit_ops import _registry
+    from tritonjit_ops import elementwise
 
     g = torch.Generator(device=dev).manual_seed(0)
-    names = sorted(n for n in _registry._PLANNERS if n.split(".")[0].endswith("_") and n not in ("fill_.Scalar", "zero_"))
+    names = sorted(n for n in elementwise.PLANNERS if n.split(".")[0].endswith("_"))  # the in-place pointwise ones
     calls = []
     for name in names:
         op, _, overload = name.partition(".")

@@ -120,6 +120,7 @@ struct NPlan {
   static constexpr int kInput = -2;  // result kInput - i: tensor argument i (Plan.result's In(i))
   std::vector<int> result, contiguous;
   std::vector<int> writes;  // tensor arguments written in place (Plan.writes): see serves_writes
+  bool exclusive = false;  // Plan.exclusive: no other tensor may share a written one's storage at all
   std::vector<c10::IValue> consts;  // result kConst - c: Plan.result's Const(consts[c])
   static constexpr int kConst = -(1 << 20);
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
@@ -203,7 +204,7 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
     plan->fallback = true;
     return plan;
   }
-  // Plan(outputs, launches, result, temps, contiguous, aten, writes)
+  // Plan(outputs, launches, result, temps, contiguous, aten, writes, exclusive)
   if (PyTuple_Size(p) > 5 && PyTuple_GetItem(p, 5) == Py_True) {
     plan->aten = true;
     return plan;
@@ -241,6 +242,9 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   if (PyTuple_Size(p) > 6) {  // Plan.writes
     auto v = ints_of(PyTuple_GetItem(p, 6));
     plan->writes.assign(v.begin(), v.end());
+  }
+  if (PyTuple_Size(p) > 7 && PyTuple_GetItem(p, 7) == Py_True) {  // Plan.exclusive
+    plan->exclusive = true;
   }
   Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(launches.p); i++) {
@@ -281,23 +285,30 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
 }
 
 // Whether a plan that writes tensor arguments in place (Plan.writes) may serve this call: no
-// other tensor argument shares the written one's storage except as the very same view. A
-// partial overlap (which aten refuses) or another view of the same memory goes to the Python
-// implementation. Per call, since the key holds no addresses; _plan.serves_writes is the same
-// rule in Python.
+// other tensor argument (tensors of list arguments included) shares the written one's storage
+// except as the very same view, and none at all for an exclusive plan (one that writes through
+// an index, where even the same view is read after being written). Such a call goes to the
+// Python implementation. Per call, since the key holds no addresses; _plan.serves_writes is the
+// same rule in Python.
 bool serves_writes(const NPlan& plan, const c10::IValue* args, size_t nargs) {
   for (int w : plan.writes) {
     if (w < 0 || static_cast<size_t>(w) >= nargs || !args[w].isTensor()) return false;
     const at::Tensor& o = args[w].toTensor();
     if (!o.defined() || !o.has_storage() || o.numel() == 0) continue;
     const c10::StorageImpl* s = o.storage().unsafeGetStorageImpl();
+    auto shares = [&](const at::Tensor& t) -> bool {  // in a way the plan cannot serve
+      if (!t.defined() || !t.has_storage() || t.numel() == 0 || t.storage().unsafeGetStorageImpl() != s) return false;
+      return plan.exclusive || t.data_ptr() != o.data_ptr() || t.sizes() != o.sizes() || t.strides() != o.strides() ||
+             t.scalar_type() != o.scalar_type();
+    };
     for (size_t i = 0; i < nargs; i++) {
-      if (static_cast<int>(i) == w || !args[i].isTensor()) continue;
-      const at::Tensor& t = args[i].toTensor();
-      if (!t.defined() || !t.has_storage() || t.numel() == 0 || t.storage().unsafeGetStorageImpl() != s) continue;
-      if (t.data_ptr() != o.data_ptr() || t.sizes() != o.sizes() || t.strides() != o.strides() ||
-          t.scalar_type() != o.scalar_type())
-        return false;
+      if (static_cast<int>(i) == w) continue;
+      if (args[i].isTensor()) {
+        if (shares(args[i].toTensor())) return false;
+      } else if (args[i].isList()) {
+        for (const c10::IValue& e : args[i].toListRef())
+          if (e.isTensor() && shares(e.toTensor())) return false;
+      }
     }
   }
   return true;

@@ -147,6 +147,9 @@ class Plan(NamedTuple):
     # or an alias the launch would read after writing) goes to the Python implementation; the
     # very same view (``x.mul_(x)``) is served. Checked per call, since the key holds no addresses.
     writes: tuple[int, ...] = ()
+    # with writes: no other tensor may share a written one's storage at all, not even as the same view
+    # (a plan that writes through an index reads its other inputs after some writes)
+    exclusive: bool = False
 
 
 def aten_plan() -> Plan:
@@ -213,19 +216,24 @@ def _device(args: Sequence[Any]) -> torch.device:
     return first.device
 
 
-def serves_writes(args: Sequence[Any], w: int) -> bool:
+def serves_writes(args: Sequence[Any], w: int, exclusive: bool = False) -> bool:
     """Whether a plan writing tensor argument ``w`` in place may serve the call ``args``: no
-    other tensor argument shares its storage, except as the very same view (the C++
-    executor's rule, ``Plan.writes``)."""
+    other tensor argument (tensors of list arguments included) shares its storage, except as
+    the very same view where the plan is not ``exclusive`` (the C++ executor's rule,
+    ``Plan.writes``)."""
     o = args[w]
     if not isinstance(o, Tensor) or o.numel() == 0:
         return True
     base = o.untyped_storage().data_ptr()
-    for i, t in enumerate(args):
-        if i == w or not isinstance(t, Tensor) or t.numel() == 0 or t.untyped_storage().data_ptr() != base:
+    for i, a in enumerate(args):
+        if i == w:
             continue
-        if not (t.data_ptr() == o.data_ptr() and t.shape == o.shape and t.stride() == o.stride() and t.dtype == o.dtype):
-            return False
+        for t in a if isinstance(a, (list, tuple)) else (a,):
+            if not isinstance(t, Tensor) or t.numel() == 0 or t.untyped_storage().data_ptr() != base:
+                continue
+            if exclusive or not (t.data_ptr() == o.data_ptr() and t.shape == o.shape and t.stride() == o.stride()
+                                 and t.dtype == o.dtype):
+                return False
     return True
 
 
@@ -235,7 +243,7 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     if plan.aten:
         raise RuntimeError("tritonjit_ops: an aten plan runs on the C++ operator path only")
     for w in plan.writes:
-        if not serves_writes(args, w):
+        if not serves_writes(args, w, plan.exclusive):
             raise NotImplementedError("tritonjit_ops: an in-place plan's self shares memory with another argument "
                                       "in another view; the operator's implementation serves this call")
     given = args

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from ._common import DEVICE_ASSERT, cdiv, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Buffer, In, InItem, Out, Plan, execute, launch, run
+from ._plan import Buffer, In, InItem, Launch, Out, Plan, execute, launch, run, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
@@ -34,7 +34,9 @@ _BLOCK = 512
 def _index_kernel(out, index, src, n, d1, d2, d3, size,
                   is0, is1, is2, is3, ss0, ss1, ss2, ss3, os0, os1, os2, os3, osd, alpha,
                   DIM: tl.constexpr, ADD: tl.constexpr, SRC_SCALAR: tl.constexpr, INDEX_1D: tl.constexpr,
-                  WRAP: tl.constexpr, BLOCK: tl.constexpr):
+                  WRAP: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """CHECK: assert every index is in range on the device (compiled in by DEVICE_ASSERT), as aten's
+    kernels do; without it (CPU tensors, checked on the host first) such a position is not written."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
@@ -53,6 +55,8 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
     if WRAP:
         idx = tl.where(idx < 0, idx + size, idx)
     ok = mask & (idx >= 0) & (idx < size)
+    if CHECK:
+        tl.device_assert(ok | ~mask, "tritonjit scatter/index_put: index out of range")
     tgt = i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + idx * osd  # os[DIM] is 0: the index picks it
     if SRC_SCALAR:
         v = src + tl.zeros([BLOCK], out.dtype.element_ty)
@@ -72,41 +76,45 @@ def _pad4(shape: list[int], strides: list[int]) -> tuple[list[int], list[int]]:
     return [1] * pad + list(shape), [0] * pad + list(strides)
 
 
+def _write_launch(out: Tensor, dim: int, index: Tensor, src: Any, space: list[int], index_1d: bool,
+                  add: bool, alpha: Any, wrap: bool, refs: tuple[Any, Any, Any], check: bool) -> Launch:
+    """The launch that writes ``src`` (a tensor shaped like ``space``, or a scalar) into ``out``
+    through ``index``, its tensors passed as ``refs`` (the tensors themselves, or a plan's
+    references to them); ``n`` of ``space`` is not 0."""
+    n = math.prod(space)
+    pad = 4 - len(space)
+    dims, _ = _pad4(space, [0] * len(space))
+    if index_1d:
+        ist = [index.stride(0), 0, 0, 0]
+    else:
+        _, ist = _pad4(list(index.shape), list(index.stride()))
+    scalar = not isinstance(src, Tensor)
+    sst = [0, 0, 0, 0] if scalar else _pad4(list(src.shape), list(src.stride()))[1]
+    _, ost = _pad4(list(out.shape), list(out.stride()))
+    osd = ost[pad + dim]
+    ost[pad + dim] = 0
+    return launch(_index, (cdiv(n, _BLOCK),), *refs, n, dims[1], dims[2], dims[3], out.shape[dim], *ist, *sst, *ost,
+                  osd, alpha, DIM=pad + dim, ADD=add, SRC_SCALAR=scalar, INDEX_1D=index_1d, WRAP=wrap, CHECK=check,
+                  BLOCK=_BLOCK, **(DEVICE_ASSERT if check else {}))
+
+
 def _launch(op: str, out: Tensor, dim: int, index: Tensor, src: Any, space: list[int], index_1d: bool, add: bool,
             alpha: Any = 1, wrap: bool = False) -> Tensor:
     """Write ``src`` (a tensor shaped like ``space``, or a scalar) into ``out`` through ``index``."""
     nd = len(space)
     if nd > 4 or out.dim() != nd:
         raise _refuse(op, "a rank above 4")
-    n = 1
-    for d in space:
-        n *= d
-    if n == 0:
+    if math.prod(space) == 0:
         return out
     size = out.shape[dim]
-    if host_check_allowed(index) and index.numel():
+    check = not host_check_allowed(index)
+    if not check and index.numel():
         lo = -size if wrap else 0
         if bool((index < lo).any()) or bool((index >= size).any()):
             raise _refuse(op, "an index out of range")  # aten's error
-    pad = 4 - nd
-    dims, _ = _pad4(space, [0] * nd)
-    if index_1d:
-        ist = [index.stride(0), 0, 0, 0]
-    else:
-        _, ist = _pad4(list(index.shape), list(index.stride()))
-    if isinstance(src, Tensor):
-        _, sst = _pad4(list(src.shape), list(src.stride()))
-        src_ref, scalar = src, False
-    else:
-        sst, src_ref, scalar = [0, 0, 0, 0], src, True
-    _, ost = _pad4(list(out.shape), list(out.stride()))
-    osd = ost[pad + dim]
-    ost[pad + dim] = 0
     if add and not out.dtype.is_floating_point and isinstance(alpha, float):
         raise _refuse(op, "a float alpha for integers")
-    execute(launch(_index, ((n + _BLOCK - 1) // _BLOCK,), out, index, src_ref, n, dims[1], dims[2], dims[3], size,
-                   *ist, *sst, *ost, osd, alpha, DIM=pad + dim, ADD=add, SRC_SCALAR=scalar, INDEX_1D=index_1d,
-                   WRAP=wrap, BLOCK=_BLOCK))
+    execute(_write_launch(out, dim, index, src, space, index_1d, add, alpha, wrap, (out, index, src), check))
     return out
 
 
@@ -162,26 +170,53 @@ def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
     return fn
 
 
+def _put_space(op: str, x: Any, indices: Any, values: Any, accumulate: bool) -> tuple[Tensor, list[int], Tensor]:
+    """(index, the iteration space, values expanded to it) of ``x[index] = values`` with one 1-D
+    integer index over the leading dim; raises _refuse for any other form."""
+    idx_list = list(indices)
+    if len(idx_list) != 1 or idx_list[0] is None:
+        raise _refuse(op, "indices other than one index tensor over the leading dim")
+    index = idx_list[0]
+    _check(op, x, index, accumulate)
+    if index.dim() != 1 or x.dim() == 0 or x.dim() > 4:
+        raise _refuse(op, "an index of rank other than 1, or a self of rank 0 or above 4")
+    if not isinstance(values, Tensor) or values.device != x.device or values.dtype != x.dtype:
+        raise _refuse(op, "values of another dtype or device")
+    space = [index.shape[0], *x.shape[1:]]
+    try:
+        v = values.expand(space)
+    except RuntimeError as e:
+        raise _refuse(op, "values that do not broadcast") from e
+    return index, space, v
+
+
 def _index_put(op: str, inplace: bool) -> Callable:
     def fn(x: Tensor, indices: list[Tensor | None], values: Tensor, accumulate: bool = False) -> Tensor:
-        idx_list = list(indices)
-        if len(idx_list) != 1 or idx_list[0] is None:
-            raise _refuse(op, "indices other than one index tensor over the leading dim")
-        index = idx_list[0]
-        _check(op, x, index, accumulate)
-        if index.dim() != 1 or x.dim() == 0:
-            raise _refuse(op, "an index of rank other than 1")
-        if not isinstance(values, Tensor) or values.device != x.device or values.dtype != x.dtype:
-            raise _refuse(op, "values of another dtype or device")
-        space = [index.shape[0], *x.shape[1:]]
-        try:
-            v = values.expand(space)
-        except RuntimeError as e:
-            raise _refuse(op, "values that do not broadcast") from e
+        index, space, v = _put_space(op, x, indices, values, accumulate)
+        if inplace and not serves_writes([x, [index], values], 0, exclusive=True):
+            raise _refuse(op, "an index or values sharing self's memory")  # aten's overlap rules
         out = x if inplace else x.clone()
         return _launch(op, out, 0, index, v, space, True, accumulate, 1, wrap=True)
 
     return fn
+
+
+def plan_index_put_(x: Any, indices: Any, values: Any, accumulate: bool = False) -> Plan | None:
+    """``x[idx] = values`` (``x[idx] += values`` with accumulate) on a device, one 1-D integer
+    index over the leading dim: written into x in its own strides, the index range asserted by the
+    kernel. An exclusive in-place plan: a call whose index or values share x's memory goes to the
+    implementation (aten's overlap rules)."""
+    try:
+        index, space, v = _put_space("index_put_", x, indices, values, accumulate)
+    except NotImplementedError:
+        return None
+    if host_check_allowed(index):
+        return None
+    launches: tuple[Launch, ...] = ()
+    if math.prod(space):
+        launches = (_write_launch(x, 0, index, v, space, True, accumulate, 1, True,
+                                  (In(0), InItem(1, 0), In(2)), True),)
+    return Plan((), launches, (In(0),), writes=(0,), exclusive=True)
 
 
 @triton.jit
@@ -304,7 +339,7 @@ def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
     return run(_take_plan(x, k, index, In(0), InItem(1, k), check), [x, list(indices)])
 
 
-PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor}
+PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_}
 
 
 ATEN: dict[str, Callable] = {

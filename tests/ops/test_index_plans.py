@@ -143,3 +143,83 @@ def test_gpu_index_rows_and_flat():
         d = stats_delta(before, _native_ops.stats())
     assert torch.equal(got_h, want_h) and torch.equal(got_w, want_w)
     assert d["python_calls"] == 0 and d["plan_hits"] >= 2
+
+
+# ---- x[idx] = v (aten::index_put_, one 1-D index over the leading dim) --------------------------
+PUT_CASES = {
+    "MoE's inverse permutation inv[perm] = arange": lambda: (torch.zeros(16, dtype=torch.int64),
+                                                           [torch.randperm(16, generator=_g())], torch.arange(16)),
+    "rows x[ids] = v": lambda: (torch.zeros(10, 6), [torch.tensor([3, -1, 0])], torch.randn(3, 6, generator=_g())),
+    "broadcast value row": lambda: (torch.zeros(10, 6), [torch.tensor([2, 5])], torch.randn(6, generator=_g())),
+    "0-dim value": lambda: (torch.zeros(10, 6), [torch.tensor([2, 5])], torch.tensor(1.5)),
+    "transposed self": lambda: (torch.zeros(6, 10).t(), [torch.tensor([1, 7])], torch.randn(2, 6, generator=_g())),
+    "accumulate, repeated index": lambda: (torch.zeros(5, 4), [torch.tensor([1, 1, 3, 1])],
+                                           torch.randn(4, 4, generator=_g()), True),
+    "bf16 rows": lambda: (torch.zeros(8, 64, dtype=torch.bfloat16), [torch.tensor([0, 7])],
+                          torch.randn(2, 64, generator=_g()).to(torch.bfloat16)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PUT_CASES))
+def test_index_put_matches_eager_and_is_planned(native, device_rules, case):
+    def call(args):
+        x, idx, v, *acc = args
+        return torch.ops.aten.index_put_(x, idx, v, *acc)
+
+    T.disable()
+    want = call(PUT_CASES[case]())
+    T.enable(wait_native=True)
+    args = PUT_CASES[case]()
+    version = args[0]._version
+    got = call(args)
+    args2 = PUT_CASES[case]()
+    before = native.stats()
+    again = call(args2)
+    d = stats_delta(before, native.stats())
+    close(got, want)
+    close(again, want)
+    assert got is args[0] and args[0]._version > version, "the result is not self, written in place"
+    assert got.stride() == want.stride()
+    assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] == 1, d
+
+
+def test_index_put_sharing_self_goes_to_aten(native, device_rules):
+    x = torch.arange(8.0)
+    torch.ops.aten.index_put_(torch.zeros(8), [torch.tensor([0, 1, 2, 3])], torch.ones(4))  # the key, planned
+    before = native.stats()
+    with pytest.raises(RuntimeError, match="single memory location|overlap"):
+        x.index_put_([torch.tensor([0, 1, 2, 3])], x[4:])  # the same key; values are a view of x
+    assert stats_delta(before, native.stats())["python_calls"] == 1
+    z = torch.arange(4.0)  # the very same view as values: served by an in-place pointwise plan, not by this one
+    torch.ops.aten.index_put_(torch.zeros(4), [torch.tensor([3, 2, 1, 0])], torch.ones(4))
+    before = native.stats()
+    with pytest.raises(RuntimeError, match="single memory location|overlap"):
+        z.index_put_([torch.tensor([3, 2, 1, 0])], z)
+    assert stats_delta(before, native.stats())["python_calls"] == 1
+    y = torch.arange(8.0)
+    got = y.index_put_([torch.tensor([0, 1, 2, 3])], y[4:].clone())
+    assert torch.equal(got, torch.tensor([4.0, 5, 6, 7, 4, 5, 6, 7]))
+
+
+def test_index_put_out_of_range_is_asserted_by_the_kernel(native, device_rules):
+    with pytest.raises(Exception, match="tritonjit scatter/index_put: index out of range"):
+        torch.ops.aten.index_put_(torch.zeros(10, 3), [torch.tensor([0, 10])], torch.ones(2, 3))
+
+
+@pytest.mark.gpu
+def test_gpu_index_put_inverse_permutation():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from tritonjit_ops import _native_ops
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    perm = torch.randperm(16384, device="cuda", generator=g)
+    ar = torch.arange(16384, device="cuda")
+    want = torch.empty_like(perm).index_put_([perm], ar)
+    with T.enable(include=["index_put_"], wait_native=True):
+        torch.empty_like(perm).index_put_([perm], ar)
+        before = _native_ops.stats()
+        got = torch.empty_like(perm).index_put_([perm], ar)
+        d = stats_delta(before, _native_ops.stats())
+    assert torch.equal(got, want)
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 1
