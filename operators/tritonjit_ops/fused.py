@@ -36,11 +36,14 @@ def _silu_mul_kernel(g, u, out, D, s_g, s_u, BLOCK: tl.constexpr, SPLIT: tl.cons
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < D
-    a = tl.load(g + row * s_g + cols, mask=m).to(tl.float32)
+    a = tl.load(g + row * s_g + cols, mask=m)
     if SPLIT:
-        b = tl.load(g + row * s_g + D + cols, mask=m).to(tl.float32)
+        b = tl.load(g + row * s_g + D + cols, mask=m)
     else:
-        b = tl.load(u + row * s_u + cols, mask=m).to(tl.float32)
+        b = tl.load(u + row * s_u + cols, mask=m)
+    if not a.dtype.is_fp64():  # 16-bit and fp32 inputs compute in fp32; fp64 in fp64, as aten does
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
     y = a / (1.0 + tl.exp(-a)) * b
     tl.store(out + row * D + cols, y.to(out.dtype.element_ty), mask=m)
 
