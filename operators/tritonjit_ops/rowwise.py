@@ -19,7 +19,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._plan import Buffer, In, Out, Plan, execute, launch
+from ._plan import Buffer, In, Out, Plan, execute, launch, run
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
 Tensor = torch.Tensor
@@ -298,6 +298,9 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool | N
 
 
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
+    p = _plan_topk(x, k, dim, largest, sorted)
+    if p is not None:  # a short row and a small k: one launch
+        return run(p, [x, k, dim, largest, sorted])
     if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0:
         raise _refuse("topk", "a 0-dim or empty self")
     d = dim % x.dim()
@@ -305,6 +308,73 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
         raise _refuse("topk", f"k={k}")
     vals, idx, perm, n = _sort_rows("topk", x, dim, largest)
     return _unrows(vals[:, :k], x, perm, k), _unrows(idx[:, :k], x, perm, k)
+
+
+@triton.jit
+def _topk_rows_kernel(x, vals, idx, M, N, sr, sc, K: tl.constexpr, LARGEST: tl.constexpr, IS_FLOAT: tl.constexpr,
+                      BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The K largest (smallest) of each row of N elements, in order, for a short row and a small K
+    (an MoE router's (tokens, experts) scores): BLOCK_R rows a program, K rounds of an argmax over
+    order-preserving int64 keys (NaN above every value, -0.0 == 0.0, ties to the lower index),
+    each round's pick taken out of the next. x is read through its row and column strides."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+    cols = tl.arange(0, BLOCK_N)
+    rm = rows < M
+    m = rm[:, None] & (cols[None, :] < N)
+    base = x + rows * sr
+    v = tl.load(base[:, None] + cols[None, :].to(tl.int64) * sc, mask=m)
+    if IS_FLOAT:
+        f = v.to(tl.float32)
+        f = tl.where(f != f, float("nan"), f + 0.0)
+        bits = f.to(tl.int32, bitcast=True)
+        key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(tl.int64)
+    else:
+        key = v.to(tl.int64)
+    if not LARGEST:
+        key = -key - 1  # order reversed, no overflow: the keys fit in 32 bits
+    low = -9223372036854775807 - 1
+    key = tl.where(m, key, low)
+    for j in tl.static_range(K):
+        _, bi = tl.max(key, 1, return_indices=True, return_indices_tie_break_left=True)
+        tl.store(vals + rows * K + j, tl.load(base + bi.to(tl.int64) * sc, mask=rm), mask=rm)
+        tl.store(idx + rows * K + j, bi.to(tl.int64), mask=rm)
+        key = tl.where(cols[None, :] == bi[:, None], low, key)
+
+
+_topk_rows = jit(_topk_rows_kernel)
+TOPK_MAX_N, TOPK_MAX_K = 1024, 16  # the row kernel's bounds; other calls sort whole rows
+
+
+def _plan_topk(x: Any, k: Any, dim: Any = -1, largest: bool = True, sorted: bool = True) -> Plan | None:
+    """topk along the last dim of a row of at most TOPK_MAX_N elements, k <= TOPK_MAX_K: one launch
+    (``_topk_rows``), values and int64 indices contiguous as aten returns them, sorted whatever
+    ``sorted`` says (aten leaves that order unspecified). x in its own strides where its leading
+    dims nest. None (the Python implementation): another dim, longer rows, a larger k, 64-bit
+    dtypes (aten's kernel)."""
+    if (not isinstance(x, Tensor) or x.dim() == 0 or x.dtype in (torch.float64, torch.int64)
+            or x.dtype not in _REAL or x.layout != torch.strided or not isinstance(k, int) or not isinstance(dim, int)):
+        return None
+    if not -x.dim() <= dim < x.dim() or dim % x.dim() != x.dim() - 1:
+        return None
+    n = x.shape[-1]
+    if not 0 <= k <= min(n, TOPK_MAX_K) or n > TOPK_MAX_N:
+        return None
+    shape = (*x.shape[:-1], k)
+    outs = (Buffer(shape, x.dtype), Buffer(shape, torch.int64))
+    m = x.numel() // n if n else 0
+    if m == 0 or k == 0:
+        return Plan(outs, (), (0, 1))
+    lead = [(s, st) for s, st in zip(x.shape[:-1], x.stride()[:-1]) if s != 1]
+    nests = all(s0 == s1 * n1 for (_, s0), (n1, s1) in zip(lead, lead[1:]))
+    contiguous = () if nests else (0,)
+    sr = (lead[-1][1] if lead else n) if nests else n
+    sc = x.stride(-1) if nests else 1
+    block_n = next_pow2(n)
+    block_r = max(1, min(next_pow2(m), 1024 // block_n, 64))
+    L = launch(_topk_rows, (triton.cdiv(m, block_r),), In(0), Out(0), Out(1), m, n, sr, sc, K=k, LARGEST=bool(largest),
+               IS_FLOAT=x.dtype.is_floating_point, BLOCK_R=block_r, BLOCK_N=block_n,
+               num_warps=4 if block_r * block_n >= 1024 else 1)
+    return Plan(outs, (L,), (0, 1), contiguous=contiguous)
 
 
 # ----------------------------------------------------------------- reductions
@@ -418,5 +488,5 @@ ATEN: dict[str, Callable] = {
     "var.correction": _moments("var", "var"), "std.correction": _moments("std", "std"),
     "var_mean.correction": _moments("var_mean", "var_mean"), "std_mean.correction": _moments("std_mean", "std_mean"),
 }
-PLANNERS: dict[str, Callable] = {"cumsum": _plan_cumsum}
+PLANNERS: dict[str, Callable] = {"cumsum": _plan_cumsum, "topk": _plan_topk}
 ATEN = with_aten_fallback(ATEN)

@@ -1,0 +1,118 @@
+"""topk of short rows with a small k (an MoE router's (tokens, experts) scores) on the C++
+operator path: one launch that takes the k best of each row in turn, against torch.topk."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import tritonjit_ops as T
+from _util import native_ops_enabled, needs_cxx, stats_delta
+from tritonjit_ops import rowwise
+
+pytestmark = needs_cxx
+
+
+@pytest.fixture(scope="module")
+def native():
+    yield from native_ops_enabled()
+
+
+def _g():
+    return torch.Generator().manual_seed(0)
+
+
+def _same(got, want, x):
+    """Values equal to torch's (NaN where torch has NaN); indices that pick those values (ties may
+    be ordered either way by torch)."""
+    (v, i), (rv, _) = got, want
+    assert v.shape == rv.shape and v.dtype == rv.dtype and i.dtype == torch.int64
+    assert v.is_contiguous() and i.is_contiguous()
+    assert torch.equal(v.float().nan_to_num(7e4), rv.float().nan_to_num(7e4))
+    assert torch.equal(torch.gather(x, -1, i).float().nan_to_num(7e4), v.float().nan_to_num(7e4))
+
+
+def _special():
+    x = torch.randn(6, 8, generator=_g())
+    x[0, 3] = float("nan")
+    x[1] = 0.0
+    x[1, 2] = -0.0
+    x[2, 1], x[2, 5] = float("inf"), float("nan")
+    x[3, :4] = float("-inf")
+    return x
+
+
+CASES = {  # name -> (x, k, largest)
+    "router f32 [64, 8], k=2": lambda: (torch.randn(64, 8, generator=_g()).softmax(-1), 2, True),
+    "router bf16 [3, 5, 60], k=8": lambda: (torch.randn(3, 5, 60, generator=_g()).to(torch.bfloat16), 8, True),
+    "smallest, fp16": lambda: (torch.randn(33, 17, generator=_g()).half(), 4, False),
+    "k = n": lambda: (torch.randn(9, 8, generator=_g()), 8, True),
+    "k = 0": lambda: (torch.randn(9, 8, generator=_g()), 0, True),
+    "NaN, inf, -0.0 and ties": lambda: (_special(), 5, True),
+    "NaN, smallest": lambda: (_special(), 5, False),
+    "int32 with ties": lambda: (torch.randint(-3, 3, (20, 11), generator=_g(), dtype=torch.int32), 6, True),
+    "row-strided view": lambda: (torch.randn(4, 12, 10, generator=_g())[:, ::3, :], 3, True),
+    "transposed (column stride)": lambda: (torch.randn(10, 7, generator=_g()).t(), 2, True),
+    "leading dims that do not nest": lambda: (torch.randn(2, 3, 5, generator=_g()).transpose(0, 1), 2, True),
+    "a row of 1000": lambda: (torch.randn(5, 1000, generator=_g()), 16, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_topk_matches_torch_and_is_planned(native, case):
+    x, k, largest = CASES[case]()
+    T.disable()
+    want = torch.topk(x, k, -1, largest)
+    T.enable(wait_native=True)
+    got = torch.topk(x, k, -1, largest)
+    before = native.stats()
+    again = torch.topk(x, k, -1, largest)
+    d = stats_delta(before, native.stats())
+    _same(got, want, x)
+    _same(again, want, x)
+    assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1, d  # (a copy first: 2)
+
+
+@pytest.mark.parametrize("x, k, dim", [
+    (torch.randn(4, 2000), 3, -1),  # a row past the kernel's bound
+    (torch.randn(4, 30), 20, -1),  # k past it
+    (torch.randn(6, 4), 2, 0),  # another dim
+    (torch.randn(4, 8, dtype=torch.float64), 2, -1),  # 64-bit keys
+])
+def test_other_topk_calls_sort_whole_rows_or_go_to_aten(native, x, k, dim):
+    assert rowwise._plan_topk(x, k, dim) is None
+    T.disable()
+    want = torch.topk(x, k, dim)
+    T.enable(wait_native=True)
+    got = torch.topk(x, k, dim)
+    assert torch.equal(got[0], want[0]) and torch.equal(torch.gather(x, dim, got[1]), want[0])
+
+
+def test_topk_gradient_matches_eager(native):
+    x0 = torch.randn(16, 8, generator=_g())
+    T.disable()
+    x = x0.clone().requires_grad_()
+    (torch.topk(x, 2).values * torch.arange(2.0)).sum().backward()
+    want = x.grad
+    T.enable(wait_native=True)
+    x = x0.clone().requires_grad_()
+    (torch.topk(x, 2).values * torch.arange(2.0)).sum().backward()
+    assert torch.equal(x.grad, want)
+
+
+@pytest.mark.gpu
+def test_gpu_router_topk():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from tritonjit_ops import _native_ops
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for dt, n, k in ((torch.float32, 8, 2), (torch.bfloat16, 128, 8), (torch.float32, 64, 6)):
+        x = torch.randn(8192, n, device="cuda", generator=g).softmax(-1).to(dt)
+        want = torch.topk(x, k)
+        with T.enable(include=["topk"], wait_native=True):
+            torch.topk(x, k)
+            before = _native_ops.stats()
+            got = torch.topk(x, k)
+            d = stats_delta(before, _native_ops.stats())
+        _same(got, want, x)
+        assert d["python_calls"] == 0 and d["plan_hits"] >= 1
