@@ -416,6 +416,8 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     "index.Tensor",
     # x[idx] = v with one 1-D index (MoE routing's inverse permutation): 0.70-0.73x eager in the same audits
     "index_put_",
+    # an MoE router's topk (short rows, small k: one launch): 0.47-0.48x eager in the same audits
+    "topk",
     *attention.ATEN, *optim.ATEN])
 
 
