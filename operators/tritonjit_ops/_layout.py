@@ -34,6 +34,17 @@ def dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def flat_stride(shape: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The stride of ``shape``'s dims seen as one flat dim, as ``reshape`` would view them
+    without a copy (1 where there are none): the dims of size 2 or more nest in order. None
+    where they do not (a transposed or gapped view a plan reads contiguous instead)."""
+    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return dims[-1][1] if dims else 1
+
+
 def _canonical(t: Tensor) -> bool:
     """Whether ``t`` has exactly the strides torch.empty gives its shape."""
     acc = 1

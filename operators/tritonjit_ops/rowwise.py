@@ -19,6 +19,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, jit, next_pow2
 from ._fallback import with_aten_fallback
+from ._layout import flat_stride
 from ._plan import Buffer, In, Out, Plan, execute, launch, run
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
@@ -364,11 +365,9 @@ def _plan_topk(x: Any, k: Any, dim: Any = -1, largest: bool = True, sorted: bool
     m = x.numel() // n if n else 0
     if m == 0 or k == 0:
         return Plan(outs, (), (0, 1))
-    lead = [(s, st) for s, st in zip(x.shape[:-1], x.stride()[:-1]) if s != 1]
-    nests = all(s0 == s1 * n1 for (_, s0), (n1, s1) in zip(lead, lead[1:]))
-    contiguous = () if nests else (0,)
-    sr = (lead[-1][1] if lead else n) if nests else n
-    sc = x.stride(-1) if nests else 1
+    lead = flat_stride(x.shape[:-1], x.stride()[:-1])  # the rows' stride, where x's leading dims nest
+    contiguous = () if lead is not None else (0,)
+    sr, sc = (lead, x.stride(-1)) if lead is not None else (n, 1)
     block_n = next_pow2(n)
     block_r = max(1, min(next_pow2(m), 1024 // block_n, 64))
     L = launch(_topk_rows, (triton.cdiv(m, block_r),), In(0), Out(0), Out(1), m, n, sr, sc, K=k, LARGEST=bool(largest),

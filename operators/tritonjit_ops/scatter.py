@@ -14,7 +14,7 @@ last bits, in an order that varies from run to run, as aten's CUDA kernels do.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import torch
 import triton
@@ -22,6 +22,7 @@ import triton.language as tl
 
 from ._common import DEVICE_ASSERT, cdiv, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
+from ._layout import flat_stride
 from ._plan import Buffer, In, InItem, Launch, Out, Plan, execute, launch, run, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
@@ -260,16 +261,6 @@ _take_rows = jit(_take_rows_kernel)
 _ROWS_FROM = 64  # a row of at least this many elements: one program row per index (_take_rows)
 
 
-def _merged_stride(shape: Sequence[int], strides: Sequence[int]) -> int | None:
-    """The stride of ``shape``'s dims seen as one flat dim (1 where there are none), or None where
-    the strides do not nest (a view that is no (P, size, Q) reshape without a copy)."""
-    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
-    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
-        if s0 != s1 * n1:
-            return None
-    return dims[-1][1] if dims else 1
-
-
 def _take_plan(x: Tensor, k: int, index: Tensor, xref: Any, iref: Any, check: bool) -> Plan:
     """The plan of ``x[(slice(None),) * k + (index,)]``: x viewed (P, size, Q) in its own strides
     where they nest (else made contiguous first), the index read flat."""
@@ -279,12 +270,12 @@ def _take_plan(x: Tensor, k: int, index: Tensor, xref: Any, iref: Any, check: bo
     out = (Buffer((*pre, *index.shape, *post), x.dtype),)
     if P * L * Q == 0:
         return Plan(out, ())
-    sp, sq = _merged_stride(pre, x.stride()[:k]), _merged_stride(post, x.stride()[k + 1:])
+    sp, sq = flat_stride(pre, x.stride()[:k]), flat_stride(post, x.stride()[k + 1:])
     contiguous: tuple[int, ...] = ()
     if sp is None or sq is None:
         contiguous, sp, sq = (0,), Q * size, 1
     sk = x.stride(k) if not contiguous else Q
-    si = _merged_stride(list(index.shape), list(index.stride()))
+    si = flat_stride(list(index.shape), list(index.stride()))
     assert si is not None, "an index that is not flat in memory (_one_index refuses it)"
     opts = DEVICE_ASSERT if check else {}
     if Q >= _ROWS_FROM:
@@ -310,7 +301,7 @@ def _one_index(x: Any, indices: Any) -> tuple[int, Tensor] | None:
     k = pos[0]
     index = idx[k]
     if (not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32) or index.device != x.device
-            or _merged_stride(list(index.shape), list(index.stride())) is None):
+            or flat_stride(list(index.shape), list(index.stride())) is None):
         return None
     return k, index
 

@@ -220,3 +220,22 @@ def test_activation_backward_results_have_atens_strides_on_gpu(layouts):
         assert got.stride() == want.stride(), (name, got.stride(), want.stride())
         torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2, msg=lambda m, name=name: f"{name}: {m}")
         assert delta["python_calls"] == 0 and delta["launches"] == 1, (name, delta)
+
+
+def test_flat_stride_is_what_view_minus_one_gives():
+    """``flat_stride`` (the index, topk and gather plans' test of whether a view reads as one flat
+    dim) answers as torch's own view(-1) does, over random layouts."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randrange(0, 5))]
+        t = _view(shape, rng)
+        got = _layout.flat_stride(t.shape, t.stride())
+        try:
+            flat = t.view(-1)
+        except RuntimeError:
+            assert got is None, (t.shape, t.stride())
+            continue
+        if t.numel() >= 2:
+            assert got == flat.stride(0), (t.shape, t.stride())
+        else:
+            assert got is not None
