@@ -116,3 +116,32 @@ def test_gpu_router_topk():
             d = stats_delta(before, _native_ops.stats())
         _same(got, want, x)
         assert d["python_calls"] == 0 and d["plan_hits"] >= 1
+
+
+@pytest.mark.parametrize("x", [
+    torch.randint(0, 8, (64,), dtype=torch.int64),  # an MoE router's expert ids
+    torch.randn(3, 20, dtype=torch.float64),
+    torch.randn(2, 5000),  # rows past the kernel's bound
+])
+def test_sorts_the_kernel_does_not_take_go_straight_to_aten(native, x):
+    """Decided by dtype and shape, so the C++ path hands them to aten's kernel without the
+    Python implementation's refusal (which cost 2-3x aten's time)."""
+    T.disable()
+    want = torch.sort(x, stable=True)
+    T.enable(wait_native=True)
+    torch.sort(x, stable=True)
+    before = native.stats()
+    got = torch.sort(x, stable=True)
+    d = stats_delta(before, native.stats())
+    assert torch.equal(got.values, want.values) and torch.equal(got.indices, want.indices)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
+
+
+def test_sorts_the_kernel_takes_stay_on_it(native):
+    assert rowwise._plan_sort(torch.randn(4, 30), -1) is None
+    x = torch.randn(4, 30)
+    T.disable()
+    want = torch.sort(x, descending=True)
+    T.enable(wait_native=True)
+    got = torch.sort(x, descending=True)
+    assert torch.equal(got.values, want.values) and torch.equal(got.indices, want.indices)
