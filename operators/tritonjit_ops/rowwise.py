@@ -316,6 +316,8 @@ def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = 
         return run(p, [x, k, dim, largest, sorted])
     if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0:
         raise _refuse("topk", "a 0-dim or empty self")
+    if x.dtype == torch.bool:
+        raise _refuse("topk", "bool (aten has no topk of bool: its error)")
     d = dim % x.dim()
     if not 0 <= k <= x.shape[d]:
         raise _refuse("topk", f"k={k}")
@@ -364,7 +366,7 @@ def _plan_topk(x: Any, k: Any, dim: Any = -1, largest: bool = True, sorted: bool
     ``sorted`` says (aten leaves that order unspecified). x in its own strides where its leading
     dims nest. None (the Python implementation): another dim, longer rows, a larger k, 64-bit
     dtypes (aten's kernel)."""
-    if (not isinstance(x, Tensor) or x.dim() == 0 or x.dtype in (torch.float64, torch.int64)
+    if (not isinstance(x, Tensor) or x.dim() == 0 or x.dtype in (torch.float64, torch.int64, torch.bool)
             or x.dtype not in _REAL or x.layout != torch.strided or not isinstance(k, int) or not isinstance(dim, int)):
         return None
     if not -x.dim() <= dim < x.dim() or dim % x.dim() != x.dim() - 1:

@@ -87,6 +87,11 @@ def test_other_topk_calls_sort_whole_rows_or_go_to_aten(native, x, k, dim):
     assert torch.equal(got[0], want[0]) and torch.equal(torch.gather(x, dim, got[1]), want[0])
 
 
+def test_topk_of_bool_is_atens_error(native):
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.topk(torch.ones(3, 4, dtype=torch.bool), 2)
+
+
 def test_topk_gradient_matches_eager(native):
     x0 = torch.randn(16, 8, generator=_g())
     T.disable()
