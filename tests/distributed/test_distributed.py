@@ -24,8 +24,10 @@ def _torchrun(out: Path, *extra: str, timeout: int) -> dict:
     summary = out / "distributed.json"
     assert summary.exists(), (proc.stdout[-3000:], proc.stderr[-5000:])
     result = json.loads(summary.read_text())
-    assert proc.returncode == 0 and result["ok"], json.dumps({k: v for k, v in result.items() if k != "ranks"},
-                                                             indent=1)[-6000:]
+    brief = json.dumps({k: v for k, v in result.items() if k not in ("ranks", "isolation")}, indent=1)[-3000:]
+    # a rank that fails after writing its results (at exit) shows only in torchrun's output
+    assert proc.returncode == 0 and result["ok"], (f"torchrun exit status {proc.returncode}\n{brief}\n"
+                                                   f"stderr:\n{proc.stderr[-6000:]}")
     return result
 
 
