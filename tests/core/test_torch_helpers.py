@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -76,6 +77,23 @@ def test_load_if_ready_loads_a_built_helper_and_never_builds(tmp_path, cache, mo
     later.on_ready(lambda m: seen.append(m.VALUE))
     assert later.load_if_ready().VALUE == 5 and seen == [5]  # loaded in this thread, callbacks run
     assert later.load_if_ready().VALUE == 5  # once
+
+
+@needs_cxx
+def test_a_background_build_that_finishes_at_exit_loads_nothing(tmp_path, cache, monkeypatch):
+    """Once the interpreter's exit hook ran, a build thread that finishes neither imports the
+    module nor runs its callbacks (torch kernel registrations against a finalising
+    interpreter), and its waiters are released."""
+    src = _source(tmp_path, "tj_exit", value=3)
+    mod = AsyncModule("tjtest.tj_exit", src)
+    seen = []
+    mod.on_ready(lambda m: seen.append(m.VALUE))
+    monkeypatch.setattr(torch_build, "_exiting", True)  # as _stop_loads leaves it
+    assert mod.start(wait=True) is None
+    assert mod._thread is not threading.current_thread()  # it was built on the background thread
+    assert seen == [] and mod.module is None and "exiting" in mod.reason
+    monkeypatch.setattr(torch_build, "_exiting", False)
+    assert AsyncModule("tjtest.tj_exit", src).start().VALUE == 3  # built: a later process loads it
 
 
 @needs_cxx

@@ -23,6 +23,7 @@ C++ operator path.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -42,6 +43,20 @@ from . import torch_prebuilt
 from .torch_prebuilt import Helper, compiler, cxx_standard
 
 log = logging.getLogger(__name__)
+
+# Loading a module runs its C++ initialisers and its ready callbacks, which register kernels
+# with torch's dispatcher. A background build that finishes while the interpreter shuts down
+# must not start that (its daemon thread would run torch's C++ against a finalising
+# interpreter): the exit hook waits for a load under way and stops any later one.
+_load_lock = threading.Lock()
+_exiting = False
+
+
+@atexit.register
+def _stop_loads() -> None:
+    global _exiting
+    with _load_lock:
+        _exiting = True
 
 __all__ = ["AsyncModule", "artifact", "build", "compiler", "cxx_standard", "failure_marker", "load"]
 
@@ -179,7 +194,8 @@ class AsyncModule:
                     self._thread = threading.current_thread()
                     sync = True
                 else:
-                    self._thread = threading.Thread(target=self._run, name=f"tritonjit-build-{self.name}", daemon=True)
+                    self._thread = threading.Thread(target=self._run, kwargs={"background": True},
+                                                    name=f"tritonjit-build-{self.name}", daemon=True)
                     self._thread.start()
                     sync = False
             else:
@@ -255,10 +271,26 @@ class AsyncModule:
                         self.name, self.reason)
         self._done.set()
 
-    def _run(self, path: str | None = None) -> None:
+    def _run(self, path: str | None = None, background: bool = False) -> None:
         try:
             if path is None:
                 path = build(self.name, self.source, self.headers, self.include_dirs)
+        except Exception as exc:  # anything: the caller's Python path is the reference
+            self._fail(str(exc), remembered=False)
+            return
+        if not background:  # the caller's own thread: the interpreter is not exiting under it
+            self._load(path)
+            return
+        with _load_lock:  # a daemon thread: see _stop_loads
+            if _exiting:
+                self.reason = "not loaded: the process was exiting when its build finished"
+                self._done.set()
+                return
+            self._load(path)
+
+    def _load(self, path: str) -> None:
+        """Import the built module and run the ready callbacks."""
+        try:
             mod = _import(self.name, path)
         except Exception as exc:  # anything: the caller's Python path is the reference
             self._fail(str(exc), remembered=False)
