@@ -487,12 +487,14 @@ def main() -> int:
                               "tritonjit": tritonjit.__file__, "native_dispatcher": _native.reason}
     failures: list[str] = []
     def native() -> dict[str, Any]:
-        """The C++ operator path built (or loaded) before anything is timed (GPU runs)."""
-        if not GPU:
-            return {"ok": True, "native_ops": "not waited for (CPU smoke run)"}
+        """The C++ operator path built (or loaded) before anything runs: on a GPU before anything
+        is timed; on the CPU smoke run so that no rank exits while its helpers still build."""
+        from tritonjit_ops import _native_ops, _prologue
+
+        _native.install_tensor_reader(wait=True)  # the three torch helpers, as bench ops waits for them
+        _prologue.start(wait=True)
         with tritonjit_ops.enable(wait_native=True):
             pass
-        from tritonjit_ops import _native_ops
 
         return {"ok": True, "native_ops": _native_ops.native().status() if _native_ops.native() else "none"}
 
