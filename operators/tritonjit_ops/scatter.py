@@ -1,13 +1,14 @@
 """Writes through an index: ``scatter`` (src and value), ``scatter_add``, ``index_add``,
 ``index_copy``, ``index_put`` (one 1-D index tensor over the leading dim, the form of
-``x[idx] = v`` and ``x[idx] += v``), each with its in-place variant.
+``x[idx] = v`` and ``x[idx] += v``), each with its in-place variant; and the read through an
+index, ``x[idx]`` (``index.Tensor``, one integer index tensor at any dim).
 
 One kernel walks the iteration space (the index's shape for scatter, the source's for
 index_add/index_copy, ``(len(idx), *self.shape[1:])`` for index_put; rank <= 4), reads
 the index, and stores (or atomically adds, for the accumulating ops) into the output at
-that position with the indexed dim replaced. Positions whose index is out of range are
-not written (aten raises there; on the CPU the values are checked first and such calls
-go to aten, which raises its error). Accumulation is by atomics, in float32, float64,
+that position with the indexed dim replaced. An index out of range is a device-side
+assert on an accelerator, as in aten's kernels; on the CPU the values are checked first
+and such calls go to aten, which raises its error. Accumulation is by atomics, in float32, float64,
 int32 and int64 (other dtypes go to aten): float sums may differ from eager's in the
 last bits, in an order that varies from run to run, as aten's CUDA kernels do.
 """
