@@ -182,8 +182,6 @@ def layout_cases(dev: str, n: int, reps: int) -> list[dict]:
 def inplace_cases(dev: str, n: int, reps: int) -> list[dict]:
     """In-place calls (and MoE routing's floor division) under ``enable()`` against eager: each
     call's best of ``reps`` rounds, the rounds alternating eager and enabled."""
-    import time
-
     g = torch.Generator(device=dev).manual_seed(0)
     dt = torch.bfloat16
     h = torch.randn(1, 16, 2048, device=dev, dtype=dt, generator=g)
@@ -202,13 +200,19 @@ def inplace_cases(dev: str, n: int, reps: int) -> list[dict]:
         ("h.masked_fill_(mask [1,16,1], 0) bf16", lambda: h.masked_fill_(mask, 0.0), ["masked_fill_.Scalar"]),
         ("relu_ of a transposed view [64,64] bf16", lambda: sq.t().relu_(), ["relu_"]),
     ]
+    return _eager_vs_enabled(dev, cases, n, reps)
+
+
+def _eager_vs_enabled(dev: str, cases: list[tuple[str, Callable[[], Any], list[str]]], n: int, reps: int) -> list[dict]:
+    """Each case (name, the call, the overloads ``enable()`` routes for it) eagerly and under
+    ``enable(include=...)``: its best of ``reps`` rounds, the rounds alternating the two."""
+    import time
+
     best: dict[tuple[str, str], float] = {}
     for i in range(reps):
         for mode in ("eager", "enable"):
             for name, fn, ops in cases:
                 ctx = T.enable(include=ops, wait_native=True) if mode == "enable" else None
-                if ctx is not None:
-                    ctx.__enter__()
                 try:
                     for _ in range(min(n, 100) if i == 0 else 0):
                         fn()
@@ -276,29 +280,7 @@ def inplace_sweep(dev: str, n: int, reps: int) -> list[dict]:
     """Every planned in-place overload (:func:`inplace_sweep_calls`) under ``enable()`` against
     eager: each call's best of ``reps`` rounds, the rounds alternating eager and enabled. The
     measure ``enable()``'s device default takes in-place overloads by."""
-    import time
-
-    calls = inplace_sweep_calls(dev)
-    best: dict[tuple[str, str], float] = {}
-    for i in range(reps):
-        for mode in ("eager", "enable"):
-            ctx = T.enable(include=[c for c, _ in calls], wait_native=True) if mode == "enable" else None
-            try:
-                for name, fn in calls:
-                    for _ in range(min(n, 100) if i == 0 else 0):
-                        fn()
-                    _sync(dev)
-                    t0 = time.perf_counter()
-                    for _ in range(n):
-                        fn()
-                    _sync(dev)
-                    us = (time.perf_counter() - t0) / n * 1e6
-                    best[(name, mode)] = min(us, best.get((name, mode), float("inf")))
-            finally:
-                if ctx is not None:
-                    ctx.__exit__(None, None, None)
-    return [dict(case=name, unit="us/call", torch=best[(name, "eager")], enabled=best[(name, "enable")],
-                 ratio=best[(name, "enable")] / best[(name, "eager")]) for name, _ in calls]
+    return _eager_vs_enabled(dev, [(name, fn, [name]) for name, fn in inplace_sweep_calls(dev)], n, reps)
 
 
 def inplace_table(rows: list[dict]) -> str:
