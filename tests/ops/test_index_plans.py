@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_enabled, needs_cxx, stats_delta
+from _util import close, native_ops_enabled, needs_cxx, routed, stats_delta
 from tritonjit_ops import _common, scatter
 
 pytestmark = needs_cxx
@@ -129,18 +129,12 @@ def test_index_gradient_matches_eager(native, device_rules):
 def test_gpu_index_rows_and_flat():
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from tritonjit_ops import _native_ops
-
     g = torch.Generator(device="cuda").manual_seed(0)
     h = torch.randn(8192, 1024, device="cuda", dtype=torch.bfloat16, generator=g)
     w = torch.rand(16384, device="cuda", generator=g)
     ids = torch.randint(-8192, 8192, (16384,), device="cuda", generator=g)
     want_h, want_w = h[ids], w[ids.clamp(min=0)]
-    with T.enable(include=["index.Tensor"], wait_native=True):
-        h[ids], w[ids.clamp(min=0)]
-        before = _native_ops.stats()
-        got_h, got_w = h[ids], w[ids.clamp(min=0)]
-        d = stats_delta(before, _native_ops.stats())
+    (got_h, got_w), d = routed(lambda: (h[ids], w[ids.clamp(min=0)]), ["index.Tensor"])
     assert torch.equal(got_h, want_h) and torch.equal(got_w, want_w)
     assert d["python_calls"] == 0 and d["plan_hits"] >= 2
 
@@ -210,16 +204,10 @@ def test_index_put_out_of_range_is_asserted_by_the_kernel(native, device_rules):
 def test_gpu_index_put_inverse_permutation():
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
-    from tritonjit_ops import _native_ops
-
     g = torch.Generator(device="cuda").manual_seed(0)
     perm = torch.randperm(16384, device="cuda", generator=g)
     ar = torch.arange(16384, device="cuda")
     want = torch.empty_like(perm).index_put_([perm], ar)
-    with T.enable(include=["index_put_"], wait_native=True):
-        torch.empty_like(perm).index_put_([perm], ar)
-        before = _native_ops.stats()
-        got = torch.empty_like(perm).index_put_([perm], ar)
-        d = stats_delta(before, _native_ops.stats())
+    got, d = routed(lambda: torch.empty_like(perm).index_put_([perm], ar), ["index_put_"])
     assert torch.equal(got, want)
     assert d["python_calls"] == 0 and d["plan_hits"] >= 1
