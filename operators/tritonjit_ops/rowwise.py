@@ -34,6 +34,20 @@ def _mul(a, b):
 
 
 @triton.jit
+def _order_key(v, IS_FLOAT: tl.constexpr):
+    """An int32 key per value that orders as the values do (sort and topk): floats through
+    float32's bits with the negative ones flipped, one NaN above every value, -0.0 == 0.0;
+    integers of at most 32 bits as themselves."""
+    if IS_FLOAT:
+        f = v.to(tl.float32)
+        f = tl.where(f != f, float("nan"), f + 0.0)  # one NaN, and -0.0 == 0.0
+        bits = f.to(tl.int32, bitcast=True)
+        return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    else:
+        return v.to(tl.int32)
+
+
+@triton.jit
 def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK: tl.constexpr,
                 DESC: tl.constexpr = False, IS_FLOAT: tl.constexpr = True):
     row = tl.program_id(0).to(tl.int64)
@@ -48,14 +62,7 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         v = tl.where(m, v, 1)  # (not other=1: Triton's interpreter reads a bf16 `other` as raw bits)
         tl.store(out + row * N + cols, tl.cumprod(v, 0).to(out.dtype.element_ty), mask=m)
     elif OP == "sort":
-        v = tl.load(base + cols, mask=m)
-        if IS_FLOAT:
-            f = v.to(tl.float32)
-            f = tl.where(f != f, float("nan"), f + 0.0)  # one NaN, and -0.0 == 0.0
-            bits = f.to(tl.int32, bitcast=True)
-            key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-        else:
-            key = v.to(tl.int32)
+        key = _order_key(tl.load(base + cols, mask=m), IS_FLOAT)
         if DESC:
             key = ~key
         key = tl.where(m, key, 2147483647)
@@ -337,14 +344,7 @@ def _topk_rows_kernel(x, vals, idx, M, N, sr, sc, K: tl.constexpr, LARGEST: tl.c
     rm = rows < M
     m = rm[:, None] & (cols[None, :] < N)
     base = x + rows * sr
-    v = tl.load(base[:, None] + cols[None, :].to(tl.int64) * sc, mask=m)
-    if IS_FLOAT:
-        f = v.to(tl.float32)
-        f = tl.where(f != f, float("nan"), f + 0.0)
-        bits = f.to(tl.int32, bitcast=True)
-        key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(tl.int64)
-    else:
-        key = v.to(tl.int64)
+    key = _order_key(tl.load(base[:, None] + cols[None, :].to(tl.int64) * sc, mask=m), IS_FLOAT).to(tl.int64)
     if not LARGEST:
         key = -key - 1  # order reversed, no overflow: the keys fit in 32 bits
     low = -9223372036854775807 - 1
