@@ -67,6 +67,22 @@ def native_ops_enabled() -> Iterator[Any]:
         yield native
 
 
+def bench_module(stem: str) -> Any:
+    """benchmarks/<stem>.py imported as a module (the benchmarks folder is no package), once per
+    process: tests use its cases and entry points."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = f"tritonjit_bench_{stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "benchmarks" / f"{stem}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod  # dataclasses look their module up
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
 def stats_delta(before: dict, after: dict) -> dict:
     """The C++ path's counters (plan_hits, python_calls, launches, ...) between two stats()."""
     return {k: after[k] - before[k] for k in after}

@@ -10,17 +10,16 @@ training step in bf16 (``pytest -q -m gpu tests/ops/test_autograd.py``).
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 import torch
 import tritonjit_ops as T
+from _util import bench_module
 from tritonjit_ops import _native_ops, autograd
 
 F = torch.nn.functional
@@ -357,15 +356,6 @@ def test_enable_prints_no_override_warning(native: str) -> None:
 
 
 # ------------------------------------------------------------------ the models benchmark's training step
-def _models() -> Any:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "models.py"
-    spec = importlib.util.spec_from_file_location("tritonjit_bench_models_autograd", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", ["llama", "qwen2", "gpt2", "bert"])
 def test_models_training_step_bf16_gpu(model: str) -> None:
@@ -375,7 +365,7 @@ def test_models_training_step_bf16_gpu(model: str) -> None:
     to aten's kernel where it is faster (large mm, TRITONJIT_OPS_MM_ATEN; SDPA,
     TRITONJIT_OPS_SDPA), which the models benchmark and the audit list."""
     pytest.importorskip("transformers")
-    M = _models()
+    M = bench_module("models")
     row = M.run_case(model, "train", False, "cuda", torch.bfloat16, rounds=1, timed=False)
     assert "error" not in row, row
     assert row["loss_diff"] <= 2e-2, row

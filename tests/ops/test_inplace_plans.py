@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_enabled, needs_cxx, stats_delta
+from _util import bench_module, close, native_ops_enabled, needs_cxx, stats_delta
 from tritonjit_ops import _plan, elementwise
 
 pytestmark = needs_cxx
@@ -214,21 +214,10 @@ def test_rounding_divisions_are_planned(native, call):
     assert d["python_calls"] == 0 and d["plan_hits"] >= 1
 
 
-def _sweep_calls():
-    import importlib.util
-    import os
-
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "ops.py")
-    spec = importlib.util.spec_from_file_location("_bench_ops_sweep", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.inplace_sweep_calls
-
-
 def test_the_benchmark_sweep_covers_every_inplace_plan_and_each_call_matches_eager(native):
     """The calls ``bench ops --inplace-sweep`` times (by which enable()'s default takes in-place
     overloads) are each served by a C++ plan on their second call and agree with eager."""
-    calls_of = _sweep_calls()
+    calls_of = bench_module("ops").inplace_sweep_calls
     shape = (2, 3, 8)
     T.disable()
     want = [(name, fn()) for name, fn in calls_of("cpu", shape)]

@@ -1,27 +1,14 @@
 """benchmarks/models.py --smoke: tiny transformers models (a Llama, a Qwen2, a GPT-2 and
 a BERT), decode-like, prefill and a training step, eager against enable() through the
 interpreter: logits and gradients agree, and tritonjit kernels run the covered calls."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from _util import bench_module
 
 pytest.importorskip("transformers")
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "models.py"
-
-
-def _models():
-    spec = importlib.util.spec_from_file_location("tritonjit_bench_models", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-M = _models()
+M = bench_module("models")
 
 
 @pytest.mark.parametrize("model", M.MODELS)
