@@ -245,7 +245,8 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     for w in plan.writes:
         if not serves_writes(args, w, plan.exclusive):
             raise NotImplementedError("tritonjit_ops: an in-place plan's self shares memory with another argument "
-                                      "in another view; the operator's implementation serves this call")
+                                      "(in another view, or at all for a plan that writes through an index); "
+                                      "the operator's implementation serves this call")
     given = args
     args = list(args)
     for i in plan.contiguous:
