@@ -28,11 +28,19 @@ __all__ = [
     "host_check_allowed",
     "DEVICE_ASSERT",
     "assert_options",
+    "opmath",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def opmath(dtype: torch.dtype) -> torch.dtype:
+    """The type aten computes a floating dtype's reductions and norms in (its opmath type):
+    float64 for float64, float32 for the rest. Kernels pick the same in Triton with
+    ``ACC: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32``."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def jit(kernel: Callable, key_buckets: dict | None = None) -> tritonjit.KernelFunction:

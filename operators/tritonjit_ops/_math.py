@@ -210,7 +210,7 @@ def activation_backward(g, v, threshold, OP: tl.constexpr):
         pdf = tl.exp(-0.5 * v * v) * 0.3989422804014327
         r = g * (cdf + v * pdf)
     elif OP == "gelu_tanh":
-        k = 0.7978845608028654
+        k: tl.constexpr = 0.7978845608028654  # a constexpr: an assigned float literal would be an fp32 tensor
         t = tanh_exp(k * (v + 0.044715 * v * v * v))
         r = g * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * v * v))
     elif OP == "sigmoid":

@@ -326,42 +326,6 @@ _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 
-#: aten overloads whose kernels compute in float32 (their direct entries take float64 that way,
-#: as documented): under enable() a float64 call goes to aten, whose float64 results they would
-#: miss by 1e-7..1e-5. _fused_rms_norm_backward, which aten has no CPU kernel of, computes its
-#: float64 calls in float64 with tensor ops (its planner refuses them, its implementation takes them).
-FP32_MATH: frozenset[str] = frozenset([
-    "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data", "native_layer_norm",
-    "native_layer_norm_backward", "native_group_norm", "_fused_rms_norm", "_fused_rms_norm_backward",
-    "nll_loss_forward", "nll_loss_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward"])
-_FP64_OWN = frozenset(["_fused_rms_norm_backward"])  # float64 handled by the implementation itself
-
-
-def _any_float64(args: tuple) -> bool:
-    return any(isinstance(a, Tensor) and a.dtype == torch.float64 for a in args)
-
-
-def _refuse_float64(name: str, impl: Callable) -> Callable:
-    def call(*args, **kwargs):
-        if _any_float64(args) or _any_float64(tuple(kwargs.values())):
-            raise NotImplementedError(f"tritonjit_ops.{name}: float64 (its kernel computes in float32); "
-                                      "aten's kernel serves this call")
-        return impl(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = getattr(impl, "__name__", name)
-    call.__doc__ = impl.__doc__
-    return call
-
-
-def _plan_no_float64(planner: Callable) -> Callable:
-    def plan(*args, **kwargs):
-        return None if _any_float64(args) or _any_float64(tuple(kwargs.values())) else planner(*args, **kwargs)
-
-    return plan
-
-
-for _n in FP32_MATH - _FP64_OWN:
-    _ATEN[_n] = _refuse_float64(_n, _ATEN[_n])
 # enable()'s Python path: a call an implementation refuses runs aten's kernel, as on the C++ path
 _ATEN = with_aten_fallback(_ATEN)
 
@@ -435,8 +399,6 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
                                   **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 _PLANNERS.update(attention.PLANNERS)
-for _n in FP32_MATH & set(_PLANNERS):
-    _PLANNERS[_n] = _plan_no_float64(_PLANNERS[_n])  # float64: the Python implementation (aten's kernel)
 
 
 class _State:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 import torch
 
 from . import fused_backward, indexing_backward, loss_backward, norm_backward, pointwise_backward, softmax_backward
+from ._common import opmath
 
 Tensor = torch.Tensor
 _tj = torch.ops.tritonjit
@@ -350,12 +351,12 @@ def _group_norm_setup(ctx, args, kw, out):
 
 
 def _group_norm_bwd(ctx, g):
-    # no fused kernel (yet): aten's backward, from statistics recomputed in fp32
+    # no fused kernel (yet): aten's backward, from statistics recomputed in the opmath type (fp32, fp64 for fp64)
     s = _load(ctx)
     x, w = s["x"], s.get("w")
     n, c = x.shape[0], x.shape[1]
     hw = x.numel() // (n * c) if n * c else 1
-    xf = x.reshape(n, ctx.groups, -1).float()
+    xf = x.reshape(n, ctx.groups, -1).to(opmath(x.dtype))
     mean = xf.mean(-1)
     rstd = torch.rsqrt(xf.var(-1, unbiased=False) + ctx.eps)
     need = ctx.needs_input_grad

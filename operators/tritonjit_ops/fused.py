@@ -21,6 +21,7 @@ from ._common import (
     host_check_allowed,
     jit,
     next_pow2,
+    opmath,
 )
 from ._plan import Buffer, In, Out, Plan, Tmp, launch
 
@@ -36,14 +37,12 @@ def _silu_mul_kernel(g, u, out, D, s_g, s_u, BLOCK: tl.constexpr, SPLIT: tl.cons
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < D
-    a = tl.load(g + row * s_g + cols, mask=m)
+    ACC: tl.constexpr = tl.float64 if g.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
+    a = tl.load(g + row * s_g + cols, mask=m).to(ACC)
     if SPLIT:
-        b = tl.load(g + row * s_g + D + cols, mask=m)
+        b = tl.load(g + row * s_g + D + cols, mask=m).to(ACC)
     else:
-        b = tl.load(u + row * s_u + cols, mask=m)
-    if not a.dtype.is_fp64():  # 16-bit and fp32 inputs compute in fp32; fp64 in fp64, as aten does
-        a = a.to(tl.float32)
-        b = b.to(tl.float32)
+        b = tl.load(u + row * s_u + cols, mask=m).to(ACC)
     y = a / (1.0 + tl.exp(-a)) * b
     tl.store(out + row * D + cols, y.to(out.dtype.element_ty), mask=m)
 
@@ -53,14 +52,15 @@ def _rotary_kernel(x, cos, sin, out, S, H, D, R2, s_cs,
                    INTERLEAVED: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr,
                    BLOCK_T: tl.constexpr):
     """Rotate the first 2*R2 features of every head of one token; copy the rest."""
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     tok = tl.program_id(0).to(tl.int64)
     s = tok % S
     hs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     hm = hs < H
     j = tl.arange(0, BLOCK_R)
     jm = j < R2
-    c = tl.load(cos + s * s_cs + j, mask=jm, other=0.0).to(tl.float32)[None, :]
-    sn = tl.load(sin + s * s_cs + j, mask=jm, other=0.0).to(tl.float32)[None, :]
+    c = tl.load(cos + s * s_cs + j, mask=jm, other=0.0).to(ACC)[None, :]
+    sn = tl.load(sin + s * s_cs + j, mask=jm, other=0.0).to(ACC)[None, :]
     base = tok * H * D + hs[:, None].to(tl.int64) * D
     m = hm[:, None] & jm[None, :]
     if INTERLEAVED:
@@ -69,8 +69,8 @@ def _rotary_kernel(x, cos, sin, out, S, H, D, R2, s_cs,
     else:
         i1 = j
         i2 = j + R2
-    x1 = tl.load(x + base + i1[None, :], mask=m, other=0.0).to(tl.float32)
-    x2 = tl.load(x + base + i2[None, :], mask=m, other=0.0).to(tl.float32)
+    x1 = tl.load(x + base + i1[None, :], mask=m, other=0.0).to(ACC)
+    x2 = tl.load(x + base + i2[None, :], mask=m, other=0.0).to(ACC)
     tl.store(out + base + i1[None, :], (x1 * c - x2 * sn).to(out.dtype.element_ty), mask=m)
     tl.store(out + base + i2[None, :], (x2 * c + x1 * sn).to(out.dtype.element_ty), mask=m)
     if BLOCK_T > 0:  # pass-through tail when rotary_dim < head_dim
@@ -85,13 +85,14 @@ def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.co
     """loss[r] = logsumexp(logits[r]) - logits[r, target[r]] (0 where target == ignore_index).
 
     CHECK: assert 0 <= target[r] < C (or == ignore_index) on the device."""
+    ACC: tl.constexpr = tl.float64 if logits.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     row = tl.program_id(0).to(tl.int64)
     base = logits + row * s_row
-    mx = tl.full([BLOCK_C], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK_C], tl.float32)
+    mx = tl.full([BLOCK_C], float("-inf"), ACC)
+    s = tl.zeros([BLOCK_C], ACC)
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C)
-        v = tl.load(base + cols, mask=cols < C, other=float("-inf")).to(tl.float32)
+        v = tl.load(base + cols, mask=cols < C, other=float("-inf")).to(ACC)
         nm = tl.maximum(mx, v)
         # lanes that have only seen -inf (padding) keep s == 0 instead of exp(-inf + inf) = nan
         s = tl.where(nm == float("-inf"), 0.0, s * tl.exp(mx - nm) + tl.exp(v - nm))
@@ -103,19 +104,20 @@ def _ce_rows_kernel(logits, target, loss, C, s_row, ignore_index, BLOCK_C: tl.co
     valid = t != ignore_index
     if CHECK:
         tl.device_assert(~valid | (t.to(tl.uint64, bitcast=True) < C), "tritonjit cross_entropy: target out of range")
-    tv = tl.load(base + tl.where(valid, t, 0)).to(tl.float32)
+    tv = tl.load(base + tl.where(valid, t, 0)).to(ACC)
     tl.store(loss + row, tl.where(valid, lse - tv, 0.0))
 
 
 @triton.jit
 def _ce_reduce_kernel(loss, target, out, N, ignore_index, MEAN: tl.constexpr, BLOCK: tl.constexpr):
-    acc = tl.zeros([BLOCK], tl.float32)
-    cnt = tl.zeros([BLOCK], tl.float32)
+    ACC: tl.constexpr = tl.float64 if loss.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
+    acc = tl.zeros([BLOCK], ACC)
+    cnt = tl.zeros([BLOCK], ACC)
     for i0 in range(0, N, BLOCK):
         i = i0 + tl.arange(0, BLOCK)
         m = i < N
         acc += tl.load(loss + i, mask=m, other=0.0)
-        cnt += (m & (tl.load(target + i, mask=m, other=ignore_index) != ignore_index)).to(tl.float32)
+        cnt += (m & (tl.load(target + i, mask=m, other=ignore_index) != ignore_index)).to(ACC)
     r = tl.sum(acc, 0)
     if MEAN:
         r = r / tl.sum(cnt, 0)
@@ -242,7 +244,7 @@ def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = Fa
 
 
 def cross_entropy(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Cross entropy of [N, C] logits against int64 class indices [N], in fp32 (forward)."""
+    """Cross entropy of [N, C] logits against int64 class indices [N], in fp32 (float64 in float64)."""
     if not isinstance(logits, Tensor) or logits.dim() != 2:
         raise RuntimeError("tritonjit.cross_entropy: logits must be [N, C]")
     check_dtype("cross_entropy", logits, FLOAT_DTYPES)
@@ -261,7 +263,7 @@ def cross_entropy(logits: Tensor, target: Tensor, ignore_index: int = -100, redu
                              f"{c} classes (ignore_index={ignore_index})")
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
     target = target.contiguous()
-    loss = torch.empty(n, dtype=torch.float32, device=logits.device)
+    loss = torch.empty(n, dtype=opmath(logits.dtype), device=logits.device)
     if n:
         block = min(next_pow2(c), 4096 if logits.device.type != "cpu" else 1024)
         _ce_rows[(n,)](logits, target, loss, c, logits.stride(0), ignore_index, BLOCK_C=block, CHECK=check,
@@ -340,7 +342,7 @@ def plan_cross_entropy(logits: Any, target: Any, ignore_index: int = -100, reduc
     rows = launch(_ce_rows, (n,), In(0), In(1), Tmp(0), c, s_row, ignore_index, BLOCK_C=block, CHECK=True,
                   **DEVICE_ASSERT)
     red = launch(_ce_reduce, (1,), Tmp(0), In(1), Out(0), n, ignore_index, MEAN=reduction == "mean", BLOCK=1024)
-    return Plan((Buffer((), logits.dtype),), (rows, red), temps=(Buffer((n,), torch.float32),), contiguous=contiguous)
+    return Plan((Buffer((), logits.dtype),), (rows, red), temps=(Buffer((n,), opmath(logits.dtype)),), contiguous=contiguous)
 
 
 PLANNERS: dict[str, Any] = {

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, cdiv, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, check_same_device, jit, next_pow2, opmath
 
 Tensor = torch.Tensor
 
@@ -20,15 +20,16 @@ Tensor = torch.Tensor
 def _silu_mul_bwd_kernel(dy, g, u, dg, du, D, s_g, s_u, s_d, BLOCK: tl.constexpr, SPLIT: tl.constexpr):
     """dg = dy * u * silu'(g), du = dy * silu(g); SPLIT: u and du are the second halves of g's
     and dg's rows (rows of 2 * D)."""
+    ACC: tl.constexpr = tl.float64 if g.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = cols < D
-    a = tl.load(g + row * s_g + cols, mask=m, other=0.0).to(tl.float32)
+    a = tl.load(g + row * s_g + cols, mask=m, other=0.0).to(ACC)
     if SPLIT:
-        b = tl.load(g + row * s_g + D + cols, mask=m, other=0.0).to(tl.float32)
+        b = tl.load(g + row * s_g + D + cols, mask=m, other=0.0).to(ACC)
     else:
-        b = tl.load(u + row * s_u + cols, mask=m, other=0.0).to(tl.float32)
-    gy = tl.load(dy + row * D + cols, mask=m, other=0.0).to(tl.float32)
+        b = tl.load(u + row * s_u + cols, mask=m, other=0.0).to(ACC)
+    gy = tl.load(dy + row * D + cols, mask=m, other=0.0).to(ACC)
     s = 1.0 / (1.0 + tl.exp(-a))
     da = gy * b * s * (1.0 + a * (1.0 - s))
     db = gy * a * s
@@ -42,25 +43,26 @@ def _silu_mul_bwd_kernel(dy, g, u, dg, du, D, s_g, s_u, s_d, BLOCK: tl.constexpr
 @triton.jit
 def _ce_bwd_kernel(logits, target, dlogits, scale, C, s_row, s_scale, ignore_index, BLOCK_C: tl.constexpr):
     """dlogits[r] = (softmax(logits[r]) - one_hot(target[r])) * scale[r * s_scale]; 0 for ignored rows."""
+    ACC: tl.constexpr = tl.float64 if logits.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     row = tl.program_id(0).to(tl.int64)
     base = logits + row * s_row
-    mx = tl.full([BLOCK_C], float("-inf"), tl.float32)
-    s = tl.zeros([BLOCK_C], tl.float32)
+    mx = tl.full([BLOCK_C], float("-inf"), ACC)
+    s = tl.zeros([BLOCK_C], ACC)
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C)
-        v = tl.load(base + cols, mask=cols < C, other=float("-inf")).to(tl.float32)
+        v = tl.load(base + cols, mask=cols < C, other=float("-inf")).to(ACC)
         nm = tl.maximum(mx, v)
         s = tl.where(nm == float("-inf"), 0.0, s * tl.exp(mx - nm) + tl.exp(v - nm))
         mx = nm
     gm = tl.max(mx, 0)
     lse = gm + tl.log(tl.sum(s * tl.exp(mx - gm), 0))
     t = tl.load(target + row)
-    k = tl.load(scale + row * s_scale).to(tl.float32)
+    k = tl.load(scale + row * s_scale).to(ACC)
     k = tl.where(t != ignore_index, k, 0.0)
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C)
         cm = cols < C
-        v = tl.load(base + cols, mask=cm, other=0.0).to(tl.float32)
+        v = tl.load(base + cols, mask=cm, other=0.0).to(ACC)
         p = tl.exp(v - lse) - tl.where(cols == t, 1.0, 0.0)
         tl.store(dlogits + row * C + cols, (p * k).to(dlogits.dtype.element_ty), mask=cm)
 
@@ -113,7 +115,7 @@ def cross_entropy_backward(grad: Tensor, logits: Tensor, target: Tensor, ignore_
     elif reduction == "sum":
         scale, s_scale = grad.reshape(1), 0
     else:  # mean over the rows not ignored: no host read of the count (no device sync)
-        scale, s_scale = (grad.float() / (target != ignore_index).sum()).reshape(1), 0
+        scale, s_scale = (grad.to(opmath(logits.dtype)) / (target != ignore_index).sum()).reshape(1), 0
     out = torch.empty((n, c), dtype=logits.dtype, device=logits.device)
     if n and c:
         block = min(next_pow2(c), 4096 if logits.device.type != "cpu" else 1024)

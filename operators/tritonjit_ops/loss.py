@@ -39,9 +39,10 @@ _BLOCK = 1024
 @triton.jit
 def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl.constexpr, REDUCE: tl.constexpr,
                 MEAN: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     if REDUCE:
-        acc = tl.zeros([BLOCK], tl.float32)
-        wacc = tl.zeros([BLOCK], tl.float32)
+        acc = tl.zeros([BLOCK], ACC)
+        wacc = tl.zeros([BLOCK], ACC)
         for start in range(0, N, BLOCK):
             rows = start + tl.arange(0, BLOCK)
             m = rows < N
@@ -49,11 +50,11 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
             if CHECK:
                 tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
             ok = m & (t != ignore) & (t >= 0) & (t < C)
-            v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(tl.float32)
+            v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
             if HAS_W:
-                w = tl.load(weight + t, mask=ok, other=0.0).to(tl.float32)
+                w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
             else:
-                w = ok.to(tl.float32)
+                w = ok.to(ACC)
             acc += tl.where(ok, -v * w, 0.0)
             wacc += tl.where(ok, w, 0.0)
         s = tl.sum(acc, 0)
@@ -70,14 +71,14 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
         if CHECK:
             tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
         ok = m & (t != ignore) & (t >= 0) & (t < C)
-        v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(tl.float32)
+        v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
         if HAS_W:
-            w = tl.load(weight + t, mask=ok, other=0.0).to(tl.float32)
+            w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
         else:
-            w = ok.to(tl.float32)
+            w = ok.to(ACC)
         tl.store(out + rows, tl.where(ok, -v * w, 0.0).to(out.dtype.element_ty), mask=m)
         if pid == 0:
-            tl.store(total, tl.zeros([], tl.float32).to(total.dtype.element_ty))
+            tl.store(total, tl.zeros([], ACC).to(total.dtype.element_ty))
 
 
 _nll = jit(_nll_kernel)

@@ -28,17 +28,18 @@ Tensor = torch.Tensor
 @triton.jit
 def _nll_backward_kernel(grad, target, weight, total, out, C, sg, ignore, HAS_W: tl.constexpr, MEAN: tl.constexpr,
                          CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     t = tl.load(target + row).to(tl.int64)
     if CHECK:
         tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss_backward: target out of bounds")
-    g = tl.load(grad + row * sg).to(tl.float32)
+    g = tl.load(grad + row * sg).to(ACC)
     if MEAN:
-        g = g / tl.load(total).to(tl.float32)
+        g = g / tl.load(total).to(ACC)
     ok = (t != ignore) & (t >= 0) & (t < C)
     if HAS_W:
-        w = tl.load(weight + t, mask=ok, other=0.0).to(tl.float32)
+        w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
     else:
         w = 1.0
     v = tl.where((cols == t) & ok, -(g * w), 0.0)

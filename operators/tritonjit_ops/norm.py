@@ -3,7 +3,7 @@
 One row kernel serves all four: a row is a normalized slice (the trailing
 ``normalized_shape`` for layer/rms norm, one (sample, group) for group norm).
 Short rows are normalized from registers after one read; long rows loop.
-Statistics are fp32 whatever the input dtype.
+Statistics are in aten's opmath type: fp32, or fp64 for fp64 inputs (which compute in fp64).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from . import _prologue
-from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2, opmath
 from ._plan import Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -27,19 +27,20 @@ def _norm_kernel(
     GROUP: tl.constexpr, STATS: tl.constexpr, ONE_PASS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
+    ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     base = rows.to(tl.int64)[:, None] * N
     if ONE_PASS:
         cols = tl.arange(0, BLOCK_N)
         m = rmask[:, None] & (cols < N)[None, :]
-        v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(ACC)
         if HAS_RES:
-            v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(ACC)
             tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
-            v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(ACC)
         if RMS:
-            mean = tl.zeros([BLOCK_M], tl.float32)
+            mean = tl.zeros([BLOCK_M], ACC)
             var = tl.sum(v * v, 1) / N
         else:
             mean = tl.sum(v, 1) / N
@@ -52,35 +53,35 @@ def _norm_kernel(
         else:
             ch = cols[None, :] + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
         if HAS_W:
-            y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
+            y = y * tl.load(w + ch, mask=m, other=0.0).to(ACC)
         if HAS_B:
-            y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
+            y = y + tl.load(b + ch, mask=m, other=0.0).to(ACC)
         tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
     else:
         src = res_out if HAS_RES else x
-        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = rmask[:, None] & (cols < N)[None, :]
-            v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(ACC)
             if HAS_RES:
-                v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(ACC)
                 tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
-                v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                v = tl.load(res_out + base + cols[None, :], mask=m, other=0.0).to(ACC)
             if RMS:
                 acc += v * v
             else:
                 acc += v
         if RMS:
-            mean = tl.zeros([BLOCK_M], tl.float32)
+            mean = tl.zeros([BLOCK_M], ACC)
             var = tl.sum(acc, 1) / N
         else:
             mean = tl.sum(acc, 1) / N
-            acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+            acc = tl.zeros([BLOCK_M, BLOCK_N], ACC)
             for c0 in range(0, N, BLOCK_N):
                 cols = c0 + tl.arange(0, BLOCK_N)
                 m = rmask[:, None] & (cols < N)[None, :]
-                v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(ACC)
                 d = tl.where(m, v - mean[:, None], 0.0)
                 acc += d * d
             var = tl.sum(acc, 1) / N
@@ -88,16 +89,16 @@ def _norm_kernel(
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = rmask[:, None] & (cols < N)[None, :]
-            v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(ACC)
             y = (v - mean[:, None]) * rstd[:, None]
             if GROUP:
                 ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
             else:
                 ch = cols[None, :] + tl.zeros([BLOCK_M, BLOCK_N], tl.int32)
             if HAS_W:
-                y = y * tl.load(w + ch, mask=m, other=0.0).to(tl.float32)
+                y = y * tl.load(w + ch, mask=m, other=0.0).to(ACC)
             if HAS_B:
-                y = y + tl.load(b + ch, mask=m, other=0.0).to(tl.float32)
+                y = y + tl.load(b + ch, mask=m, other=0.0).to(ACC)
             tl.store(out + base + cols[None, :], y.to(out.dtype.element_ty), mask=m)
     if STATS:
         tl.store(mean_out + rows, mean, mask=rmask)
@@ -207,15 +208,15 @@ def _c(t: Tensor | None) -> Tensor | None:
 
 def native_layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
                       bias: Tensor | None = None, eps: float = 1e-5) -> tuple[Tensor, Tensor, Tensor]:
-    """layer_norm plus the fp32 mean and rstd (shape [*, 1, ..., 1]), like aten.native_layer_norm."""
+    """layer_norm plus the mean and rstd (fp32; fp64 for fp64) (shape [*, 1, ..., 1]), like aten.native_layer_norm."""
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
     x = _c(x)
     m = x.numel() // n if n else 0
     out = torch.empty_like(x)  # x is contiguous here
     stat_shape = list(x.shape[: x.dim() - len(tuple(normalized_shape) if not isinstance(normalized_shape, int) else (1,))])
     stat_shape += [1] * (x.dim() - len(stat_shape))
-    mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
-    rstd = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    mean = torch.empty(stat_shape, dtype=opmath(x.dtype), device=x.device)
+    rstd = torch.empty(stat_shape, dtype=opmath(x.dtype), device=x.device)
     if n:
         _launch(x, None, _c(weight), _c(bias), out, None, mean, rstd, m, n, float(eps), False)
     return out, mean, rstd
@@ -300,7 +301,7 @@ def fused_add_rms_norm(x: Tensor, residual: Tensor, weight: Tensor | None, eps: 
 
 def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, N: int, C: int, HxW: int,
                       group: int, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """group_norm plus fp32 mean and rstd of shape (N, group), like aten.native_group_norm."""
+    """group_norm plus the mean and rstd (fp32; fp64 for fp64) of shape (N, group), like aten.native_group_norm."""
     if not isinstance(x, Tensor):
         raise TypeError(f"tritonjit.group_norm: expected a Tensor, got {type(x).__name__}")
     check_dtype("group_norm", x, FLOAT_DTYPES)
@@ -314,8 +315,8 @@ def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, N: 
                                f"but got {what} of shape {list(p.shape)} and input of shape {list(x.shape)}")
     x = _c(x)
     out = torch.empty_like(x)  # x is contiguous here
-    mean = torch.empty((N, group), dtype=torch.float32, device=x.device)
-    rstd = torch.empty((N, group), dtype=torch.float32, device=x.device)
+    mean = torch.empty((N, group), dtype=opmath(x.dtype), device=x.device)
+    rstd = torch.empty((N, group), dtype=opmath(x.dtype), device=x.device)
     cpg = C // group
     if N * group and cpg * HxW:
         _launch(x, None, _c(weight), _c(bias), out, None, mean, rstd, N * group, cpg * HxW, float(eps), False,
@@ -336,7 +337,7 @@ def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None, bias: T
 
 def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
                              eps: float | None = None) -> tuple[Tensor, Tensor]:
-    """rms_norm plus the fp32 rstd of shape [*, 1, ..., 1], like aten._fused_rms_norm."""
+    """rms_norm plus the rstd (fp32; fp64 for fp64) of shape [*, 1, ..., 1], like aten._fused_rms_norm."""
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
     x = _c(x)
     if eps is None:
@@ -344,8 +345,8 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
     nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     stat_shape = list(x.shape[: x.dim() - nd]) + [1] * nd
     out = torch.empty_like(x)  # x is contiguous here
-    rstd = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
-    mean = torch.empty(stat_shape, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(stat_shape, dtype=opmath(x.dtype), device=x.device)
+    mean = torch.empty(stat_shape, dtype=opmath(x.dtype), device=x.device)
     if n:
         _launch(x, None, _c(weight), None, out, None, mean, rstd, x.numel() // n, n, float(eps), True)
     return out, rstd
@@ -353,7 +354,7 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
 
 # ----------------------------------------------------------------- plans
 # Planners of the aten overloads for the C++ operator path (see _plan.py). layer_norm's and
-# rms_norm's statistics are fp32 (aten's CUDA kernels); aten's CPU kernels give them in
+# rms_norm's statistics are fp32, or fp64 for fp64 (aten's CUDA kernels); aten's CPU kernels give them in
 # the input dtype, so CPU calls of 16-bit inputs take the Python implementation.
 # group_norm's are in the input dtype everywhere.
 def _norm_inputs(x: Any, normalized_shape: Any, *params: Any) -> int | None:
@@ -380,7 +381,7 @@ def _contiguous(*tensors: tuple[int, Any]) -> tuple[int, ...]:
 def _row_norm_plan(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: Any, rms: bool, stats: bool
                    ) -> Plan | None:
     """The plan of a layer norm (``rms``: an RMS norm, no bias, whose eps None means the
-    dtype's) over the trailing ``normalized_shape``: its output, and with ``stats`` the fp32
+    dtype's) over the trailing ``normalized_shape``: its output, and with ``stats`` the opmath
     statistics aten's overloads return (mean and rstd; an RMS norm returns rstd alone)."""
     n = _norm_inputs(x, normalized_shape, weight, bias)
     if n is None:
@@ -390,7 +391,7 @@ def _row_norm_plan(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: A
     if stats:
         nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
         stat = tuple(x.shape[: x.dim() - nd]) + (1,) * nd
-        outs += [Buffer(stat, torch.float32), Buffer(stat, torch.float32)]
+        outs += [Buffer(stat, opmath(x.dtype)), Buffer(stat, opmath(x.dtype))]
         mean, rstd = (Out(2), Out(1)) if rms else (Out(1), Out(2))
     m = x.numel() // n if n else 0
     launches = () if m == 0 or n == 0 else (_norm_launch(

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2, opmath
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, launch, run
 
 Tensor = torch.Tensor
@@ -29,26 +29,27 @@ def _norm_bwd_rows_kernel(
     """Rows that fit in registers, BLOCK_M of them per step (their reductions run side by
     side, not one after another): dx of row blocks pid, pid + G, ...; part[0, pid] and
     part[1, pid] (part[0, pid] without a weight) = their sums of dy * xhat and of dy."""
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     cm = cols < N
     if HAS_W:
-        wv = tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
-    dw_acc = tl.zeros([BLOCK_N], tl.float32)
-    db_acc = tl.zeros([BLOCK_N], tl.float32)
+        wv = tl.load(w + cols, mask=cm, other=0.0).to(ACC)
+    dw_acc = tl.zeros([BLOCK_N], ACC)
+    db_acc = tl.zeros([BLOCK_N], ACC)
     for blk in range(pid, tl.cdiv(M, BLOCK_M), G):
         rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
         rm = rows < M
         m = rm[:, None] & cm[None, :]
         offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
-        xv = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
-        g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
+        xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
+        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
         if HAS_STATS:
-            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(tl.float32)
+            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
             if RMS:
                 xhat = tl.where(m, xv * rstd[:, None], 0.0)
             else:
-                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(tl.float32)
+                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
                 xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
         else:
             if RMS:
@@ -70,7 +71,7 @@ def _norm_bwd_rows_kernel(
             c2 = tl.sum(wg, 1) / N
             dxv = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
         if HAS_DRES:
-            dxv += tl.load(dres + offs, mask=m, other=0.0).to(tl.float32)
+            dxv += tl.load(dres + offs, mask=m, other=0.0).to(ACC)
         tl.store(dx + offs, dxv.to(dx.dtype.element_ty), mask=m)
         if NEED_W:
             dw_acc += tl.sum(g * xhat, 0)
@@ -90,6 +91,7 @@ def _norm_bwd_wide_kernel(
 ):
     """Rows too long for registers, in column chunks: dx of rows [pid * ROWS, (pid + 1) *
     ROWS); the partial sums as in _norm_bwd_rows_kernel."""
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     pid = tl.program_id(0)
     dw_part = part + pid * N
     db_part = part + (G * N if NEED_W else 0) + pid * N
@@ -98,17 +100,17 @@ def _norm_bwd_wide_kernel(
         ok = row < M
         base = row.to(tl.int64) * N
         if HAS_STATS:
-            rstd = tl.load(rstd_in + row, mask=ok, other=0.0).to(tl.float32)
+            rstd = tl.load(rstd_in + row, mask=ok, other=0.0).to(ACC)
             if RMS:
                 mu = 0.0
             else:
-                mu = tl.load(mean_in + row, mask=ok, other=0.0).to(tl.float32)
+                mu = tl.load(mean_in + row, mask=ok, other=0.0).to(ACC)
         else:
-            acc = tl.zeros([BLOCK_N], tl.float32)
+            acc = tl.zeros([BLOCK_N], ACC)
             for c0 in range(0, N, BLOCK_N):
                 cols = c0 + tl.arange(0, BLOCK_N)
                 m = (cols < N) & ok
-                xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
+                xv = tl.load(x + base + cols, mask=m, other=0.0).to(ACC)
                 if RMS:
                     acc += xv * xv
                 else:
@@ -118,24 +120,24 @@ def _norm_bwd_wide_kernel(
                 var = tl.sum(acc, 0) / N
             else:
                 mu = tl.sum(acc, 0) / N
-                acc = tl.zeros([BLOCK_N], tl.float32)
+                acc = tl.zeros([BLOCK_N], ACC)
                 for c0 in range(0, N, BLOCK_N):
                     cols = c0 + tl.arange(0, BLOCK_N)
                     m = (cols < N) & ok
-                    xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
+                    xv = tl.load(x + base + cols, mask=m, other=0.0).to(ACC)
                     d = tl.where(m, xv - mu, 0.0)
                     acc += d * d
                 var = tl.sum(acc, 0) / N
             rstd = 1.0 / tl.sqrt(var + eps)
-        a1 = tl.zeros([BLOCK_N], tl.float32)
-        a2 = tl.zeros([BLOCK_N], tl.float32)
+        a1 = tl.zeros([BLOCK_N], ACC)
+        a2 = tl.zeros([BLOCK_N], ACC)
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = (cols < N) & ok
-            xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-            g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
+            xv = tl.load(x + base + cols, mask=m, other=0.0).to(ACC)
+            g = tl.load(dy + base + cols, mask=m, other=0.0).to(ACC)
             if HAS_W:
-                g = g * tl.load(w + cols, mask=cols < N, other=0.0).to(tl.float32)
+                g = g * tl.load(w + cols, mask=cols < N, other=0.0).to(ACC)
             a1 += tl.where(m, (xv - mu) * rstd, 0.0) * g
             a2 += g
         c1 = tl.sum(a1, 0) / N
@@ -144,11 +146,11 @@ def _norm_bwd_wide_kernel(
             cols = c0 + tl.arange(0, BLOCK_N)
             cm = cols < N
             m = cm & ok
-            xv = tl.load(x + base + cols, mask=m, other=0.0).to(tl.float32)
-            g = tl.load(dy + base + cols, mask=m, other=0.0).to(tl.float32)
+            xv = tl.load(x + base + cols, mask=m, other=0.0).to(ACC)
+            g = tl.load(dy + base + cols, mask=m, other=0.0).to(ACC)
             xhat = tl.where(m, (xv - mu) * rstd, 0.0)
             if HAS_W:
-                wg = g * tl.load(w + cols, mask=cm, other=0.0).to(tl.float32)
+                wg = g * tl.load(w + cols, mask=cm, other=0.0).to(ACC)
             else:
                 wg = g
             if RMS:
@@ -156,7 +158,7 @@ def _norm_bwd_wide_kernel(
             else:
                 dxv = (wg - xhat * c1 - c2) * rstd
             if HAS_DRES:
-                dxv += tl.load(dres + base + cols, mask=m, other=0.0).to(tl.float32)
+                dxv += tl.load(dres + base + cols, mask=m, other=0.0).to(ACC)
             tl.store(dx + base + cols, dxv.to(dx.dtype.element_ty), mask=m)
             first = i > 0  # the partial row of this program starts at zero
             if NEED_W:
@@ -170,13 +172,14 @@ def _norm_bwd_wide_kernel(
 @triton.jit
 def _col_sum_kernel(part, dw, db, G, N, NEED_W: tl.constexpr, NEED_B: tl.constexpr, BLOCK_G: tl.constexpr,
                     BLOCK_N: tl.constexpr):
-    """dw[n] / db[n] = sum over g of part[k, g, n] (fp32), stored in their dtype; program
+    """dw[n] / db[n] = sum over g of part[k, g, n] (fp32, or fp64), stored in their dtype; program
     axis 1 picks the gradient (k): both in one launch."""
+    ACC: tl.constexpr = tl.float64 if part.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     k = tl.program_id(1)
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cm = cols < N
     src = part + k.to(tl.int64) * G * N
-    acc = tl.zeros([BLOCK_G, BLOCK_N], tl.float32)
+    acc = tl.zeros([BLOCK_G, BLOCK_N], ACC)
     for g0 in range(0, G, BLOCK_G):
         gs = g0 + tl.arange(0, BLOCK_G)
         m = (gs < G)[:, None] & cm[None, :]
@@ -231,7 +234,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         g = cdiv(m, rows) if rows else 1
     outs = [Buffer(*shapes["dx"])]
     kinds = int(need_w) + int(need_b)
-    temps = (Buffer((kinds, g, n), torch.float32),) if kinds else ()
+    temps = (Buffer((kinds, g, n), opmath(shapes["dx"][1])),) if kinds else ()
     dw_out = Out(1) if need_w else Out(0)
     db_out = Out(2 if need_w else 1) if need_b else Out(0)
     if need_w:
@@ -348,31 +351,7 @@ def native_layer_norm_backward(grad_out: Tensor, x: Tensor, normalized_shape: Se
 def fused_rms_norm_backward(grad_out: Tensor, x: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
                             weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
     args = (grad_out, x, normalized_shape, rstd, weight, output_mask)
-    if isinstance(x, Tensor) and x.dtype == torch.float64:
-        return _rms_norm_backward_f64(*args)
     return _run(plan_fused_rms_norm_backward(*args), args, "_fused_rms_norm_backward")
-
-
-def _rms_norm_backward_f64(grad_out: Tensor, x: Tensor, normalized_shape: Sequence[int], rstd: Tensor,
-                           weight: Tensor | None, output_mask: Sequence[bool]) -> tuple[Tensor | None, Tensor | None]:
-    """float64, which the kernel computes in float32 and aten has no CPU kernel of (enable()
-    gives the planner's float64 calls to this Python implementation):
-    the gradient from tensor ops in float64 (dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w;
-    dw = sum(dy * xhat) over the leading dims)."""
-    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    n = 1
-    for d in ns:
-        n *= d
-    x2 = x.reshape(-1, n)
-    dy = grad_out.reshape(-1, n)
-    r = rstd.reshape(-1, 1).to(x.dtype)
-    xhat = x2 * r
-    g = dy * weight.reshape(1, n) if weight is not None else dy
-    dx = (r * (g - xhat * (g * xhat).mean(-1, keepdim=True))).reshape(x.shape) if output_mask[0] else None
-    dw = None
-    if weight is not None and output_mask[1]:
-        dw = (dy * xhat).sum(0).reshape(weight.shape).to(weight.dtype)
-    return dx, dw
 
 
 # ------------------------------------------------------------------ tritonjit's backward op

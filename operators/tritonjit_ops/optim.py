@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import cdiv, jit
+from ._common import cdiv, jit, opmath
 
 Tensor = torch.Tensor
 
@@ -174,6 +174,18 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
         raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
     if not params:
         return
+    wide = [i for i, p in enumerate(params) if p.dtype == torch.float64]
+    if wide:
+        # float64 in float64, as aten's fused kernel does: the Triton kernel computes in fp32 and takes
+        # the hyperparameters as fp32 scalars (0.999 is 1 + 1.3e-8 there), so these go through torch ops
+        sub = [[ts[i] for i in wide] for ts in lists]
+        _torch_fused_adamw(sub[0], sub[1], sub[2], sub[3], [], sub[4], lr, beta1, beta2, weight_decay, eps,
+                           False, maximize, None, None)
+        if len(wide) == len(params):
+            return
+        narrow = [i for i in range(len(params)) if i not in set(wide)]
+        params, grads, exp_avgs, exp_avg_sqs, state_steps = ([ts[i] for i in narrow] for ts in lists)
+        lists = (params, grads, exp_avgs, exp_avg_sqs, state_steps)
     on_device = params[0].device.type != "cpu"
     if isinstance(lr, Tensor) and on_device and lr.device.type == "cpu" and lr.numel() == 1:
         lr = float(lr)  # a CPU scalar for device tensors: its value, read without waiting for the device
@@ -202,6 +214,8 @@ def fused_adamw_(params: list[Tensor], grads: list[Tensor], exp_avgs: list[Tenso
         why = "amsgrad=True"
     elif grad_scale is not None or found_inf is not None:
         why = "grad_scale/found_inf (GradScaler)"
+    elif any(p.dtype == torch.float64 for p in params):
+        why = "float64 parameters (the kernel computes in float32)"
     elif params and params[0].device.type != "cpu" and any(p.dtype != torch.float32 for p in params):
         # measured on the H200: the step is memory-bound and aten's fused kernel moved 16-bit
         # states faster (tritonjit 0.74x of it in bf16, 1.00x in fp32); adamw_step and
@@ -222,29 +236,31 @@ def _torch_fused_adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list
                        exp_avg_sqs: list[Tensor], max_exp_avg_sqs: list[Tensor], state_steps: list[Tensor],
                        lr: float | Tensor, beta1: float, beta2: float, weight_decay: float, eps: float,
                        amsgrad: bool, maximize: bool, grad_scale: Tensor | None, found_inf: Tensor | None) -> None:
-    """torch's fused AdamW step in torch ops, fp32 math, no host synchronization (amsgrad;
-    a GradScaler's grad_scale unscales the gradients in place, found_inf skips the step)."""
+    """torch's fused AdamW step in torch ops, in its math type (fp32; fp64 for fp64), no host
+    synchronization (amsgrad; a GradScaler's grad_scale unscales the gradients in place,
+    found_inf skips the step)."""
     for i, p in enumerate(params):
-        g = grads[i].float()
+        acc = opmath(p.dtype)
+        g = grads[i].to(acc)
         if grad_scale is not None:
             g = g / grad_scale
             grads[i].copy_(g)
         if maximize:
             g = -g
-        step = state_steps[i].float()
-        p32 = p.float()
+        step = state_steps[i].to(acc)
+        p32 = p.to(acc)
         p32 = p32 - lr * weight_decay * p32
-        m = beta1 * exp_avgs[i].float() + (1 - beta1) * g
-        v = beta2 * exp_avg_sqs[i].float() + (1 - beta2) * g * g
+        m = beta1 * exp_avgs[i].to(acc) + (1 - beta1) * g
+        v = beta2 * exp_avg_sqs[i].to(acc) + (1 - beta2) * g * g
         if amsgrad:
-            v_max = torch.maximum(max_exp_avg_sqs[i].float(), v)
+            v_max = torch.maximum(max_exp_avg_sqs[i].to(acc), v)
         bc1 = 1 - torch.pow(beta1, step)
         bc2 = 1 - torch.pow(beta2, step)
         denom = (v_max if amsgrad else v).sqrt() / bc2.sqrt() + eps
         p32 = p32 - (lr / bc1) * m / denom
         pairs = [(p, p32), (exp_avgs[i], m), (exp_avg_sqs[i], v)] + ([(max_exp_avg_sqs[i], v_max)] if amsgrad else [])
         for dst, new in pairs:
-            dst.copy_(new if found_inf is None else torch.where(found_inf == 0, new, dst.float()))
+            dst.copy_(new if found_inf is None else torch.where(found_inf == 0, new, dst.to(acc)))
 
 
 class AdamW(torch.optim.AdamW):

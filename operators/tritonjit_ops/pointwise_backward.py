@@ -26,10 +26,11 @@ Tensor = torch.Tensor
 
 @triton.jit
 def _act_bwd_kernel(dy, x, dx, n, threshold, OP: tl.constexpr, BLOCK: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
-    v = tl.load(x + offs, mask=m, other=0.0).to(tl.float32)
+    g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+    v = tl.load(x + offs, mask=m, other=0.0).to(ACC)
     r = activation_backward(g, v, threshold, OP)
     tl.store(dx + offs, r.to(dx.dtype.element_ty), mask=m)
 

@@ -23,6 +23,7 @@ Tensor = torch.Tensor
 @triton.jit
 def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     o = tl.program_id(0).to(tl.int64)
     ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
@@ -33,7 +34,7 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
         rs = tl.arange(0, BLOCK_R)
         m = kmask[:, None] & (rs < R)[None, :]
         offs = kofs + rs[None, :] * sR
-        v = tl.load(xb + offs, mask=m, other=float("-inf")).to(tl.float32)
+        v = tl.load(xb + offs, mask=m, other=float("-inf")).to(ACC)
         mx = tl.max(v, 1)
         e = tl.exp(v - mx[:, None])
         s = tl.sum(e, 1)
@@ -43,12 +44,12 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
             y = e / s[:, None]
         tl.store(ob + offs, y.to(out.dtype.element_ty), mask=m)
     else:
-        mx = tl.full([BLOCK_K], float("-inf"), tl.float32)
-        s = tl.zeros([BLOCK_K], tl.float32)
+        mx = tl.full([BLOCK_K], float("-inf"), ACC)
+        s = tl.zeros([BLOCK_K], ACC)
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
-            v = tl.load(xb + kofs + rs[None, :] * sR, mask=m, other=float("-inf")).to(tl.float32)
+            v = tl.load(xb + kofs + rs[None, :] * sR, mask=m, other=float("-inf")).to(ACC)
             nm = tl.maximum(mx, tl.max(v, 1))
             s = s * tl.exp(mx - nm) + tl.sum(tl.exp(v - nm[:, None]), 1)
             mx = nm
@@ -56,7 +57,7 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
             offs = kofs + rs[None, :] * sR
-            v = tl.load(xb + offs, mask=m, other=float("-inf")).to(tl.float32)
+            v = tl.load(xb + offs, mask=m, other=float("-inf")).to(ACC)
             if LOG:
                 y = v - mx[:, None] - tl.log(s)[:, None]
             else:

@@ -21,6 +21,7 @@ Tensor = torch.Tensor
 @triton.jit
 def _softmax_bwd_kernel(dy, y, dx, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.constexpr,
                         BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     o = tl.program_id(0).to(tl.int64)
     ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
@@ -29,31 +30,31 @@ def _softmax_bwd_kernel(dy, y, dx, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS
         rs = tl.arange(0, BLOCK_R)
         m = kmask[:, None] & (rs < R)[None, :]
         offs = kofs + rs[None, :] * sR
-        g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
-        v = tl.load(y + offs, mask=m, other=0.0).to(tl.float32)
+        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+        v = tl.load(y + offs, mask=m, other=0.0).to(ACC)
         if LOG:
             r = g - tl.exp(v) * tl.sum(g, 1)[:, None]
         else:
             r = v * (g - tl.sum(g * v, 1)[:, None])
         tl.store(dx + offs, r.to(dx.dtype.element_ty), mask=m)
     else:
-        s = tl.zeros([BLOCK_K, BLOCK_R], tl.float32)
+        s = tl.zeros([BLOCK_K, BLOCK_R], ACC)
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
             offs = kofs + rs[None, :] * sR
-            g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
+            g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
             if LOG:
                 s += g
             else:
-                s += g * tl.load(y + offs, mask=m, other=0.0).to(tl.float32)
+                s += g * tl.load(y + offs, mask=m, other=0.0).to(ACC)
         t = tl.sum(s, 1)[:, None]
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
             offs = kofs + rs[None, :] * sR
-            g = tl.load(dy + offs, mask=m, other=0.0).to(tl.float32)
-            v = tl.load(y + offs, mask=m, other=0.0).to(tl.float32)
+            g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+            v = tl.load(y + offs, mask=m, other=0.0).to(ACC)
             if LOG:
                 r = g - tl.exp(v) * t
             else:

@@ -1,31 +1,33 @@
-"""float64 under enable(): results at float64 precision, as aten's. The kernels of softmax,
-log_softmax, the norms, nll_loss and the activations' backwards compute in float32 (they
-gave float64 calls float32-accurate results, errors of 1e-7..1e-5), so enable() leaves
-those float64 calls to aten (_registry.FP32_MATH); embedding's backward accumulates
-float64 in float64; the Python path's torch-ops attention fallback, the CPU SDPA
-logsumexp and _fused_rms_norm_backward (no aten CPU kernel) keep float64 in float64."""
+"""float64 at float64 precision, as aten's, on every path: under enable(), through the direct
+entries (``tritonjit_ops.softmax(x)``) and through ``torch.ops.tritonjit``, forward and
+gradients. The kernels that accumulate (softmax, the norms, the losses, the activations'
+backwards, rotary, silu_and_mul) compute in aten's opmath type: float32 for 16- and 32-bit
+inputs, float64 for float64 (they used to round float64 through float32: errors of
+1e-7..1e-5). AdamW's float64 parameters step in float64 torch ops (its kernel takes its
+hyperparameters as float32 scalars). The GPU variants run the same cases on CUDA."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 
+import pytest
 import torch
 import tritonjit_ops as T
 
 F = torch.nn.functional
+GPU = pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
+                                                                       reason="needs a CUDA GPU")])
 
 
-def _cases() -> dict:
+def _cases(dev: str = "cpu") -> dict:
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(4, 33, dtype=torch.float64, generator=g)
-    y = torch.randn(4, 33, dtype=torch.float64, generator=g)
-    w = torch.randn(33, dtype=torch.float64, generator=g)
-    b = torch.randn(33, dtype=torch.float64, generator=g)
-    t = torch.tensor([1, 0, 32, 5])
-    q, k, v = (torch.randn(1, 2, 5, 8, dtype=torch.float64, generator=g) for _ in range(3))
-    i = torch.tensor([[1, 3, 1], [0, 3, 3]])
-    e = torch.randn(6, 8, dtype=torch.float64, generator=g)
+    x, y = (torch.randn(4, 33, dtype=torch.float64, generator=g).to(dev) for _ in range(2))
+    w, b = (torch.randn(33, dtype=torch.float64, generator=g).to(dev) for _ in range(2))
+    t = torch.tensor([1, 0, 32, 5], device=dev)
+    q, k, v = (torch.randn(1, 2, 5, 8, dtype=torch.float64, generator=g).to(dev) for _ in range(3))
+    i = torch.tensor([[1, 3, 1], [0, 3, 3]], device=dev)
+    e = torch.randn(6, 8, dtype=torch.float64, generator=g).to(dev)
     return {
         "softmax": (lambda a: torch.softmax(a, -1), [x]),
         "softmax_dim0": (lambda a: torch.softmax(a, 0), [x]),
@@ -50,12 +52,55 @@ def _cases() -> dict:
     }
 
 
+def _direct_cases(dev: str = "cpu") -> dict:
+    """(tritonjit's call, eager's call, inputs) per case: the direct entries and the
+    ``torch.ops.tritonjit`` operators with float64 inputs."""
+    g = torch.Generator().manual_seed(2)
+    x, y, r = (torch.randn(4, 33, dtype=torch.float64, generator=g).to(dev) for _ in range(3))
+    w, b = (torch.randn(33, dtype=torch.float64, generator=g).to(dev) for _ in range(2))
+    x3 = torch.randn(2, 6, 3, 16, dtype=torch.float64, generator=g).to(dev)
+    ang = torch.randn(6, 8, dtype=torch.float64, generator=g).to(dev)
+    t = torch.tensor([1, 0, -100, 5], device=dev)
+    ops = torch.ops.tritonjit
+
+    def rotary_ref(a):
+        c, s = ang.cos()[:, None], ang.sin()[:, None]
+        return torch.cat([a[..., :8] * c - a[..., 8:] * s, a[..., 8:] * c + a[..., :8] * s], -1)
+
+    cases = {
+        "softmax": (lambda a: T.softmax(a, -1), lambda a: torch.softmax(a, -1), [x]),
+        "softmax_dim0": (lambda a: T.softmax(a, 0), lambda a: torch.softmax(a, 0), [x]),
+        "log_softmax": (lambda a: T.log_softmax(a, -1), lambda a: torch.log_softmax(a, -1), [x]),
+        "layer_norm": (lambda a, c, d: T.layer_norm(a, (33,), c, d), lambda a, c, d: F.layer_norm(a, (33,), c, d),
+                       [x, w, b]),
+        "rms_norm": (lambda a, c: T.rms_norm(a, (33,), c, 1e-6), lambda a, c: F.rms_norm(a, (33,), c, 1e-6), [x, w]),
+        "group_norm": (lambda a, c: T.group_norm(a.view(4, 3, 11), 3, c[:3], c[3:6]),
+                       lambda a, c: F.group_norm(a.view(4, 3, 11), 3, c[:3], c[3:6]), [x, w]),
+        "fused_add_rms_norm": (lambda a, d, c: torch.cat(T.fused_add_rms_norm(a, d, c, 1e-6)),
+                               lambda a, d, c: torch.cat([F.rms_norm(a + d, (33,), c, 1e-6), a + d]), [x, r, w]),
+        "cross_entropy_mean": (lambda a: T.cross_entropy(a, t), lambda a: F.cross_entropy(a, t), [x]),
+        "cross_entropy_none": (lambda a: T.cross_entropy(a, t, reduction="none"),
+                               lambda a: F.cross_entropy(a, t, reduction="none"), [x]),
+        "silu_and_mul": (lambda a: T.silu_and_mul(a), lambda a: F.silu(a[:, :16]) * a[:, 16:32], [x[:, :32]]),
+        "rotary_embedding": (lambda a: T.rotary_embedding(a, ang.cos(), ang.sin()), rotary_ref, [x3]),
+        "gelu_tanh": (lambda a: T.gelu(a, approximate="tanh"), lambda a: F.gelu(a, approximate="tanh"), [x]),
+        "silu": (lambda a: T.silu(a), F.silu, [x]),
+        "ops.softmax": (lambda a: ops.softmax(a, -1), lambda a: torch.softmax(a, -1), [x]),
+        "ops.layer_norm": (lambda a, c, d: ops.layer_norm(a, [33], c, d, 1e-5),
+                           lambda a, c, d: F.layer_norm(a, (33,), c, d), [x, w, b]),
+        "ops.rms_norm": (lambda a, c: ops.rms_norm(a, [33], c, 1e-6), lambda a, c: F.rms_norm(a, (33,), c, 1e-6),
+                         [x, w]),
+        "ops.cross_entropy": (lambda a: ops.cross_entropy(a, t), lambda a: F.cross_entropy(a, t), [x]),
+    }
+    return cases
+
+
 def _run(fn, inputs, enabled: bool) -> list[torch.Tensor]:
     leaves = [a.detach().clone().requires_grad_(a.is_floating_point()) for a in inputs]
     with T.enable() if enabled else _nothing():
         out = fn(*leaves)
         g = torch.Generator().manual_seed(1)
-        cot = torch.randn(out.shape, dtype=out.dtype, generator=g)
+        cot = torch.randn(out.shape, dtype=out.dtype, generator=g).to(out.device)
         grads = torch.autograd.grad(out, [a for a in leaves if a.requires_grad], cot)
     return [out.detach(), *grads]
 
@@ -68,32 +113,102 @@ class _nothing:
         return False
 
 
-def mismatches() -> list[str]:
+def _compare(name: str, ref: list[torch.Tensor], got: list[torch.Tensor]) -> list[str]:
     bad = []
-    for name, (fn, inputs) in _cases().items():
-        ref = _run(fn, inputs, False)
-        got = _run(fn, inputs, True)
-        for j, (r, o) in enumerate(zip(ref, got)):
-            what = "forward" if j == 0 else f"gradient {j - 1}"
-            if o.dtype != r.dtype:
-                bad.append(f"{name} {what}: dtype {o.dtype}, eager {r.dtype}")
-            elif not torch.allclose(o, r, rtol=1e-10, atol=1e-12):
-                bad.append(f"{name} {what}: max error {(o - r).abs().max().item():.3g}")
+    for j, (r, o) in enumerate(zip(ref, got)):
+        what = "forward" if j == 0 else f"gradient {j - 1}"
+        if o.dtype != r.dtype:
+            bad.append(f"{name} {what}: dtype {o.dtype}, eager {r.dtype}")
+        elif not torch.allclose(o, r, rtol=1e-10, atol=1e-12):
+            bad.append(f"{name} {what}: max error {(o - r).abs().max().item():.3g}")
     return bad
 
 
-def test_float64_at_float64_precision():
+def mismatches(dev: str = "cpu") -> list[str]:
+    bad = []
+    for name, (fn, inputs) in _cases(dev).items():
+        bad += _compare(name, _run(fn, inputs, False), _run(fn, inputs, True))
+    return bad
+
+
+def direct_mismatches(dev: str = "cpu") -> list[str]:
+    bad = []
+    for name, (fn, ref_fn, inputs) in _direct_cases(dev).items():
+        bad += _compare(name, _run(ref_fn, inputs, False), _run(fn, inputs, False))
+    return bad
+
+
+@pytest.mark.parametrize("dev", ["cpu", GPU])
+def test_float64_at_float64_precision(dev):
     from tritonjit_ops import _native_ops
 
     _native_ops.module(wait=True)  # the C++ operator path, where it builds
-    assert mismatches() == []
+    assert mismatches(dev) == []
+
+
+@pytest.mark.parametrize("dev", ["cpu", GPU])
+def test_direct_entries_and_ops_keep_float64(dev):
+    """The direct entries and torch.ops.tritonjit compute float64 in float64 (forward and backward)."""
+    from tritonjit_ops import _native_ops
+
+    _native_ops.module(wait=True)
+    assert direct_mismatches(dev) == []
+
+
+@pytest.mark.parametrize("dev", ["cpu", GPU])
+def test_adamw_steps_float64_in_float64(dev):
+    """tritonjit_ops.AdamW and adamw_step over a list mixing float64 and float32 parameters: the
+    float64 ones match torch's fused AdamW at float64 precision, the float32 ones at float32's."""
+    g = torch.Generator().manual_seed(3)
+    ps = [torch.randn(50, dtype=torch.float64, generator=g), torch.randn(7, generator=g),
+          torch.randn(3, 5, dtype=torch.float64, generator=g)]
+    ref = [p.to(dev).clone().requires_grad_() for p in ps]
+    got = [p.to(dev).clone().requires_grad_() for p in ps]
+    o_ref = torch.optim.AdamW(ref, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.1, fused=True)
+    o_got = T.AdamW(got, lr=1e-3, betas=(0.9, 0.999), weight_decay=0.1)
+    for _ in range(3):
+        for a, c in zip(ref, got):
+            a.grad = torch.randn(a.shape, dtype=a.dtype, generator=g).to(dev)
+            c.grad = a.grad.clone()
+        o_ref.step()
+        o_got.step()
+    for a, c in zip(ref, got):
+        tol = dict(rtol=1e-12, atol=1e-14) if a.dtype == torch.float64 else dict(rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(c.detach(), a.detach(), **tol)
 
 
 def test_float64_at_float64_precision_python_path():
     """enable() on its Python registrations (TRITONJIT_OPS_NATIVE=0: as before the C++ path is built)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    code = f"import sys; sys.path.insert(0, {here!r}); import test_float64 as m; print(m.mismatches())"
+    code = (f"import sys; sys.path.insert(0, {here!r}); import test_float64 as m; "
+            "print(m.mismatches() + m.direct_mismatches())")
     env = {**os.environ, "TRITONJIT_OPS_NATIVE": "0"}
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.strip().splitlines()[-1] == "[]", p.stdout[-3000:]
+
+
+def test_float64_variants_cross_compile_for_sm90():
+    """Triton's code generator, not only its interpreter, takes the float64 forms of the kernels
+    (their accumulators and loop-carried values typed by a constexpr dtype): every float64
+    variant the CPU cases above launched compiles for sm_90."""
+    import importlib
+
+    import tritonjit
+
+    mismatches()
+    direct_mismatches()
+    names = ("softmax", "softmax_backward", "norm", "norm_backward", "loss", "loss_backward", "fused",
+             "fused_backward", "pointwise_backward")
+    compiled = []
+    for mod in (importlib.import_module(f"tritonjit_ops.{n}") for n in names):
+        for obj in vars(mod).values():
+            if isinstance(obj, tritonjit.KernelFunction):
+                for sig in sorted({v.signature for v in obj.variants() if "fp64" in v.signature}):
+                    ptx = obj.compile(sig, target="cuda:90").asm["ptx"]
+                    assert ".f64" in ptx, (obj.name, sig)
+                    compiled.append(obj.name)
+    expected = {"_softmax_kernel", "_softmax_bwd_kernel", "_norm_kernel", "_norm_bwd_rows_kernel", "_col_sum_kernel",
+                "_ce_rows_kernel", "_ce_reduce_kernel", "_ce_bwd_kernel", "_silu_mul_kernel", "_silu_mul_bwd_kernel",
+                "_rotary_kernel", "_nll_kernel", "_nll_backward_kernel", "_act_bwd_kernel"}
+    assert expected <= set(compiled), sorted(expected - set(compiled))
