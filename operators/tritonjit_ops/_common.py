@@ -5,6 +5,7 @@ allocation-free where it can.
 """
 from __future__ import annotations
 
+import struct
 from typing import Callable, Sequence
 
 import torch
@@ -29,6 +30,7 @@ __all__ = [
     "DEVICE_ASSERT",
     "assert_options",
     "opmath",
+    "fp32_exact",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -41,6 +43,18 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     float64 for float64, float32 for the rest. Kernels pick the same in Triton with
     ``ACC: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32``."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def fp32_exact(v: float) -> bool:
+    """Whether float32 holds ``v`` exactly (NaN and the infinities included): a float scalar
+    reaches a kernel as a float32 argument (Triton's rule), so a float64 computation with
+    any other value would be off by up to 3e-8 relative."""
+    if v != v:
+        return True
+    try:
+        return struct.unpack("f", struct.pack("f", v))[0] == v
+    except OverflowError:
+        return False
 
 
 def jit(kernel: Callable, key_buckets: dict | None = None) -> tritonjit.KernelFunction:

@@ -12,6 +12,7 @@ contiguous result, which is what the real kernels allocate, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -20,6 +21,7 @@ import tritonjit
 
 from . import _direct, _native_ops, _packets, fused, indexing, matmul, norm, pointwise, reduction, softmax
 from . import autograd as _autograd
+from ._common import fp32_exact
 from ._fallback import with_aten_fallback
 from .copy import ATEN as _COPY_ATEN
 from .copy import PLANNERS as _COPY_PLANNERS
@@ -326,6 +328,61 @@ _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 
+
+
+def _has_float64(values: Iterable[Any]) -> bool:
+    """A float64 tensor (in a list too) or a float64 dtype argument (factories) among ``values``."""
+    for v in values:
+        if v is torch.float64 or (isinstance(v, Tensor) and v.dtype == torch.float64):
+            return True
+        if isinstance(v, (list, tuple)) and _has_float64(v):
+            return True
+    return False
+
+
+def _float_scalars(args: tuple, kwargs: dict) -> list[float]:
+    """The call's float scalars, with a 0-dim CPU tensor beside a device tensor read as one."""
+    values = (*args, *kwargs.values())
+    device = any(isinstance(v, Tensor) and not v.is_cpu for v in values)
+    out = [v for v in values if isinstance(v, float)]
+    if device:
+        out += [float(v.item()) for v in values
+                if isinstance(v, Tensor) and v.is_cpu and v.dim() == 0 and v.is_floating_point()]
+    return out
+
+
+def _refuse_float64_scalars(name: str, impl: Callable) -> Callable:
+    """``impl`` raising NotImplementedError (aten's kernel computes the call) for a float64 call
+    with a float scalar that float32 does not hold exactly: the kernels take float scalars as
+    float32 arguments, so ``x64 * 0.1`` would be off by 3e-8 relative."""
+    @functools.wraps(impl)
+    def call(*args, **kwargs):
+        if _has_float64((*args, *kwargs.values())) and not all(fp32_exact(v) for v in _float_scalars(args, kwargs)):
+            raise NotImplementedError(f"tritonjit_ops.{name}: float64 with a float scalar that float32 does not "
+                                      "hold (its kernel takes float scalars as float32); aten's kernel serves this call")
+        return impl(*args, **kwargs)
+
+    return call
+
+
+def _plan_float64_scalars(planner: Callable) -> Callable:
+    """``planner``, None for a float64 call with any float scalar: the C++ key holds a Scalar's
+    type, not its value, so the Python implementation decides (see _refuse_float64_scalars).
+    A value-keyed planner (arange's: its key holds the values) decides by value itself."""
+    by_value = getattr(planner, "value_keyed_scalars", False)
+
+    @functools.wraps(planner)  # its marks too (_plan.value_keyed)
+    def plan(*args, **kwargs):
+        values = (*args, *kwargs.values())
+        floats = [v for v in values if isinstance(v, float)]
+        if floats and _has_float64(values) and not (by_value and all(fp32_exact(v) for v in floats)):
+            return None
+        return planner(*args, **kwargs)
+
+    return plan
+
+
+_ATEN = {n: _refuse_float64_scalars(n, f) for n, f in _ATEN.items()}
 # enable()'s Python path: a call an implementation refuses runs aten's kernel, as on the C++ path
 _ATEN = with_aten_fallback(_ATEN)
 
@@ -399,6 +456,8 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
                                   **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 _PLANNERS.update(attention.PLANNERS)
+_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _PLANNERS.items()}
+_TJ_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _TJ_PLANNERS.items()}
 
 
 class _State:

@@ -14,7 +14,18 @@ import triton
 import triton.language as tl
 
 from . import _prologue
-from ._common import FLOAT_DTYPES, INT_DTYPES, LOW_PRECISION, cdiv, check_out, check_same_device, coalesce, jit, unravel4
+from ._common import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    LOW_PRECISION,
+    cdiv,
+    check_out,
+    check_same_device,
+    coalesce,
+    fp32_exact,
+    jit,
+    unravel4,
+)
 from ._layout import bstrides, dense, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
@@ -254,6 +265,15 @@ def _kernel_scalar(v):
     return int(v) if isinstance(v, bool) else v
 
 
+def _exact_scalar(v, device: torch.device):
+    """A float operand of a float64 computation that float32 does not hold exactly, as a
+    0-dim float64 tensor on ``device`` (a fill launch, no copy): kernels take float scalars
+    as float32 arguments. Other operands unchanged."""
+    if isinstance(v, float) and not fp32_exact(v):
+        return torch.full((), v, dtype=torch.float64, device=device)
+    return v
+
+
 def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     x = _as_operand(op, x)
     y = _as_operand(op, y)
@@ -284,10 +304,14 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
             raise TypeError(f"tritonjit.{op}: alpha is not supported")
         if not rdtype.is_floating_point and not isinstance(alpha, int):
             raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    dev = x.device if isinstance(x, Tensor) else y.device
+    if rdtype == torch.float64:
+        x, y = _exact_scalar(x, dev), _exact_scalar(y, dev)
+        if isinstance(alpha, float) and not fp32_exact(alpha):
+            y, alpha = _binary("mul", y, _exact_scalar(alpha, dev)), 1
     xs = x.shape if isinstance(x, Tensor) else ()
     ys = y.shape if isinstance(y, Tensor) else ()
     shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
-    dev = x.device if isinstance(x, Tensor) else y.device
     if out is None:
         out = new_output(shape, rdtype, dev, [x, y])
     else:
@@ -428,6 +452,8 @@ def where(condition: Tensor, x, y, *, out: Tensor | None = None) -> Tensor:
     if rdtype not in _ARITH_DTYPES:
         raise _unsupported("where", rdtype)
     x, y = _kernel_scalar(x), _kernel_scalar(y)
+    if rdtype == torch.float64:
+        x, y = _exact_scalar(x, condition.device), _exact_scalar(y, condition.device)
     shape = list(condition.shape)
     for t in (x, y):
         if isinstance(t, Tensor):

@@ -49,6 +49,20 @@ def _cases(dev: str = "cpu") -> dict:
         "sdpa_mask": (lambda a, c, d: F.scaled_dot_product_attention(a, c, d, attn_mask=y[:1, :25].view(5, 5)),
                       [q, k, v]),
         "mul_add": (lambda a, c: a * c + y, [x, y]),
+        # float scalars beside float64 tensors (a kernel takes a float scalar as float32: these
+        # calls go to aten unless float32 holds the value, as 0.5 and 2.0)
+        "mul_scalar": (lambda a: a * 0.1 + 0.3 - a / 3.0, [x]),
+        "exact_scalars": (lambda a: a * 0.5 + 2.0, [x]),
+        "add_alpha": (lambda a, c: torch.add(a, c, alpha=0.1), [x, y]),
+        "clamp": (lambda a: a.clamp(-0.1, 0.2), [x]),
+        "leaky_relu": (lambda a: F.leaky_relu(a, 0.01), [x]),
+        "where_scalar": (lambda a: torch.where(a > 0.1, a, 0.1), [x]),
+        "masked_fill": (lambda a: a.masked_fill(a > 0.5, 0.1), [x]),
+        "pad": (lambda a: F.pad(a, (1, 2), value=0.1), [x]),
+        "pow_scalar": (lambda a: (a.abs() + 1) ** 1.1, [x]),
+        "lerp": (lambda a, c: torch.lerp(a, c, 0.3), [x, y]),
+        "full_arange": (lambda a: a + torch.full_like(a, 0.1) + torch.arange(0, 3.3, 0.1, dtype=a.dtype,
+                                                                               device=a.device)[:33], [x]),
     }
 
 
@@ -91,6 +105,12 @@ def _direct_cases(dev: str = "cpu") -> dict:
         "ops.rms_norm": (lambda a, c: ops.rms_norm(a, [33], c, 1e-6), lambda a, c: F.rms_norm(a, (33,), c, 1e-6),
                          [x, w]),
         "ops.cross_entropy": (lambda a: ops.cross_entropy(a, t), lambda a: F.cross_entropy(a, t), [x]),
+        "mul_scalar": (lambda a: T.mul(a, 0.1), lambda a: a * 0.1, [x]),
+        "add_alpha": (lambda a, c: T.add(a, c, alpha=0.1), lambda a, c: torch.add(a, c, alpha=0.1), [x, y]),
+        "sub_alpha": (lambda a, c: T.sub(a, c, alpha=0.3), lambda a, c: torch.sub(a, c, alpha=0.3), [x, y]),
+        "where_scalar": (lambda a: T.where(a > 0, a, 0.1), lambda a: torch.where(a > 0, a, 0.1), [x]),
+        "pow_scalar": (lambda a: T.pow(a.abs() + 1, 1.1), lambda a: (a.abs() + 1) ** 1.1, [x]),
+        "ops.mul_scalar": (lambda a: ops.mul(a, 0.1), lambda a: a * 0.1, [x]),
     }
     return cases
 
@@ -212,3 +232,17 @@ def test_float64_variants_cross_compile_for_sm90():
                 "_ce_rows_kernel", "_ce_reduce_kernel", "_ce_bwd_kernel", "_silu_mul_kernel", "_silu_mul_bwd_kernel",
                 "_rotary_kernel", "_nll_kernel", "_nll_backward_kernel", "_act_bwd_kernel"}
     assert expected <= set(compiled), sorted(expected - set(compiled))
+
+
+def test_float64_with_an_inexact_float_scalar_goes_to_aten():
+    """x64 * 0.1 under enable() is aten's call (float32 does not hold 0.1); x64 * 0.5 and a
+    float32 tensor times 0.1 stay on tritonjit's kernels."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    x64 = torch.randn(64, dtype=torch.float64)
+    for fn, aten in ((lambda: torch.mul(x64, 0.1), 1), (lambda: torch.mul(x64, 0.5), 0),
+                     (lambda: torch.mul(x64.float(), 0.1), 0)):
+        got, d = routed(fn, ["mul.Tensor", "mul.Scalar"])
+        assert torch.equal(got, fn())
+        assert d["aten_calls"] == aten, d
