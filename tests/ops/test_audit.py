@@ -200,3 +200,19 @@ def test_matmuls_the_measured_policy_gives_to_aten_are_counted_and_marked(no_rec
     assert cov["not_routed"] == cov["policy"]
     for g, want in zip(got, _matmuls(*args)):
         torch.testing.assert_close(g, want)
+
+
+def test_error_ignores_generator_state_and_outputs_aten_did_not_compute():
+    """SDPA's philox seed and offset are a generator's state (aten's are whatever it held with
+    dropout_p 0, tritonjit's zeros), and its logsumexp is None from aten when not asked for:
+    neither is a result, so neither makes the audit's error inf; the attention output still counts."""
+    out = torch.randn(2, 3)
+    cudnn = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+    ref = (out, None, None, None, 4, 4, torch.tensor(4574431552585415937), torch.tensor(77), None)
+    got = (out.clone(), torch.randn(2, 1), None, None, 4, 4, torch.tensor(0), torch.tensor(0), None)
+    assert _audit._max_err(ref, got) == float("inf")  # compared as they are
+    assert _audit._max_err(*_audit._results(cudnn, ref, got)) == 0.0
+    wrong = (out + 1, *got[1:])
+    assert _audit._max_err(*_audit._results(cudnn, ref, wrong)) > 0.1
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default  # rng_state / unused
+    assert _audit._max_err(*_audit._results(flash, ref, got)) == 0.0
