@@ -550,8 +550,8 @@ class OpKernel final : public c10::OperatorKernel {
   // Key words of the call; false where a call cannot have a plan (an argument kind the
   // key does not describe, a lazily negated or conjugated view, a non-strided layout, a key
   // longer than kMaxWords).
-  // factory: a call without tensors (dev.fixed holds its device): the default dtype, which
-  // its dtype=None means, is a word of its key too.
+  // factory: a call without tensors (dev.fixed holds its device). The default dtype is a
+  // word of every key.
   bool build_key(const c10::IValue* args, tritonjit::detail::Key& key, DevRef& dev, bool factory = false) const {
     // a tensor's words: its dtype, device and dim, then its sizes and strides
     auto push_tensor = [&](const at::Tensor& t, int arg, int item) -> bool {
@@ -657,11 +657,12 @@ class OpKernel final : public c10::OperatorKernel {
         return false;  // generators, ...: the Python implementation
       }
     }
-    if (factory) {
-      key.push(16 | static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())))
-                        << 8);
-      return dev.fixed.has_value();
-    }
+    // the default dtype: a factory's dtype=None means it, and an op's result type may (int
+    // tensor / int, int tensor * float: float32, or float64 after torch.set_default_dtype)
+    if (key.n + 1 > tritonjit::detail::kMaxWords) return false;
+    key.push(16 | static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())))
+                      << 8);
+    if (factory) return dev.fixed.has_value();
     return dev.arg >= 0;
   }
 

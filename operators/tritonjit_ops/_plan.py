@@ -28,8 +28,9 @@ value is a plan of its own.
 *Factory calls* (no tensor arguments: ``arange``, ``zeros``, ``full``, ...) take the C++
 path where their ``device`` argument names the active backend's device type (on the CPU
 interpreter: ``None`` or a CPU device), their layout is strided and pin_memory is not set:
-the plan's buffers are allocated on that device, and the key also holds the default dtype
-(what ``dtype=None`` means). Calls for another device go to aten's kernel, as before.
+the plan's buffers are allocated on that device. Calls for another device go to aten's
+kernel, as before. Every key holds the default dtype: what a factory's ``dtype=None``
+means, and what an int tensor times a float (or an int division) gives.
 """
 from __future__ import annotations
 

@@ -246,3 +246,26 @@ def test_float64_with_an_inexact_float_scalar_goes_to_aten():
         got, d = routed(fn, ["mul.Tensor", "mul.Scalar"])
         assert torch.equal(got, fn())
         assert d["aten_calls"] == aten, d
+
+
+def test_plans_follow_the_default_dtype():
+    """A result type that depends on the default dtype (an int tensor times a float, an int
+    division, a factory) follows torch.set_default_dtype: the C++ path's plan key holds the
+    default dtype (a plan made under float32 once served the same call after the switch to
+    float64, with a float32 result)."""
+    from _util import native_ops_or_skip
+
+    native_ops_or_skip()
+    x = torch.arange(5)
+    calls = (lambda: x * 0.5, lambda: x / 3, lambda: torch.arange(0, 1, 0.25))
+    before = torch.get_default_dtype()
+    try:
+        for dtype in (torch.float32, torch.float64, torch.float32):
+            torch.set_default_dtype(dtype)
+            refs = [fn() for fn in calls]
+            with T.enable(wait_native=True):
+                got = [fn() for fn in calls]
+            for g, r in zip(got, refs):
+                assert g.dtype == r.dtype == dtype and torch.equal(g, r), (dtype, g, r)
+    finally:
+        torch.set_default_dtype(before)
