@@ -427,12 +427,14 @@ class OpKernel final : public c10::OperatorKernel {
   // serve (another device type; a plan that measured aten faster; a Python implementation
   // that cannot take the call) go on to aten's own kernel, as in eager. device_type: the
   // active backend's, whose tensors the plans are for.
-  // value_keyed: the planner's ``value_keyed_scalars`` (_plan.value_keyed): the key holds the
-  // values of Scalar arguments, so its plans may bake them in (arange's size).
+  // keying (keying_of): bit 0, the planner's ``value_keyed_scalars`` (_plan.value_keyed): the
+  // key holds the values of Scalar arguments, so its plans may bake them in (arange's size);
+  // bit 1, its ``tf32_keyed`` (_plan.tf32_keyed): the key holds torch's allow_tf32 flag for
+  // matmuls, which its plans bake in (an fp32 mm's input precision).
   OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl, bool redispatch,
-           c10::DeviceType device_type, bool value_keyed)
+           c10::DeviceType device_type, unsigned keying)
       : planner_(planner), impl_(impl), sig_(schema), nargs_(sig_.nargs), redispatch_(redispatch),
-        value_keyed_(value_keyed), device_type_(device_type) {
+        value_keyed_((keying & 1) != 0), tf32_keyed_((keying & 2) != 0), device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
     name_ = qualified(schema.operator_name());
@@ -659,9 +661,10 @@ class OpKernel final : public c10::OperatorKernel {
     }
     // the default dtype: a factory's dtype=None means it, and an op's result type may (int
     // tensor / int, int tensor * float: float32, or float64 after torch.set_default_dtype)
-    if (key.n + 1 > tritonjit::detail::kMaxWords) return false;
+    if (key.n + 2 > tritonjit::detail::kMaxWords) return false;
     key.push(16 | static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())))
                       << 8);
+    if (tf32_keyed_) key.push(17 | static_cast<uint64_t>(at::globalContext().allowTF32CuBLAS()) << 8);
     if (factory) return dev.fixed.has_value();
     return dev.arg >= 0;
   }
@@ -840,6 +843,7 @@ class OpKernel final : public c10::OperatorKernel {
   std::shared_ptr<PlanCache> cache_;
   bool redispatch_ = false;
   bool value_keyed_ = false;
+  bool tf32_keyed_ = false;
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
 };
 
@@ -1198,13 +1202,19 @@ c10::OperatorHandle schema_of(const char* ns, const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(op.name.c_str(), op.overload_name.c_str());
 }
 
-// _plan.value_keyed(planner): the planner's plans may bake in the values of Scalar arguments
-bool value_keyed_of(PyObject* planner) {
-  if (planner == Py_None || !PyObject_HasAttrString(planner, "value_keyed_scalars")) return false;
-  Ref flag(checked(PyObject_GetAttrString(planner, "value_keyed_scalars")));
+// A planner's truthy attribute ``name`` (false where it has none).
+bool marked(PyObject* planner, const char* name) {
+  if (planner == Py_None || !PyObject_HasAttrString(planner, name)) return false;
+  Ref flag(checked(PyObject_GetAttrString(planner, name)));
   const int t = PyObject_IsTrue(flag.p);
   if (t < 0) rethrow_python();
   return t == 1;
+}
+
+// OpKernel's keying bits: _plan.value_keyed(planner) (its plans may bake in the values of
+// Scalar arguments), _plan.tf32_keyed(planner) (they bake in torch's allow_tf32 flag)
+unsigned keying_of(PyObject* planner) {
+  return (marked(planner, "value_keyed_scalars") ? 1u : 0u) | (marked(planner, "tf32_keyed") ? 2u : 0u);
 }
 
 c10::DeviceType device_type_of(const char* device) {
@@ -1255,7 +1265,7 @@ PyObject* py_direct(PyObject*, PyObject* args) {
       ov.args.push_back(std::move(a));
     }
     ov.kernel = std::make_unique<OpKernel>(schema, planner == Py_None ? nullptr : planner, fallback, false,
-                                           device_type, value_keyed_of(planner));
+                                           device_type, keying_of(planner));
     overloads->push_back(std::move(ov));
   }
   auto* d = PyObject_New(DirectOp, &DirectOpType);
@@ -1289,10 +1299,10 @@ PyObject* py_register(PyObject*, PyObject* args) {
     PyObject *planner, *impl;
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast.p, i), "sOO", &name, &planner, &impl)) return nullptr;
     const auto handle = schema_of(ns, name);
-    const bool value_keyed = value_keyed_of(planner);
+    const unsigned keying = keying_of(planner);
     lib->impl(name, torch::CppFunction::makeFromBoxedFunctor(
                         std::make_unique<OpKernel>(handle.schema(), planner == Py_None ? nullptr : planner, impl,
-                                                   redispatch != 0, device_type, value_keyed)));
+                                                   redispatch != 0, device_type, keying)));
   }
   return PyCapsule_New(lib.release(), "tritonjit_ops.library", free_library);
   END_HANDLE_TH_ERRORS

@@ -43,7 +43,7 @@ from ._layout import dense
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
-           "run", "serves_writes", "value_keyed"]
+           "run", "serves_writes", "tf32_keyed", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -167,6 +167,15 @@ def value_keyed(planner: Any) -> Any:
     """Mark ``planner``'s Scalar arguments as keyed by value on the C++ path (see the module
     docstring): its plans may bake their values in. Returns ``planner``."""
     planner.value_keyed_scalars = True
+    return planner
+
+
+def tf32_keyed(planner: Any) -> Any:
+    """Mark ``planner``'s plans as baking in torch's allow_tf32 flag for matmuls
+    (``torch.backends.cuda.matmul.allow_tf32``: an fp32 mm's input precision): the C++ path's
+    key holds the flag, so a plan made before the flag changed does not serve after. Returns
+    ``planner``."""
+    planner.tf32_keyed = True
     return planner
 
 

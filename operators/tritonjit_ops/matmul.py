@@ -916,6 +916,7 @@ def _mm_ok(a: Any, b: Any, rank: int) -> bool:
             and a.dtype == b.dtype and a.dtype in _DTYPES and a.device == b.device)
 
 
+@P.tf32_keyed
 def plan_mm(a: Any, b: Any) -> P.Plan | None:
     if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0]:
         return None
@@ -923,6 +924,7 @@ def plan_mm(a: Any, b: Any) -> P.Plan | None:
                         ("mm", a, b))
 
 
+@P.tf32_keyed
 def plan_bmm(a: Any, b: Any) -> P.Plan | None:
     if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         return None
@@ -930,6 +932,7 @@ def plan_bmm(a: Any, b: Any) -> P.Plan | None:
                         ("bmm", a, b))
 
 
+@P.tf32_keyed
 def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
     """addmm: beta and alpha are passed at run time; the key says whether beta is 0 (the bias
     is ignored, NaN too) and alpha 1 (no scaling)."""

@@ -285,3 +285,23 @@ def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
         close(gt, w, rtol=1e-5, atol=1e-5)
     with pytest.raises(RuntimeError, match="C\\+\\+ operator path only"):
         _plan.run(_plan.aten_plan(), [a, b])
+
+
+def test_an_fp32_mm_plan_follows_allow_tf32(native):
+    """An fp32 mm's plan bakes in the input precision that torch.backends.cuda.matmul.allow_tf32
+    selects (tf32 or ieee): the C++ key holds the flag (_plan.tf32_keyed), so a plan made before
+    the flag changed does not serve after it; a 16-bit mm's key holds it too, harmlessly."""
+    a, b = torch.randn(16, 32), torch.randn(32, 8)
+    flag = torch.backends.cuda.matmul.allow_tf32
+    try:
+        made = []
+        for allow in (False, True, False, True):
+            torch.backends.cuda.matmul.allow_tf32 = allow
+            before = native.stats()
+            got = torch.mm(a, b)
+            made.append(stats_delta(before, native.stats())["plans_made"])
+            close(got, a @ b)
+        assert made[:2] == [1, 1] or made[:2] == [0, 1], made  # the first may exist from another test
+        assert made[2:] == [0, 0], made  # each flag's plan made once, then found
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = flag
