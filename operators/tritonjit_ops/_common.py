@@ -31,6 +31,7 @@ __all__ = [
     "assert_options",
     "opmath",
     "fp32_exact",
+    "deterministic",
 ]
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -43,6 +44,13 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     float64 for float64, float32 for the rest. Kernels pick the same in Triton with
     ``ACC: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32``."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def deterministic() -> bool:
+    """Whether ``torch.use_deterministic_algorithms(True)`` is on. The ops that write through an
+    index (sums by atomics, or a last writer that varies) then hand their calls to aten, which
+    runs a deterministic algorithm for them or raises, as in eager."""
+    return torch.are_deterministic_algorithms_enabled()
 
 
 def fp32_exact(v: float) -> bool:

@@ -660,10 +660,11 @@ class OpKernel final : public c10::OperatorKernel {
       }
     }
     // the default dtype: a factory's dtype=None means it, and an op's result type may (int
-    // tensor / int, int tensor * float: float32, or float64 after torch.set_default_dtype)
+    // tensor / int, int tensor * float: float32, or float64 after torch.set_default_dtype);
+    // deterministic mode: the ops that write through an index plan aten's kernel then
     if (key.n + 2 > tritonjit::detail::kMaxWords) return false;
     key.push(16 | static_cast<uint64_t>(static_cast<uint8_t>(c10::typeMetaToScalarType(c10::get_default_dtype())))
-                      << 8);
+                      << 8 | static_cast<uint64_t>(at::globalContext().deterministicAlgorithms()) << 16);
     if (tf32_keyed_) key.push(17 | static_cast<uint64_t>(at::globalContext().allowTF32CuBLAS()) << 8);
     if (factory) return dev.fixed.has_value();
     return dev.arg >= 0;

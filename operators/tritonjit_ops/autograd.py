@@ -105,7 +105,7 @@ BACKWARD_OPS: list[tuple[str, str, Callable, Callable]] = [
      lambda g, lg, t, ignore_index=-100, reduction="mean": torch.empty_like(lg, memory_format=torch.contiguous_format)),
     ("embedding_backward", "(Tensor grad, Tensor indices, int num_weights, int padding_idx=-1, "
                            "bool scale_grad_by_freq=False) -> Tensor",
-     indexing_backward.embedding_dense_backward,
+     indexing_backward.embedding_backward,
      lambda g, i, nw, padding_idx=-1, scale_grad_by_freq=False: g.new_empty((nw, g.shape[-1]))),
 ]
 

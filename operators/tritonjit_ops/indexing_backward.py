@@ -18,8 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, assert_options, cdiv, host_check_allowed, jit, next_pow2
-from ._plan import Buffer, In, Out, Plan, Tmp, launch, run
+from ._common import FLOAT_DTYPES, assert_options, cdiv, deterministic, host_check_allowed, jit, next_pow2
+from ._plan import Buffer, In, Out, Plan, Tmp, aten_plan, launch, run
 
 Tensor = torch.Tensor
 
@@ -152,7 +152,10 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
 def plan_embedding_dense_backward(grad: Any, indices: Any, num_weights: int, padding_idx: int,
                                   scale_grad_by_freq: bool) -> Plan | None:
     """aten.embedding_dense_backward on an accelerator (CPU indices are checked on the host,
-    and scale_grad_by_freq needs the counts: both take the Python implementation)."""
+    and scale_grad_by_freq needs the counts: both take the Python implementation). Deterministic
+    mode: aten's kernel (this one sums by atomics)."""
+    if deterministic():
+        return aten_plan()
     if scale_grad_by_freq or not isinstance(indices, Tensor) or host_check_allowed(indices):
         return None
     return _plan(grad, indices, num_weights, padding_idx, False, True)
@@ -160,7 +163,11 @@ def plan_embedding_dense_backward(grad: Any, indices: Any, num_weights: int, pad
 
 def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int = -1,
                              scale_grad_by_freq: bool = False) -> Tensor:
-    """The [num_weights, D] gradient of embedding's weight for the output gradient ``grad``."""
+    """The [num_weights, D] gradient of embedding's weight for the output gradient ``grad``
+    (aten.embedding_dense_backward under enable(); deterministic mode: refused, aten's kernel)."""
+    if deterministic():
+        raise NotImplementedError("tritonjit embedding_dense_backward: torch.use_deterministic_algorithms(True) "
+                                  "(its kernel sums by atomics); aten's kernel serves this call")
     if not isinstance(indices, Tensor) or indices.dtype not in (torch.int32, torch.int64):
         raise TypeError("tritonjit embedding_dense_backward: indices must be an int32/int64 Tensor")
     check = not host_check_allowed(indices)
@@ -177,6 +184,16 @@ def embedding_dense_backward(grad: Tensor, indices: Tensor, num_weights: int, pa
                                   f"{list(indices.shape)}")
     counts = torch.bincount(indices.reshape(-1), minlength=num_weights) if scale_grad_by_freq else indices
     return run(p, (grad, indices, num_weights, padding_idx, counts))
+
+
+def embedding_backward(grad: Tensor, indices: Tensor, num_weights: int, padding_idx: int = -1,
+                       scale_grad_by_freq: bool = False) -> Tensor:
+    """tritonjit::embedding_backward, the direct entry's gradient: :func:`embedding_dense_backward`,
+    or in deterministic mode aten's operator (aten's deterministic kernel, also under enable(),
+    whose implementation refuses the call then)."""
+    if deterministic():
+        return torch.ops.aten.embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+    return embedding_dense_backward(grad, indices, num_weights, padding_idx, scale_grad_by_freq)
 
 
 PLANNERS: dict[str, Any] = {"embedding_dense_backward": plan_embedding_dense_backward}

@@ -14,6 +14,7 @@ last bits, in an order that varies from run to run, as aten's CUDA kernels do.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -21,10 +22,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import DEVICE_ASSERT, cdiv, host_check_allowed, jit, next_pow2, unravel4
+from ._common import DEVICE_ASSERT, cdiv, deterministic, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import flat_stride
-from ._plan import Buffer, In, InItem, Launch, Out, Plan, execute, launch, run, serves_writes
+from ._plan import Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
@@ -207,7 +208,9 @@ def plan_index_put_(x: Any, indices: Any, values: Any, accumulate: bool = False)
     """``x[idx] = values`` (``x[idx] += values`` with accumulate) on a device, one 1-D integer
     index over the leading dim: written into x in its own strides, the index range asserted by the
     kernel. An exclusive in-place plan: a call whose index or values share x's memory goes to the
-    implementation (aten's overlap rules)."""
+    implementation (aten's overlap rules). Deterministic mode: aten's kernel."""
+    if deterministic():
+        return aten_plan()
     try:
         index, space, v = _put_space("index_put_", x, indices, values, accumulate)
     except NotImplementedError:
@@ -343,4 +346,19 @@ ATEN: dict[str, Callable] = {
     "index_copy": _index_add("index_copy", False, copy=True), "index_copy_": _index_add("index_copy_", True, copy=True),
     "index_put": _index_put("index_put", False), "index_put_": _index_put("index_put_", True),
 }
+
+
+def _unless_deterministic(op: str, fn: Callable) -> Callable:
+    """``fn`` refusing every call in deterministic mode (aten's kernel serves it): its writes sum
+    by atomics or let the last of several writers to one place win, in an order that varies."""
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if deterministic():
+            raise _refuse(op, "torch.use_deterministic_algorithms(True) (aten's deterministic algorithm)")
+        return fn(*args, **kwargs)
+
+    return call
+
+
+ATEN = {n: f if n == "index.Tensor" else _unless_deterministic(n, f) for n, f in ATEN.items()}
 ATEN = with_aten_fallback(ATEN)

@@ -211,3 +211,46 @@ def test_gpu_index_put_inverse_permutation():
     got, d = routed(lambda: torch.empty_like(perm).index_put_([perm], ar), ["index_put_"])
     assert torch.equal(got, want)
     assert d["python_calls"] == 0 and d["plan_hits"] >= 1
+
+
+def test_deterministic_mode_hands_index_writes_to_aten():
+    """Under torch.use_deterministic_algorithms(True) the ops that write through an index (sums
+    by atomics, a last writer that varies) are aten's, as in eager: index_put_ with accumulate,
+    index_add_, scatter_add and embedding's backward, on enable()'s path and the direct entry's
+    gradient; x[idx] (a read) stays on tritonjit's kernels."""
+    from _util import native_ops_or_skip
+
+    native = native_ops_or_skip()
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 4, generator=g)
+    idx = torch.tensor([0, 2, 2, 5])
+    v = torch.randn(4, 4, generator=g)
+    w = torch.randn(6, 3, generator=g, requires_grad=True)
+    calls = {
+        "index_put_": lambda: x.clone().index_put_((idx,), v, accumulate=True),
+        "index_add_": lambda: x.clone().index_add_(0, idx, v),
+        "scatter_add": lambda: x.scatter_add(0, idx[:, None].expand(4, 4), v),
+        "embedding_dense_backward": lambda: torch.autograd.grad(F.embedding(idx, w).sum(), w)[0],
+    }
+    refs = {n: fn() for n, fn in calls.items()}
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        with T.enable(include=["index_put_", "index_add_", "scatter_add", "embedding", "embedding_dense_backward",
+                               "index.Tensor"], wait_native=True):
+            for name, fn in calls.items():
+                s0 = native.stats()
+                got = fn()
+                d = stats_delta(s0, native.stats())
+                assert torch.equal(got, refs[name]), name
+                assert d["aten_calls"] >= 1, (name, d)  # the write through the index: aten's kernel
+            s0 = native.stats()
+            assert torch.equal(x[idx], x.index_select(0, idx))
+            assert stats_delta(s0, native.stats())["aten_calls"] == 0  # the read: tritonjit's kernel
+        # the direct entry's gradient (tritonjit::embedding_backward): aten's kernel, same values
+        wd = w.detach().clone().requires_grad_()
+        (gd,) = torch.autograd.grad(T.embedding(wd, idx).sum(), wd)
+        assert torch.equal(gd, refs["embedding_dense_backward"])
+    finally:
+        torch.use_deterministic_algorithms(before)
