@@ -329,7 +329,6 @@ _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusa
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
 
 
-
 def _has_float64(values: Iterable[Any]) -> bool:
     """A float64 tensor (in a list too) or a float64 dtype argument (factories) among ``values``."""
     for v in values:
