@@ -174,18 +174,17 @@ def adamw_step(params: Sequence[Tensor], grads: Sequence[Tensor], exp_avgs: Sequ
         raise ValueError(f"tritonjit.adamw_step: lists of lengths {[len(ts) for ts in lists]}; expected equal")
     if not params:
         return
-    wide = [i for i, p in enumerate(params) if p.dtype == torch.float64]
-    if wide:
+    wide = [p.dtype == torch.float64 for p in params]
+    if any(wide):
         # float64 in float64, as aten's fused kernel does: the Triton kernel computes in fp32 and takes
         # the hyperparameters as fp32 scalars (0.999 is 1 + 1.3e-8 there), so these go through torch ops
-        sub = [[ts[i] for i in wide] for ts in lists]
-        _torch_fused_adamw(sub[0], sub[1], sub[2], sub[3], [], sub[4], lr, beta1, beta2, weight_decay, eps,
-                           False, maximize, None, None)
-        if len(wide) == len(params):
-            return
-        narrow = [i for i in range(len(params)) if i not in set(wide)]
-        params, grads, exp_avgs, exp_avg_sqs, state_steps = ([ts[i] for i in narrow] for ts in lists)
+        p64, g64, m64, v64, s64 = ([t for t, w in zip(ts, wide) if w] for ts in lists)
+        _torch_fused_adamw(p64, g64, m64, v64, [], s64, lr, beta1, beta2, weight_decay, eps, False, maximize,
+                           None, None)
+        params, grads, exp_avgs, exp_avg_sqs, state_steps = ([t for t, w in zip(ts, wide) if not w] for ts in lists)
         lists = (params, grads, exp_avgs, exp_avg_sqs, state_steps)
+        if not params:
+            return
     on_device = params[0].device.type != "cpu"
     if isinstance(lr, Tensor) and on_device and lr.device.type == "cpu" and lr.numel() == 1:
         lr = float(lr)  # a CPU scalar for device tensors: its value, read without waiting for the device
@@ -248,8 +247,8 @@ def _torch_fused_adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list
         if maximize:
             g = -g
         step = state_steps[i].to(acc)
-        p32 = p.to(acc)
-        p32 = p32 - lr * weight_decay * p32
+        pa = p.to(acc)
+        pa = pa - lr * weight_decay * pa
         m = beta1 * exp_avgs[i].to(acc) + (1 - beta1) * g
         v = beta2 * exp_avg_sqs[i].to(acc) + (1 - beta2) * g * g
         if amsgrad:
@@ -257,8 +256,8 @@ def _torch_fused_adamw(params: list[Tensor], grads: list[Tensor], exp_avgs: list
         bc1 = 1 - torch.pow(beta1, step)
         bc2 = 1 - torch.pow(beta2, step)
         denom = (v_max if amsgrad else v).sqrt() / bc2.sqrt() + eps
-        p32 = p32 - (lr / bc1) * m / denom
-        pairs = [(p, p32), (exp_avgs[i], m), (exp_avg_sqs[i], v)] + ([(max_exp_avg_sqs[i], v_max)] if amsgrad else [])
+        pa = pa - (lr / bc1) * m / denom
+        pairs = [(p, pa), (exp_avgs[i], m), (exp_avg_sqs[i], v)] + ([(max_exp_avg_sqs[i], v_max)] if amsgrad else [])
         for dst, new in pairs:
             dst.copy_(new if found_inf is None else torch.where(found_inf == 0, new, dst.to(acc)))
 
