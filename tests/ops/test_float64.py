@@ -248,16 +248,19 @@ def test_float64_with_an_inexact_float_scalar_goes_to_aten():
         assert d["aten_calls"] == aten, d
 
 
-def test_plans_follow_the_default_dtype():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_plans_follow_the_default_dtype(device):
     """A result type that depends on the default dtype (an int tensor times a float, an int
     division, a factory) follows torch.set_default_dtype: the C++ path's plan key holds the
     default dtype (a plan made under float32 once served the same call after the switch to
     float64, with a float32 result)."""
     from _util import native_ops_or_skip
 
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
     native_ops_or_skip()
-    x = torch.arange(5)
-    calls = (lambda: x * 0.5, lambda: x / 3, lambda: torch.arange(0, 1, 0.25))
+    x = torch.arange(5, device=device)
+    calls = (lambda: x * 0.5, lambda: x / 3, lambda: torch.arange(0, 1, 0.25, device=device))
     before = torch.get_default_dtype()
     try:
         for dtype in (torch.float32, torch.float64, torch.float32):

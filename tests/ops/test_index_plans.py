@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import close, native_ops_enabled, needs_cxx, routed, stats_delta
+from _util import close, native_ops_enabled, native_ops_or_skip, needs_cxx, routed, stats_delta
 from tritonjit_ops import _common, scatter
 
 pytestmark = needs_cxx
@@ -201,6 +201,35 @@ def test_index_put_out_of_range_is_asserted_by_the_kernel(native, device_rules):
 
 
 @pytest.mark.gpu
+def test_gpu_deterministic_mode_index_writes_repeat_bitwise():
+    """On the GPU, where tritonjit's kernels sum by atomics in a varying order: under
+    torch.use_deterministic_algorithms(True) the accumulating writes through an index, with
+    400 writes to each row, give eager's deterministic result bit for bit, call after call."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.zeros(50, 64, device="cuda")
+    idx = torch.randint(0, 50, (20000,), device="cuda", generator=g)
+    v = torch.randn(20000, 64, device="cuda", generator=g)
+    calls = {
+        "index_add_": lambda: x.clone().index_add_(0, idx, v),
+        "index_put_": lambda: x.clone().index_put_((idx,), v, accumulate=True),
+        "scatter_add": lambda: x.scatter_add(0, idx[:, None].expand(-1, 64), v),
+    }
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(True)
+        want = {n: fn() for n, fn in calls.items()}
+        with T.enable(include=["index_put_", "index_add_", "scatter_add"], wait_native=True):
+            for _ in range(3):
+                for name, fn in calls.items():
+                    assert torch.equal(fn(), want[name]), name
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.gpu
 def test_gpu_index_put_inverse_permutation():
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
@@ -218,7 +247,6 @@ def test_deterministic_mode_hands_index_writes_to_aten():
     by atomics, a last writer that varies) are aten's, as in eager: index_put_ with accumulate,
     index_add_, scatter_add and embedding's backward, on enable()'s path and the direct entry's
     gradient; x[idx] (a read) stays on tritonjit's kernels."""
-    from _util import native_ops_or_skip
 
     native = native_ops_or_skip()
     F = torch.nn.functional
