@@ -22,12 +22,14 @@ Tensor = torch.Tensor
 
 @triton.jit
 def _norm_kernel(
-    x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps, CPG, HW, G,
+    x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps: tl.float64, CPG, HW, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RES: tl.constexpr,
     GROUP: tl.constexpr, STATS: tl.constexpr, ONE_PASS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
+    # eps is an fp64 parameter (a Python float would be passed as fp32), read in the math type
+    # by tl.full: the compiler's value is an fp64 scalar, the interpreter's a Python float
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
     base = rows.to(tl.int64)[:, None] * N
@@ -46,7 +48,7 @@ def _norm_kernel(
             mean = tl.sum(v, 1) / N
             d = tl.where(m, v - mean[:, None], 0.0)
             var = tl.sum(d * d, 1) / N
-        rstd = 1.0 / tl.sqrt(var + eps)
+        rstd = 1.0 / tl.sqrt(var + tl.full([], eps, ACC))
         y = (v - mean[:, None]) * rstd[:, None]
         if GROUP:
             ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
@@ -85,7 +87,7 @@ def _norm_kernel(
                 d = tl.where(m, v - mean[:, None], 0.0)
                 acc += d * d
             var = tl.sum(acc, 1) / N
-        rstd = 1.0 / tl.sqrt(var + eps)
+        rstd = 1.0 / tl.sqrt(var + tl.full([], eps, ACC))
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = rmask[:, None] & (cols < N)[None, :]

@@ -22,7 +22,7 @@ Tensor = torch.Tensor
 
 @triton.jit
 def _norm_bwd_rows_kernel(
-    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G,
+    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps: tl.float64, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
     HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
@@ -53,12 +53,12 @@ def _norm_bwd_rows_kernel(
                 xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
         else:
             if RMS:
-                rstd = 1.0 / tl.sqrt(tl.sum(xv * xv, 1) / N + eps)
+                rstd = 1.0 / tl.sqrt(tl.sum(xv * xv, 1) / N + tl.full([], eps, ACC))
                 xhat = tl.where(m, xv * rstd[:, None], 0.0)
             else:
                 mu = tl.sum(xv, 1) / N
                 d = tl.where(m, xv - mu[:, None], 0.0)
-                rstd = 1.0 / tl.sqrt(tl.sum(d * d, 1) / N + eps)
+                rstd = 1.0 / tl.sqrt(tl.sum(d * d, 1) / N + tl.full([], eps, ACC))
                 xhat = d * rstd[:, None]
         if HAS_W:
             wg = g * wv[None, :]
@@ -85,7 +85,7 @@ def _norm_bwd_rows_kernel(
 
 @triton.jit
 def _norm_bwd_wide_kernel(
-    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, ROWS, G,
+    dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps: tl.float64, ROWS, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
     HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
@@ -128,7 +128,7 @@ def _norm_bwd_wide_kernel(
                     d = tl.where(m, xv - mu, 0.0)
                     acc += d * d
                 var = tl.sum(acc, 0) / N
-            rstd = 1.0 / tl.sqrt(var + eps)
+            rstd = 1.0 / tl.sqrt(var + tl.full([], eps, ACC))
         a1 = tl.zeros([BLOCK_N], ACC)
         a2 = tl.zeros([BLOCK_N], ACC)
         for c0 in range(0, N, BLOCK_N):

@@ -224,7 +224,7 @@ def test_float64_variants_cross_compile_for_sm90():
     for mod in (importlib.import_module(f"tritonjit_ops.{n}") for n in names):
         for obj in vars(mod).values():
             if isinstance(obj, tritonjit.KernelFunction):
-                for sig in sorted({v.signature for v in obj.variants() if "fp64" in v.signature}):
+                for sig in sorted({v.signature for v in obj.variants() if "*fp64" in v.signature}):
                     ptx = obj.compile(sig, target="cuda:90").asm["ptx"]
                     assert ".f64" in ptx, (obj.name, sig)
                     compiled.append(obj.name)
@@ -232,6 +232,70 @@ def test_float64_variants_cross_compile_for_sm90():
                 "_ce_rows_kernel", "_ce_reduce_kernel", "_ce_bwd_kernel", "_silu_mul_kernel", "_silu_mul_bwd_kernel",
                 "_rotary_kernel", "_nll_kernel", "_nll_backward_kernel", "_act_bwd_kernel"}
     assert expected <= set(compiled), sorted(expected - set(compiled))
+
+
+def _eps_cases(dev: str) -> dict:
+    """Rows of near-zero variance, where eps decides rstd, and an eps float32 does not hold."""
+    g = torch.Generator().manual_seed(4)
+    eps = 1e-10
+    x = (1e-7 * torch.randn(4, 33, dtype=torch.float64, generator=g)).to(dev)  # variance ~1e-14
+    s = (1e-6 * torch.randn(4, 33, dtype=torch.float64, generator=g)).to(dev)  # mean square ~1e-12
+    r = (1e-6 * torch.randn(4, 33, dtype=torch.float64, generator=g)).to(dev)
+    w = torch.randn(33, dtype=torch.float64, generator=g).to(dev)
+    ops = torch.ops.tritonjit
+    return {
+        "layer_norm": (lambda a, c: T.layer_norm(a, (33,), c, None, eps),
+                       lambda a, c: F.layer_norm(a, (33,), c, None, eps), [x, w]),
+        "rms_norm": (lambda a, c: T.rms_norm(a, (33,), c, eps), lambda a, c: F.rms_norm(a, (33,), c, eps), [s, w]),
+        "group_norm": (lambda a: T.group_norm(a.view(4, 3, 11), 3, eps=eps),
+                       lambda a: F.group_norm(a.view(4, 3, 11), 3, eps=eps), [x]),
+        "fused_add_rms_norm": (lambda a, d: torch.cat(T.fused_add_rms_norm(a, d, None, eps)),
+                               lambda a, d: torch.cat([F.rms_norm(a + d, (33,), None, eps), a + d]), [s, r]),
+        "ops.layer_norm": (lambda a, c: ops.layer_norm(a, [33], c, None, eps),
+                           lambda a, c: F.layer_norm(a, (33,), c, None, eps), [x, w]),
+        "ops.rms_norm": (lambda a, c: ops.rms_norm(a, [33], c, eps), lambda a, c: F.rms_norm(a, (33,), c, eps),
+                         [s, w]),
+    }
+
+
+@pytest.mark.parametrize("dev", ["cpu", GPU])
+def test_norm_eps_reaches_float64_kernels_as_float64(dev):
+    """A norm's eps is a float64 kernel parameter (annotated tl.float64: Triton passes a Python
+    float as float32), read in the math type: on rows where eps decides rstd, an eps of 1e-10
+    gives aten's float64 results and gradients (float32's 1e-10 is 3e-8 off: errors of 1e-10
+    here). On the CPU the interpreter keeps Python floats as doubles: the GPU variant is the one
+    that held the defect."""
+    from tritonjit_ops import _native_ops
+
+    _native_ops.module(wait=True)
+    bad = []
+    for name, (fn, ref_fn, inputs) in _eps_cases(dev).items():
+        bad += _compare(name, _run(ref_fn, inputs, False), _run(fn, inputs, False))
+    assert bad == []
+
+
+def test_norm_eps_parameter_is_float64_and_fp32_math_stays_fp32():
+    """The norm kernels' eps parameter is fp64 in every variant's signature, and an fp32
+    variant converts it to fp32 where it reads it: its code for sm_90 has no float64
+    arithmetic (eps added in fp64 would carry rstd and the output through float64)."""
+    import re
+
+    from tritonjit_ops import norm, norm_backward
+
+    x = torch.randn(4, 33, requires_grad=True)
+    F.layer_norm(T.layer_norm(x, (33,), None, None, 1e-5), (33,)).sum()  # forward variants
+    T.rms_norm(x, (33,), None, 1e-6).sum().backward()  # and a backward's
+    seen = 0
+    for k in (norm._norm, norm_backward._norm_bwd_rows):
+        for v in k.variants():
+            params = v.signature.split(",")
+            assert "fp64" in params, (k.name, v.signature)
+            if v.signature.startswith("*fp32"):
+                ptx = k.compile(v.signature, target="cuda:90").asm["ptx"]
+                arith = re.findall(r"\b(?:add|sub|mul|div|fma|sqrt|rsqrt)\.\S*f64", ptx)
+                assert arith == [], (k.name, v.signature, arith[:5])
+                seen += 1
+    assert seen >= 2
 
 
 def test_float64_with_an_inexact_float_scalar_goes_to_aten():
