@@ -149,6 +149,37 @@ def _reduce_kernel(
 _reduce = jit(_reduce_kernel)
 
 _SPLIT_MIN_R = 1 << 16  # split the reduced range across programs past this size
+_FEW_PROGRAMS = 256  # below this many programs, a reduced axis of _SPLIT_MIN_TILES tiles or more is split
+_SPLIT_MIN_TILES = 4
+
+
+def _memory_view(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int] | None:
+    """(x's dims in memory order, O, R, K) where x is dense in another order than its own
+    (channels_last, a transposed matrix) and, in memory order, the reduced dims are one block
+    and the kept dims keep their order: the kernel then reads x's memory in place, no copy
+    (a conv's bias gradient: the sum over (N, H, W) of a channels_last (N, C, H, W) is a
+    column sum of an (N*H*W, C) matrix). None otherwise. Size-1 dims may sit anywhere."""
+    if not dims:
+        return None
+    strides = x.stride()
+    order = sorted(range(x.dim()), key=lambda d: (-strides[d], d))
+    xp = x.permute(order)
+    if not xp.is_contiguous():
+        return None
+    live = [d for d in order if x.shape[d] != 1]
+    red = [i for i, d in enumerate(live) if d in dims]
+    kept = [d for d in live if d not in dims]
+    if not red or red != list(range(red[0], red[0] + len(red))) or kept != sorted(kept):
+        return None
+    o = r = k = 1
+    for i, d in enumerate(live):
+        if i < red[0]:
+            o *= x.shape[d]
+        elif i <= red[-1]:
+            r *= x.shape[d]
+        else:
+            k *= x.shape[d]
+    return xp, o, r, k
 
 
 def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
@@ -156,8 +187,12 @@ def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
     nd = x.dim()
     if nd == 0:
         return x.reshape(1), 1, 1, 1
-    block = dims == tuple(range(dims[0], dims[0] + len(dims))) if dims else True
-    if not block:
+    is_block = dims == tuple(range(dims[0], dims[0] + len(dims))) if dims else True
+    if not (is_block and x.is_contiguous()):
+        mv = _memory_view(x, dims)
+        if mv is not None:
+            return mv
+    if not is_block:
         kept = [d for d in range(nd) if d not in dims]
         x = x.permute(*kept, *dims)
         dims = tuple(range(len(kept), nd))
@@ -209,6 +244,11 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     split = 1
     if r >= _SPLIT_MIN_R and o * nk < 64:
         split = min(cdiv(r, block_r * 8), 1024)
+    if o * nk < _FEW_PROGRAMS and r >= _SPLIT_MIN_TILES * block_r:
+        # few programs for a long reduced axis (a bias gradient: a column sum of (12544, 96)
+        # was 2 programs looping over all rows, 2.8x aten's time on the H200): split it so
+        # that about _FEW_PROGRAMS programs share it, each _SPLIT_MIN_TILES tiles or more
+        split = max(split, min(cdiv(r, _SPLIT_MIN_TILES * block_r), cdiv(_FEW_PROGRAMS, o * nk)))
     tile = block_k * block_r
     warps = (16 if tile >= 8192 else 8 if tile >= 4096 else 4) if on_gpu else 4
     is_arg = op in ("argmax", "argmin")
@@ -414,7 +454,12 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
         dims = tuple(range(x.dim()))
     else:
         dims = normalize_dims(op, dim, x.dim())
-    if dims != tuple(range(dims[0], dims[0] + len(dims))):
+    # a dense layout in another order (channels_last) whose reduced dims are one block in
+    # memory: read in place (the key holds the strides); otherwise one block of dims of a
+    # contiguous copy
+    is_block = dims == tuple(range(dims[0], dims[0] + len(dims)))
+    mv = None if (is_block and x.is_contiguous()) or x.numel() == 0 else _memory_view(x, dims)
+    if mv is None and not is_block:
         return None  # not one block of dims: the Python implementation permutes and copies
     r = 1
     for d in dims:
@@ -425,14 +470,17 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     n_out = 1
     for s in out[0].shape:
         n_out *= s
-    contiguous = () if x.is_contiguous() else (0,)
+    contiguous = () if x.is_contiguous() or mv is not None else (0,)
     if n_out == 0:
         return Plan(out, (), contiguous=contiguous)
-    o = k = 1
-    for s in x.shape[: dims[0]]:
-        o *= s
-    for s in x.shape[dims[-1] + 1:]:
-        k *= s
+    if mv is not None:
+        _, o, r, k = mv
+    else:
+        o = k = 1
+        for s in x.shape[: dims[0]]:
+            o *= s
+        for s in x.shape[dims[-1] + 1:]:
+            k *= s
     temps = _Temps()
     launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)

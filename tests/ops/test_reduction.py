@@ -148,3 +148,89 @@ def test_gpu_short_middle_dim(dtype):
     x = torch.randn(8192, 2, 1024, device="cuda", dtype=dtype)
     close(T.sum(x, [1]), torch.sum(x, [1]), dtype, rtol=2e-2, atol=2e-2)
     close(T.mean(x, [1], keepdim=True), torch.mean(x, [1], keepdim=True), dtype, rtol=2e-2, atol=2e-2)
+
+
+# ---- dense layouts in another order, and few programs over a long reduced axis --------------------
+def _layouts():
+    g = torch.Generator().manual_seed(7)
+    base = torch.randn(3, 5, 4, 6, generator=g)
+    cl = base.contiguous(memory_format=torch.channels_last)  # (N, C, H, W) stored as (N, H, W, C)
+    m = torch.randn(40, 9, generator=g)
+    p = torch.randn(4, 5, 6, generator=g).permute(1, 0, 2)  # kept dims out of their order in memory
+    return {
+        "channels_last bias grad (0, 2, 3)": (cl, (0, 2, 3)),
+        "channels_last over C": (cl, (1,)),
+        "channels_last over (2, 3)": (cl, (2, 3)),
+        "transposed matrix over 0": (m.t(), (0,)),
+        "transposed matrix over 1": (m.t(), (1,)),
+        "permuted, kept dims swapped in memory": (p, (2,)),
+        "channels_last with one channel": (torch.randn(3, 1, 4, 6, generator=g)
+                                           .contiguous(memory_format=torch.channels_last), (0, 2, 3)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_layouts()))
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_dense_layouts_in_another_order(case, keepdim):
+    """A channels_last or transposed input reduces over its memory (no copy) where the
+    reduced dims are one block in memory order and the kept ones keep their order (a conv's
+    bias gradient), and through a copy otherwise: every case matches torch, directly and on
+    the C++ path, where the plan reads the input in place."""
+    from _util import native_ops_or_skip, routed
+    from tritonjit_ops import reduction
+
+    x, dims = _layouts()[case]
+    for op in ("sum", "mean", "amax"):
+        close(getattr(T, op)(x, list(dims), keepdim), _ref(op, x, list(dims), keepdim), rtol=1e-5, atol=1e-5)
+    in_place = reduction._memory_view(x, dims) is not None
+    plan = reduction.plan_reduce("sum", x, list(dims), keepdim)
+    if in_place:
+        assert plan is not None and plan.contiguous == (), case  # no copy of the input
+    native_ops_or_skip()
+    got, d = routed(lambda: torch.sum(x, list(dims), keepdim), ["sum.dim_IntList"])
+    close(got, _ref("sum", x, list(dims), keepdim), rtol=1e-5, atol=1e-5)
+    if in_place:
+        assert d["python_calls"] == 0 and d["plan_hits"] == 1, d
+
+
+def test_memory_view_refuses_what_it_cannot_read_in_place():
+    from tritonjit_ops import reduction
+
+    cl = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert reduction._memory_view(cl, (0, 2, 3))[1:] == (1, 40, 3)  # (N*H*W, C): a column sum
+    assert reduction._memory_view(cl, (1,))[1:] == (40, 3, 1)
+    assert reduction._memory_view(cl, (0, 1)) is None  # N and C are not one block in memory
+    assert reduction._memory_view(torch.randn(4, 5, 6).permute(1, 0, 2), (2,)) is None  # kept (1, 0) in memory
+    assert reduction._memory_view(torch.randn(8, 6)[:, ::2], (0,)) is None  # not dense
+
+
+@pytest.mark.parametrize("shape", [(12544, 96), (3000, 5), (300, 700)])
+def test_few_programs_over_a_long_reduced_axis_split(shape):
+    """A column sum of a tall matrix (a bias gradient) splits its rows over programs when its
+    columns give few of them (it was 2 programs over 12544 rows on a GPU), and sums right."""
+    from tritonjit_ops import reduction
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(*shape, generator=g)
+    plan = reduction.plan_reduce("sum", x, [0], True)
+    assert len(plan.launches) == 2, "split over the rows, then the partial sums reduced"
+    close(T.sum(x, 0), x.sum(0), rtol=1e-5, atol=1e-4)
+    close(T.mean(x, 0, keepdim=True), x.mean(0, keepdim=True), rtol=1e-5, atol=1e-5)
+    close(T.amax(x, 0), x.amax(0))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_bias_gradient_sums(dtype):
+    """ConvNeXt's bias gradients on the GPU: (4*56*56, 96) column sums and the channels_last
+    sum over (N, H, W), on the C++ path with no copy, against torch."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    col = torch.randn(12544, 96, device="cuda", generator=g).to(dtype)
+    cl = torch.randn(4, 96, 56, 56, device="cuda", generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    for fn in (lambda: col.sum(0, keepdim=True), lambda: cl.sum((0, 2, 3)), lambda: cl.mean((2, 3), keepdim=True)):
+        got, d = routed(fn, ["sum.dim_IntList", "mean.dim"])
+        close(got, fn(), dtype, rtol=2e-2, atol=2e-1)
+        assert d["python_calls"] == 0 and d["plan_hits"] >= 1, d
