@@ -871,6 +871,13 @@ ATEN_COMPARE_MIN_WORK = 1 << 30
 #: The H200 audit of T5's training step found fp32 attention bmms of 2^28 multiply-adds,
 #: below the 16-bit bound, at 2.4-5x cuBLAS's time (and others faster than it): measured now
 ATEN_COMPARE_MIN_WORK_FP32 = 1 << 24
+#: a long reduction into a small output (a weight gradient: (384, 12544) @ (12544, 96) in
+#: ConvNeXt's training step) is not launch-bound well below those bounds: few output tiles,
+#: each looping over all of K, ran at 1.3-1.6x cuBLAS's time (split-K) in the H200 audit.
+#: Problems of this many multiply-adds whose K is LONG_K_RATIO times their larger output dim
+#: are timed too
+ATEN_COMPARE_MIN_WORK_LONG_K = 1 << 26
+LONG_K_RATIO = 4
 #: aten's kernel is taken where tritonjit's takes longer than this multiple of its time. 1.0:
 #: the faster kernel serves each large call (it was 1.10, keeping close calls on tritonjit's
 #: kernel: up to 10% of a GPU-bound prefill's mm time lost for kernel coverage; the H200 showed
@@ -885,19 +892,27 @@ def _aten_mode() -> str:
     return mode if mode in ("auto", "never", "always") else "auto"
 
 
+def compare_bound(dtype: torch.dtype, m: int, n: int, k: int) -> int:
+    """The multiply-adds from which a planned (m, n, k) problem is timed against aten's kernel."""
+    bound = ATEN_COMPARE_MIN_WORK if dtype in (torch.float16, torch.bfloat16) else ATEN_COMPARE_MIN_WORK_FP32
+    if k >= LONG_K_RATIO * max(m, n):
+        bound = min(bound, ATEN_COMPARE_MIN_WORK_LONG_K)
+    return bound
+
+
 def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, k: int,
                     bsz: int, call: tuple) -> bool:
     """Whether a planned call goes to aten's own kernel instead: where it measured faster than
     tritonjit's plan by more than ATEN_MARGIN (once per call key, on the call's operands;
     ``call`` = (op, *arguments) as the call gave them: addmm's bias unexpanded, which is
     what lets cuBLASLt add it in its epilogue), for problems of ATEN_COMPARE_MIN_WORK (16-bit)
-    or ATEN_COMPARE_MIN_WORK_FP32 (fp32) or more on a device. The audit shows such calls as
+    or ATEN_COMPARE_MIN_WORK_FP32 (fp32) or more on a device, ATEN_COMPARE_MIN_WORK_LONG_K
+    where K is long (compare_bound). The audit shows such calls as
     not routed, aten measured faster (_matmul_plan notes them in _policy)."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
-    bound = ATEN_COMPARE_MIN_WORK if a.dtype in (torch.float16, torch.bfloat16) else ATEN_COMPARE_MIN_WORK_FP32
-    if a.device.type == "cpu" or bsz * m * n * k < bound or _capturing(a.device):
+    if a.device.type == "cpu" or bsz * m * n * k < compare_bound(a.dtype, m, n, k) or _capturing(a.device):
         return False
     from . import _native_ops
 

@@ -436,10 +436,15 @@ def test_gpu_linear_shapes_through_choose(m):
     (torch.bfloat16, (64, 256, 64, 256), False),  # the same in bf16: launch-bound, not timed
     (torch.bfloat16, (1, 1024, 1024, 1024), True),
     (torch.float32, (1, 64, 64, 64), False),  # 2^18: launch-bound in fp32 too
+    (torch.bfloat16, (1, 384, 12544, 96), True),  # a weight gradient: 2^28.8, K 33x the output's side
+    (torch.bfloat16, (1, 96, 12544, 384), True),
+    (torch.bfloat16, (1, 2048, 2048, 64), False),  # 2^28 but K no longer than the output's side
+    (torch.bfloat16, (1, 64, 1024, 64), False),  # a long K but 2^22: launch-bound
 ])
 def test_which_problems_are_timed_against_aten(monkeypatch, dtype, shape, timed):
     """_aten_is_faster times a device problem against aten's kernel from 2^30 multiply-adds in
-    16 bits and from 2^24 in fp32 (here on meta tensors, with the timer replaced: no GPU)."""
+    16 bits and from 2^24 in fp32, and from 2^26 where K is 4x the output's larger side or
+    more (here on meta tensors, with the timer replaced: no GPU)."""
     import triton.testing
     from tritonjit_ops import _native_ops
 
