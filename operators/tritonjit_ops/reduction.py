@@ -182,6 +182,16 @@ def _memory_view(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, in
     return xp, o, r, k
 
 
+def _outer_inner(x: Tensor, first: int, last: int) -> tuple[int, int]:
+    """(O, K): the numbers of elements of x's dims before ``first`` and after ``last``."""
+    o = k = 1
+    for s in x.shape[:first]:
+        o *= s
+    for s in x.shape[last + 1:]:
+        k *= s
+    return o, k
+
+
 def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
     """Return (contiguous source, O, R, K) so that the reduced dims form the middle block R."""
     nd = x.dim()
@@ -197,16 +207,10 @@ def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
         x = x.permute(*kept, *dims)
         dims = tuple(range(len(kept), nd))
     x = x.contiguous()
-    shape = x.shape
-    o = 1
-    for s in shape[: dims[0]]:
-        o *= s
+    o, k = _outer_inner(x, dims[0], dims[-1])
     r = 1
-    for s in shape[dims[0]: dims[-1] + 1]:
+    for s in x.shape[dims[0]: dims[-1] + 1]:
         r *= s
-    k = 1
-    for s in shape[dims[-1] + 1:]:
-        k *= s
     return x, o, r, k
 
 
@@ -473,14 +477,7 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     contiguous = () if x.is_contiguous() or mv is not None else (0,)
     if n_out == 0:
         return Plan(out, (), contiguous=contiguous)
-    if mv is not None:
-        _, o, r, k = mv
-    else:
-        o = k = 1
-        for s in x.shape[: dims[0]]:
-            o *= s
-        for s in x.shape[dims[-1] + 1:]:
-            k *= s
+    o, k = (mv[1], mv[3]) if mv is not None else _outer_inner(x, dims[0], dims[-1])
     temps = _Temps()
     launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
@@ -497,11 +494,7 @@ def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | 
     else:
         (d,) = normalize_dims(op, dim, x.dim())
         shape = tuple(_out_shape(x, (d,), keepdim))
-        o = k = 1
-        for s in x.shape[:d]:
-            o *= s
-        for s in x.shape[d + 1:]:
-            k *= s
+        o, k = _outer_inner(x, d, d)
         launches = _reduce_launches(op, x, o, x.shape[d], k, In(0), Out(0), Out(0), temps)
     return Plan((Buffer(shape, torch.int64),), tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
@@ -537,14 +530,7 @@ def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan 
     if r == 0:  # nothing reduced: the identity
         L = _ew_launch("copy", [op == "all"], [op == "all"], out[0], Out(0), list(shape), "i1", [])
         return None if L is None else Plan(out, (L,))
-    if x.dim() == 0:
-        o, k = 1, 1
-    else:
-        o = k = 1
-        for s in x.shape[: dims[0]]:
-            o *= s
-        for s in x.shape[dims[-1] + 1:]:
-            k *= s
+    o, k = _outer_inner(x, dims[0], dims[-1]) if x.dim() else (1, 1)
     contiguous = () if x.is_contiguous() else (0,)
     temps = _Temps()
     launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
