@@ -1,11 +1,14 @@
 """Reductions: sum, mean, amax, amin, argmax, argmin over all dims or any list of dims.
 
 Every problem is mapped onto one kernel over a contiguous (O, R, K) view: O and K
-are the kept dims before and after the reduced block R. A tile is [BLOCK_K kept
+are the kept dims before and after the reduced block R. A dense input in another order
+(channels_last, a transposed matrix) is read in place in its memory order where the
+reduced dims are one block there; other layouts are copied first. A tile is [BLOCK_K kept
 positions, BLOCK_R reduced elements]; stride-1 specialization tells the compiler
 which axis is contiguous, so the same kernel serves the last-dim case (K := rows)
-and the middle-dim case (K contiguous). Large full reductions are split over R
-in a first launch and finished by a second one.
+and the middle-dim case (K contiguous). A long R that the kept dims give few programs
+(a large full reduction, a column sum of a tall matrix) is split over programs in a
+first launch and finished by a second one.
 """
 from __future__ import annotations
 
