@@ -185,6 +185,11 @@ def _memory_view(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, in
     return xp, o, r, k
 
 
+def _one_block(dims: tuple[int, ...]) -> bool:
+    """Whether ``dims`` (sorted) are adjacent: one block R of the (O, R, K) view."""
+    return not dims or dims == tuple(range(dims[0], dims[0] + len(dims)))
+
+
 def _outer_inner(x: Tensor, first: int, last: int) -> tuple[int, int]:
     """(O, K): the numbers of elements of x's dims before ``first`` and after ``last``."""
     o = k = 1
@@ -200,7 +205,7 @@ def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
     nd = x.dim()
     if nd == 0:
         return x.reshape(1), 1, 1, 1
-    is_block = dims == tuple(range(dims[0], dims[0] + len(dims))) if dims else True
+    is_block = _one_block(dims)
     if not (is_block and x.is_contiguous()):
         mv = _memory_view(x, dims)
         if mv is not None:
@@ -464,7 +469,7 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     # a dense layout in another order (channels_last) whose reduced dims are one block in
     # memory: read in place (the key holds the strides); otherwise one block of dims of a
     # contiguous copy
-    is_block = dims == tuple(range(dims[0], dims[0] + len(dims)))
+    is_block = _one_block(dims)
     mv = None if (is_block and x.is_contiguous()) or x.numel() == 0 else _memory_view(x, dims)
     if mv is None and not is_block:
         return None  # not one block of dims: the Python implementation permutes and copies
@@ -517,7 +522,7 @@ def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan 
         return None  # aten's error, from the Python implementation
     if x.dim() == 0:
         dims = ()
-    elif dims != tuple(range(dims[0], dims[0] + len(dims))):
+    elif not _one_block(dims):
         return None
     odt = torch.uint8 if x.dtype == torch.uint8 else torch.bool
     shape = tuple(_out_shape(x, dims, keepdim)) if x.dim() else ()

@@ -283,7 +283,7 @@ def test_norm_eps_parameter_is_float64_and_fp32_math_stays_fp32():
     from tritonjit_ops import norm, norm_backward
 
     x = torch.randn(4, 33, requires_grad=True)
-    F.layer_norm(T.layer_norm(x, (33,), None, None, 1e-5), (33,)).sum()  # forward variants
+    T.layer_norm(x.detach(), (33,), None, None, 1e-5)  # a forward variant
     T.rms_norm(x, (33,), None, 1e-6).sum().backward()  # and a backward's
     seen = 0
     for k in (norm._norm, norm_backward._norm_bwd_rows):
