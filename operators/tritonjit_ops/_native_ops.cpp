@@ -647,9 +647,11 @@ class OpKernel final : public c10::OperatorKernel {
         if (l.size() + key.n + 8 > static_cast<size_t>(tritonjit::detail::kMaxWords)) return false;
         key.push(17 | static_cast<uint64_t>(l.size()) << 8);
         for (size_t k = 0; k < l.size(); k++) {
-          if (l[k].isNone()) {
+          // None, or an undefined tensor: what Python's indexing (x[:, idx]) passes for a sliced
+          // dim, and what the planner sees as None
+          if (l[k].isNone() || (l[k].isTensor() && !l[k].toTensor().defined())) {
             key.push(3);
-          } else if (!l[k].isTensor() || !l[k].toTensor().defined()) {
+          } else if (!l[k].isTensor()) {
             return false;
           } else if (!push_tensor(l[k].toTensor(), static_cast<int>(i), static_cast<int>(k))) {
             return false;

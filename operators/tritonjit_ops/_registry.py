@@ -434,10 +434,14 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # Qwen3-MoE prefill: 0.80-0.93x eager per call, two bf16 row gathers at 1.03x and 1.09x, within the
     # replay's spread; both models' prefill and training steps 0.74-0.85x eager with it routed)
     "index.Tensor",
-    # x[idx] = v with one 1-D index (MoE routing's inverse permutation): 0.70-0.73x eager in the same audits
-    "index_put_",
+    # x[idx] = v with one 1-D index (MoE routing's inverse permutation): 0.70-0.73x eager in the same audits;
+    # _index_put_impl_, the accumulating write of x[..., [i], :]'s backward (Falcon's multi-query split)
+    "index_put_", "_index_put_impl_",
     # an MoE router's topk (short rows, small k: one launch): 0.47-0.48x eager in the same audits
     "topk",
+    # the gradients of slices and selects (rotate_half's halves, a fused QKV's split, a pooled first
+    # token): one launch where aten fills zeros and then copies
+    "slice_backward", "select_backward",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -899,6 +899,70 @@ def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
     return _run_plan(Plan((buf,), launches), [x, pad, value])
 
 
+def _slice_pad(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> list[int] | None:
+    """slice_backward as constant_pad_nd: the pad list that puts ``g`` at [start, end) of dim
+    ``dim`` of a zero tensor of ``input_sizes`` (start and end normalized as aten's slice does);
+    None for a step other than 1 or a ``g`` of another shape than that slice."""
+    if not isinstance(g, Tensor) or g.dtype not in _REAL or g.layout != torch.strided or step != 1:
+        return None
+    sizes = [int(s) for s in input_sizes]
+    nd = len(sizes)
+    if nd == 0 or g.dim() != nd or not -nd <= dim < nd:
+        return None
+    dim %= nd
+    size = sizes[dim]
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    start = min(max(start, 0), size)
+    end = min(max(end, start), size)
+    if list(g.shape) != sizes[:dim] + [end - start] + sizes[dim + 1:]:
+        return None
+    return [0, 0] * (nd - 1 - dim) + [start, size - end]
+
+
+def _slice_backward_plan(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> Plan | None:
+    """aten::slice_backward (the gradient of ``x[..., a:b]``: rotate_half's halves, a fused QKV's
+    split): zeros with ``g`` written at the slice, in one launch over the output where aten
+    fills and then copies; the output contiguous, as aten's ``zeros(input_sizes)``."""
+    pad = _slice_pad(g, input_sizes, dim, start, end, step)
+    geo = None if pad is None else _pad_geometry(g, pad)
+    if geo is None:
+        return None
+    shape, dims = geo
+    n = math.prod(shape)
+    return Plan((Buffer(tuple(shape), g.dtype),), (_pad_launch(In(0), g.dtype, dims, n, 0),) if n else ())
+
+
+def slice_backward(g: Tensor, input_sizes: list[int], dim: int, start: int, end: int, step: int) -> Tensor:
+    """aten::slice_backward with step 1 (other steps go to aten): one launch."""
+    plan_ = _slice_backward_plan(g, input_sizes, dim, start, end, step)
+    if plan_ is None:
+        raise _refuse("slice_backward", "a step other than 1, or a gradient of another shape than the slice")
+    return _run_plan(plan_, [g, input_sizes, dim, start, end, step])
+
+
+def _select_backward_plan(g: Any, input_sizes: Any, dim: int, index: int) -> Plan | None:
+    """aten::select_backward (the gradient of ``x[:, i]``: a pooled first token): ``g`` with the
+    selected dim put back, as slice_backward of [index, index + 1)."""
+    nd = len(input_sizes)
+    if not isinstance(g, Tensor) or not -nd <= dim < nd or g.dim() != nd - 1:
+        return None
+    dim %= nd
+    size = int(input_sizes[dim])
+    if not -size <= index < size:
+        return None  # aten's error
+    index %= size
+    return _slice_backward_plan(g.unsqueeze(dim), input_sizes, dim, index, index + 1, 1)
+
+
+def select_backward(g: Tensor, input_sizes: list[int], dim: int, index: int) -> Tensor:
+    """aten::select_backward: one launch."""
+    plan_ = _select_backward_plan(g, input_sizes, dim, index)
+    if plan_ is None:
+        raise _refuse("select_backward", "a gradient of another shape, or an index out of range")
+    return _run_plan(plan_, [g, input_sizes, dim, index])
+
+
 def _keyed_value(value: Any, dt: torch.dtype) -> Any:
     """The literal a value-keyed plan bakes in for Scalar ``value`` written into ``dt`` (the
     call key holds the value, so it is checked once per value, as aten checks it per call):
@@ -1003,7 +1067,8 @@ ATEN: dict[str, Callable] = {
     "new_zeros": _factory("new_zeros", 0, like=True), "new_ones": _factory("new_ones", 1, like=True),
     "new_full": _factory("new_full", None, like=True),
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
-    "constant_pad_nd": constant_pad_nd,
+    "constant_pad_nd": constant_pad_nd, "slice_backward": slice_backward,
+    "select_backward": select_backward,
 }
 if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
@@ -1020,6 +1085,7 @@ PLANNERS: dict[str, Callable] = {
     "zeros_like": _like_planner(0), "ones_like": _like_planner(1), "full_like": _like_planner(None),
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
-    "constant_pad_nd": _plan_constant_pad_nd,
+    "constant_pad_nd": _plan_constant_pad_nd, "slice_backward": _slice_backward_plan,
+    "select_backward": _select_backward_plan,
 }
 ATEN = with_aten_fallback(ATEN)

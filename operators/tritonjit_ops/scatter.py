@@ -1,16 +1,23 @@
 """Writes through an index: ``scatter`` (src and value), ``scatter_add``, ``index_add``,
-``index_copy``, ``index_put`` (one 1-D index tensor over the leading dim, the form of
-``x[idx] = v`` and ``x[idx] += v``), each with its in-place variant; and the read through an
-index, ``x[idx]`` (``index.Tensor``, one integer index tensor at any dim).
+``index_copy``, ``index_put`` (one 1-D index tensor at one dim, the others None: the form of
+``x[idx] = v``, ``x[:, idx] += v`` and of the backward of ``x[..., [i], :]``), each with its
+in-place variant; and the read through an index, ``x[idx]`` (``index.Tensor``, one integer
+index tensor at any dim).
 
 One kernel walks the iteration space (the index's shape for scatter, the source's for
-index_add/index_copy, ``(len(idx), *self.shape[1:])`` for index_put; rank <= 4), reads
-the index, and stores (or atomically adds, for the accumulating ops) into the output at
-that position with the indexed dim replaced. An index out of range is a device-side
+index_add/index_copy, self's with the indexed dim replaced by the index's for index_put; rank
+<= 4), reads the index, and stores (or atomically adds, for the accumulating ops) into the
+output at that position with the indexed dim replaced. An index out of range is a device-side
 assert on an accelerator, as in aten's kernels; on the CPU the values are checked first
 and such calls go to aten, which raises its error. Accumulation is by atomics, in float32, float64,
 int32 and int64 (other dtypes go to aten): float sums may differ from eager's in the
-last bits, in an order that varies from run to run, as aten's CUDA kernels do.
+last bits, in an order that varies from run to run, as aten's CUDA kernels do. The exception
+is index_put with accumulate through a short index (at most _SUM_MAX_INDEX entries): one
+kernel adds each target's values in the index's order in fp32 and rounds once, in every dtype
+(bf16 included, which has no atomics here) and deterministically. With repeated indices this
+can differ from aten's CUDA result in the last bit or two of a 16-bit value (its sorted kernel
+rounds some partial sums), never by more than a rounding of the exact sum; without repeats (the
+backward of ``x[..., [i], :]``) it is eager's bit for bit.
 """
 from __future__ import annotations
 
@@ -72,6 +79,49 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
 
 
 _index = jit(_index_kernel)
+
+
+@triton.jit
+def _put_sum_kernel(out, index, src, n, d1, d2, d3, size, L, si, ss0, ss1, ss2, ss3, ssd, os0, os1, os2, os3, osd,
+                    DIM: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """out[.., index[j], ..] += src[.., j, ..] for every j of a short 1-D index, duplicates summed
+    in j's order in fp32 (fp64, int64) and rounded once, each target written once: by the element
+    at its index's first occurrence, which adds up all of them. No atomics (any dtype) and one
+    order (deterministic). The work is O(L) a element: for short indices only. ss[DIM], os[DIM]
+    are 0."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
+    if DIM == 0:
+        pd = i0
+    elif DIM == 1:
+        pd = i1
+    elif DIM == 2:
+        pd = i2
+    else:
+        pd = i3
+    t = tl.load(index + pd * si, mask=mask, other=0).to(tl.int64)
+    t = tl.where(t < 0, t + size, t)
+    ok = mask & (t >= 0) & (t < size)
+    if CHECK:
+        tl.device_assert(ok | ~mask, "tritonjit scatter/index_put: index out of range")
+    tgt = i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + t * osd
+    sbase = i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3
+    xt: tl.constexpr = out.dtype.element_ty
+    AT: tl.constexpr = (tl.float64 if xt == tl.float64 else tl.float32) if xt.is_floating() else tl.int64
+    acc = tl.load(out + tgt, mask=ok, other=0).to(AT)
+    first = ok
+    for j in range(0, L):
+        u = tl.load(index + j * si).to(tl.int64)
+        u = tl.where(u < 0, u + size, u)
+        hit = ok & (u == t)
+        first = first & ~(hit & (j < pd))
+        acc += tl.load(src + sbase + j * ssd, mask=hit, other=0).to(AT)
+    tl.store(out + tgt, acc.to(xt), mask=first)
+
+
+_put_sum = jit(_put_sum_kernel)
+_SUM_MAX_INDEX = 16  # an accumulating index_put with at most this many indices: _put_sum (exact, ordered)
 
 
 def _pad4(shape: list[int], strides: list[int]) -> tuple[list[int], list[int]]:
@@ -173,54 +223,96 @@ def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
     return fn
 
 
-def _put_space(op: str, x: Any, indices: Any, values: Any, accumulate: bool) -> tuple[Tensor, list[int], Tensor]:
-    """(index, the iteration space, values expanded to it) of ``x[index] = values`` with one 1-D
-    integer index over the leading dim; raises _refuse for any other form."""
+def _put_space(op: str, x: Any, indices: Any, values: Any, accumulate: bool
+               ) -> tuple[int, Tensor, list[int], Tensor]:
+    """(k, index, the iteration space, values expanded to it) of ``x[(:,) * k + (index,)] = values``
+    (``+=`` with accumulate): one 1-D integer index at dim k, the other indices None or left out
+    (``x[idx]``, ``x[:, idx]``, ``x[..., [i], :]``, whose backward is this with accumulate);
+    raises _refuse for any other form."""
     idx_list = list(indices)
-    if len(idx_list) != 1 or idx_list[0] is None:
-        raise _refuse(op, "indices other than one index tensor over the leading dim")
-    index = idx_list[0]
-    _check(op, x, index, accumulate)
-    if index.dim() != 1 or x.dim() == 0 or x.dim() > 4:
-        raise _refuse(op, "an index of rank other than 1, or a self of rank 0 or above 4")
+    pos = [j for j, t in enumerate(idx_list) if t is not None]
+    if len(pos) != 1 or not isinstance(x, Tensor) or len(idx_list) > x.dim():
+        raise _refuse(op, "indices other than one index tensor (the others None)")
+    k = pos[0]
+    index = idx_list[k]
+    _check(op, x, index, False)
+    if accumulate and (x.dtype == torch.bool or (x.dtype not in _ATOMIC and index.dim() == 1
+                                                 and index.shape[0] > _SUM_MAX_INDEX)):
+        raise _refuse(op, f"accumulating into {x.dtype} through {index.numel()} indices")
+    if index.dim() != 1 or x.dim() > 4:
+        raise _refuse(op, "an index of rank other than 1, or a self of rank above 4")
     if not isinstance(values, Tensor) or values.device != x.device or values.dtype != x.dtype:
         raise _refuse(op, "values of another dtype or device")
-    space = [index.shape[0], *x.shape[1:]]
+    space = [*x.shape[:k], index.shape[0], *x.shape[k + 1:]]
     try:
         v = values.expand(space)
     except RuntimeError as e:
         raise _refuse(op, "values that do not broadcast") from e
-    return index, space, v
+    return k, index, space, v
+
+
+def _ordered(accumulate: bool, index: Tensor) -> bool:
+    """Whether the write is _put_sum's (an accumulation through a short index: fp32 sums rounded
+    once, deterministic); the others are _index's, by atomics or stores in a varying order."""
+    return accumulate and index.shape[0] <= _SUM_MAX_INDEX
+
+
+def _put_launch(x: Tensor, k: int, index: Tensor, v: Tensor, space: list[int], accumulate: bool,
+                refs: tuple[Any, Any, Any], check: bool) -> Launch:
+    """The launch of ``x[(:,) * k + (index,)] = v`` (``+=`` with accumulate) into x in its strides."""
+    if not _ordered(accumulate, index):
+        return _write_launch(x, k, index, v, space, True, accumulate, 1, True, refs, check)
+    n = math.prod(space)
+    pad = 4 - len(space)
+    dims, _ = _pad4(space, [0] * len(space))
+    _, sst = _pad4(list(v.shape), list(v.stride()))
+    _, ost = _pad4(list(x.shape), list(x.stride()))
+    ssd, osd = sst[pad + k], ost[pad + k]
+    sst[pad + k] = ost[pad + k] = 0
+    return launch(_put_sum, (cdiv(n, _BLOCK),), *refs, n, dims[1], dims[2], dims[3], x.shape[k], index.shape[0],
+                  index.stride(0), *sst, ssd, *ost, osd, DIM=pad + k, CHECK=check, BLOCK=_BLOCK,
+                  **(DEVICE_ASSERT if check else {}))
 
 
 def _index_put(op: str, inplace: bool) -> Callable:
-    def fn(x: Tensor, indices: list[Tensor | None], values: Tensor, accumulate: bool = False) -> Tensor:
-        index, space, v = _put_space(op, x, indices, values, accumulate)
+    def fn(x: Tensor, indices: list[Tensor | None], values: Tensor, accumulate: bool = False,
+           unsafe: bool = False) -> Tensor:
+        k, index, space, v = _put_space(op, x, indices, values, accumulate)
+        if deterministic() and not _ordered(accumulate, index):
+            raise _refuse(op, "torch.use_deterministic_algorithms(True) (aten's deterministic algorithm)")
         if inplace and not serves_writes([x, [index], values], 0, exclusive=True):
             raise _refuse(op, "an index or values sharing self's memory")  # aten's overlap rules
         out = x if inplace else x.clone()
-        return _launch(op, out, 0, index, v, space, True, accumulate, 1, wrap=True)
+        if not math.prod(space):
+            return out
+        size = x.shape[k]
+        check = not host_check_allowed(index)
+        if not check and index.numel() and (bool((index < -size).any()) or bool((index >= size).any())):
+            raise _refuse(op, "an index out of range")  # aten's error
+        execute(_put_launch(out, k, index, v, space, accumulate, (out, index, v), check))
+        return out
 
     return fn
 
 
-def plan_index_put_(x: Any, indices: Any, values: Any, accumulate: bool = False) -> Plan | None:
+def plan_index_put_(x: Any, indices: Any, values: Any, accumulate: bool = False, unsafe: bool = False) -> Plan | None:
     """``x[idx] = values`` (``x[idx] += values`` with accumulate) on a device, one 1-D integer
-    index over the leading dim: written into x in its own strides, the index range asserted by the
-    kernel. An exclusive in-place plan: a call whose index or values share x's memory goes to the
-    implementation (aten's overlap rules). Deterministic mode: aten's kernel."""
-    if deterministic():
-        return aten_plan()
+    index at one dim (index_put_, and _index_put_impl_, which autograd's backward of ``x[idx]``
+    calls): written into x in its own strides, the index range asserted by the kernel. An
+    exclusive in-place plan: a call whose index or values share x's memory goes to the
+    implementation (aten's overlap rules). Deterministic mode: _put_sum's ordered sums (a short
+    index), else aten's kernel."""
     try:
-        index, space, v = _put_space("index_put_", x, indices, values, accumulate)
+        k, index, space, v = _put_space("index_put_", x, indices, values, accumulate)
     except NotImplementedError:
         return None
+    if deterministic() and not _ordered(accumulate, index):
+        return aten_plan()
     if host_check_allowed(index):
         return None
     launches: tuple[Launch, ...] = ()
     if math.prod(space):
-        launches = (_write_launch(x, 0, index, v, space, True, accumulate, 1, True,
-                                  (In(0), InItem(1, 0), In(2)), True),)
+        launches = (_put_launch(x, k, index, v, space, accumulate, (In(0), InItem(1, k), In(2)), True),)
     return Plan((), launches, (In(0),), writes=(0,), exclusive=True)
 
 
@@ -334,7 +426,8 @@ def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
     return run(_take_plan(x, k, index, In(0), InItem(1, k), check), [x, list(indices)])
 
 
-PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_}
+PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_,
+                                 "_index_put_impl_": plan_index_put_}
 
 
 ATEN: dict[str, Callable] = {
@@ -345,6 +438,7 @@ ATEN: dict[str, Callable] = {
     "index_add": _index_add("index_add", False), "index_add_": _index_add("index_add_", True),
     "index_copy": _index_add("index_copy", False, copy=True), "index_copy_": _index_add("index_copy_", True, copy=True),
     "index_put": _index_put("index_put", False), "index_put_": _index_put("index_put_", True),
+    "_index_put_impl_": _index_put("_index_put_impl_", True),
 }
 
 
@@ -360,5 +454,6 @@ def _unless_deterministic(op: str, fn: Callable) -> Callable:
     return call
 
 
-ATEN = {n: f if n == "index.Tensor" else _unless_deterministic(n, f) for n, f in ATEN.items()}
+# (index_put and its in-place forms decide themselves: a short accumulating index is summed in order)
+ATEN = {n: f if n == "index.Tensor" or "index_put" in n else _unless_deterministic(n, f) for n, f in ATEN.items()}
 ATEN = with_aten_fallback(ATEN)

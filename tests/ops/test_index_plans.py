@@ -151,6 +151,20 @@ PUT_CASES = {
                                            torch.randn(4, 4, generator=_g()), True),
     "bf16 rows": lambda: (torch.zeros(8, 64, dtype=torch.bfloat16), [torch.tensor([0, 7])],
                           torch.randn(2, 64, generator=_g()).to(torch.bfloat16)),
+    "x[:, ids] = v, middle dim": lambda: (torch.randn(3, 7, 5, generator=_g()), [None, torch.tensor([0, -3])],
+                                          torch.randn(3, 2, 5, generator=_g())),
+    "x[:, ids] += v, repeated index (ordered sums)": lambda: (
+        torch.randn(3, 7, 5, generator=_g()), [None, torch.tensor([1, 6, 1, -1, 1])],
+        torch.randn(3, 5, 5, generator=_g()), True),
+    "x[..., [-2], :] += g, bf16 (Falcon's multi-query backward)": lambda: (
+        torch.zeros(2, 3, 6, 4, dtype=torch.bfloat16), [None, None, torch.tensor([-2])],
+        torch.randn(2, 3, 1, 4, generator=_g()).to(torch.bfloat16), True),
+    "bf16 rows +=, a pair of repeats": lambda: (
+        torch.zeros(6, 8, dtype=torch.bfloat16), [torch.tensor([1, 4, 1])],
+        torch.randn(3, 8, generator=_g()).to(torch.bfloat16), True),
+    "int64 +=, last dim, transposed self": lambda: (
+        torch.zeros(5, 4, dtype=torch.int64).t(), [None, torch.tensor([4, 0, 4])],
+        torch.randint(-9, 9, (4, 3), generator=_g()), True),
 }
 
 
@@ -177,19 +191,77 @@ def test_index_put_matches_eager_and_is_planned(native, device_rules, case):
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] == 1, d
 
 
+@pytest.mark.parametrize("op", ["index_put_", "_index_put_impl_"])
+def test_accumulating_short_index_sums_in_order_in_one_plan(native, device_rules, op):
+    """An accumulating write through a short index is one kernel that adds each target's values in
+    the index's order in fp32, as aten's sorted algorithm does, in any dtype (bf16: no atomics),
+    at any dim; a long one in an atomic dtype takes the atomic kernel; a long one in bf16, aten."""
+    from tritonjit_ops import scatter
+
+    g = _g()
+    idx = torch.tensor([2, 0, 2, -1, 2, 0])
+    x = torch.randn(4, 5, 3, generator=g).to(torch.bfloat16)
+    v = torch.randn(4, 6, 3, generator=g).to(torch.bfloat16)
+    want = torch.ops.aten.index_put_(x.float(), [None, idx], v.float(), True).to(torch.bfloat16)  # fp32 sums
+    aten_op = getattr(torch.ops.aten, op)
+    with T.enable(include=[op], wait_native=True):
+        self_ = x.clone()
+        before = native.stats()
+        got = aten_op(self_, [None, idx], v, True)
+        d = stats_delta(before, native.stats())
+    assert torch.equal(got, want)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] == 1, d
+    assert scatter._ordered(True, idx) and not scatter._ordered(True, torch.zeros(scatter._SUM_MAX_INDEX + 1))
+    long_idx = torch.arange(scatter._SUM_MAX_INDEX + 1) % 4
+    long_v = torch.randn(len(long_idx), 3, generator=g)
+    with T.enable(include=[op], wait_native=True):
+        self_, self16 = torch.zeros(4, 3), torch.zeros(4, 3, dtype=torch.bfloat16)
+        before = native.stats()
+        got = aten_op(self_, [long_idx], long_v, True)
+        assert stats_delta(before, native.stats())["aten_calls"] == 0
+        close(got, torch.zeros(4, 3).index_put_([long_idx], long_v, accumulate=True))
+        before = native.stats()
+        aten_op(self16, [long_idx], long_v.to(torch.bfloat16), True)
+        d = stats_delta(before, native.stats())
+    assert d["aten_calls"] >= 1, d  # no bf16 atomics: aten's kernel
+
+
+def test_backward_of_a_listed_index_is_planned(native, device_rules):
+    """``x[..., [i], :]`` (Falcon's multi-query split of its fused QKV): its backward is
+    aten::_index_put_impl_ with accumulate into zeros, planned; the gradient is eager's."""
+    g = _g()
+    x = torch.randn(2, 3, 6, 4, generator=g).to(torch.bfloat16)
+    gy = torch.randn(2, 3, 1, 4, generator=g).to(torch.bfloat16)
+
+    def grad():
+        xr = x.clone().requires_grad_()
+        (gx,) = torch.autograd.grad(xr[..., [-2], :], xr, gy)
+        return gx
+
+    want = grad()
+    with T.enable(include=["_index_put_impl_", "index.Tensor"], wait_native=True):
+        grad()
+        before = native.stats()
+        got = grad()
+        d = stats_delta(before, native.stats())
+    assert torch.equal(got, want)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] >= 2, d
+
+
 def test_index_put_sharing_self_goes_to_aten(native, device_rules):
     x = torch.arange(8.0)
     torch.ops.aten.index_put_(torch.zeros(8), [torch.tensor([0, 1, 2, 3])], torch.ones(4))  # the key, planned
     before = native.stats()
     with pytest.raises(RuntimeError, match="single memory location|overlap"):
         x.index_put_([torch.tensor([0, 1, 2, 3])], x[4:])  # the same key; values are a view of x
-    assert stats_delta(before, native.stats())["python_calls"] == 1
+    # not the plan: the implementation refuses, and so does aten's _index_put_impl_'s route
+    assert stats_delta(before, native.stats())["python_calls"] >= 1
     z = torch.arange(4.0)  # the very same view as values: served by an in-place pointwise plan, not by this one
     torch.ops.aten.index_put_(torch.zeros(4), [torch.tensor([3, 2, 1, 0])], torch.ones(4))
     before = native.stats()
     with pytest.raises(RuntimeError, match="single memory location|overlap"):
         z.index_put_([torch.tensor([3, 2, 1, 0])], z)
-    assert stats_delta(before, native.stats())["python_calls"] == 1
+    assert stats_delta(before, native.stats())["python_calls"] >= 1
     y = torch.arange(8.0)
     got = y.index_put_([torch.tensor([0, 1, 2, 3])], y[4:].clone())
     assert torch.equal(got, torch.tensor([4.0, 5, 6, 7, 4, 5, 6, 7]))
@@ -230,6 +302,46 @@ def test_gpu_deterministic_mode_index_writes_repeat_bitwise():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dim", [0, 1, 2, 3])
+def test_gpu_accumulating_short_index_sums_in_fp32(dim):
+    """On the GPU, 16 indices hitting 3 targets (negative ones too) at every dim, in bf16, fp16
+    and fp32: each target's sum is within a rounding of the exact (float64) sum, no further from
+    it than eager's (aten's sorted kernel rounds some partial sums), and the same bits on every
+    call; without repeated indices (the backward of ``x[..., [i], :]``) it is eager's bit for bit."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(dim)
+    shape = [5, 6, 7, 8]
+    idx = torch.tensor([1, -1, 1, 0, 1, shape[dim] - 1] * 2 + [0, 1, -1, 0], device="cuda")
+    for dt, ulp in ((torch.bfloat16, 2.0**-8), (torch.float16, 2.0**-11), (torch.float32, 2.0**-24)):
+        x = torch.randn(shape, device="cuda", generator=g).to(dt)
+        vshape = list(shape)
+        vshape[dim] = len(idx)
+        v = torch.randn(vshape, device="cuda", generator=g).to(dt)
+        indices = [None] * dim + [idx]
+        exact = torch.ops.aten.index_put_(x.double(), indices, v.double(), True)
+        want = torch.ops.aten.index_put_(x.clone(), indices, v, True)
+        got, d = routed(lambda x=x, indices=indices, v=v: torch.ops.aten.index_put_(x.clone(), indices, v, True),
+                        ["index_put_"])
+        # a rounding of the result, plus fp32 accumulation's error over the magnitudes summed
+        mag = torch.ops.aten.index_put_(x.double().abs(), indices, v.double().abs(), True)
+        err = (got.double() - exact).abs()
+        assert (err <= exact.abs() * ulp + mag * len(idx) * 2.0**-24).all(), (dt, err.max())
+        assert err.sum() <= (want.double() - exact).abs().sum() * 1.01 + 1e-12, dt
+        assert d["python_calls"] == 0 and d["plan_hits"] >= 1, d
+        one = [None] * dim + [torch.tensor([-2], device="cuda")]
+        v1 = v.narrow(dim, 0, 1).contiguous()
+        want1 = torch.ops.aten.index_put_(torch.zeros_like(x), one, v1, True)
+        got1, _ = routed(lambda x=x, one=one, v1=v1: torch.ops.aten.index_put_(torch.zeros_like(x), one, v1, True),
+                         ["index_put_"])
+        assert torch.equal(got1, want1), dt
+        with T.enable(include=["index_put_"], wait_native=True):
+            again = [torch.ops.aten.index_put_(x.clone(), indices, v, True) for _ in range(3)]
+        assert all(torch.equal(a, got) for a in again), dt
+
+
+@pytest.mark.gpu
 def test_gpu_index_put_inverse_permutation():
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
@@ -244,9 +356,11 @@ def test_gpu_index_put_inverse_permutation():
 
 def test_deterministic_mode_hands_index_writes_to_aten():
     """Under torch.use_deterministic_algorithms(True) the ops that write through an index (sums
-    by atomics, a last writer that varies) are aten's, as in eager: index_put_ with accumulate,
-    index_add_, scatter_add and embedding's backward, on enable()'s path and the direct entry's
-    gradient; x[idx] (a read) stays on tritonjit's kernels."""
+    by atomics, a last writer that varies) are aten's, as in eager: index_put_ with accumulate
+    through a long index, index_add_, scatter_add and embedding's backward, on enable()'s path
+    and the direct entry's gradient; x[idx] (a read) and the accumulating index_put_ through a
+    short index (ordered sums, deterministic: the backward of ``x[..., [i], :]``) stay on
+    tritonjit's kernels."""
 
     native = native_ops_or_skip()
     F = torch.nn.functional
@@ -254,14 +368,17 @@ def test_deterministic_mode_hands_index_writes_to_aten():
     x = torch.randn(6, 4, generator=g)
     idx = torch.tensor([0, 2, 2, 5])
     v = torch.randn(4, 4, generator=g)
+    long_idx = torch.tensor([0, 2, 2, 5] * 5)  # past scatter._SUM_MAX_INDEX
+    long_v = torch.randn(20, 4, generator=g)
     w = torch.randn(6, 3, generator=g, requires_grad=True)
     calls = {
-        "index_put_": lambda: x.clone().index_put_((idx,), v, accumulate=True),
+        "index_put_": lambda: x.clone().index_put_((long_idx,), long_v, accumulate=True),
         "index_add_": lambda: x.clone().index_add_(0, idx, v),
         "scatter_add": lambda: x.scatter_add(0, idx[:, None].expand(4, 4), v),
         "embedding_dense_backward": lambda: torch.autograd.grad(F.embedding(idx, w).sum(), w)[0],
     }
     refs = {n: fn() for n, fn in calls.items()}
+    short_ref = x.clone().index_put_((idx,), v, accumulate=True)
     before = torch.are_deterministic_algorithms_enabled()
     try:
         torch.use_deterministic_algorithms(True)
@@ -276,6 +393,11 @@ def test_deterministic_mode_hands_index_writes_to_aten():
             s0 = native.stats()
             assert torch.equal(x[idx], x.index_select(0, idx))
             assert stats_delta(s0, native.stats())["aten_calls"] == 0  # the read: tritonjit's kernel
+            s0 = native.stats()
+            got = x.clone().index_put_((idx,), v, accumulate=True)
+            d = stats_delta(s0, native.stats())
+            assert d["aten_calls"] == 0 and d["plan_hits"] + d["plans_made"] >= 1, d  # ordered sums
+            assert torch.equal(got, short_ref)
         # the direct entry's gradient (tritonjit::embedding_backward): aten's kernel, same values
         wd = w.detach().clone().requires_grad_()
         (gd,) = torch.autograd.grad(T.embedding(wd, idx).sum(), wd)

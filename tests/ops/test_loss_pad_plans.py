@@ -1,4 +1,5 @@
-"""nll_loss_forward / nll_loss_backward / constant_pad_nd under enable(): against eager, on the
+"""nll_loss_forward / nll_loss_backward / constant_pad_nd / slice_backward / select_backward
+under enable(): against eager, on the
 C++ operator path (a second call is a plan hit with no Python call), and sm_90 cross-compiles.
 
 On CPU the nll planners refuse (the Python path checks the targets' range on the host, as
@@ -162,6 +163,62 @@ def test_constant_pad_nd_errors_are_atens(native, x, pad, value):
         with pytest.raises(RuntimeError) as routed:
             torch.constant_pad_nd(x, pad, value)
     assert str(routed.value) == str(eager.value)
+
+
+# (grad, input_sizes, dim, start, end): the gradients of slices models take
+SLICE_CASES = {
+    "rotate_half's first half": (lambda: torch.randn(2, 4, 8, 3), [2, 4, 8, 6], 3, 0, 3),
+    "rotate_half's second half, bf16": (lambda: torch.randn(2, 4, 8, 3).bfloat16(), [2, 4, 8, 6], 3, 3, 2**63 - 1),
+    "Falcon's query heads, transposed grad": (lambda: torch.randn(2, 16, 5, 4).transpose(1, 2), [2, 5, 18, 4], 2, 0, -2),
+    "a strided (sliced) grad": (lambda: torch.randn(4, 10, 3)[:, ::2], [4, 9, 3], 1, -5, 9),
+    "leading dim, 5-d": (lambda: torch.randn(2, 3, 2, 2, 3), [6, 3, 2, 2, 3], 0, 1, 3),
+    "int64": (lambda: torch.randint(0, 9, (3, 2)), [3, 5], 1, 1, 3),
+    "an empty slice": (lambda: torch.randn(3, 0), [3, 4], 1, 2, 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SLICE_CASES))
+def test_slice_backward_is_one_plan(native, case):
+    """slice_backward (zeros, then a copy into the slice, in aten) is one launch over the output:
+    eager's values, dtype and (contiguous) strides, the second call a plan hit; the gradient of a
+    slice under enable() is eager's."""
+    make, sizes, dim, start, end = SLICE_CASES[case]
+    g = make()
+    ref = torch.ops.aten.slice_backward(g, sizes, dim, start, end, 1)
+    assert torch.equal(copy.slice_backward(g, sizes, dim, start, end, 1), ref)  # the Python implementation
+    with T.enable(include=["slice_backward"], wait_native=True):
+        torch.ops.aten.slice_backward(g, sizes, dim, start, end, 1)
+        s0 = native.stats()
+        got = torch.ops.aten.slice_backward(g, sizes, dim, start, end, 1)
+        d = stats_delta(s0, native.stats())
+    assert torch.equal(got, ref) and got.stride() == ref.stride() and got.dtype == ref.dtype
+    assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] == 1, d
+
+
+def test_slice_and_select_backward_through_autograd(native):
+    """x[..., :h] / x[..., h:] (rotate_half) and x[:, 0] (a first-token pool) under enable(): their
+    backwards run the plans; gradients are eager's. A step other than 1 is aten's."""
+    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(1))
+    gy = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(2))
+    g0 = torch.randn(2, 8, generator=torch.Generator().manual_seed(3))
+
+    def grads():
+        xr = x.clone().requires_grad_()
+        y = torch.cat((-xr[..., 4:], xr[..., :4]), -1)[..., :4] * gy
+        return torch.autograd.grad(y.sum() + (xr[:, 0] * g0).sum(), xr)[0]
+
+    want = grads()
+    with T.enable(include=["slice_backward", "select_backward"], wait_native=True):
+        grads()
+        s0 = native.stats()
+        got = grads()
+        d = stats_delta(s0, native.stats())
+        assert torch.equal(torch.ops.aten.slice_backward(gy[..., :2], [2, 3, 4], 2, 0, 4, 2),
+                           torch.zeros(2, 3, 4).index_copy_(2, torch.tensor([0, 2]), gy[..., :2]))
+    assert torch.equal(got, want)
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 3, d
+    ref = torch.ops.aten.select_backward(g0, [2, 3, 8], 1, -3)
+    assert torch.equal(copy.select_backward(g0, [2, 3, 8], 1, -3), ref)
 
 
 def test_channels_last_goes_to_aten(native):

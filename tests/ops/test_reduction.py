@@ -219,6 +219,40 @@ def test_few_programs_over_a_long_reduced_axis_split(shape):
     close(T.amax(x, 0), x.amax(0))
 
 
+@pytest.mark.parametrize("shape, grid", [((784, 384), (1, 48, 1)), ((3136, 768), (1, 96, 1)), ((196, 3072), (1, 96, 1)),
+                                         ((4, 784, 384), (4, 24, 1))])
+def test_mid_sized_column_sums_narrow_their_tiles_on_a_device(shape, grid):
+    """On a device, a column sum whose columns give few programs and whose rows are a few tiles
+    long narrows its column tiles for programs: one launch where a split would take two. (The
+    launches are planned on the meta device, which plans as an accelerator does.)"""
+    from tritonjit_ops import reduction
+
+    *o, r, k = shape
+    x = torch.empty(shape, device="meta", dtype=torch.bfloat16)
+    out = torch.empty((o[0] if o else 1) * k, device="meta", dtype=torch.bfloat16)
+    launches = reduction._reduce_launches("sum", x, o[0] if o else 1, r, k, x, out, None,
+                                          lambda s, dt: torch.empty(s, device="meta", dtype=dt))
+    assert len(launches) == 1 and tuple(launches[0].grid) == grid
+    tall = torch.empty(12544, 96, device="meta", dtype=torch.bfloat16)  # many tiles a program: split
+    assert len(reduction._reduce_launches("sum", tall, 1, 12544, 96, tall, out, None,
+                                          lambda s, dt: torch.empty(s, device="meta", dtype=dt))) == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(784, 384), (3136, 768), (196, 3072), (4096, 1024)])
+def test_gpu_mid_sized_column_sums(shape):
+    """The narrowed one-launch column sums (bias gradients of mid-sized layers) against torch."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(*shape, device="cuda", generator=g).to(dtype)
+        got, d = routed(lambda x=x: x.sum(0), ["sum.dim_IntList"])
+        close(got.float(), x.float().sum(0), rtol=2e-2, atol=2e-1)
+        assert d["python_calls"] == 0 and d["plan_hits"] == 1 and d["launches"] == 1, d
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_bias_gradient_sums(dtype):
