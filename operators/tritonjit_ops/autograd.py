@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
 
-from . import fused_backward, indexing_backward, loss_backward, norm_backward, pointwise_backward, softmax_backward
+from . import copy, fused_backward, indexing_backward, loss_backward, norm_backward, pointwise_backward, softmax_backward
 from ._common import opmath
 
 Tensor = torch.Tensor
@@ -47,6 +47,7 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "tanh_backward": pointwise_backward.tanh_backward,
     "threshold_backward": pointwise_backward.threshold_backward,
     "nll_loss_backward": loss_backward.nll_loss_backward,
+    **copy.BACKWARD,
 }
 
 def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
@@ -61,7 +62,7 @@ def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
 #: aten overload -> planner of the C++ operator path
 ATEN_PLANNERS: dict[str, Callable] = {**softmax_backward.PLANNERS, **norm_backward.PLANNERS,
                                       **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS,
-                                      **loss_backward.PLANNERS}
+                                      **loss_backward.PLANNERS, **copy.BACKWARD_PLANNERS}
 
 
 # ------------------------------------------------------------------ tritonjit's backward operators

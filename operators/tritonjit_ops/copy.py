@@ -1067,8 +1067,7 @@ ATEN: dict[str, Callable] = {
     "new_zeros": _factory("new_zeros", 0, like=True), "new_ones": _factory("new_ones", 1, like=True),
     "new_full": _factory("new_full", None, like=True),
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
-    "constant_pad_nd": constant_pad_nd, "slice_backward": slice_backward,
-    "select_backward": select_backward,
+    "constant_pad_nd": constant_pad_nd,
 }
 if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
@@ -1085,7 +1084,10 @@ PLANNERS: dict[str, Callable] = {
     "zeros_like": _like_planner(0), "ones_like": _like_planner(1), "full_like": _like_planner(None),
     "triu": lambda x, diagonal=0: _tri_plan(True, x, diagonal),
     "tril": lambda x, diagonal=0: _tri_plan(False, x, diagonal),
-    "constant_pad_nd": _plan_constant_pad_nd, "slice_backward": _slice_backward_plan,
-    "select_backward": _select_backward_plan,
+    "constant_pad_nd": _plan_constant_pad_nd,
 }
+#: the gradients of slices and selects (autograd.py lists them with aten's other backward ops)
+BACKWARD: dict[str, Callable] = {"slice_backward": slice_backward, "select_backward": select_backward}
+BACKWARD_PLANNERS: dict[str, Callable] = {"slice_backward": _slice_backward_plan,
+                                          "select_backward": _select_backward_plan}
 ATEN = with_aten_fallback(ATEN)
