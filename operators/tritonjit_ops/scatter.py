@@ -41,6 +41,19 @@ _BLOCK = 512
 
 
 @triton.jit
+def _at_dim(i0, i1, i2, i3, DIM: tl.constexpr):
+    """The coordinate along dim DIM of a rank-4 (padded) position."""
+    if DIM == 0:
+        return i0
+    elif DIM == 1:
+        return i1
+    elif DIM == 2:
+        return i2
+    else:
+        return i3
+
+
+@triton.jit
 def _index_kernel(out, index, src, n, d1, d2, d3, size,
                   is0, is1, is2, is3, ss0, ss1, ss2, ss3, os0, os1, os2, os3, osd, alpha,
                   DIM: tl.constexpr, ADD: tl.constexpr, SRC_SCALAR: tl.constexpr, INDEX_1D: tl.constexpr,
@@ -50,14 +63,7 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
-    if DIM == 0:
-        pd = i0
-    elif DIM == 1:
-        pd = i1
-    elif DIM == 2:
-        pd = i2
-    else:
-        pd = i3
+    pd = _at_dim(i0, i1, i2, i3, DIM)
     if INDEX_1D:
         idx = tl.load(index + pd * is0, mask=mask, other=0).to(tl.int64)
     else:
@@ -92,14 +98,7 @@ def _put_sum_kernel(out, index, src, n, d1, d2, d3, size, L, si, ss0, ss1, ss2, 
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
-    if DIM == 0:
-        pd = i0
-    elif DIM == 1:
-        pd = i1
-    elif DIM == 2:
-        pd = i2
-    else:
-        pd = i3
+    pd = _at_dim(i0, i1, i2, i3, DIM)
     t = tl.load(index + pd * si, mask=mask, other=0).to(tl.int64)
     t = tl.where(t < 0, t + size, t)
     ok = mask & (t >= 0) & (t < size)

@@ -404,3 +404,14 @@ def test_deterministic_mode_hands_index_writes_to_aten():
         assert torch.equal(gd, refs["embedding_dense_backward"])
     finally:
         torch.use_deterministic_algorithms(before)
+
+
+def test_index_write_kernels_cross_compile_for_sm90():
+    """The ordered-sum kernel (bf16, at dim 2, a loop over the index) and the atomic one compile
+    for an H100/H200 target here, with no GPU."""
+    from tritonjit_ops import scatter
+
+    for dim in (0, 2, 3):
+        scatter._put_sum.compile("*bf16:16,*i64:16,*bf16:16," + "i32," * 17 + f"{dim},True,512", target="cuda:90")
+    scatter._index.compile("*fp32:16,*i64:16,*fp32:16," + "i32," * 18 + "i32,1,True,False,True,True,True,512",
+                           target="cuda:90")
