@@ -1,6 +1,6 @@
 """``tritonjit bench audit``: tritonjit_ops.audit() on the models of benchmarks/models.py.
 
-    python benchmarks/audit.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train]
+    python benchmarks/audit.py [--models llama,qwen2,gpt2,bert] [--shapes decode,prefill,train,generate]
                                [--limit N] [--views] [--json FILE] [--smoke]
 
 For each model and shape, one step is captured call by call and each distinct aten
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     out = []
     for m in M.expand_models(args.models):
         for s in [x for x in args.shapes.split(",") if x]:
+            if s == "generate" and M.kind(m) not in M.GENERATIVE:
+                print(f"\n## {m} / {s}: skipped (a {M.kind(m)} model does not generate)")
+                continue
             batch, tokens = shapes[s]
             model = M.build_model(m, smoke, device, dtype)
             fn = M.step_fn(m, model, s, M.make_inputs(m, model, batch, tokens, device))

@@ -1,6 +1,6 @@
 """End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
 
-    python benchmarks/models.py [--models llama,qwen2,gpt2,bert|more|zoo|all] [--shapes decode,prefill,train]
+    python benchmarks/models.py [--models llama,qwen2,gpt2,bert|more|zoo|all] [--shapes decode,prefill,train,generate]
                                 [--rounds R] [--include all|OPS] [--exclude OPS] [--json FILE] [--smoke [--timed]]
 
 The real-model measure of the operator library. Each model is built from a config
@@ -12,8 +12,10 @@ multi-query and parallel attention, MoE routing, partial rotary, ALiBi, QK norms
 local/global attention, an encoder-decoder, a vision transformer and a convolutional
 network). 4 layers of hidden 1024 (the vision models at 224x224), bf16 on the GPU, sdpa
 attention where the architecture has it. Shapes: decode (a forward of 1x16 tokens),
-prefill (a forward of 8x1024) and train (one forward + backward at 4x256 with the
-model's LM/MLM loss). Eager and enable() run the same inputs in one process: one call
+prefill (a forward of 8x1024), train (one forward + backward at 4x256 with the
+model's LM/MLM loss) and generate (greedy ``model.generate`` of 32 tokens after a
+1x128 prompt with the model's KV cache: a prefill, then 31 one-token forwards that read
+and extend the cache; decoder and encoder-decoder models only). Eager and enable() run the same inputs in one process: one call
 each to compare (tritonjit compiles and tunes here), warm-up calls, then rounds that
 time each path in turn (benchmarks/_timing.py); the table shows the best round, the
 JSON the median too.
@@ -67,8 +69,12 @@ MODELS = ("llama", "qwen2", "gpt2", "bert")
 #: QKV and gate-up projections (Phi-3)
 MORE_MODELS = ("mistral", "gemma", "phi3", "qwen3", "gptneox", "opt", "t5")
 #: shape -> (batch, tokens), on the GPU and in the smoke mode
-SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256)}
-SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8)}
+SHAPES = {"decode": (1, 16), "prefill": (8, 1024), "train": (4, 256), "generate": (1, 128)}
+SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8), "generate": (1, 4)}
+#: tokens that the generate shape adds to its prompt (greedy, KV cache), on the GPU and in the smoke mode
+NEW_TOKENS = {"gpu": 32, "smoke": 3}
+#: the input kinds that generate() applies to (a masked-LM encoder and an image classifier do not generate)
+GENERATIVE = ("lm", "seq2seq")
 #: smoke-mode agreement bounds (fp32): relative logits / gradient error, gradient cosine
 SMOKE_TOL = {"logits_rel": 1e-4, "grad_rel": 1e-3, "grad_cos": 0.9999}
 
@@ -262,6 +268,8 @@ def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, tor
     kw: dict[str, Any] = {} if k in ("mlm", "image") else {"use_cache": False}
     key = "pixel_values" if k == "image" else "input_ids"
     x, labels = inputs[key], inputs["labels"]
+    if shape == "generate":
+        return _generate_fn(name, model, x)
     if shape != "train":
         model.eval()
         # an encoder-decoder's decoder reads the same tokens (BART makes its own from the ids)
@@ -283,6 +291,38 @@ def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, tor
     return train
 
 
+def _generate_fn(name: str, model: torch.nn.Module, ids: torch.Tensor) -> Callable[[], Any]:
+    """Greedy ``model.generate`` of a fixed number of tokens with the model's KV cache: a
+    prefill of the prompt, then one forward of one token per new token (what serving a
+    single request costs, host syncs of generate's stopping checks included). Returns
+    the logits of every step and the generated tokens."""
+    if kind(name) not in GENERATIVE:
+        raise ValueError(f"{name} does not generate (a {kind(name)} model); the generate shape takes "
+                         f"{' or '.join(GENERATIVE)} models")
+    import transformers as tf
+
+    n = NEW_TOKENS["gpu" if ids.is_cuda else "smoke"]
+    cfg = tf.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True, num_beams=1,
+                              eos_token_id=None, pad_token_id=0, bos_token_id=0, decoder_start_token_id=0,
+                              output_logits=True, return_dict_in_generate=True)
+    model.eval()
+
+    def generate() -> GenerateResult:
+        with torch.no_grad():
+            out = model.generate(ids, generation_config=cfg)
+        return GenerateResult(torch.stack(out.logits), out.sequences[:, -n:])
+
+    return generate
+
+
+@dataclass(frozen=True)
+class GenerateResult:
+    """What a generate step returns: logits [steps, batch, vocab] and the new tokens [batch, steps]."""
+
+    logits: torch.Tensor
+    tokens: torch.Tensor
+
+
 # ------------------------------------------------------------------ agreement
 def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.grad.detach().float().clone() for p in model.parameters() if p.grad is not None]
@@ -290,7 +330,14 @@ def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
 
 def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,
               got_grads: list[torch.Tensor] | None = None) -> dict[str, float]:
-    """Logits (and loss, gradients) of enable() against eager."""
+    """Logits (and loss, gradients) of enable() against eager. For generate, the logits of
+    the steps up to and including the first one whose token differs (a later step reads
+    other tokens), and ``tokens_same``: the share of steps before it."""
+    if isinstance(ref, GenerateResult):
+        same = (ref.tokens == got.tokens).all(0).tolist()
+        first = same.index(False) if False in same else len(same)
+        out = agreement(ref.logits[:first + 1], got.logits[:first + 1])
+        return {**out, "tokens_same": first / max(len(same), 1)}
     r = (ref[0] if isinstance(ref, tuple) else ref).float()
     g = (got[0] if isinstance(got, tuple) else got).float()
     diff = (r - g).abs()
@@ -341,6 +388,8 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     sync = _sync(device)
     train = shape == "train"
     row: dict[str, Any] = {"model": name, "shape": shape, "batch": batch, "tokens": tokens}
+    if shape == "generate":
+        row["new_tokens"] = NEW_TOKENS["smoke" if smoke else "gpu"]
 
     ref = fn()
     ref_grads = _grads(model) if train else None
@@ -385,6 +434,8 @@ def smoke_ok(row: dict[str, Any]) -> bool:
     """The smoke mode's agreement check (fp32 through the interpreter)."""
     if "error" in row or row["logits_rel"] > SMOKE_TOL["logits_rel"]:
         return False
+    if row["shape"] == "generate":
+        return row["tokens_same"] == 1.0
     if row["shape"] == "train":
         return row["grad_rel"] <= SMOKE_TOL["grad_rel"] and row["grad_cos"] >= SMOKE_TOL["grad_cos"]
     return True
@@ -408,6 +459,11 @@ def _e(v: Any) -> str:
     return "-" if v is None else f"{v:.1e}"
 
 
+def _tokens(r: dict[str, Any]) -> str:
+    """generate's token agreement: the share of new tokens before the first that differs."""
+    return f" ({100 * r['tokens_same']:.0f}% tokens same)" if "tokens_same" in r else ""
+
+
 def _cos(v: float | None) -> str:
     return "-" if v is None else f"{v:.6f}"
 
@@ -429,9 +485,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         timing = (f"{r['tritonjit_ms']:.3f}", f"{r['ratio']:.2f}x", f"{r['ratio_median']:.2f}x") if timed \
             else ("(not timed)", "-", "-")
         eager = f"{r['eager_ms']:.3f}" if timed else "-"
-        out.append(f"| {r['model']} | {r['shape']} | {r['batch']}x{r['tokens']} | {eager} | {timing[0]} | {timing[1]} | "
+        size = f"{r['batch']}x{r['tokens']}" + (f"+{r['new_tokens']}" if "new_tokens" in r else "")
+        out.append(f"| {r['model']} | {r['shape']} | {size} | {eager} | {timing[0]} | {timing[1]} | "
                    f"{timing[2]} | {_e(r['logits_max_abs'])} / {_e(r['logits_rel'])} / "
-                   f"{100 * r.get('logits_rows_off', 0):.1f}% | {_e(r.get('grad_rel'))} | "
+                   f"{100 * r.get('logits_rows_off', 0):.1f}%{_tokens(r)} | {_e(r.get('grad_rel'))} | "
                    f"{_cos(r.get('grad_cos'))} | {routed} | {either} |")
     lines = ["\n".join(out), ""]
     for r in rows:
@@ -517,6 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for m in models:
         for s in shapes:
+            if s == "generate" and kind(m) not in GENERATIVE:
+                print(f"  {m}/{s}: skipped (a {kind(m)} model does not generate)")
+                continue
             t0 = time.perf_counter()
             try:
                 row = run_case(m, s, smoke, device, dtype, args.rounds, timed=not smoke or args.timed,

@@ -1,6 +1,7 @@
 """benchmarks/models.py --smoke: tiny transformers models (a Llama, a Qwen2, a GPT-2 and
-a BERT), decode-like, prefill and a training step, eager against enable() through the
-interpreter: logits and gradients agree, and tritonjit kernels run the covered calls."""
+a BERT), decode-like, prefill, a training step and (the decoders) greedy generation with
+the KV cache, eager against enable() through the interpreter: logits, gradients and
+generated tokens agree, and tritonjit kernels run the covered calls."""
 import json
 
 import pytest
@@ -16,10 +17,12 @@ def test_models_smoke(model, tmp_path):
     out = tmp_path / "models.json"
     rc = M.main(["--smoke", "--models", model, "--json", str(out)])
     rows = json.loads(out.read_text())["rows"]
-    assert [r["shape"] for r in rows] == list(M.SHAPES)
+    assert [r["shape"] for r in rows] == [s for s in M.SHAPES if s != "generate" or M.kind(model) in M.GENERATIVE]
     for r in rows:
         assert "error" not in r, r
         assert r["logits_rel"] <= M.SMOKE_TOL["logits_rel"], r
+        if r["shape"] == "generate":
+            assert r["tokens_same"] == 1.0 and r["new_tokens"] == M.NEW_TOKENS["smoke"], r
         if r["shape"] == "train":
             assert r["grad_rel"] <= M.SMOKE_TOL["grad_rel"] and r["grad_cos"] >= M.SMOKE_TOL["grad_cos"], r
         assert 0 < r["covered_calls"] <= r["kernel_calls"], r
@@ -70,6 +73,35 @@ def test_zoo_smoke_image_and_masked_lm(name, tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert rc == 0 and [r["shape"] for r in rows] == ["decode", "train"]
     assert all("error" not in r and r["covered_routed_calls"] == r["covered_calls"] > 0 for r in rows), rows
+
+
+def test_generate_agreement_compares_the_steps_up_to_the_first_other_token():
+    """A step after the first differing token reads other tokens: its logits are not
+    compared; the step that chose the other token is (its inputs were the same)."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(5, 2, 11, generator=g)
+    tokens = logits.argmax(-1).T.contiguous()  # [batch, steps]
+    got_logits, got_tokens = logits.clone(), tokens.clone()
+    got_tokens[1, 3] += 1  # row 1 picks another token at step 3
+    got_logits[4] += 100.0  # so step 4 reads another history: far off, and not compared
+    got_logits[3, 0, 0] += 0.5  # step 3 itself is compared
+    ref, got = M.GenerateResult(logits, tokens), M.GenerateResult(got_logits, got_tokens)
+    a = M.agreement(ref, got)
+    assert a["tokens_same"] == 3 / 5
+    assert a["logits_max_abs"] == pytest.approx(0.5)
+    same = M.agreement(ref, M.GenerateResult(logits.clone(), tokens.clone()))
+    assert same["tokens_same"] == 1.0 and same["logits_max_abs"] == 0.0
+    assert M.smoke_ok({"shape": "generate", "logits_rel": 0.0, "tokens_same": 0.6}) is False
+
+
+def test_generate_refuses_a_model_that_does_not_generate():
+    import torch
+
+    model = M.build_model("bert", True, "cpu", torch.float32)
+    with pytest.raises(ValueError, match="bert does not generate"):
+        M.step_fn("bert", model, "generate", M.make_inputs("bert", model, 1, 4, "cpu"))
 
 
 def test_agreement_counts_the_rows_off():
