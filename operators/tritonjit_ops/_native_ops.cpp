@@ -40,6 +40,8 @@
 #include <tritonjit/function.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <atomic>
 #include <optional>
 #include <mutex>
@@ -121,6 +123,7 @@ struct NPlan {
   std::vector<int> result, contiguous;
   std::vector<int> writes;  // tensor arguments written in place (Plan.writes): see serves_writes
   bool exclusive = false;  // Plan.exclusive: no other tensor may share a written one's storage at all
+  std::vector<std::pair<int, at::ScalarType>> fits;  // Plan.fits: Scalar arguments checked per call
   std::vector<c10::IValue> consts;  // result kConst - c: Plan.result's Const(consts[c])
   static constexpr int kConst = -(1 << 20);
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
@@ -246,6 +249,15 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   if (PyTuple_Size(p) > 7 && PyTuple_GetItem(p, 7) == Py_True) {  // Plan.exclusive
     plan->exclusive = true;
   }
+  if (PyTuple_Size(p) > 8) {  // Plan.fits: ((i, dtype), ...)
+    Ref fast(checked(PySequence_Fast(PyTuple_GetItem(p, 8), "a plan's fits")));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
+      PyObject* f = PySequence_Fast_GET_ITEM(fast.p, i);
+      const long a = PyLong_AsLong(PyTuple_GetItem(f, 0));
+      if (a == -1 && PyErr_Occurred()) rethrow_python();
+      plan->fits.emplace_back(static_cast<int>(a), dtype_of(PyTuple_GetItem(f, 1)));
+    }
+  }
   Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(launches.p); i++) {
     PyObject* L = PySequence_Fast_GET_ITEM(launches.p, i);  // Launch(fn, grid, args, num_warps, num_stages, extra)
@@ -312,6 +324,45 @@ bool serves_writes(const NPlan& plan, const c10::IValue* args, size_t nargs) {
     }
   }
   return true;
+}
+
+// Whether aten converts the Scalar ``v`` to ``dt`` without its overflow error (_plan.scalar_fits,
+// the same rule): a bool dtype takes anything; inf and NaN pass into floating dtypes only;
+// uint8 takes -255..255.
+bool scalar_fits(const c10::IValue& v, at::ScalarType dt) {
+  if (dt == at::kBool || v.isBool()) return true;
+  if (v.isTensor()) return true;  // a 0-dim tensor as a scalar: aten converts it unchecked
+  if (at::isFloatingType(dt)) {
+    const double x = v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
+    if (!std::isfinite(x)) return true;
+    const double mx = dt == at::kHalf       ? 65504.0
+                      : dt == at::kBFloat16 ? static_cast<double>(std::numeric_limits<c10::BFloat16>::max())
+                      : dt == at::kFloat    ? static_cast<double>(std::numeric_limits<float>::max())
+                                            : std::numeric_limits<double>::max();
+    return std::fabs(x) <= mx;
+  }
+  int64_t lo = 0, hi = 0;
+  switch (dt) {
+    case at::kByte: lo = -255, hi = 255; break;  // negatives wrap, as c10::overflows allows
+    case at::kChar: lo = -128, hi = 127; break;
+    case at::kShort: lo = -32768, hi = 32767; break;
+    case at::kInt: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
+    default: lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  }
+  if (v.isDouble()) {
+    const double x = v.toDouble();
+    return std::isfinite(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi);
+  }
+  const int64_t x = v.toInt();
+  return x >= lo && x <= hi;
+}
+
+// Whether a plan may serve this call's values: its in-place writes (serves_writes) and its
+// Scalar arguments' ranges (Plan.fits). Per call: the key holds neither addresses nor values.
+bool serves(const NPlan& plan, const c10::IValue* args, size_t nargs) {
+  for (const auto& [i, dt] : plan.fits)
+    if (i < 0 || static_cast<size_t>(i) >= nargs || !scalar_fits(args[i], dt)) return false;
+  return serves_writes(plan, args, nargs);
 }
 
 // ---- plan caches: one per (operator, planner), kept across enable()/disable() ----------------
@@ -454,7 +505,7 @@ class OpKernel final : public c10::OperatorKernel {
         g_hits++;
         return to_aten(op, ks, stack);
       }
-      if (!plan->fallback && !plan->aten && serves_writes(*plan, args, nargs_)) {
+      if (!plan->fallback && !plan->aten && serves(*plan, args, nargs_)) {
         g_hits++;
         return execute(*plan, args, dev, stack);
       }
@@ -531,7 +582,7 @@ class OpKernel final : public c10::OperatorKernel {
       dev.fixed = device ? *device : at::Device(c10::DeviceType::CPU);
       if (planner_ != nullptr && !pinned && build_key(args, key, dev, true)) {
         std::shared_ptr<NPlan> plan = find(key, args);
-        if (!plan->fallback && !plan->aten) {
+        if (!plan->fallback && !plan->aten && serves(*plan, args, nargs_)) {
           g_hits++;
           return execute(*plan, args, dev, stack);
         }
@@ -729,7 +780,7 @@ class OpKernel final : public c10::OperatorKernel {
   bool serve(const c10::IValue* args, Results& results) {
     DevRef dev;
     std::shared_ptr<NPlan> plan = plan_for(args, dev);
-    if (plan == nullptr || plan->fallback || plan->aten || !serves_writes(*plan, args, nargs_)) return false;
+    if (plan == nullptr || plan->fallback || plan->aten || !serves(*plan, args, nargs_)) return false;
     g_hits++;
     run(*plan, args, dev, results);
     return true;

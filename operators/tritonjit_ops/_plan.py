@@ -34,6 +34,7 @@ means, and what an int tensor times a float (or an int division) gives.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Sequence
 
 import torch
@@ -43,7 +44,7 @@ from ._layout import dense
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
-           "run", "serves_writes", "tf32_keyed", "value_keyed"]
+           "run", "scalar_fits", "serves_writes", "tf32_keyed", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -151,6 +152,11 @@ class Plan(NamedTuple):
     # with writes: no other tensor may share a written one's storage at all, not even as the same view
     # (a plan that writes through an index reads its other inputs after some writes)
     exclusive: bool = False
+    # (i, dtype): Scalar argument i, passed through Arg(i), must convert to dtype without
+    # overflow (aten's per-call check, see scalar_fits): a call whose value does not goes to
+    # the operator's implementation, which hands it to aten for its error. Checked per call,
+    # since the key holds the Scalar's type, not its value.
+    fits: tuple[tuple[int, torch.dtype], ...] = ()
 
 
 def aten_plan() -> Plan:
@@ -211,6 +217,21 @@ def _scalar(v: Any) -> Any:
     return v.item() if isinstance(v, Tensor) else v
 
 
+def scalar_fits(v: Any, dt: torch.dtype) -> bool:
+    """Whether aten converts the Scalar ``v`` to ``dt`` without its "value cannot be
+    converted to type ... without overflow" error (a bool dtype takes anything; inf and
+    NaN pass into floating dtypes, not into integers; uint8 takes -255..255, the negatives
+    wrapping, as c10::overflows allows). ``scalar_fits`` in
+    ``_native_ops.cpp`` is the same rule."""
+    if dt == torch.bool or isinstance(v, bool):
+        return True
+    if dt.is_floating_point:
+        return (isinstance(v, float) and not math.isfinite(v)) or abs(v) <= torch.finfo(dt).max
+    info = torch.iinfo(dt)
+    lo = -info.max if info.min == 0 else info.min  # an unsigned type takes negatives down to -max (they wrap)
+    return (isinstance(v, int) or math.isfinite(v)) and lo <= v <= info.max
+
+
 def _device(args: Sequence[Any]) -> torch.device:
     """The device of a call's outputs: its first tensor (tensor lists' included) that is no
     0-dim CPU tensor used as a scalar, else its first tensor (as the C++ path picks it)."""
@@ -257,6 +278,10 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
             raise NotImplementedError("tritonjit_ops: an in-place plan's self shares memory with another argument "
                                       "(in another view, or at all for a plan that writes through an index); "
                                       "the operator's implementation serves this call")
+    for i, dt in plan.fits:
+        if not scalar_fits(_scalar(args[i]), dt):
+            raise NotImplementedError(f"tritonjit_ops: Scalar argument {i} ({args[i]!r}) overflows {dt}; "
+                                      "the operator's implementation hands the call to aten")
     given = args
     args = list(args)
     for i in plan.contiguous:

@@ -23,7 +23,7 @@ import tritonjit
 
 from ._common import cdiv, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, value_keyed
+from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, scalar_fits, value_keyed
 from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, plan, run
 
@@ -153,14 +153,8 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
 
 def _overflows(v: Any, dt: torch.dtype) -> bool:
     """Whether aten refuses to convert the Scalar ``v`` to ``dt`` ("value cannot be converted
-    to type ... without overflow"): such calls go to aten, which raises its error. (A bool
-    dtype takes anything; inf and NaN pass into floats.)"""
-    if dt == torch.bool or isinstance(v, bool):
-        return False
-    if dt.is_floating_point:
-        return isinstance(v, (int, float)) and math.isfinite(v) and abs(v) > torch.finfo(dt).max
-    info = torch.iinfo(dt)
-    return not info.min <= v <= info.max if math.isfinite(v) else True
+    to type ... without overflow"): such calls go to aten, which raises its error."""
+    return not scalar_fits(v, dt)
 
 
 def fill_scalar(x: Tensor, value: Any) -> Tensor:
@@ -187,28 +181,26 @@ def zero_(x: Tensor) -> Tensor:
 # ----------------------------------------------------------------- fill plans
 def _fill_ref(value: Any, i: int, dt: torch.dtype) -> Any:
     """What a fill launch passes for Scalar argument ``i`` (now ``value``) written into dtype
-    ``dt``: ``Arg(i)`` (the value at run time), a literal where the call key pins the value
-    (0 or 1), or None where a value aten checks per call (an int overflowing a narrow integer
-    or float16, a fractional float into an integer) or that the kernel's fp32 scalar argument
-    would round (a float into float64) needs the Python implementation. (A float that
-    overflows float16/bfloat16/float32 becomes inf on the plan; aten, and the Python
-    implementation, which hands such a value to aten, raise.)"""
+    ``dt``: ``Arg(i)`` (the value at run time; the plan checks its range per call, see
+    _fill_fits), a literal where the call key pins the value (0 or 1), or None where the
+    Python implementation must decide: a fractional float into an integer dtype (aten
+    truncates), a float into float64 (the kernel's fp32 scalar argument would round it)."""
     if not _is_scalar(value):
         return None
     pinned = value == 0 or value == 1  # the key holds this: a plan made for 0 serves only 0
     if isinstance(value, bool):
         return Arg(i)
-    if dt.is_floating_point:
-        if isinstance(value, float):
-            return None if dt == torch.float64 else Arg(i)
-        if dt == torch.float16:
-            return int(value) if pinned else None
-        return Arg(i)
-    if isinstance(value, float):  # into an integer or bool: only 0.0 and 1.0 (-0.0 too) plainly
+    if isinstance(value, float) and dt == torch.float64:
+        return None
+    if isinstance(value, float) and not dt.is_floating_point:  # into an integer or bool: only 0.0 and 1.0 plainly
         return int(value) if pinned else None
-    if dt in (torch.int64, torch.bool):
-        return Arg(i)
-    return int(value) if pinned else None
+    return Arg(i)
+
+
+def _fill_fits(ref: Any, dt: torch.dtype) -> tuple[tuple[int, torch.dtype], ...]:
+    """Plan.fits of a fill passing ``ref``: a run-time value (Arg) is checked per call against
+    ``dt``'s range, where aten raises its overflow error (the key holds only the Scalar's type)."""
+    return ((ref.i, dt),) if isinstance(ref, Arg) and dt != torch.bool else ()
 
 
 def _plan_fill(x: Tensor, value: Any, ref: Any, dt: torch.dtype, out: Tensor | Buffer, out_ref: Any) -> Any:
@@ -225,9 +217,9 @@ def _plan_fill_(x: Any, value: Any) -> Plan | None:
     if ref is None:
         return None
     if x.numel() == 0:
-        return Plan((), (), (In(0),))
+        return Plan((), (), (In(0),), fits=_fill_fits(ref, x.dtype))
     L = _plan_fill(x, value, ref, x.dtype, x, In(0))
-    return None if L is None else Plan((), (L,), (In(0),))
+    return None if L is None else Plan((), (L,), (In(0),), fits=_fill_fits(ref, x.dtype))
 
 
 def _plan_zero_(x: Any) -> Plan | None:
@@ -264,9 +256,9 @@ def _plan_like(x: Any, value: Any, ref: Any, dtype: Any, layout: Any, device: An
         return None
     buf = Buffer(tuple(x.shape), dt)
     if x.numel() == 0:
-        return Plan((buf,), ())
+        return Plan((buf,), (), fits=_fill_fits(ref, dt))
     L = _plan_fill(x, value, ref, dt, buf, Out(0))
-    return None if L is None else Plan((buf,), (L,))
+    return None if L is None else Plan((buf,), (L,), fits=_fill_fits(ref, dt))
 
 
 def _like_planner(value: Any) -> Callable:
@@ -1037,16 +1029,16 @@ def _plan_factory(op: str, value: Any, like: bool = False) -> Callable:
             dt = dtype if dtype is not None else (
                 torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) and value is None
                 and op != "scalar_tensor" else torch.get_default_dtype())
-        if dt not in _REAL or _overflows(v, dt):  # (a later value of the key's type: see _fill_ref)
+        if dt not in _REAL:  # (a value out of dt's range: Plan.fits sends that call, not the key, to aten)
             return None
         ref = value if value is not None else _fill_ref(v, len(args) - 1, dt)
         if ref is None:
             return None
         buf = Buffer(tuple(size), dt)
         if math.prod(size) == 0:
-            return Plan((buf,), ())
+            return Plan((buf,), (), fits=_fill_fits(ref, dt))
         L = _launch("copy", [v], [ref], buf, Out(0), size, _CT[dt], [])
-        return None if L is None else Plan((buf,), (L,))
+        return None if L is None else Plan((buf,), (L,), fits=_fill_fits(ref, dt))
 
     return plan
 

@@ -155,7 +155,10 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "logical_not":
         r = a == 0
     elif OP == "bitwise_not":
-        r = ~a
+        if a.dtype.is_int_unsigned():  # max - a: the interpreter's ~ of an unsigned lane overflows
+            r = (a.dtype.get_int_max_value() - a).to(a.dtype)
+        else:
+            r = ~a
     elif OP == "nan_to_num":
         r = tl.where(a != a, s0, tl.where(a == float("inf"), s1, tl.where(a == -float("inf"), s2, a)))
     elif OP == "hardtanh":
@@ -765,7 +768,14 @@ def _bitwise_not(x, out=None, inplace=False):
                inplace=inplace, aten_layout=True)
 
 
-_with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, None, "bitwise_not_", "bitwise_not.out")
+def _plan_bitwise_not(x: Any, inplace: bool = False) -> Plan | None:
+    if not isinstance(x, Tensor) or x.dtype not in INT_DTYPES + (torch.bool,):
+        return None
+    return plan("logical_not" if x.dtype == torch.bool else "bitwise_not", [x], x.dtype, _CT[x.dtype],
+                aten_layout=True, inplace=inplace)
+
+
+_with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, _plan_bitwise_not, "bitwise_not_", "bitwise_not.out")
 
 
 # binary

@@ -561,6 +561,16 @@ def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan 
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 
+def _plan_extreme(op: str, x: Any) -> Plan | None:
+    """max()/min() with no dim (``cache_position.max()``): amax/amin over every dim, or of
+    a bool tensor any/all; None for an empty input (aten's error) and a 0-dim one."""
+    if not isinstance(x, Tensor) or x.numel() == 0:
+        return None
+    if x.dtype == torch.bool:
+        return plan_logic("any" if op == "amax" else "all", x)
+    return plan_reduce(op, x, ())
+
+
 PLANNERS: dict[str, Any] = {
     "any": lambda x: plan_logic("any", x), "all": lambda x: plan_logic("all", x),
     "any.dim": lambda x, dim, keepdim=False: plan_logic("any", x, dim, keepdim),
@@ -573,6 +583,8 @@ PLANNERS: dict[str, Any] = {
     "mean.dim": lambda x, dim=None, keepdim=False, *, dtype=None: plan_reduce("mean", x, dim, keepdim, dtype),
     "amax": lambda x, dim=(), keepdim=False: plan_reduce("amax", x, dim, keepdim),
     "amin": lambda x, dim=(), keepdim=False: plan_reduce("amin", x, dim, keepdim),
+    # max()/min() of a whole tensor: amax/amin over every dim; any/all of a bool one
+    "max": lambda x: _plan_extreme("amax", x), "min": lambda x: _plan_extreme("amin", x),
     "argmax": lambda x, dim=None, keepdim=False: plan_arg("argmax", x, dim, keepdim),
     "argmin": lambda x, dim=None, keepdim=False: plan_arg("argmin", x, dim, keepdim),
 }

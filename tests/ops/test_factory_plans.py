@@ -10,6 +10,7 @@ with no call to the Python implementation. A call for another device (``meta`` h
 to aten's kernel, as before."""
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import pytest
@@ -167,20 +168,13 @@ def test_new_factories_planned(case, dtype):
     _assert_planned(d)
 
 
-@pytest.mark.parametrize("fn", [lambda: torch.full((3,), 300, dtype=torch.int8),
-                                lambda: torch.full((3,), 5, dtype=torch.int8),
-                                lambda: torch.full((3,), 2.5, dtype=torch.float64),
+@pytest.mark.parametrize("fn", [lambda: torch.full((3,), 2.5, dtype=torch.float64),
                                 lambda: torch.full((3,), 2.5, dtype=torch.int32),
-                                lambda: torch.zeros(2).new_full((3,), 9, dtype=torch.int32),
-                                lambda: torch.zeros(2).new_full((3,), 0.5, dtype=torch.int64),
-                                lambda: torch.full((3,), 1e10, dtype=torch.float16)])
-def test_full_values_the_plan_cannot_check(fn):
-    """full's values that a plan cannot check per call (an int into a narrow integer, whose
-    range aten checks; a float into an integer; a float that the kernel's fp32 argument
-    would round into float64) are not planned: they reach the Python implementation, which
-    hands what aten raises for to aten. (A float overflowing float16 is refused when the
-    plan is made; a plan made for a value in range serves such a value too, writing inf
-    where aten raises, as full_like's plan does.)"""
+                                lambda: torch.zeros(2).new_full((3,), 0.5, dtype=torch.int64)])
+def test_full_values_no_plan_takes(fn):
+    """full's values that no plan takes: a fractional float into an integer (aten truncates)
+    and a float that the kernel's fp32 argument would round into float64: they reach the
+    Python implementation, which hands them to aten."""
     ops = ["full", "new_full"]
     try:
         ref = fn()
@@ -193,6 +187,100 @@ def test_full_values_the_plan_cannot_check(fn):
     got, d = routed(fn, ops)
     _same(got, ref)
     assert d["plan_hits"] == 0 and d["python_calls"] == 1, d
+
+
+# op, call of a value, a value in range, a value out of the dtype's range (aten raises its overflow
+# error, except scalar_tensor into float16, which writes inf)
+CHECKED: dict[str, tuple[str, Callable[[object], torch.Tensor], object, object]] = {
+    "full int8": ("full", lambda v: torch.full((3,), v, dtype=torch.int8), 5, 300),
+    "full uint8 (a negative wraps)": ("full", lambda v: torch.full((3,), v, dtype=torch.uint8), -1, -256),
+    "full int32": ("full", lambda v: torch.full((3,), v, dtype=torch.int32), -9, 2**40),
+    "full float16": ("full", lambda v: torch.full((3,), v, dtype=torch.float16), 3.5, 1e10),
+    "full int into float16": ("full", lambda v: torch.full((3,), v, dtype=torch.float16), 7, 70000),
+    "full bfloat16": ("full", lambda v: torch.full((3,), v, dtype=torch.bfloat16), -2.5, 1e39),
+    "full float32": ("full", lambda v: torch.full((3,), v), 2.5, -1e39),
+    "new_full int32": ("new_full", lambda v: torch.zeros(2).new_full((3,), v, dtype=torch.int32), 9, -2**35),
+    "full_like int16": ("full_like", lambda v: torch.full_like(torch.zeros(2, dtype=torch.int16), v), 12, 40000),
+    "fill_ int8": ("fill_.Scalar", lambda v: torch.zeros(4, dtype=torch.int8).fill_(v), -3, 200),
+    "scalar_tensor float16": ("scalar_tensor", lambda v: torch.scalar_tensor(v, dtype=torch.float16), 1.5, -1e6),
+}
+
+
+def test_a_first_value_out_of_range_keeps_the_plan_for_the_next():
+    """A plan is made for the key even where the call that made it overflows (that call goes
+    to aten and raises); the next value of the same type in range is a plan hit."""
+    with T.enable(include=["full"], wait_native=True):
+        with pytest.raises(RuntimeError, match="overflow"):
+            torch.full((5,), 1e10, dtype=torch.float16)
+        before = _native_ops.stats()
+        got = torch.full((5,), -6.5, dtype=torch.float16)
+        d = stats_delta(before, _native_ops.stats())
+    _same(got, torch.full((5,), -6.5, dtype=torch.float16))
+    _assert_planned(d)
+
+
+@pytest.mark.parametrize("case", list(CHECKED))
+def test_fill_values_checked_per_call(case):
+    """A fill's plan takes its value at run time (the key holds the Scalar's type, not its
+    value) and checks it per call against the dtype's range (Plan.fits): a value in range is
+    a plan hit; one out of range goes to aten, which raises its error (no inf, no wrapped
+    integer from the plan) or gives its own result; the plan still serves the next value in
+    range."""
+    op, fn, ok, bad = CHECKED[case]
+    ref = fn(ok)
+    try:
+        ref_bad, error = fn(bad), None
+    except RuntimeError as e:
+        ref_bad, error = None, e
+    with T.enable(include=[op], wait_native=True):
+        fn(ok)
+        before = _native_ops.stats()
+        got = fn(ok)
+        d = stats_delta(before, _native_ops.stats())
+        if error is not None:
+            assert "overflow" in str(error)
+            with pytest.raises(RuntimeError, match="overflow"):
+                fn(bad)
+        else:
+            _same(fn(bad), ref_bad)
+        before = _native_ops.stats()
+        again = fn(ok)
+        d2 = stats_delta(before, _native_ops.stats())
+    _same(got, ref)
+    _same(again, ref)
+    _assert_planned(d)
+    _assert_planned(d2)
+
+
+def test_scalar_fits_is_never_looser_than_aten():
+    """_plan.scalar_fits (the Python copy of the C++ executor's rule) passes only values that
+    aten converts without its overflow error, at the edges of each dtype's range. It may be
+    stricter: aten's own check differs by path (a one-element float16 fill writes inf where
+    a longer one raises); a value it refuses goes to aten, whatever aten then does. Inside a
+    floating dtype's finite range and an integer dtype's range, it passes every value."""
+    values = [0, 1, -1, -255, -256, 127, 128, -128, -129, 255, 256, 32767, 32768, 2**31 - 1, 2**31, -2**31 - 1,
+              2**63 - 1, 65504, 65505, 65520.0, 1e38, 3.4e38, 3.5e38, 1e39, float("inf"), float("-inf"),
+              float("nan"), 2.5, -0.5, True]
+    for dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+               torch.float32, torch.float64, torch.bool):
+        for v in values:
+            if isinstance(v, float) and not dt.is_floating_point and dt != torch.bool and math.isfinite(v):
+                continue  # a finite float into an integer: plans do not take fractional floats (_fill_ref)
+            raised = []
+            for shape in ((1,), (3,)):
+                try:
+                    torch.full(shape, v, dtype=dt)
+                except RuntimeError as e:
+                    assert "overflow" in str(e)
+                    raised.append(shape)
+            if _plan.scalar_fits(v, dt):
+                assert not raised, (v, dt, raised)
+            in_range = (not isinstance(v, bool) and dt != torch.bool and (
+                abs(v) <= torch.finfo(dt).max if dt.is_floating_point and math.isfinite(v) else
+                dt.is_floating_point or (-255 if dt == torch.uint8 else torch.iinfo(dt).min) <= v
+                <= torch.iinfo(dt).max))
+            if in_range or dt == torch.bool or isinstance(v, bool):
+                assert _plan.scalar_fits(v, dt), (v, dt)
 
 
 # ----------------------------------------------------------------- another device

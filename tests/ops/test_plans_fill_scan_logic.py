@@ -109,10 +109,11 @@ def test_full_like_value_is_a_runtime_argument():
 
 @pytest.mark.parametrize("dtype, value", [(torch.int32, 7), (torch.int64, 2.5), (torch.int8, 300),
                                           (torch.float64, 0.1), (torch.float16, 70000)], ids=str)
-def test_full_like_values_aten_checks_per_call_take_the_python_implementation(dtype, value):
-    """Values whose conversion aten checks (an int overflowing a narrow type, a fraction into
-    an integer) or that the kernel's fp32 scalar would round (float64): not planned; the
-    Python implementation (or aten, with its own error) serves them."""
+def test_full_like_values_checked_per_call_or_not_planned(dtype, value):
+    """An int into a narrow type is planned and its range checked per call (Plan.fits: one
+    that overflows raises aten's error); a fraction into an integer (aten truncates) and a
+    float into float64 (the kernel's fp32 scalar would round it) are not planned: the
+    Python implementation serves them."""
     x = _tensor((6,), dtype)
     try:
         want = torch.full_like(x, value)
@@ -123,7 +124,8 @@ def test_full_like_values_aten_checks_per_call_take_the_python_implementation(dt
         return
     got, d = routed(lambda: torch.full_like(x, value), ["full_like"])
     close(got, want)
-    assert d["plan_hits"] == 0
+    planned = not (isinstance(value, float) and (dtype == torch.float64 or not dtype.is_floating_point))
+    assert d["plan_hits"] == (1 if planned else 0) and d["python_calls"] == (0 if planned else 1), d
 
 
 def test_like_on_another_device_or_pinned_is_not_planned():
@@ -198,14 +200,21 @@ def test_fill_value_is_a_runtime_argument_and_grads_zero():
     assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in lin.parameters())
 
 
-def test_fill_of_a_narrow_integer_with_another_value_takes_the_python_implementation():
+def test_fill_of_a_narrow_integer_checks_each_value():
+    """fill_ of an int8 tensor: one plan serves every int value in range (the key holds the
+    type); a value out of range raises aten's error and leaves the tensor as it was."""
     x = torch.zeros(4, dtype=torch.int8)
     with T.enable(include=["fill_.Scalar"], wait_native=True):
-        before = _native_ops.stats()
         x.fill_(5)
-        d = stats_delta(before, _native_ops.stats())
         assert torch.equal(x, torch.full((4,), 5, dtype=torch.int8))
-        assert d["plan_hits"] == 0
+        before = _native_ops.stats()
+        x.fill_(-7)
+        d = stats_delta(before, _native_ops.stats())
+        assert torch.equal(x, torch.full((4,), -7, dtype=torch.int8))
+        assert d["plan_hits"] == 1 and d["python_calls"] == 0, d
+        with pytest.raises(RuntimeError, match="overflow"):
+            x.fill_(300)
+        assert torch.equal(x, torch.full((4,), -7, dtype=torch.int8))
         before = _native_ops.stats()
         x.fill_(1)  # 0 and 1 are in the call key: planned, with the value baked in
         assert stats_delta(before, _native_ops.stats())["plan_hits"] == 1
@@ -372,3 +381,48 @@ def test_new_kernel_variants_compile_for_sm90():
     for fn, sig in sigs:
         k = fn.compile(sig, target="cuda:90")
         assert k.binary, sig
+
+
+# ----------------------------------------------------------------- generate()'s checks: ~, max/min
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64])
+@pytest.mark.parametrize("layout", ["contiguous", "strided", "0-dim"])
+def test_bitwise_not_planned(dtype, layout):
+    """~x (generate's ``~is_done``: a bool [1]; an int mask): planned, in aten's layout,
+    logical for bool, bitwise for the integers; its in-place form too."""
+    x = _layouts(dtype)[layout]
+    got, d = routed(lambda: torch.bitwise_not(x), ["bitwise_not"])
+    want = torch.bitwise_not(x)
+    assert got.dtype == want.dtype and got.stride() == want.stride() and torch.equal(got, want)
+    _assert_planned(d)
+    y, z = x.clone(), x.clone()
+    routed(lambda: y.bitwise_not_().bitwise_not_(), ["bitwise_not_"])
+    assert torch.equal(y, z)
+
+
+def test_bitwise_not_of_a_float_goes_to_aten():
+    with T.enable(include=["bitwise_not"], wait_native=True), pytest.raises(RuntimeError, match="bitwise_not"):
+        torch.bitwise_not(torch.ones(3))
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32, torch.bool])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_max_min_of_a_whole_tensor_planned(op, dtype, layout):
+    """torch.max(x) / torch.min(x) with no dim (generate's ``cache_position.max()``; a mask's
+    largest position): amax/amin over every dim, a 0-dim result of x's dtype."""
+    x = _layouts(dtype)[layout]
+    fn = getattr(torch, op)
+    got, d = routed(lambda: fn(x), [op])
+    want = fn(x)
+    assert got.dim() == 0 and got.dtype == want.dtype and torch.equal(got, want)
+    _assert_planned(d)
+
+
+def test_max_propagates_nan_and_refuses_empty_and_0_dim_as_aten():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    got, _ = routed(lambda: torch.max(x), ["max"])
+    assert torch.isnan(got)
+    with T.enable(include=["max"], wait_native=True):
+        with pytest.raises(RuntimeError, match="max"):
+            torch.max(torch.empty(0, 3))
+        assert torch.max(torch.tensor(2.5)).item() == 2.5  # 0-dim: the Python implementation
