@@ -442,15 +442,16 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # token): one launch where aten fills zeros and then copies
     "slice_backward", "select_backward",
     # generate()'s own calls around each decode step (its stopping checks, masks and cache
-    # positions: bool [1] tensors, a few scalars; clamp, 0.92x there, stays opt-in: slower with
-    # scalar bounds at millions of elements), measured on the H200 (2026-12-03, audit of
+    # positions: bool [1] tensors, a few scalars; clamp (0.92x there) and reciprocal (0.91x;
+    # 0.97-1.46x in a sweep of 16 to 8M elements) stay opt-in; max's plan leaves inputs over
+    # 64K elements to aten), measured on the H200 (2026-12-03, audit of
     # greedy generation of 32 tokens by Llama, Qwen2, Falcon, Mixtral, BART and MPT): 0.74-0.95x
     # eager per op over all their calls; with them routed the decoders' generate steps ran 100%
     # of their covered calls on tritonjit kernels (87-97% before). The fills check each value
     # against the dtype's range per call (Plan.fits), as aten does; zeros, new_zeros, new_full
     # and fill_.Scalar are the same fill plan as ones, new_ones, full and full_like
     "scalar_tensor", "full", "full_like", "fill_.Scalar", "ones", "new_ones", "zeros", "new_zeros", "new_full",
-    "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_not", "max", "reciprocal",
+    "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_not", "max",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, jit, next_pow2, normalize_dims
-from ._plan import Buffer, In, Launch, Out, Plan, Tmp, execute, launch
+from ._plan import Buffer, In, Launch, Out, Plan, Tmp, aten_plan, execute, launch
 from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
@@ -561,11 +561,19 @@ def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan 
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 
+#: max()/min() of a whole tensor above this many elements goes to aten's kernel (H200,
+#: 2026-12-03: ours 0.73-0.83x eager on 16 elements, 1.10-1.54x on 8M fp32)
+_EXTREME_ATEN_NUMEL = 1 << 16
+
+
 def _plan_extreme(op: str, x: Any) -> Plan | None:
     """max()/min() with no dim (``cache_position.max()``): amax/amin over every dim, or of
-    a bool tensor any/all; None for an empty input (aten's error) and a 0-dim one."""
+    a bool tensor any/all; aten's kernel for a large input (_EXTREME_ATEN_NUMEL); None for
+    an empty input (aten's error) and a 0-dim one."""
     if not isinstance(x, Tensor) or x.numel() == 0:
         return None
+    if x.numel() > _EXTREME_ATEN_NUMEL and x.device.type != "cpu":
+        return aten_plan()
     if x.dtype == torch.bool:
         return plan_logic("any" if op == "amax" else "all", x)
     return plan_reduce(op, x, ())

@@ -426,3 +426,14 @@ def test_max_propagates_nan_and_refuses_empty_and_0_dim_as_aten():
         with pytest.raises(RuntimeError, match="max"):
             torch.max(torch.empty(0, 3))
         assert torch.max(torch.tensor(2.5)).item() == 2.5  # 0-dim: the Python implementation
+
+
+def test_max_of_a_large_tensor_on_a_device_is_left_to_aten():
+    """On a device, max()/min() of more than 64K elements is aten's (measured faster there); up
+    to that size, and on the interpreter, it is planned (meta stands in for a device here)."""
+    big, small = torch.empty(reduction._EXTREME_ATEN_NUMEL + 1, device="meta"), torch.empty(1000, device="meta")
+    for op in ("max", "min"):
+        assert reduction.PLANNERS[op](big).aten
+        p = reduction.PLANNERS[op](small)
+        assert not p.aten and p.launches and p.outputs[0].shape == ()
+        assert not reduction.PLANNERS[op](torch.empty(reduction._EXTREME_ATEN_NUMEL + 1)).aten
