@@ -75,6 +75,8 @@ SMOKE_SHAPES = {"decode": (1, 4), "prefill": (2, 8), "train": (2, 8), "generate"
 NEW_TOKENS = {"gpu": 32, "smoke": 3}
 #: the input kinds that generate() applies to (a masked-LM encoder and an image classifier do not generate)
 GENERATIVE = ("lm", "seq2seq")
+#: --dtype's choices
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 #: smoke-mode agreement bounds (fp32): relative logits / gradient error, gradient cosine
 SMOKE_TOL = {"logits_rel": 1e-4, "grad_rel": 1e-3, "grad_cos": 0.9999}
 
@@ -534,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--include", default=None, help="enable()'s include: comma-separated overloads, or 'all' "
                    "(default: the backend's default set)")
     p.add_argument("--exclude", default="", help="enable()'s exclude: comma-separated overloads")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
+                   help="the models' dtype on a GPU (default bf16; the smoke mode runs fp32)")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = p.parse_args(argv)
     try:
@@ -544,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     smoke = args.smoke or device == "cpu"
-    dtype = torch.float32 if smoke else torch.bfloat16
+    dtype = torch.float32 if smoke else DTYPES[args.dtype or "bf16"]
     models = expand_models(args.models)
     shapes = [s for s in args.shapes.split(",") if s]
     for s in shapes:
