@@ -437,3 +437,15 @@ def test_max_of_a_large_tensor_on_a_device_is_left_to_aten():
         p = reduction.PLANNERS[op](small)
         assert not p.aten and p.launches and p.outputs[0].shape == ()
         assert not reduction.PLANNERS[op](torch.empty(reduction._EXTREME_ATEN_NUMEL + 1)).aten
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int32, torch.bool])
+def test_bitwise_not_kernel_cross_compiles_for_sm90(dtype):
+    """The H200's variant of ~x (unsigned lanes as max - x, the others as ~x) compiles."""
+    from tritonjit_ops import elementwise as E
+
+    x = _tensor((5, 7), dtype)
+    (L,) = E.PLANNERS["bitwise_not"](x).launches
+    out = torch.empty(x.shape, dtype=dtype)
+    args = [x if isinstance(a, _plan.In) else out if isinstance(a, _plan.Out) else a for a in L.args]
+    assert L.fn.compile(L.fn.signature(*args), target="cuda:90").binary
