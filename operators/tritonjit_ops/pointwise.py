@@ -28,7 +28,7 @@ from ._common import (
 )
 from ._layout import bstrides, dense, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
-from ._plan import Arg, Buffer, In, Launch, Out, Plan, execute, launch
+from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
 
@@ -514,6 +514,22 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
 _BOOL_OPS = {"add": "maximum", "maximum": "maximum", "mul": "minimum", "minimum": "minimum"}
 
 
+#: a call of at least this many elements where an operand is read across the output's rows
+#: goes to aten's kernel (H200, 2026-12-03: T5's f32[8,16,1024,1024] + a bf16 position bias
+#: laid out heads-innermost ran at 1.47x aten's time; TensorIterator tiles such reads)
+_ATEN_STRIDED_NUMEL = 1 << 22
+
+
+def _reads_across(operands: Sequence, shape: list[int]) -> bool:
+    """Whether a tensor operand, in the output's memory order, steps through memory along
+    the output's innermost dim (a stride other than 0 or 1 there): each of the kernel's
+    loads then touches another cache line. On a device only (the interpreter runs ours)."""
+    tensors = [t for t in operands if isinstance(t, Tensor) and t.dim()]
+    if not shape or shape[-1] == 1 or not tensors or tensors[0].device.type == "cpu":  # (the interpreter: ours)
+        return False
+    return any(bstrides(t, shape)[-1] not in (0, 1) for t in tensors)
+
+
 def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,
              alpha: Any) -> Plan | None:
     """The plan of one launch into a new output in aten's layout (see _layout.py): a
@@ -527,6 +543,8 @@ def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rd
         return Plan(out, ())
     if strides is not None:
         operands, shape, _ = _in_memory_order(operands, shape, strides)
+    if n >= _ATEN_STRIDED_NUMEL and _reads_across(operands, shape):
+        return aten_plan()
     L = _elementwise(op, nin, operands, refs, shape, Out(0), alpha, rdtype in LOW_PRECISION)
     if L is None:  # rank 5 or 6 after coalescing (repeat_kv's views): the elementwise module's rank-6 kernel
         try:

@@ -239,3 +239,24 @@ def test_flat_stride_is_what_view_minus_one_gives():
             assert got == flat.stride(0), (t.shape, t.stride())
         else:
             assert got is not None
+
+
+def test_large_calls_reading_across_rows_go_to_aten_on_a_device():
+    """On a device, a pointwise call of at least 4M elements where an operand steps through
+    memory along the output's innermost dim (T5's position bias laid out heads-innermost, a
+    transposed operand) plans aten's kernel (it tiles such reads); smaller calls, operands
+    read along the rows or broadcast, and the interpreter (CPU) keep tritonjit's kernel.
+    (meta stands in for a device here.)"""
+    from tritonjit_ops import pointwise as P
+
+    x = torch.empty(8, 16, 1024, 1024, device="meta")
+    bias = torch.empty(1, 1024, 1024, 16, device="meta", dtype=torch.bfloat16).permute(0, 3, 1, 2)
+    assert P.plan_binary("add", x, bias).aten
+    assert P.plan_binary("mul", x, x.transpose(2, 3)).aten
+    assert P.plan_where(torch.empty(8, 16, 1024, 1024, device="meta", dtype=torch.bool), x, x.transpose(2, 3)).aten
+    assert not P.plan_binary("add", x, bias.contiguous()).aten
+    assert not P.plan_binary("add", x, torch.empty(1, 16, 1, 1024, device="meta")).aten
+    assert not P.plan_binary("add", x[:1, :1], x[:1, :1].transpose(2, 3)).aten
+    assert not P.plan_unary("exp", x.transpose(2, 3)).aten  # a unary output takes its input's layout
+    cpu = torch.empty(4, 1024, 1024)
+    assert not P.plan_binary("add", cpu, cpu.transpose(1, 2)).aten
