@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     out = []
     for m in M.expand_models(args.models):
         for s in [x for x in args.shapes.split(",") if x]:
-            if s == "generate" and M.kind(m) not in M.GENERATIVE:
-                print(f"\n## {m} / {s}: skipped (a {M.kind(m)} model does not generate)")
+            if (why := M.not_applicable(m, s)) is not None:
+                print(f"\n## {m} / {s}: skipped: {m} {why}")
                 continue
             batch, tokens = shapes[s]
             model = M.build_model(m, smoke, device, dtype)
-            fn = M.step_fn(m, model, s, M.make_inputs(m, model, batch, tokens, device))
+            fn = M.step_fn(m, model, s, M.make_inputs(m, model, batch, tokens, device), smoke)
             fn()  # first call outside the audit: lazy initialization in transformers and torch
             t0 = time.perf_counter()
             rows = T.audit(fn, rounds=args.rounds, include=M.routing(args.include),

@@ -263,7 +263,8 @@ def make_inputs(name: str, model: torch.nn.Module, batch: int, tokens: int, devi
     return {"input_ids": ids.to(device), "labels": labels.to(device)}
 
 
-def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, torch.Tensor]) -> Callable[[], Any]:
+def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, torch.Tensor],
+            smoke: bool = False) -> Callable[[], Any]:
     """The call a case times: a forward without grad (decode, prefill; logits), or one
     training step (train: loss.backward(); logits and loss)."""
     k = kind(name)
@@ -271,7 +272,7 @@ def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, tor
     key = "pixel_values" if k == "image" else "input_ids"
     x, labels = inputs[key], inputs["labels"]
     if shape == "generate":
-        return _generate_fn(name, model, x)
+        return _generate_fn(name, model, x, NEW_TOKENS["smoke" if smoke else "gpu"])
     if shape != "train":
         model.eval()
         # an encoder-decoder's decoder reads the same tokens (BART makes its own from the ids)
@@ -293,17 +294,15 @@ def step_fn(name: str, model: torch.nn.Module, shape: str, inputs: dict[str, tor
     return train
 
 
-def _generate_fn(name: str, model: torch.nn.Module, ids: torch.Tensor) -> Callable[[], Any]:
+def _generate_fn(name: str, model: torch.nn.Module, ids: torch.Tensor, n: int) -> Callable[[], Any]:
     """Greedy ``model.generate`` of a fixed number of tokens with the model's KV cache: a
     prefill of the prompt, then one forward of one token per new token (what serving a
     single request costs, host syncs of generate's stopping checks included). Returns
     the logits of every step and the generated tokens."""
-    if kind(name) not in GENERATIVE:
-        raise ValueError(f"{name} does not generate (a {kind(name)} model); the generate shape takes "
-                         f"{' or '.join(GENERATIVE)} models")
+    if (why := not_applicable(name, "generate")) is not None:
+        raise ValueError(f"{name} {why}; the generate shape takes {' or '.join(GENERATIVE)} models")
     import transformers as tf
 
-    n = NEW_TOKENS["gpu" if ids.is_cuda else "smoke"]
     cfg = tf.GenerationConfig(max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True, num_beams=1,
                               eos_token_id=None, pad_token_id=0, bos_token_id=0, decoder_start_token_id=0,
                               output_logits=True, return_dict_in_generate=True)
@@ -315,6 +314,14 @@ def _generate_fn(name: str, model: torch.nn.Module, ids: torch.Tensor) -> Callab
         return GenerateResult(torch.stack(out.logits), out.sequences[:, -n:])
 
     return generate
+
+
+def not_applicable(name: str, shape: str) -> str | None:
+    """Why model ``name`` has no ``shape`` case (None: it has one): a masked-LM encoder and an
+    image classifier do not generate."""
+    if shape == "generate" and kind(name) not in GENERATIVE:
+        return f"does not generate (a {kind(name)} model)"
+    return None
 
 
 @dataclass(frozen=True)
@@ -386,14 +393,14 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     batch, tokens = (SMOKE_SHAPES if smoke else SHAPES)[shape]
     model = build_model(name, smoke, device, dtype)
     inputs = make_inputs(name, model, batch, tokens, device)
-    fn = step_fn(name, model, shape, inputs)
+    fn = step_fn(name, model, shape, inputs, smoke)
     sync = _sync(device)
     train = shape == "train"
     row: dict[str, Any] = {"model": name, "shape": shape, "batch": batch, "tokens": tokens}
-    if shape == "generate":
-        row["new_tokens"] = NEW_TOKENS["smoke" if smoke else "gpu"]
 
     ref = fn()
+    if isinstance(ref, GenerateResult):
+        row["new_tokens"] = ref.tokens.shape[1]
     ref_grads = _grads(model) if train else None
     t0 = time.perf_counter()
     with T.enable(include, exclude):
@@ -578,8 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for m in models:
         for s in shapes:
-            if s == "generate" and kind(m) not in GENERATIVE:
-                print(f"  {m}/{s}: skipped (a {kind(m)} model does not generate)")
+            if (why := not_applicable(m, s)) is not None:
+                print(f"  {m}/{s}: skipped: {m} {why}")
                 continue
             t0 = time.perf_counter()
             try:

@@ -151,17 +151,11 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     return _copy_into("copy_", src, dst) if dst.numel() else dst
 
 
-def _overflows(v: Any, dt: torch.dtype) -> bool:
-    """Whether aten refuses to convert the Scalar ``v`` to ``dt`` ("value cannot be converted
-    to type ... without overflow"): such calls go to aten, which raises its error."""
-    return not scalar_fits(v, dt)
-
-
 def fill_scalar(x: Tensor, value: Any) -> Tensor:
     _check("fill_", x)
     if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point and value != int(value)):
         raise _refuse("fill_", f"value {value!r}")
-    if _overflows(value, x.dtype):
+    if not scalar_fits(value, x.dtype):
         raise _refuse("fill_", f"value {value!r} for {x.dtype}")
     return _copy_into("fill_", value, x) if x.numel() else x
 
@@ -289,7 +283,7 @@ def _like(op: str, value: Any) -> Callable:
         out = torch.empty_like(x, dtype=dtype, memory_format=_mf(memory_format))
         if out.dtype not in _REAL:
             raise _refuse(op, f"dtype {out.dtype}")
-        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v) or _overflows(v, out.dtype):
+        if isinstance(v, float) and not out.dtype.is_floating_point and v != int(v) or not scalar_fits(v, out.dtype):
             raise _refuse(op, f"value {v!r} for {out.dtype}")
         return _copy_into(op, v, out) if out.numel() else out
 
@@ -320,7 +314,7 @@ def _factory(op: str, value: Any, like: bool = False) -> Callable:
             dev = device
         if dt not in _REAL:
             raise _refuse(op, f"dtype {dt}")
-        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v) or _overflows(v, dt):
+        if isinstance(v, float) and not dt.is_floating_point and v == v and v != int(v) or not scalar_fits(v, dt):
             raise _refuse(op, f"value {v!r} for {dt}")  # aten: its truncation, or its overflow error
         out = torch.empty(size, dtype=dt, device=dev)
         return _copy_into(op, v, out) if out.numel() else out
@@ -960,7 +954,7 @@ def _keyed_value(value: Any, dt: torch.dtype) -> Any:
     call key holds the value, so it is checked once per value, as aten checks it per call):
     None where aten raises (overflow, NaN into an integer), for a fractional float into an
     integer dtype, and for a float into float64 (the kernel's fp32 argument would round it)."""
-    if not _is_scalar(value) or _overflows(value, dt):
+    if not _is_scalar(value) or not scalar_fits(value, dt):
         return None
     if dt == torch.bool or isinstance(value, bool):
         return value

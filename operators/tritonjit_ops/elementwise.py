@@ -760,19 +760,24 @@ _fn, _pl = _pred("logical_not")
 _with_variants(ATEN, PLANNERS, "logical_not", _fn, _pl, "logical_not_", "logical_not.out")
 
 
+def _bitwise_not_op(x: Any) -> str | None:
+    """The kernel op of ~x: logical for bool, bitwise for the integers; None for other dtypes."""
+    if not isinstance(x, Tensor) or x.dtype not in INT_DTYPES + (torch.bool,):
+        return None
+    return "logical_not" if x.dtype == torch.bool else "bitwise_not"
+
+
 def _bitwise_not(x, out=None, inplace=False):
     _check_tensor("bitwise_not", x)
-    if x.dtype not in INT_DTYPES + (torch.bool,):
+    op = _bitwise_not_op(x)
+    if op is None:
         raise _refuse("bitwise_not", f"dtype {x.dtype}")
-    return run("logical_not" if x.dtype == torch.bool else "bitwise_not", [x], x.dtype, _CT[x.dtype], out=out,
-               inplace=inplace, aten_layout=True)
+    return run(op, [x], x.dtype, _CT[x.dtype], out=out, inplace=inplace, aten_layout=True)
 
 
 def _plan_bitwise_not(x: Any, inplace: bool = False) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dtype not in INT_DTYPES + (torch.bool,):
-        return None
-    return plan("logical_not" if x.dtype == torch.bool else "bitwise_not", [x], x.dtype, _CT[x.dtype],
-                aten_layout=True, inplace=inplace)
+    op = _bitwise_not_op(x)
+    return None if op is None else plan(op, [x], x.dtype, _CT[x.dtype], aten_layout=True, inplace=inplace)
 
 
 _with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, _plan_bitwise_not, "bitwise_not_", "bitwise_not.out")

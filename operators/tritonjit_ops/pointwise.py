@@ -23,6 +23,7 @@ from ._common import (
     check_same_device,
     coalesce,
     fp32_exact,
+    is_cuda_like,
     jit,
     unravel4,
 )
@@ -525,7 +526,7 @@ def _reads_across(operands: Sequence, shape: list[int]) -> bool:
     the output's innermost dim (a stride other than 0 or 1 there): each of the kernel's
     loads then touches another cache line. On a device only (the interpreter runs ours)."""
     tensors = [t for t in operands if isinstance(t, Tensor) and t.dim()]
-    if not shape or shape[-1] == 1 or not tensors or tensors[0].device.type == "cpu":  # (the interpreter: ours)
+    if not shape or shape[-1] == 1 or not tensors or not is_cuda_like(tensors[0]):
         return False
     return any(bstrides(t, shape)[-1] not in (0, 1) for t in tensors)
 

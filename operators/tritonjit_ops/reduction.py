@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, jit, next_pow2, normalize_dims
+from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, is_cuda_like, jit, next_pow2, normalize_dims
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, aten_plan, execute, launch
 from .elementwise import _launch as _ew_launch
 
@@ -572,7 +572,7 @@ def _plan_extreme(op: str, x: Any) -> Plan | None:
     an empty input (aten's error) and a 0-dim one."""
     if not isinstance(x, Tensor) or x.numel() == 0:
         return None
-    if x.numel() > _EXTREME_ATEN_NUMEL and x.device.type != "cpu":
+    if x.numel() > _EXTREME_ATEN_NUMEL and is_cuda_like(x):
         return aten_plan()
     if x.dtype == torch.bool:
         return plan_logic("any" if op == "amax" else "all", x)
