@@ -328,10 +328,9 @@ bool serves_writes(const NPlan& plan, const c10::IValue* args, size_t nargs) {
 
 // Whether aten converts the Scalar ``v`` to ``dt`` without its overflow error (_plan.scalar_fits,
 // the same rule): a bool dtype takes anything; inf and NaN pass into floating dtypes only;
-// uint8 takes -255..255.
+// uint8 takes -255..255. ``v`` is a bool, int or double (the key admits no other Scalar).
 bool scalar_fits(const c10::IValue& v, at::ScalarType dt) {
   if (dt == at::kBool || v.isBool()) return true;
-  if (v.isTensor()) return true;  // a 0-dim tensor as a scalar: aten converts it unchecked
   if (at::isFloatingType(dt)) {
     const double x = v.isDouble() ? v.toDouble() : static_cast<double>(v.toInt());
     if (!std::isfinite(x)) return true;
