@@ -126,6 +126,13 @@ class Call:
         return not (_is_view(self.func) or self.op in _NO_KERNEL)
 
 
+def _computes_nothing(out: Any) -> bool:
+    """True when every tensor a call returned is empty: no kernel runs, in eager or under
+    enable() (a zero-sized allocation such as ``zeros([0])`` is not a call left to aten)."""
+    tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, Tensor)]
+    return bool(tensors) and all(t.numel() == 0 for t in tensors)
+
+
 def _aten_key(func: Any) -> str:
     """The overload's name in enable()'s table: "mm", "add.Tensor"."""
     name = func._opname if hasattr(func, "_opname") else func.__name__.split(".")[0]
@@ -260,7 +267,7 @@ class _RoutedRecorder(TorchDispatchMode):
         call = Call(func, (), {})
         c = self.counts
         c["calls"] += 1
-        if call.has_kernel:
+        if call.has_kernel and not _computes_nothing(out):
             c["kernel_calls"] += 1
             covered = call.covered
             c["covered_calls"] += covered
@@ -451,6 +458,7 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
     try:
         ea, ek = _clone((args, kwargs))
         ref = func(*ea, **ek)
+        row.has_kernel = row.has_kernel and not _computes_nothing(ref)
         wa, wk = _clone((args, kwargs))
         with route():  # first: plans, compiles, and the measured policies (mm, SDPA) decide,
             func(*wa, **wk)  # timing both kernels: launches of a call aten serves from then on

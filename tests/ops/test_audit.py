@@ -60,10 +60,11 @@ def test_audit_rows():
 
 
 def test_covered_call_without_a_launch_is_not_routed():
-    # add.Tensor is covered, but an empty result launches nothing: covered, not routed
-    rows = T.audit(lambda a, b: a + b, torch.empty(0, 4), torch.empty(0, 4), rounds=1)
+    # add.Tensor is covered, but complex operands go to aten's kernel: covered, not routed
+    c = torch.ones(2, 4, dtype=torch.complex64)
+    rows = T.audit(lambda a, b: a + b, c, c, rounds=1)
     (row,) = [r for r in rows if r.op == "aten::add.Tensor"]
-    assert row.covered and not row.routed and row.launches == 0
+    assert row.covered and not row.routed and row.launches == 0 and row.has_kernel
     assert "0 of 1 covered calls" in str(rows)
 
 
@@ -107,6 +108,21 @@ def test_coverage_counts_launches_per_call():
     assert cov["kernel_calls"] == 3 and cov["not_routed"] == {"aten::flip": 1}
 
 
+def test_calls_that_compute_nothing_are_not_counted_as_calls_left_to_aten():
+    """A training step allocates zeros([0]) (an empty buffer): no kernel runs in eager or
+    under enable(), so it is no kernel call, in the coverage count and in the replay."""
+    x = torch.randn(3, 4)
+
+    def step():
+        return torch.zeros(0), x.new_zeros(2, 0) + 1, x * 2
+
+    _, cov = _audit.coverage(step)
+    assert cov["kernel_calls"] == cov["routed_calls"] == 1 and cov["not_routed"] == {}
+    rows = T.audit(step, rounds=1)
+    assert {r.op for r in rows if r.has_kernel} == {"aten::mul.Tensor"}
+    assert not next(r for r in rows if r.op == "aten::add.Tensor").has_kernel
+
+
 def test_audit_refuses_to_run_inside_enable():
     with T.enable():
         with pytest.raises(RuntimeError, match="outside enable"):
@@ -121,20 +137,23 @@ def no_records(monkeypatch):
     monkeypatch.setattr(_policy, "_chosen", {})
 
 
-def _empty_adds(a, b):
-    # covered, but an empty result launches nothing: an ordinary fallback, or (noted) a policy's
+def _complex_adds(a, b):
+    # covered, but complex operands go to aten's kernel: an ordinary fallback, or (noted) a policy's
     return a + a, b + b
 
 
+_COMPLEX = (torch.ones(2, 4, dtype=torch.complex64), torch.ones(2, 5, dtype=torch.complex64))
+
+
 def test_coverage_tells_a_noted_aten_choice_from_an_ordinary_fallback(no_records):
-    a, b = torch.empty(0, 4), torch.empty(0, 5)
+    a, b = _COMPLEX
     _policy.note_aten("add.Tensor", (a, a))
-    _, cov = _audit.coverage(_empty_adds, a, b)
+    _, cov = _audit.coverage(_complex_adds, a, b)
     assert cov["covered_calls"] == 2 and cov["covered_routed_calls"] == 0
     assert cov["not_routed"] == {"aten::add.Tensor": 2}
     assert cov["policy_calls"] == 1 and cov["policy"] == {"aten::add.Tensor": 1}
     _policy.clear()
-    _, cov = _audit.coverage(_empty_adds, a, b)
+    _, cov = _audit.coverage(_complex_adds, a, b)
     assert cov["policy_calls"] == 0 and cov["policy"] == {}
 
 
@@ -176,7 +195,7 @@ def test_matmuls_the_measured_policy_gives_to_aten_are_counted_and_marked(no_rec
     monkeypatch.delenv("TRITONJIT_OPS_MM_ATEN", raising=False)
     monkeypatch.setattr(matmul, "_aten_is_faster", lambda *args: True)
     args = (torch.randn(13, 23), torch.randn(9, 23), torch.randn(9), torch.randn(2, 23, 6))
-    rows = T.audit(lambda *a: (_matmuls(*a), _empty_adds(torch.empty(0, 4), torch.empty(0, 5))), *args, rounds=1)
+    rows = T.audit(lambda *a: (_matmuls(*a), _complex_adds(*_COMPLEX)), *args, rounds=1)
     by = {r.op: r for r in rows if r.op in ("aten::mm", "aten::addmm", "aten::bmm")}
     assert len(by) == 3
     for r in by.values():
@@ -188,7 +207,7 @@ def test_matmuls_the_measured_policy_gives_to_aten_are_counted_and_marked(no_rec
     assert s["kernel_or_measured_share_of_covered"] == 3 / 5
     text = str(rows)
     assert "| aten::mm | f32[13,23], f32[23,9]T | 1 | yes | aten (measured) |" in text
-    assert "| aten::add.Tensor | f32[0,4], f32[0,4] | 1 | yes | no |" in text
+    assert "| aten::add.Tensor | c64[2,4], c64[2,4] | 1 | yes | no |" in text
     assert "0 of 5 covered calls ran tritonjit kernels (0%) and 3 went to aten, measured faster " \
            "(kernel or measured aten: 60%)" in text
     assert "aten measured faster)" in text  # the costliest calls without a tritonjit kernel
