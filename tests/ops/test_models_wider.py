@@ -1,11 +1,13 @@
-"""One training step of 27 more transformers architectures under enable(): logits, loss
+"""One training step of 33 more transformers architectures under enable(): logits, loss
 and every parameter's gradient agree with eager in fp32 (tiny random configs, on the
 backend of the machine: the interpreter on a CPU). Beside test_models_more.py's models,
 these bring other op mixes: multi-query and parallel attention (Falcon, GPT-BigCode),
 MoE routing (Mixtral, Qwen3-MoE), partial rotary (GPT-J, CodeGen, StableLM), ALiBi
 (MPT), QK norms and clamps (OLMo 2, Cohere, Gemma 3), factorized embeddings (ALBERT,
 ELECTRA), local/global attention (ModernBERT), encoder-decoders (BART, mBART), vision
-transformers and convolutions (ViT, Swin, ConvNeXt, ResNet) and CLIP's text tower.
+transformers and convolutions (ViT, Swin, ConvNeXt, ResNet), CLIP's text tower, ALiBi
+through baddbmm (BLOOM), disentangled attention (DeBERTa-v2), local attention (GPT-Neo),
+soft-capped scores (Gemma 2), a speech encoder (Whisper) and a state-space scan (Mamba).
 
 A model class missing from the installed transformers skips its case."""
 from __future__ import annotations
@@ -77,8 +79,29 @@ CASES = {
         "image", "eager"),
     "resnet": ("ResNetForImageClassification", "ResNetConfig", dict(
         num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=5), "image", "eager"),
+    # ALiBi added by baddbmm, GELU written out (BLOOM); disentangled relative attention: gathers of
+    # position scores (DeBERTa-v2); local attention (GPT-Neo); tanh soft-capped scores (Gemma 2);
+    # a speech encoder's convolutions (Whisper); a selective state-space scan, no attention (Mamba)
+    "bloom": ("BloomForCausalLM", "BloomConfig", dict(vocab_size=V, hidden_size=32, n_layer=1, n_head=4,
+                                                      hidden_dropout=0.0, attention_dropout=0.0), "lm", "eager"),
+    "deberta_v2": ("DebertaV2ForMaskedLM", "DebertaV2Config", dict(
+        **C, **ND, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=16,
+        position_biased_input=False), "lm", "eager"),
+    "gpt_neo": ("GPTNeoForCausalLM", "GPTNeoConfig", dict(
+        vocab_size=V, hidden_size=32, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]],
+        window_size=4, embed_dropout=0.0, attention_dropout=0.0, resid_dropout=0.0), "lm", "eager"),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", dict(**C, num_key_value_heads=2, head_dim=8, sliding_window=4),
+               "lm", "eager"),
+    "whisper": ("WhisperForConditionalGeneration", "WhisperConfig", dict(
+        **SEQ2SEQ, num_mel_bins=8, max_source_positions=8, max_target_positions=16, pad_token_id=0,
+        decoder_start_token_id=1, bos_token_id=1, eos_token_id=2, begin_suppress_tokens=None, suppress_tokens=None),
+        "audio", "sdpa"),
+    "mamba": ("MambaForCausalLM", "MambaConfig", dict(vocab_size=V, hidden_size=32, num_hidden_layers=1, state_size=4,
+                                                      expand=2, conv_kernel=4), "lm", "eager"),
 }
-SLOW = {"convnext"}  # about 40 s on the interpreter (its depthwise convolutions' neighbours)
+#: about 40 s (ConvNeXt: its depthwise convolutions' neighbours) and 30 s (Mamba: the scan's
+#: step-by-step loop) on the interpreter
+SLOW = {"convnext", "mamba"}
 
 
 def _build(name: str) -> tuple[torch.nn.Module, dict, dict]:
@@ -91,6 +114,9 @@ def _build(name: str) -> tuple[torch.nn.Module, dict, dict]:
         return model, dict(pixel_values=torch.randn(2, 3, size, size, generator=g)), dict(
             labels=torch.randint(0, 5, (2,), generator=g))
     ids = torch.randint(3, V, (2, 7), generator=g)
+    if kind == "audio":  # log-mel frames: twice the encoder's positions
+        feats = torch.randn(2, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
+        return model, dict(input_features=feats), dict(labels=ids)
     return model, dict(input_ids=ids), ({} if kind == "embed" else dict(labels=ids))
 
 
