@@ -484,7 +484,8 @@ class OpKernel final : public c10::OperatorKernel {
   OpKernel(const c10::FunctionSchema& schema, PyObject* planner, PyObject* impl, bool redispatch,
            c10::DeviceType device_type, unsigned keying)
       : planner_(planner), impl_(impl), sig_(schema), nargs_(sig_.nargs), redispatch_(redispatch),
-        value_keyed_((keying & 1) != 0), tf32_keyed_((keying & 2) != 0), device_type_(device_type) {
+        value_keyed_((keying & 1) != 0), tf32_keyed_((keying & 2) != 0), list_limit_((keying >> 8) & 0xff),
+        device_type_(device_type) {
     Py_XINCREF(planner_);
     Py_INCREF(impl_);
     name_ = qualified(schema.operator_name());
@@ -497,6 +498,7 @@ class OpKernel final : public c10::OperatorKernel {
       const int where = backend_of(args);
       if (where == kNoTensors) return factory(op, ks, stack);
       if (where == kOtherBackend) return to_aten(op, ks, stack);
+      if (list_limit_ != 0 && longer_list(args)) return to_aten(op, ks, stack);  // _plan.list_limit
     }
     DevRef dev;
     if (std::shared_ptr<NPlan> plan = plan_for(args, dev)) {
@@ -515,6 +517,13 @@ class OpKernel final : public c10::OperatorKernel {
 
  private:
   static constexpr int kOnBackend = 1, kOtherBackend = 0, kNoTensors = -1;
+
+  // Whether a tensor-list argument holds more than list_limit_ tensors.
+  bool longer_list(const c10::IValue* args) const {
+    for (size_t i = 0; i < nargs_; i++)
+      if (args[i].isTensorList() && args[i].toListRef().size() > list_limit_) return true;
+    return false;
+  }
 
   // The tensor whose device the outputs take: tensor argument ``arg``, or (item >= 0) tensor
   // ``item`` of the Tensor[] argument ``arg`` (cat's inputs, where no tensor argument exists).
@@ -897,6 +906,7 @@ class OpKernel final : public c10::OperatorKernel {
   bool redispatch_ = false;
   bool value_keyed_ = false;
   bool tf32_keyed_ = false;
+  size_t list_limit_ = 0;  // _plan.list_limit's n; 0: none
   c10::DeviceType device_type_ = c10::DeviceType::CPU;
 };
 
@@ -1266,8 +1276,18 @@ bool marked(PyObject* planner, const char* name) {
 
 // OpKernel's keying bits: _plan.value_keyed(planner) (its plans may bake in the values of
 // Scalar arguments), _plan.tf32_keyed(planner) (they bake in torch's allow_tf32 flag)
+// and, in bits 8-15, _plan.list_limit(n)(planner): calls with a tensor list longer than n go
+// to aten's kernel
 unsigned keying_of(PyObject* planner) {
-  return (marked(planner, "value_keyed_scalars") ? 1u : 0u) | (marked(planner, "tf32_keyed") ? 2u : 0u);
+  unsigned limit = 0;
+  if (planner != Py_None && PyObject_HasAttrString(planner, "list_limit")) {
+    Ref n(checked(PyObject_GetAttrString(planner, "list_limit")));
+    const long v = PyLong_AsLong(n.p);
+    if (v == -1 && PyErr_Occurred()) rethrow_python();
+    if (v < 1 || v > 255) throw std::invalid_argument("tritonjit_ops: a planner's list_limit must be 1 to 255");
+    limit = static_cast<unsigned>(v);
+  }
+  return (marked(planner, "value_keyed_scalars") ? 1u : 0u) | (marked(planner, "tf32_keyed") ? 2u : 0u) | limit << 8;
 }
 
 c10::DeviceType device_type_of(const char* device) {

@@ -25,6 +25,10 @@ values of its Scalar arguments in the C++ key, so its plans may bake them in (ar
 size depends on them). Meant for ops called with a handful of distinct values: each
 value is a plan of its own.
 
+*Long tensor lists*: a planner marked with :func:`list_limit` (cat's, stack's) has calls
+with more tensors in a list than its limit passed to aten's kernel by the C++ path at
+once, without a key (whose words a long list would overflow) or a trip to Python.
+
 *Factory calls* (no tensor arguments: ``arange``, ``zeros``, ``full``, ...) take the C++
 path where their ``device`` argument names the active backend's device type (on the CPU
 interpreter: ``None`` or a CPU device), their layout is strided and pin_memory is not set:
@@ -35,7 +39,7 @@ means, and what an int tensor times a float (or an int division) gives.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import torch
 
@@ -44,7 +48,7 @@ from ._layout import dense
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
-           "run", "scalar_fits", "serves_writes", "tf32_keyed", "value_keyed"]
+           "list_limit", "run", "scalar_fits", "serves_writes", "tf32_keyed", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -183,6 +187,20 @@ def tf32_keyed(planner: Any) -> Any:
     ``planner``."""
     planner.tf32_keyed = True
     return planner
+
+
+def list_limit(n: int) -> Callable[[Any], Any]:
+    """Mark a planner whose calls with a tensor list of more than ``n`` tensors (1 to 255) go
+    to aten's kernel, decided on the C++ path before any key is built (such a list overflows
+    the key anyway): cat's, whose launch copies a few inputs where aten's copies up to 64."""
+    if not 1 <= n <= 255:
+        raise ValueError(f"tritonjit_ops list_limit: expected 1 to 255 tensors, got {n}")
+
+    def mark(planner: Any) -> Any:
+        planner.list_limit = n
+        return planner
+
+    return mark
 
 
 def launch(fn: Any, grid: Sequence[int], *args: Any, num_warps: int | None = None, num_stages: int | None = None,

@@ -23,7 +23,7 @@ import tritonjit
 
 from ._common import cdiv, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
-from ._plan import Arg, Buffer, In, InItem, Out, Plan, execute, launch, scalar_fits, value_keyed
+from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, plan, run
 
@@ -329,6 +329,8 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
         raise _refuse("cat", "an empty list")
     for t in ts:
         _check("cat", t)
+    if len(ts) > _CAT_MAX_INPUTS:
+        raise _refuse("cat", f"{len(ts)} inputs (more than {_CAT_MAX_INPUTS}: aten's kernel copies up to 64 a launch)")
     live = [t for t in ts if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
     if not live:
         return torch.empty(0, dtype=_promote(ts), device=ts[0].device)
@@ -388,6 +390,8 @@ def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
         raise _refuse("stack", "an empty list")
+    if len(ts) > _CAT_MAX_INPUTS:
+        raise _refuse("stack", f"{len(ts)} inputs (more than {_CAT_MAX_INPUTS}: aten's kernel copies up to 64 a launch)")
     nd = ts[0].dim() + 1
     if not -nd <= dim < nd or any(t.shape != ts[0].shape for t in ts):
         raise _refuse("stack", "shapes or dim")
@@ -447,6 +451,11 @@ def _cat_kernel(
 _cat_k = jit(_cat_kernel)
 #: inputs one launch of the cat kernel reads (its pointer parameters); more take several launches
 _CAT_NIN = 4
+#: cat/stack calls of more inputs go to aten's kernel (_plan.list_limit; the Python
+#: implementation refuses them too): ours launches once per _CAT_NIN inputs where aten's
+#: copies up to 64 in one launch (a Mamba scan's stack of 256 per-step states: 64 launches,
+#: and a key too long for the C++ path, so 256 copies from Python, 113x aten's time)
+_CAT_MAX_INPUTS = 16
 
 #: an input of a cat launch: its plan reference, sizes and strides (a stack input's with the new dim)
 _CatItem = tuple[Any, tuple[int, ...], tuple[int, ...]]
@@ -565,12 +574,15 @@ def _cat_inputs(tensors: Any) -> list[Tensor] | None:
     return ts
 
 
+@list_limit(_CAT_MAX_INPUTS)
 def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
     """aten::cat: one launch for up to four inputs (more: one per four), each read at its own
     strides, cast to the promoted dtype; None where aten's output would be channels-last."""
     ts = _cat_inputs(tensors)
     if ts is None or any(t.dim() == 0 for t in ts):
         return None
+    if len(ts) > _CAT_MAX_INPUTS:  # the C++ path sends them to aten before planning (list_limit)
+        return aten_plan()
     dt = _promote(ts)  # over all inputs, skipped ones included, as aten's result_type
     live = [k for k, t in enumerate(ts) if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
     if not live:
@@ -590,6 +602,7 @@ def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
                      [ts[k].dtype for k in live])
 
 
+@list_limit(_CAT_MAX_INPUTS)
 def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
     """aten::stack: a cat of the inputs unsqueezed at ``dim``, through the same launches. The
     output's layout is aten's: below the last dim aten cats the inputs themselves and views
@@ -597,6 +610,8 @@ def _plan_stack(tensors: Any, dim: int = 0) -> Plan | None:
     ts = _cat_inputs(tensors)
     if ts is None or any(t.shape != ts[0].shape for t in ts):
         return None
+    if len(ts) > _CAT_MAX_INPUTS:
+        return aten_plan()
     nd = ts[0].dim() + 1
     if not -nd <= dim < nd:
         return None

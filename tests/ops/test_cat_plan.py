@@ -153,7 +153,8 @@ def test_cat_plan_key_holds_each_inputs_strides(native):
 
 
 def test_a_list_too_long_for_the_key_takes_the_python_implementation(native):
-    ts = [torch.full((1, 1, 1, 2), float(k)) for k in range(20)]  # 9 key words each: past kMaxWords
+    ts = [torch.full((1, 1, 1, 1, 1, 2), float(k)) for k in range(14)]  # 13 key words each: past kMaxWords
+    assert len(ts) <= copy_ops._CAT_MAX_INPUTS
     want = torch.cat(ts, -1)
     with T.enable(include=["cat"], wait_native=True):
         before = native.stats()
@@ -161,6 +162,46 @@ def test_a_list_too_long_for_the_key_takes_the_python_implementation(native):
         d = stats_delta(before, native.stats())
     assert torch.equal(got, want)
     assert d["python_calls"] == 1 and d["plans_made"] == 0
+
+
+@pytest.mark.parametrize("op,dim", [("cat", -1), ("stack", 0), ("stack", -1)])
+def test_lists_longer_than_the_limit_go_to_aten_without_a_key_or_python(native, op, dim):
+    """More inputs than _CAT_MAX_INPUTS: aten's kernel at once (_plan.list_limit; a Mamba
+    scan stacks 256 states, which took 256 copies from Python); at the limit, one plan."""
+    n = copy_ops._CAT_MAX_INPUTS
+    ts = [torch.full((3, 2), float(k)) for k in range(n + 1)]
+    fn = getattr(torch, op)
+    with T.enable(include=[op], wait_native=True):
+        fn(ts[:n], dim)
+        deltas = []
+        for k in (n, n + 1):
+            before = native.stats()
+            got = fn(ts[:k], dim)
+            deltas.append(stats_delta(before, native.stats()))
+            want = getattr(torch, op)(ts[:k], dim)  # the same call, inside enable(): aten's result either way
+            assert torch.equal(got, torch.tensor(want.tolist())) and got.stride() == want.stride()
+    at, over = deltas
+    assert at["plan_hits"] == 1 and at["launches"] == (n + 3) // 4 and at["aten_calls"] == 0, at
+    assert over["aten_calls"] == 1 and over["python_calls"] == 0 and over["launches"] == 0, over
+    assert over["plans_made"] == 0 and over["plan_hits"] == 0, over
+
+
+def test_python_paths_refuse_lists_longer_than_the_limit():
+    """Without the C++ path the implementations refuse (aten's kernel serves the call) and
+    the planners answer aten's plan, for the Python executor."""
+    ts = [torch.ones(2)] * (copy_ops._CAT_MAX_INPUTS + 1)
+    for impl in (copy_ops.cat, copy_ops.stack):
+        with pytest.raises(NotImplementedError, match="17 inputs"):
+            impl(ts, 0)
+    assert copy_ops._plan_cat(ts, 0).aten and copy_ops._plan_stack(ts, 0).aten
+    assert not copy_ops._plan_cat(ts[:-1], 0).aten
+    with T.enable(include=["cat", "stack"]):
+        assert torch.equal(torch.stack(ts), torch.ones(17, 2)) and torch.equal(torch.cat(ts), torch.ones(34))
+
+
+def test_list_limit_is_checked():
+    with pytest.raises(ValueError, match="1 to 255"):
+        _plan.list_limit(256)
 
 
 def test_calls_the_planner_leaves_to_the_python_implementation(native):
