@@ -283,3 +283,25 @@ def test_int64_indexing_variant_is_right(monkeypatch):
     assert p is not None and all(L.args[-1] is True for L in p.launches)
     got = _plan.run(p, [ts, -1])
     assert torch.equal(got, torch.cat(ts, -1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [2, 16, 17, 256])
+def test_cuda_cat_and_stack_plan_up_to_the_limit_and_pass_longer_lists_to_aten(n):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    native = native_ops_or_skip()
+    ts = [torch.randn(4, 512, device="cuda", dtype=torch.bfloat16) for _ in range(n)]
+    for fn in (lambda: torch.cat(ts, -2), lambda: torch.stack(ts, 0), lambda: torch.stack(ts, -1)):
+        want = fn()
+        with T.enable(include=["cat", "stack"], wait_native=True):
+            fn()
+            before = native.stats()
+            got = fn()
+            d = stats_delta(before, native.stats())
+        assert torch.equal(got, want) and got.stride() == want.stride()
+        assert d["python_calls"] == 0
+        if n <= copy_ops._CAT_MAX_INPUTS:
+            assert d["plan_hits"] == 1 and d["launches"] >= 1 and d["aten_calls"] == 0, d
+        else:
+            assert d["aten_calls"] == 1 and d["launches"] == 0, d
