@@ -453,9 +453,10 @@ _cat_k = jit(_cat_kernel)
 _CAT_NIN = 4
 #: cat/stack calls of more inputs go to aten's kernel (_plan.list_limit; the Python
 #: implementation refuses them too): ours launches once per _CAT_NIN inputs where aten's
-#: copies up to 64 in one launch (a Mamba scan's stack of 256 per-step states: 64 launches,
-#: and a key too long for the C++ path, so 256 copies from Python, 113x aten's time)
-_CAT_MAX_INPUTS = 16
+#: copies up to 64 in one launch. On the H200, 2 to 4 inputs: 0.85-0.94x aten's time per
+#: call; 8 to 16 (two to four launches): 1.18-2.07x. A Mamba scan's stack of 256 per-step
+#: states overflowed the key and took 256 copies from Python, 113x aten's time.
+_CAT_MAX_INPUTS = _CAT_NIN
 
 #: an input of a cat launch: its plan reference, sizes and strides (a stack input's with the new dim)
 _CatItem = tuple[Any, tuple[int, ...], tuple[int, ...]]
@@ -576,7 +577,7 @@ def _cat_inputs(tensors: Any) -> list[Tensor] | None:
 
 @list_limit(_CAT_MAX_INPUTS)
 def _plan_cat(tensors: Any, dim: int = 0) -> Plan | None:
-    """aten::cat: one launch for up to four inputs (more: one per four), each read at its own
+    """aten::cat: one launch for up to four inputs (more: aten's plan), each read at its own
     strides, cast to the promoted dtype; None where aten's output would be channels-last."""
     ts = _cat_inputs(tensors)
     if ts is None or any(t.dim() == 0 for t in ts):

@@ -1,6 +1,6 @@
 """cat and stack on the C++ operator path: plans whose launches read the tensors of cat's
-``Tensor[]`` argument (``InItem``), one launch of the cat kernel per four inputs, each
-input read at its own strides and cast to aten's promoted dtype. Checked against eager
+``Tensor[]`` argument (``InItem``), one launch of the cat kernel for up to four inputs (more
+go to aten's kernel), each input read at its own strides and cast to aten's promoted dtype. Checked against eager
 on the interpreter; the kernel's variants cross-compiled for the H200 (sm_90)."""
 from __future__ import annotations
 
@@ -68,14 +68,14 @@ CASES: dict[str, Callable[[], tuple[list[torch.Tensor], int, int]]] = {
                                                         torch.tensor([], dtype=torch.float64)], 1, 1),
     "an input empty along dim": lambda: ([_r(2, 0), _r(2, 3)], 1, 1),
     "all inputs empty 1-D": lambda: ([torch.tensor([]), torch.tensor([], dtype=torch.int32)], 0, 0),
-    "9 inputs: 3 launches": lambda: ([_r(3, k + 1) for k in range(9)], 1, 3),
-    "5 strided inputs dim 0": lambda: ([_r(2, 8)[:, k:k + 4] for k in range(5)], 0, 2),
+    "4 inputs: 1 launch": lambda: ([_r(3, k + 1) for k in range(4)], 1, 1),
+    "4 strided inputs dim 0": lambda: ([_r(2, 8)[:, k:k + 4] for k in range(4)], 0, 1),
     "single input": lambda: ([_r(3, 4).t()], 0, 1),
     "rank 6, collapsible": lambda: ([_r(2, 1, 3, 2, 2, 2), _r(2, 1, 1, 2, 2, 2)], 2, 1),
     "rank 5 after merging: a copy per input": lambda: ([_r(3, 4, 5, 6, 7).permute(4, 2, 0, 3, 1), _r(2, 5, 3, 6, 4)],
                                                        0, 2),
-    "5 inputs of rank 5: a launch per input": lambda: ([_r(3, 4, 5, 6, 7).permute(4, 2, 0, 3, 1)
-                                                        for k in range(5)], 0, 5),
+    "4 inputs of rank 5: a launch per input": lambda: ([_r(3, 4, 5, 6, 7).permute(4, 2, 0, 3, 1)
+                                                        for k in range(4)], 0, 4),
 }
 
 
@@ -110,7 +110,7 @@ STACK_CASES = {
     "dim 0": lambda: ([_r(3, 4), _r(3, 4)], 0),
     "dim -1, strided halves": lambda: (lambda x: ([x[..., 32:], x[..., :32]], -1))(_rope()),
     "middle dim, transposed, promotes": lambda: ([_view(_rope()), _view(_rope()).half(), _view(_rope()).bfloat16()], 2),
-    "6 inputs": lambda: ([_r(2, 3) + k for k in range(6)], 1),
+    "4 inputs": lambda: ([_r(2, 3) + k for k in range(4)], 1),
     # Cohere's rotary: (-x2, x1) interleaved, of (B, H, S, D) views of (B, S, H, D) storage; stacked at
     # the last dim they are rank 5 after merging, so each input is copied into its slice
     "dim -1, interleaved halves of head views": lambda: (lambda q: ([-q[..., 1::2], q[..., ::2]], -1))(
@@ -153,7 +153,7 @@ def test_cat_plan_key_holds_each_inputs_strides(native):
 
 
 def test_a_list_too_long_for_the_key_takes_the_python_implementation(native):
-    ts = [torch.full((1, 1, 1, 1, 1, 2), float(k)) for k in range(14)]  # 13 key words each: past kMaxWords
+    ts = [torch.full((1,) * 19 + (2,), float(k)) for k in range(4)]  # 41 key words each: past kMaxWords
     assert len(ts) <= copy_ops._CAT_MAX_INPUTS
     want = torch.cat(ts, -1)
     with T.enable(include=["cat"], wait_native=True):
@@ -167,7 +167,7 @@ def test_a_list_too_long_for_the_key_takes_the_python_implementation(native):
 @pytest.mark.parametrize("op,dim", [("cat", -1), ("stack", 0), ("stack", -1)])
 def test_lists_longer_than_the_limit_go_to_aten_without_a_key_or_python(native, op, dim):
     """More inputs than _CAT_MAX_INPUTS: aten's kernel at once (_plan.list_limit; a Mamba
-    scan stacks 256 states, which took 256 copies from Python); at the limit, one plan."""
+    scan stacks 256 states, which took 256 copies from Python); at the limit, one launch."""
     n = copy_ops._CAT_MAX_INPUTS
     ts = [torch.full((3, 2), float(k)) for k in range(n + 1)]
     fn = getattr(torch, op)
@@ -181,7 +181,7 @@ def test_lists_longer_than_the_limit_go_to_aten_without_a_key_or_python(native, 
             want = getattr(torch, op)(ts[:k], dim)  # the same call, inside enable(): aten's result either way
             assert torch.equal(got, torch.tensor(want.tolist())) and got.stride() == want.stride()
     at, over = deltas
-    assert at["plan_hits"] == 1 and at["launches"] == (n + 3) // 4 and at["aten_calls"] == 0, at
+    assert at["plan_hits"] == 1 and at["launches"] == 1 and at["aten_calls"] == 0, at
     assert over["aten_calls"] == 1 and over["python_calls"] == 0 and over["launches"] == 0, over
     assert over["plans_made"] == 0 and over["plan_hits"] == 0, over
 
@@ -191,12 +191,12 @@ def test_python_paths_refuse_lists_longer_than_the_limit():
     the planners answer aten's plan, for the Python executor."""
     ts = [torch.ones(2)] * (copy_ops._CAT_MAX_INPUTS + 1)
     for impl in (copy_ops.cat, copy_ops.stack):
-        with pytest.raises(NotImplementedError, match="17 inputs"):
+        with pytest.raises(NotImplementedError, match=f"{len(ts)} inputs"):
             impl(ts, 0)
     assert copy_ops._plan_cat(ts, 0).aten and copy_ops._plan_stack(ts, 0).aten
     assert not copy_ops._plan_cat(ts[:-1], 0).aten
     with T.enable(include=["cat", "stack"]):
-        assert torch.equal(torch.stack(ts), torch.ones(17, 2)) and torch.equal(torch.cat(ts), torch.ones(34))
+        assert torch.equal(torch.stack(ts), torch.ones(len(ts), 2)) and torch.equal(torch.cat(ts), torch.ones(2 * len(ts)))
 
 
 def test_list_limit_is_checked():
@@ -286,7 +286,7 @@ def test_int64_indexing_variant_is_right(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n", [2, 16, 17, 256])
+@pytest.mark.parametrize("n", [2, 4, 5, 256])
 def test_cuda_cat_and_stack_plan_up_to_the_limit_and_pass_longer_lists_to_aten(n):
     if not torch.cuda.is_available():
         pytest.skip("needs a GPU")
@@ -303,5 +303,5 @@ def test_cuda_cat_and_stack_plan_up_to_the_limit_and_pass_longer_lists_to_aten(n
         assert d["python_calls"] == 0
         if n <= copy_ops._CAT_MAX_INPUTS:
             assert d["plan_hits"] == 1 and d["launches"] >= 1 and d["aten_calls"] == 0, d
-        else:
-            assert d["aten_calls"] == 1 and d["launches"] == 0, d
+        else:  # aten's stack on CUDA calls cat, which comes back through the override: 2
+            assert d["aten_calls"] >= 1 and d["launches"] == 0 and d["plan_hits"] == 0, d
