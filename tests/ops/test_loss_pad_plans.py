@@ -174,6 +174,9 @@ SLICE_CASES = {
     "leading dim, 5-d": (lambda: torch.randn(2, 3, 2, 2, 3), [6, 3, 2, 2, 3], 0, 1, 3),
     "int64": (lambda: torch.randint(0, 9, (3, 2)), [3, 5], 1, 1, 3),
     "an empty slice": (lambda: torch.randn(3, 0), [3, 4], 1, 2, 2),
+    # narrow rows, many of them: a program writes 128 rows of 8 (then 8 rows of 3 columns at the end)
+    "a scan step's state, 8 columns": (lambda: torch.randn(3, 5, 1, 8), [3, 5, 70, 8], 2, 41, 42),
+    "3 columns, rows not a multiple of a program's": (lambda: torch.randn(7, 1, 3), [7, 45, 3], 1, 44, 45),
 }
 
 
@@ -236,7 +239,8 @@ def test_sm90_cross_compiles():
                       target="cuda:90")
     loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
                                         "4096", target="cuda:90")
-    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 15 + "fp32,i32,True,1024", target="cuda:90")
+    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 16 + "fp32,i32,True,1,1024", target="cuda:90")
+    copy._pad_k.compile("*fp32:16,*fp32:16," + "i32," * 16 + "fp32,i32,False,128,8", target="cuda:90")
 
 
 def test_a_one_dim_mean_on_a_device_goes_to_aten():
