@@ -33,20 +33,23 @@ _DATA = FLOAT_DTYPES + INT_DTYPES + (torch.bool,)
 
 
 @triton.jit
-def _select_rows_kernel(x, idx, out, L, D, K, BLOCK: tl.constexpr, CHECK: tl.constexpr):
-    """out[o, j, :] = x[o, idx[j], :] for contiguous x (O, D, K) and out (O, L, K).
+def _select_rows_kernel(x, idx, out, L, D, K, N, ROWS: tl.constexpr, BLOCK: tl.constexpr, CHECK: tl.constexpr):
+    """out[o, j, :] = x[o, idx[j], :] for contiguous x (O, D, K) and out (O, L, K), N = O * L rows;
+    a program copies BLOCK columns of ROWS rows (several at once where rows are narrow).
 
     CHECK: assert 0 <= idx[j] < D on the device (compiled in by DEVICE_ASSERT)."""
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    rm = row < N
     o = row // L
     j = row % L
-    src = tl.load(idx + j).to(tl.int64)
+    src = tl.load(idx + j, mask=rm, other=0).to(tl.int64)
     if CHECK:
-        tl.device_assert(src.to(tl.uint64, bitcast=True) < D, "tritonjit index_select/embedding: index out of range")
+        tl.device_assert((src.to(tl.uint64, bitcast=True) < D) | ~rm,
+                         "tritonjit index_select/embedding: index out of range")
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    m = cols < K
-    v = tl.load(x + (o * D + src) * K + cols, mask=m)
-    tl.store(out + row * K + cols, v, mask=m)
+    m = rm[:, None] & (cols < K)[None, :]
+    v = tl.load(x + ((o * D + src) * K)[:, None] + cols[None, :], mask=m)
+    tl.store(out + (row * K)[:, None] + cols[None, :], v, mask=m)
 
 
 @triton.jit
@@ -101,11 +104,19 @@ def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape, check: bo
     L = index.numel()
     if out.numel() == 0:
         return out
-    block = min(next_pow2(k), 1024)
-    _select_rows[(o * L, cdiv(k, block))](x, index, out, L, d, k, BLOCK=block, CHECK=check,
-                                          num_warps=4 if block >= 512 else 1,
-                                          **assert_options(check))
+    block, rows = _row_tile(k, o * L)
+    _select_rows[(cdiv(o * L, rows), cdiv(k, block))](x, index, out, L, d, k, o * L, ROWS=rows, BLOCK=block,
+                                                      CHECK=check, num_warps=4 if block * rows >= 512 else 1,
+                                                      **assert_options(check))
     return out
+
+
+def _row_tile(k: int, n: int) -> tuple[int, int]:
+    """(columns, rows) a program of _select_rows copies: rows of k elements, n of them, in
+    tiles of up to 1024 elements (narrow rows several to a program: one program per row of
+    8 is what made a pad kernel of the same form run 12x aten's time)."""
+    block = min(next_pow2(k), 1024)
+    return block, max(1, min(1024 // block, next_pow2(n)))
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -198,9 +209,9 @@ def _rows_plan(x: Tensor, o: int, d: int, k: int, L: int, out_shape: list[int], 
     out = (Buffer(tuple(out_shape), x.dtype),)
     if L * o * k == 0:
         return Plan(out, (), contiguous=contiguous)
-    block = min(next_pow2(k), 1024)
-    Lc = launch(_select_rows, (o * L, cdiv(k, block)), refs[0], refs[1], Out(0), L, d, k, BLOCK=block, CHECK=True,
-                num_warps=4 if block >= 512 else 1, **DEVICE_ASSERT)
+    block, rows = _row_tile(k, o * L)
+    Lc = launch(_select_rows, (cdiv(o * L, rows), cdiv(k, block)), refs[0], refs[1], Out(0), L, d, k, o * L,
+                ROWS=rows, BLOCK=block, CHECK=True, num_warps=4 if block * rows >= 512 else 1, **DEVICE_ASSERT)
     return Plan(out, (Lc,), contiguous=contiguous)
 
 

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -114,6 +116,24 @@ def test_index_select(dtype):
         close(T.index_select(x, d, idx), torch.index_select(x, d, idx))
     close(T.index_select(x.transpose(0, 2), 1, idx.int()), torch.index_select(x.transpose(0, 2), 1, idx.int()))
     close(T.index_select(x, 1, idx[:0]), torch.index_select(x, 1, idx[:0]))
+
+
+@pytest.mark.parametrize("shape, dim, n", [((300, 3), 0, 257), ((6, 40, 2), 1, 77), ((4, 9, 1), 1, 300),
+                                           ((700, 1500), 0, 3), ((2, 5, 600), 1, 9)])
+def test_index_select_tiles_narrow_and_wide_rows(shape, dim, n):
+    """Rows of 1-3 elements go several hundred to a program (the last tile partly outside the
+    output), rows past 1024 elements take column blocks; every row lands where aten puts it."""
+    from tritonjit_ops import indexing
+
+    x = torch.randn(*shape)
+    idx = torch.randint(0, shape[dim], (n,), generator=torch.Generator().manual_seed(n))
+    k = math.prod(shape[dim + 1:])
+    block, rows = indexing._row_tile(k, math.prod(shape[:dim]) * n)
+    assert block * rows <= 1024 and (rows > 1) == (k <= 512)
+    assert torch.equal(T.index_select(x, dim, idx), torch.index_select(x, dim, idx))
+    w = torch.randn(shape[0], 3)
+    ids = torch.randint(0, shape[0], (5, 61))
+    assert torch.equal(T.embedding(w, ids), F.embedding(ids, w))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

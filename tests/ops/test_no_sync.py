@@ -285,13 +285,14 @@ def _kernel_variants():
     x, out = torch.empty(8, 16), torch.empty(8, 16)
     idx = torch.zeros(8, dtype=torch.int64)
     sel = tritonjit.function(indexing._select_rows_kernel)
-    sel_args = (x, idx, out, 8, 8, 16)
+    sel_args = (x, idx, out, 8, 8, 16, 8)
     gat = tritonjit.function(indexing._gather_kernel)
     gat_args = (x, idx, out, 128, 1, 8, 16) + (0, 0, 16, 1) * 2 + (8,)
     ce = tritonjit.function(fused._ce_rows_kernel)
     ce_args = (x, idx, out, 16, 16, -100)
     return [
-        (sel, sel.signature(*sel_args, BLOCK=16, CHECK=True), sel.signature(*sel_args, BLOCK=16, CHECK=False),
+        (sel, sel.signature(*sel_args, ROWS=8, BLOCK=16, CHECK=True),
+         sel.signature(*sel_args, ROWS=8, BLOCK=16, CHECK=False),
          "tritonjit index_select/embedding: index out of range"),
         (gat, gat.signature(*gat_args, DIM=3, BLOCK=128, CHECK=True),
          gat.signature(*gat_args, DIM=3, BLOCK=128, CHECK=False), "tritonjit gather: index out of range"),
