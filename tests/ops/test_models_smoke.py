@@ -116,3 +116,17 @@ def test_agreement_counts_the_rows_off():
     assert a["logits_rows_off"] == pytest.approx(0.1) and a["logits_rel"] > 1
     assert M.agreement(ref, ref * 1.5)["logits_rows_off"] > 0.5
     assert M.agreement(ref, ref + 1e-4)["logits_rows_off"] == 0
+
+
+def test_architectures_script_runs_a_model_and_a_generate_mode(capsys):
+    """benchmarks/architectures.py on the interpreter: a BLOOM's forward and training step and a
+    beam search, the covered calls on tritonjit kernels (the model's all of them; beam search
+    indexes with several index tensors, which aten serves), exit status 0."""
+    A = bench_module("architectures")
+    assert A.main(["--models", "bloom", "--generate", "beam"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| bloom") or r.startswith("| generate")]
+    assert len(rows) == 3 and all("error" not in r for r in rows), rows
+    assert "tokens same 100%" in rows[2]
+    for r in rows:
+        routed, covered = (int(n) for n in r.split(" | ")[5].split("/"))
+        assert routed == covered if r.startswith("| bloom") else routed >= 0.99 * covered, r

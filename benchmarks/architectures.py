@@ -1,0 +1,286 @@
+"""More architectures and ``generate()`` modes under ``enable()``, eager against tritonjit.
+
+``models.py`` times four models (and a zoo) at one size; this script checks the op mixes
+those do not make, at a small size where host cost dominates: ALiBi through ``baddbmm``
+(BLOOM), local attention (GPT-Neo), partial rotary (CodeGen, Phi), soft-capped scores
+(Gemma 2), scaled residuals (Granite), a state-space scan (Mamba), disentangled attention
+(DeBERTa-v2), encoders (RoBERTa, DistilBERT, ALBERT, ELECTRA), windowed vision attention
+(Swin), convolutions with batch norm (ResNet, MobileNet-v2), a speech encoder (Whisper);
+then ``generate()`` of a Llama with a left-padded batch: greedy, top-k/top-p and min-p
+sampling, beam search, repetition and n-gram penalties.
+
+Per case: agreement (logits; loss and gradients for the training step; tokens for
+generate), the covered calls that ran tritonjit kernels, and on a GPU the wall time of
+each path: best of 3 interleaved rounds of ``--calls`` calls, eager against one
+``enable()`` (the device default), CUDA-synchronized. ``--audit model:fwd`` prints the
+per-call audit of a case. On a CPU (the interpreter) the configs are tiny and untimed.
+
+    python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import models as M  # noqa: E402  (its path setup and agreement rule)
+import tritonjit_ops as T  # noqa: E402
+from tritonjit_ops import _audit  # noqa: E402
+
+
+class Sizes:
+    """Config and input sizes: small on a GPU (host-bound), tiny on the interpreter."""
+
+    def __init__(self, gpu: bool) -> None:
+        self.hidden, self.layers, self.vocab = (256, 2, 8000) if gpu else (32, 1, 96)
+        self.batch, self.tokens, self.image = (4, 256, 64) if gpu else (2, 8, 32)
+        self.new_tokens = 16 if gpu else 4
+
+
+def _no_dropout(cfg: Any) -> Any:
+    for k, v in list(vars(cfg).items()):
+        if isinstance(v, float) and ("drop" in k or k.endswith("_pdrop")):
+            setattr(cfg, k, 0.0)
+    return cfg
+
+
+def _build(cls: str, cfg_cls: str, attn: str | None, device: str, dtype: torch.dtype, **kw: Any) -> torch.nn.Module:
+    import transformers as tf
+
+    torch.manual_seed(0)
+    cfg = _no_dropout(getattr(tf, cfg_cls)(**kw))
+    if attn:
+        cfg._attn_implementation = attn
+    return getattr(tf, cls)(cfg).to(device, dtype)
+
+
+def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
+    """name -> (model class, config class, attention, inputs kind, config kwargs)."""
+    H, L, V = z.hidden, z.layers, z.vocab
+    llama = dict(vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=0)
+    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=4, intermediate_size=2 * H,
+               max_position_embeddings=512)
+    return {
+        "bloom": ("BloomForCausalLM", "BloomConfig", "eager", "lm", dict(vocab_size=V, hidden_size=H, n_layer=L,
+                                                                         n_head=4)),
+        "gpt_neo": ("GPTNeoForCausalLM", "GPTNeoConfig", "eager", "lm", dict(
+            vocab_size=V, hidden_size=H, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]],
+            window_size=z.tokens // 2, max_position_embeddings=2048)),
+        "codegen": ("CodeGenForCausalLM", "CodeGenConfig", "eager", "lm", dict(
+            vocab_size=V, n_embd=H, n_layer=L, n_head=4, rotary_dim=H // 8, n_positions=2048)),
+        "phi": ("PhiForCausalLM", "PhiConfig", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=4,
+            partial_rotary_factor=0.5, max_position_embeddings=2048)),
+        "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", "eager", "lm", dict(
+            llama, num_hidden_layers=2, head_dim=H // 4, sliding_window=z.tokens // 2)),
+        "granite": ("GraniteForCausalLM", "GraniteConfig", "sdpa", "lm", dict(
+            llama, embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0, attention_multiplier=0.01)),
+        "mamba": ("MambaForCausalLM", "MambaConfig", None, "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, state_size=8, expand=2, conv_kernel=4)),
+        "llama": ("LlamaForCausalLM", "LlamaConfig", "sdpa", "lm", llama),
+        "deberta_v2": ("DebertaV2ForMaskedLM", "DebertaV2Config", "eager", "mlm", dict(
+            enc, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=32, max_relative_positions=64,
+            position_biased_input=False)),
+        "roberta": ("RobertaForMaskedLM", "RobertaConfig", "sdpa", "mlm", dict(enc, pad_token_id=1)),
+        "distilbert": ("DistilBertForMaskedLM", "DistilBertConfig", "sdpa", "mlm", dict(
+            vocab_size=V, dim=H, n_layers=L, n_heads=4, hidden_dim=2 * H, max_position_embeddings=512)),
+        "albert": ("AlbertForMaskedLM", "AlbertConfig", "eager", "mlm", dict(enc, embedding_size=H // 2)),
+        "electra": ("ElectraForMaskedLM", "ElectraConfig", "sdpa", "mlm", dict(enc, embedding_size=H // 2)),
+        "swin": ("SwinForImageClassification", "SwinConfig", "sdpa", "image", dict(
+            image_size=z.image, patch_size=4, embed_dim=max(8, H // 8), depths=[2, 2], num_heads=[2, 4],
+            window_size=4, num_labels=10)),
+        "resnet": ("ResNetForImageClassification", "ResNetConfig", None, "image", dict(
+            embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10)),
+        "mobilenet_v2": ("MobileNetV2ForImageClassification", "MobileNetV2Config", None, "image", dict(
+            image_size=z.image, depth_multiplier=0.35, num_labels=10)),
+        "whisper": ("WhisperForConditionalGeneration", "WhisperConfig", "sdpa", "audio", dict(
+            vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=80,
+            max_source_positions=z.tokens // 2, max_target_positions=448, pad_token_id=0, decoder_start_token_id=1,
+            bos_token_id=1, eos_token_id=2, begin_suppress_tokens=None, suppress_tokens=None)),
+    }
+
+
+#: generate() modes: name -> GenerationConfig kwargs beyond the common ones
+MODES: dict[str, dict[str, Any]] = {
+    "greedy": dict(do_sample=False),
+    "top_k_top_p": dict(do_sample=True, top_k=20, top_p=0.9, temperature=0.7),
+    "beam": dict(do_sample=False, num_beams=3),
+    "penalties": dict(do_sample=False, repetition_penalty=1.3, no_repeat_ngram_size=2),
+    "min_p": dict(do_sample=True, min_p=0.05, temperature=1.3),
+}
+
+
+def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: torch.dtype
+            ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(forward inputs, training-step inputs: the same plus labels)."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, z.vocab, (z.batch, z.tokens), generator=g).to(device)
+    if kind == "image":
+        size = getattr(model.config, "image_size", 32)
+        x = {"pixel_values": torch.randn(z.batch, 3, size, size, generator=g).to(device, dtype)}
+        return x, {**x, "labels": torch.randint(0, 10, (z.batch,), generator=g).to(device)}
+    if kind == "audio":  # log-mel frames, twice the encoder's positions; decoder tokens
+        feats = torch.randn(z.batch, 80, z.tokens, generator=g).to(device, dtype)
+        dec = ids[:, :16]
+        return {"input_features": feats, "decoder_input_ids": dec}, {"input_features": feats, "labels": dec}
+    if kind == "mlm":
+        labels = ids.masked_fill(torch.rand(ids.shape, generator=g).to(device) > 0.15, -100)
+        mask = torch.ones_like(ids)
+        mask[0, -2:] = 0  # a padded row
+        return {"input_ids": ids, "attention_mask": mask}, {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    return {"input_ids": ids}, {"input_ids": ids, "labels": ids}
+
+
+def _timed(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
+    """Best seconds per call, eager and inside one enable(), of 3 interleaved rounds."""
+    def round_(enabled: bool) -> float:
+        with T.enable() if enabled else contextlib.nullcontext():
+            fn()
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            return (time.perf_counter() - t) / calls
+
+    eager, tj = math.inf, math.inf
+    for _ in range(3):
+        eager, tj = min(eager, round_(False)), min(tj, round_(True))
+    return eager, tj
+
+
+def _coverage(fn: Callable[[], Any]) -> str:
+    _, cov = _audit.coverage(fn)
+    ok = cov["covered_routed_calls"] + cov.get("policy_calls", 0)
+    top = ",".join(f"{k}:{v}" for k, v in list(cov["not_routed"].items())[:6])
+    return f"{ok}/{cov['covered_calls']} | {top or '-'}"
+
+
+def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, audit: set[str]) -> list[str]:
+    """The forward and training-step rows of model ``name``."""
+    cls, cfg_cls, attn, kind, kw = cases(z)[name]
+    model = _build(cls, cfg_cls, attn, device, dtype, **kw)
+    fwd_in, train_in = _inputs(kind, model, z, device, dtype)
+
+    def fwd() -> torch.Tensor:
+        model.eval()
+        with torch.no_grad():
+            return model(**fwd_in).logits
+
+    def train() -> tuple[torch.Tensor, torch.Tensor]:
+        model.train()
+        model.zero_grad(set_to_none=True)
+        out = model(**train_in)
+        out.loss.backward()
+        return out.logits.detach(), out.loss.detach()
+
+    rows = []
+    for label, fn, grads in (("forward", fwd, False), ("train", train, True)):
+        try:
+            ref = fn()
+            ref_grads = M._grads(model) if grads else None
+            with T.enable():
+                got = fn()
+            a = M.agreement(ref, got, ref_grads, M._grads(model) if grads else None)
+            err = f"{a['logits_rel']:.1e}" + (f" / cos {a['grad_cos']:.6f}" if grads else "")
+            timing = "- | -"
+            if device == "cuda":
+                e, t = _timed(fn, calls)
+                timing = f"{e * 1e3:.2f} | {t / e:.2f}x"
+            rows.append(f"| {name} | {label} | {timing} | {err} | {_coverage(fn)} |")
+            if f"{name}:{label}" in audit:
+                print(T.audit_table(T.audit(fn, rounds=2), limit=12), flush=True)
+        except Exception as e:  # noqa: BLE001  (a row per failure; the others still run)
+            traceback.print_exc(limit=-3)
+            rows.append(f"| {name} | {label} | error: {type(e).__name__}: {str(e)[:120]} | | |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def run_generate(modes: list[str], z: Sizes, device: str, dtype: torch.dtype) -> list[str]:
+    """generate() of a Llama over 3 prompts, two left-padded, in each mode: tokens and scores."""
+    import transformers as tf
+
+    cls, cfg_cls, attn, _, kw = cases(z)["llama"]
+    model = _build(cls, cfg_cls, attn, device, dtype, **kw).eval()
+    n = z.new_tokens
+    ids = torch.randint(3, z.vocab, (3, max(z.tokens // 2, 6)), generator=torch.Generator().manual_seed(1)).to(device)
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    mask[2, :2] = 0
+    ids = ids.masked_fill(mask == 0, 0)
+    rows = []
+    for mode in modes:
+        cfg = tf.GenerationConfig(max_new_tokens=n, min_new_tokens=n, pad_token_id=0, eos_token_id=None,
+                                  bos_token_id=1, output_logits=True, return_dict_in_generate=True, **MODES[mode])
+
+        def go() -> tuple[torch.Tensor, torch.Tensor]:
+            torch.manual_seed(7)  # the sampling modes: the same draws on both paths
+            with torch.no_grad():
+                out = model.generate(ids, attention_mask=mask, generation_config=cfg)
+            return out.sequences[:, -n:], torch.stack(out.logits)
+
+        try:
+            ref_tokens, ref_logits = go()
+            with T.enable():
+                tokens, logits = go()
+            same = (ref_tokens == tokens).all(0).tolist()
+            first = same.index(False) if False in same else len(same)
+            err = M.agreement(ref_logits[:first + 1], logits[:first + 1])["logits_rel"]
+            timing = "- | -"
+            if device == "cuda":
+                e, t = _timed(go, 2)
+                timing = f"{e * 1e3:.2f} | {t / e:.2f}x"
+            rows.append(f"| generate | {mode} | {timing} | {err:.1e}, tokens same {first / len(same):.0%} | "
+                        f"{_coverage(go)} |")
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc(limit=-3)
+            rows.append(f"| generate | {mode} | error: {type(e).__name__}: {str(e)[:120]} | | |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    gpu = torch.cuda.is_available()
+    names = list(cases(Sizes(gpu)))
+    ap.add_argument("--models", default=",".join(names), help=f"of {','.join(names)}; empty: none")
+    ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
+    ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16" if gpu else "fp32")
+    ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
+    ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
+    a = ap.parse_args(argv)
+    models = [m for m in a.models.split(",") if m]
+    modes = [m for m in a.generate.split(",") if m]
+    if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
+        ap.error(f"unknown models or modes: {bad}")
+    device, dtype = ("cuda" if gpu else "cpu"), {"bf16": torch.bfloat16, "fp32": torch.float32}[a.dtype]
+    warnings.filterwarnings("ignore")
+    M.quiet()
+    from tritonjit_ops import _native_ops
+
+    _native_ops.module(wait=True)  # the C++ operator path, built before anything is timed
+    z = Sizes(gpu)
+    print("| case | step | eager ms | x eager | logits err (rel) | covered calls on tritonjit | not routed |")
+    print("| --- | --- | ---: | ---: | --- | --- | --- |")
+    rows: list[str] = []
+    for name in models:
+        rows += run_model(name, z, device, dtype, a.calls, set(a.audit.split(",")))
+    if modes:
+        rows += run_generate(modes, z, device, dtype)
+    return 1 if any("error:" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
