@@ -130,3 +130,16 @@ def test_architectures_script_runs_a_model_and_a_generate_mode(capsys):
     for r in rows:
         routed, covered = (int(n) for n in r.split(" | ")[5].split("/"))
         assert routed == covered if r.startswith("| bloom") else routed >= 0.99 * covered, r
+
+
+def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, monkeypatch):
+    """benchmarks/causal_lm_sweep.py: two architectures agree under enable() (exit 0); with a
+    tolerance no fp32 run can meet, the same rows are MISMATCHes and the exit status is 1."""
+    S = bench_module("causal_lm_sweep")
+    assert "llama" in S.architectures() and "gpt2" in S.architectures()
+    assert S.main(["--models", "llama,gpt2"]) == 0
+    out = capsys.readouterr().out
+    assert "| llama | ok |" in out and "| gpt2 | ok |" in out and "ok: 2" in out
+    monkeypatch.setitem(S.TOL, "logits_rel", -1.0)
+    assert S.main(["--models", "gpt2"]) == 1
+    assert "| gpt2 | MISMATCH |" in capsys.readouterr().out

@@ -1,0 +1,134 @@
+"""Every causal-LM architecture of the installed transformers: one training step, eager against enable().
+
+For each entry of transformers' causal-LM auto mapping, its config's defaults shrunk to a
+tiny model (the usual size attributes set to small values where the config has them,
+dropout off), random weights, one training step in fp32 on the machine's backend (the
+interpreter on a CPU: every op routed). Each row: the logits' relative error, the
+gradients' relative error and cosine, and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
+``ERROR`` (a failure under enable() only). ``skip`` marks an architecture whose shrunk
+config does not build or run in eager: a limit of this generic shrinking, not of tritonjit.
+Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
+architecture, some far more); a few configs still allocate GBs, so cap the process's
+memory (``ulimit -v``) on a small machine.
+
+    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--list]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import models as M  # noqa: E402  (its path setup and agreement rule)
+import tritonjit_ops as T  # noqa: E402
+
+#: config attributes set where a config has them (as ints): a model of 1 layer, hidden 32
+SMALL = dict(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+    vocab_size=96, n_embd=32, n_layer=1, n_head=4, d_model=32, num_layers=1, num_heads=4, ffn_dim=64, head_dim=8,
+    n_positions=64, max_position_embeddings=64, moe_intermediate_size=32, num_experts=4, num_local_experts=4,
+    num_experts_per_tok=2, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
+    n_routed_experts=4, first_k_dense_replace=0, n_shared_experts=1, rotary_dim=4, shared_expert_intermediate_size=32,
+    expert_intermediate_size=32, decoder_layers=1, encoder_layers=1, attention_heads=4, encoder_attention_heads=4,
+    decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64)
+TOL = dict(logits_rel=1e-4, grad_rel=1e-3, grad_cos=0.9999)
+
+
+def architectures() -> dict[str, tuple[str, str]]:
+    """model type -> (config class, causal-LM class), for those the installed transformers exports."""
+    import transformers as tf
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    out = {}
+    for name, cls in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+        cls = cls if isinstance(cls, str) else cls[0]
+        cfg = CONFIG_MAPPING_NAMES.get(name)
+        if cfg and hasattr(tf, cfg) and hasattr(tf, cls):
+            out[name] = (cfg, cls)
+    return out
+
+
+def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
+    import transformers as tf
+
+    cfg = getattr(tf, cfg_cls)()
+    for k, v in SMALL.items():
+        if isinstance(getattr(cfg, k, None), int):
+            setattr(cfg, k, v)
+    for k, v in list(vars(cfg).items()):
+        if isinstance(v, float) and "drop" in k:
+            setattr(cfg, k, 0.0)
+    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
+        cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
+    torch.manual_seed(0)
+    model = getattr(tf, cls)(cfg).float()
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    return model
+
+
+def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
+    """(status, detail) of architecture ``name``."""
+    t0 = time.perf_counter()
+    try:
+        model = _tiny(cfg_cls, cls)
+        vocab = getattr(model.config, "vocab_size", None) or 96
+        ids = torch.randint(3, min(vocab, 96), (2, 8), generator=torch.Generator().manual_seed(1))
+
+        def step() -> tuple[torch.Tensor, torch.Tensor]:
+            model.train()
+            model.zero_grad(set_to_none=True)
+            out = model(input_ids=ids, labels=ids, use_cache=False)
+            out.loss.backward()
+            return out.logits.detach(), out.loss.detach()
+
+        ref = step()
+        ref_grads = M._grads(model)
+    except Exception as e:  # noqa: BLE001  (the generic shrinking does not fit every config)
+        return "skip", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+    try:
+        with T.enable():
+            got = step()
+        a = M.agreement(ref, got, ref_grads, M._grads(model))
+    except Exception as e:  # noqa: BLE001
+        traceback.print_exc(limit=-3)
+        return "ERROR", f"under enable(): {type(e).__name__}: {str(e)[:200]}"
+    ok = a["logits_rel"] <= TOL["logits_rel"] and a["grad_rel"] <= TOL["grad_rel"] and a["grad_cos"] >= TOL["grad_cos"]
+    return ("ok" if ok else "MISMATCH"), (f"logits {a['logits_rel']:.1e}, grads {a['grad_rel']:.1e}, "
+                                          f"cos {a['grad_cos']:.7f} ({time.perf_counter() - t0:.1f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="", help="model types (transformers' names), comma-separated; default: all")
+    ap.add_argument("--list", action="store_true", help="print the model types and exit")
+    a = ap.parse_args(argv)
+    archs = architectures()
+    if a.list:
+        print("\n".join(archs))
+        return 0
+    names = [n for n in a.models.split(",") if n] or list(archs)
+    if unknown := [n for n in names if n not in archs]:
+        ap.error(f"unknown model types {unknown}; --list shows them")
+    warnings.filterwarnings("ignore")
+    M.quiet()
+    counts: dict[str, int] = {}
+    print("| model type | status | detail |\n| --- | --- | --- |")
+    for n in names:
+        status, detail = check(n, *archs[n])
+        counts[status] = counts.get(status, 0) + 1
+        print(f"| {n} | {status} | {detail} |", flush=True)
+    print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    return 1 if counts.get("MISMATCH") or counts.get("ERROR") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
