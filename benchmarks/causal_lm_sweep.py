@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models as M  # noqa: E402  (its path setup and agreement rule)
 import tritonjit_ops as T  # noqa: E402
+from architectures import no_dropout  # noqa: E402
 
 #: config attributes set where a config has them (as ints): a model of 1 layer, hidden 32
 SMALL = dict(
@@ -62,9 +63,7 @@ def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
     for k, v in SMALL.items():
         if isinstance(getattr(cfg, k, None), int):
             setattr(cfg, k, v)
-    for k, v in list(vars(cfg).items()):
-        if isinstance(v, float) and "drop" in k:
-            setattr(cfg, k, 0.0)
+    no_dropout(cfg)
     if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
         cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
     torch.manual_seed(0)

@@ -121,6 +121,14 @@ def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
 
+def row_tile(k: int, n: int, tile: int = 1024) -> tuple[int, int]:
+    """(columns, rows) a program copies of ``n`` rows of ``k`` elements: up to ``tile``
+    elements, narrow rows several to a program (one program per row of 8 ran 12x aten's
+    time in the pad kernel); rows wider than ``tile // 2`` one to a program, in column blocks."""
+    block = min(next_pow2(k), tile)
+    return block, max(1, min(tile // block, next_pow2(n)))
+
+
 def check_dtype(op: str, t: torch.Tensor, allowed: Sequence[torch.dtype]) -> None:
     if t.dtype not in allowed:
         names = ", ".join(str(d).replace("torch.", "") for d in allowed)

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 import tritonjit
 
-from ._common import cdiv, jit, next_pow2, unravel4
+from ._common import cdiv, jit, next_pow2, row_tile, unravel4
 from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
@@ -329,8 +329,7 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
         raise _refuse("cat", "an empty list")
     for t in ts:
         _check("cat", t)
-    if len(ts) > _CAT_MAX_INPUTS:
-        raise _refuse("cat", f"{len(ts)} inputs (more than {_CAT_MAX_INPUTS}: aten's kernel copies up to 64 a launch)")
+    _refuse_long("cat", ts)
     live = [t for t in ts if not (t.dim() == 1 and t.numel() == 0)]  # aten's legacy rule: skipped
     if not live:
         return torch.empty(0, dtype=_promote(ts), device=ts[0].device)
@@ -353,6 +352,13 @@ def cat(tensors: list[Tensor], dim: int = 0) -> Tensor:
             _copy_into("cat", t, out.narrow(dim, off, n))
         off += n
     return out
+
+
+def _refuse_long(op: str, ts: list[Tensor]) -> None:
+    """cat/stack's Python implementations: more than _CAT_MAX_INPUTS inputs are aten's (as on
+    the C++ path, through _plan.list_limit)."""
+    if len(ts) > _CAT_MAX_INPUTS:
+        raise _refuse(op, f"{len(ts)} inputs (more than {_CAT_MAX_INPUTS}: aten's kernel copies up to 64 a launch)")
 
 
 def _suggested_format(t: Tensor) -> torch.memory_format:
@@ -390,8 +396,7 @@ def stack(tensors: list[Tensor], dim: int = 0) -> Tensor:
     ts = list(tensors)
     if not ts:
         raise _refuse("stack", "an empty list")
-    if len(ts) > _CAT_MAX_INPUTS:
-        raise _refuse("stack", f"{len(ts)} inputs (more than {_CAT_MAX_INPUTS}: aten's kernel copies up to 64 a launch)")
+    _refuse_long("stack", ts)
     nd = ts[0].dim() + 1
     if not -nd <= dim < nd or any(t.shape != ts[0].shape for t in ts):
         raise _refuse("stack", "shapes or dim")
@@ -884,9 +889,8 @@ def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
 
 def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[tuple[int, int, int, int]], n: int, value: Any) -> Any:
     (d0, s0, n0, b0), (d1, s1, n1, b1), (d2, s2, n2, b2), (d3, s3, n3, b3) = geo
-    block = min(_PAD_TILE, next_pow2(d3))
     nrows = d0 * d1 * d2
-    rows = max(1, min(_PAD_TILE // block, next_pow2(nrows)))  # rows a program writes: a tile of about 1024
+    block, rows = row_tile(d3, nrows, _PAD_TILE)
     col_blocks = cdiv(d3, block)
     return launch(_pad_k, (cdiv(nrows, rows) * col_blocks,), x_ref, Out(0), nrows, d1, d2, d3, s0, s1, s2, s3, n0, n1,
                   n2, n3, b0, b1, b2, b3, value, col_blocks, UPCAST=dt in (torch.float16, torch.bfloat16), ROWS=rows,

@@ -23,7 +23,7 @@ from ._common import (
     check_same_device,
     host_check_allowed,
     jit,
-    next_pow2,
+    row_tile,
     unravel4,
 )
 from ._plan import Buffer, In, Out, Plan, launch
@@ -104,19 +104,11 @@ def _rows(x: Tensor, o: int, d: int, k: int, index: Tensor, out_shape, check: bo
     L = index.numel()
     if out.numel() == 0:
         return out
-    block, rows = _row_tile(k, o * L)
+    block, rows = row_tile(k, o * L)
     _select_rows[(cdiv(o * L, rows), cdiv(k, block))](x, index, out, L, d, k, o * L, ROWS=rows, BLOCK=block,
                                                       CHECK=check, num_warps=4 if block * rows >= 512 else 1,
                                                       **assert_options(check))
     return out
-
-
-def _row_tile(k: int, n: int) -> tuple[int, int]:
-    """(columns, rows) a program of _select_rows copies: rows of k elements, n of them, in
-    tiles of up to 1024 elements (narrow rows several to a program: one program per row of
-    8 is what made a pad kernel of the same form run 12x aten's time)."""
-    block = min(next_pow2(k), 1024)
-    return block, max(1, min(1024 // block, next_pow2(n)))
 
 
 def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -209,7 +201,7 @@ def _rows_plan(x: Tensor, o: int, d: int, k: int, L: int, out_shape: list[int], 
     out = (Buffer(tuple(out_shape), x.dtype),)
     if L * o * k == 0:
         return Plan(out, (), contiguous=contiguous)
-    block, rows = _row_tile(k, o * L)
+    block, rows = row_tile(k, o * L)
     Lc = launch(_select_rows, (cdiv(o * L, rows), cdiv(k, block)), refs[0], refs[1], Out(0), L, d, k, o * L,
                 ROWS=rows, BLOCK=block, CHECK=True, num_warps=4 if block * rows >= 512 else 1, **DEVICE_ASSERT)
     return Plan(out, (Lc,), contiguous=contiguous)

@@ -123,12 +123,12 @@ def test_index_select(dtype):
 def test_index_select_tiles_narrow_and_wide_rows(shape, dim, n):
     """Rows of 1-3 elements go several hundred to a program (the last tile partly outside the
     output), rows past 1024 elements take column blocks; every row lands where aten puts it."""
-    from tritonjit_ops import indexing
+    from tritonjit_ops._common import row_tile
 
     x = torch.randn(*shape)
     idx = torch.randint(0, shape[dim], (n,), generator=torch.Generator().manual_seed(n))
     k = math.prod(shape[dim + 1:])
-    block, rows = indexing._row_tile(k, math.prod(shape[:dim]) * n)
+    block, rows = row_tile(k, math.prod(shape[:dim]) * n)
     assert block * rows <= 1024 and (rows > 1) == (k <= 512)
     assert torch.equal(T.index_select(x, dim, idx), torch.index_select(x, dim, idx))
     w = torch.randn(shape[0], 3)
