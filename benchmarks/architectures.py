@@ -20,10 +20,7 @@ per-call audit of a case. On a CPU (the interpreter) the configs are tiny and un
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import sys
-import time
 import traceback
 import warnings
 from pathlib import Path
@@ -144,21 +141,9 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
 
 
 def _timed(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
-    """Best seconds per call, eager and inside one enable(), of 3 interleaved rounds."""
-    def round_(enabled: bool) -> float:
-        with T.enable() if enabled else contextlib.nullcontext():
-            fn()
-            torch.cuda.synchronize()
-            t = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-            return (time.perf_counter() - t) / calls
-
-    eager, tj = math.inf, math.inf
-    for _ in range(3):
-        eager, tj = min(eager, round_(False)), min(tj, round_(True))
-    return eager, tj
+    """Best ms per call, eager and inside one enable(), of 3 interleaved rounds."""
+    best, _ = M.eager_vs_enabled(fn, torch.cuda.synchronize, calls, rounds=3, warmup=1)
+    return best["eager"] / 1e3, best["tritonjit"] / 1e3
 
 
 def _coverage(fn: Callable[[], Any]) -> str:
@@ -198,7 +183,7 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
             timing = "- | -"
             if device == "cuda":
                 e, t = _timed(fn, calls)
-                timing = f"{e * 1e3:.2f} | {t / e:.2f}x"
+                timing = f"{e:.2f} | {t / e:.2f}x"
             rows.append(f"| {name} | {label} | {timing} | {err} | {_coverage(fn)} |")
             if f"{name}:{label}" in audit:
                 print(T.audit_table(T.audit(fn, rounds=2), limit=12), flush=True)
@@ -242,7 +227,7 @@ def run_generate(modes: list[str], z: Sizes, device: str, dtype: torch.dtype) ->
             timing = "- | -"
             if device == "cuda":
                 e, t = _timed(go, 2)
-                timing = f"{e * 1e3:.2f} | {t / e:.2f}x"
+                timing = f"{e:.2f} | {t / e:.2f}x"
             rows.append(f"| generate | {mode} | {timing} | {err:.1e}, tokens same {first / len(same):.0%} | "
                         f"{_coverage(go)} |")
         except Exception as e:  # noqa: BLE001

@@ -386,6 +386,28 @@ def _seconds_per_call(fn: Callable[[], Any], sync: Callable[[], None]) -> float:
     return max(best, 1e-6)
 
 
+def eager_vs_enabled(fn: Callable[[], Any], sync: Callable[[], None], calls: int, rounds: int,
+                     include: str | list[str] | None = None, exclude: tuple[str, ...] = (),
+                     warmup: int = 3) -> tuple[dict[str, float], dict[str, float]]:
+    """us per call of ``fn`` eager and inside one ``enable()``: (best, median) of ``rounds``
+    interleaved rounds of ``calls`` calls, keyed "eager" and "tritonjit". One ``enable()``
+    spans each tritonjit round, so its entry and exit cost is not in the per-call figure."""
+    timer = Rounds(calls=calls, reps=rounds, sync=sync)
+    timer.add("eager", fn)
+
+    def enabled(n: int) -> float:
+        with T.enable(include, exclude):
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            return (time.perf_counter() - t) / n * 1e6
+
+    timer.add_timed("tritonjit", enabled)
+    best = timer.run(warmup=warmup)
+    return best, {k: statistics.median(v) for k, v in timer.samples.items()}
+
+
 def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype, rounds: int,
              timed: bool = True, include: str | list[str] | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """One model and shape: agreement, coverage and (``timed``) eager against
@@ -419,20 +441,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
         return row
 
     calls = max(1, min(50, int(0.2 / _seconds_per_call(fn, sync))))  # about 0.2 s a round
-    timer = Rounds(calls=calls, reps=rounds, sync=sync)
-    timer.add("eager", fn)
-
-    def enabled(n: int) -> float:
-        with T.enable(include, exclude):
-            t = time.perf_counter()
-            for _ in range(n):
-                fn()
-            sync()
-            return (time.perf_counter() - t) / n * 1e6
-
-    timer.add_timed("tritonjit", enabled)
-    best = timer.run(warmup=3)
-    med = {k: statistics.median(v) for k, v in timer.samples.items()}
+    best, med = eager_vs_enabled(fn, sync, calls, rounds, include, exclude)
     row.update(calls_per_round=calls, rounds=rounds, eager_ms=best["eager"] / 1e3, tritonjit_ms=best["tritonjit"] / 1e3,
                ratio=best["tritonjit"] / best["eager"], eager_median_ms=med["eager"] / 1e3,
                tritonjit_median_ms=med["tritonjit"] / 1e3, ratio_median=med["tritonjit"] / med["eager"])
