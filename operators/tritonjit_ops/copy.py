@@ -25,7 +25,7 @@ from ._common import cdiv, jit, next_pow2, row_tile, unravel4
 from ._fallback import with_aten_fallback
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
-from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, plan, run
+from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, _writable, plan, run
 
 Tensor = torch.Tensor
 
@@ -149,6 +149,30 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
                       and src.dtype == dst.dtype):
         return dst
     return _copy_into("copy_", src, dst) if dst.numel() else dst
+
+
+def _plan_copy_(dst: Any, src: Any, non_blocking: Any = False) -> Plan | None:
+    """``dst.copy_(src)`` on one device: one launch writing ``dst`` in its own strides, ``src``
+    broadcast and cast (a KV-cache write into a slice, a cast into a preallocated buffer).
+    A call whose ``src`` shares ``dst``'s memory in another view goes to the implementation,
+    as other in-place plans' calls do (``Plan.writes``). A ``src`` on another device (a host
+    to device transfer, a 0-dim CPU value) is aten's copy; None (the implementation) for
+    a lazily negated or conjugated ``src`` and what aten refuses."""
+    if isinstance(src, Tensor) and isinstance(dst, Tensor) and src.device != dst.device:
+        return aten_plan()
+    if not isinstance(src, Tensor) or not _writable(dst) or src.dtype not in _REAL:
+        return None
+    if src.layout != torch.strided or src.is_neg() or src.is_conj():
+        return None
+    try:
+        if list(torch.broadcast_shapes(src.shape, dst.shape)) != list(dst.shape):
+            return None  # aten's error, from the implementation
+    except RuntimeError:
+        return None
+    if dst.numel() == 0:
+        return Plan((), (), (In(0),), writes=(0,))
+    L = _launch("copy", [src], [In(1)], dst, In(0), list(dst.shape), _CT[src.dtype], [])
+    return None if L is None else Plan((), (L,), (In(0),), writes=(0,))
 
 
 def fill_scalar(x: Tensor, value: Any) -> Tensor:
@@ -1089,7 +1113,7 @@ if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     del ATEN["copy_"]
 PLANNERS: dict[str, Callable] = {
     "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat, "cat": _plan_cat, "stack": _plan_stack,
-    "fill_.Scalar": _plan_fill_, "zero_": _plan_zero_,
+    "fill_.Scalar": _plan_fill_, "zero_": _plan_zero_, "copy_": _plan_copy_,
     "arange": _plan_arange, "arange.start": _plan_arange, "arange.start_step": _plan_arange,
     "zeros": _plan_factory("zeros", 0), "ones": _plan_factory("ones", 1), "full": _plan_factory("full", None),
     "scalar_tensor": _plan_factory("scalar_tensor", None),

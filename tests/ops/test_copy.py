@@ -71,7 +71,81 @@ def test_copy_under_enable_on_gpu():
         dst.copy_(src)
         host = torch.randn(3, 4).cuda()  # across devices: aten's copy
         back = host.cpu()
+        into = torch.empty(3, 4, device="cuda").copy_(back)  # host to device through copy_
+        value = torch.empty(2, device="cuda").copy_(torch.tensor(1.5))  # a 0-dim CPU value
     assert torch.equal(dst, src.expand(6, 4)) and torch.equal(back.cuda(), host)
+    assert torch.equal(into, host) and value.tolist() == [1.5, 1.5]
+
+
+_COPY_CASES = {  # name -> (dst, src): the copy_ calls models make
+    "contiguous": lambda: (torch.empty(4, 6), torch.randn(4, 6)),
+    "cast f32 -> bf16": lambda: (torch.empty(4, 6, dtype=torch.bfloat16), torch.randn(4, 6) * 100),
+    "int64 -> int32": lambda: (torch.empty(3, 5, dtype=torch.int32), torch.randint(-9, 9, (3, 5))),
+    "bool -> f32": lambda: (torch.empty(7), torch.rand(7) > 0.5),
+    "transposed src": lambda: (torch.empty(5, 6), torch.randn(6, 5).t()),
+    "broadcast row": lambda: (torch.empty(4, 6), torch.randn(1, 6)),
+    "broadcast 0-dim device tensor": lambda: (torch.empty(3, 2), torch.tensor(2.5)),
+    "KV-cache slice (B,H,S,D)[:, :, 3:5]": lambda: (torch.zeros(2, 3, 8, 4)[:, :, 3:5], torch.randn(2, 3, 2, 4)),
+    "heads view of (B,S,H,D) into (B,H,S,D)": lambda: (torch.empty(2, 3, 5, 4), torch.randn(2, 5, 3, 4).transpose(1, 2)),
+    "same view": lambda: (lambda t: (t, t))(torch.randn(3, 4)),
+    "empty": lambda: (torch.empty(0, 4), torch.randn(0, 4)),
+}
+
+
+@pytest.mark.parametrize("case", list(_COPY_CASES))
+def test_copy_plan(case):
+    """copy_'s planner (the C++ path's plan, run here by the Python executor): one launch into
+    dst's own strides, src broadcast and cast, values as aten's copy_, dst returned."""
+    from tritonjit_ops import _plan
+
+    dst, src = _COPY_CASES[case]()
+    ref = dst.clone().copy_(src) if dst.data_ptr() != src.data_ptr() else src.clone()
+    p = C._plan_copy_(dst, src)
+    assert p is not None and p.writes == (0,) and p.result == (_plan.In(0),)
+    assert len(p.launches) == (1 if dst.numel() else 0)
+    out = _plan.run(p, [dst, src, False])
+    assert out is dst and torch.equal(dst, ref)
+
+
+def test_copy_plan_refusals():
+    """What the planner leaves to the implementation (which raises aten's error or serves the
+    call): a src that does not broadcast to dst, a lazily negated src (conj().imag), a complex
+    src, an expanded dst (aten refuses to write it), a Python number; and a src that overlaps
+    dst in another view is refused per call by the executor."""
+    from tritonjit_ops import _plan
+
+    assert C._plan_copy_(torch.empty(4, 6), torch.randn(5, 6)) is None
+    neg = torch.randn(2, 3, dtype=torch.complex64).conj().imag
+    assert neg.is_neg() and C._plan_copy_(torch.empty(2, 3), neg) is None
+    assert C._plan_copy_(torch.empty(3), torch.randn(3, dtype=torch.complex64)) is None
+    assert C._plan_copy_(torch.empty(1, 6).expand(4, 6), torch.randn(4, 6)) is None
+    assert C._plan_copy_(torch.empty(3), 1.0) is None
+    assert C._plan_copy_(torch.empty(3, device="meta"), torch.randn(3)).aten  # across devices: aten's copy
+    x = torch.arange(8.0)
+    p = C._plan_copy_(x[1:], x[:-1])
+    with pytest.raises(NotImplementedError, match="shares memory"):
+        _plan.run(p, [x[1:], x[:-1], False])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in _COPY_CASES if c != "empty"])
+def test_copy_plan_hits_on_gpu(case):
+    """copy_ under enable() on the device: the C++ path serves a second call from its plan
+    (no Python call), with aten's values."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    dst, src = (t.cuda() for t in _COPY_CASES[case]())
+    if case == "same view":
+        src = dst
+    ref = dst.clone().copy_(src) if dst.data_ptr() != src.data_ptr() else src.clone()
+    with T.enable(include=["copy_"], wait_native=True):
+        dst.copy_(src)
+        before = native.stats()
+        dst.copy_(src)
+        delta = stats_delta(before, native.stats())
+    assert torch.equal(dst, ref)
+    assert delta["python_calls"] == 0 and delta["plan_hits"] >= 1, delta
 
 
 @pytest.mark.parametrize("args", [(0.0, -8.000001, -4.0), (1.0, 5.000001, 2.0), (-0.9, 2.1, 2.0), (0.5, 5.5, 1.5),
