@@ -442,8 +442,8 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # token): one launch where aten fills zeros and then copies
     "slice_backward", "select_backward",
     # generate()'s own calls around each decode step (its stopping checks, masks and cache
-    # positions: bool [1] tensors, a few scalars; clamp (0.92x there) and reciprocal (0.91x;
-    # 0.97-1.46x in a sweep of 16 to 8M elements) stay opt-in; max's plan leaves inputs over
+    # positions: bool [1] tensors, a few scalars; clamp (0.92x there; in the default since, below)
+    # and reciprocal (0.91x; 0.97-1.46x in a sweep of 16 to 8M elements) stayed opt-in; max's plan leaves inputs over
     # 64K elements to aten), measured on the H200 (2026-12-03, audit of
     # greedy generation of 32 tokens by Llama, Qwen2, Falcon, Mixtral, BART and MPT): 0.74-0.95x
     # eager per op over all their calls; with them routed the decoders' generate steps ran 100%
@@ -452,6 +452,13 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # and fill_.Scalar are the same fill plan as ones, new_ones, full and full_like
     "scalar_tensor", "full", "full_like", "fill_.Scalar", "ones", "new_ones", "zeros", "new_zeros", "new_full",
     "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_not", "max",
+    # measured on the H200 (2026-12-03, per call against eager at the shapes models make):
+    # beam search's int64 `ids % vocab` (remainder.Scalar, 160 calls a beam generate) 0.90-0.98x
+    # from [3, 8] to 1M elements; copy_ 0.64-1.01x, a transposing copy of 4M+ elements planned
+    # as aten's (1.04-1.08x ours); clamp, clamp_min/max and hardtanh 0.68-0.99x up to 1M
+    # elements, planned as aten's from 4M on (1.05-1.10x ours in bf16 at 16M)
+    "remainder.Scalar", "copy_", "clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max",
+    "clamp_max.Tensor", "hardtanh",
     *attention.ATEN, *optim.ATEN])
 
 
