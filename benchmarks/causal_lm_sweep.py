@@ -8,14 +8,16 @@ gradients' relative error and cosine, and ``ok``, ``MISMATCH`` (beyond fp32 roun
 ``ERROR`` (a failure under enable() only). ``skip`` marks an architecture whose shrunk
 config does not build or run in eager: a limit of this generic shrinking, not of tritonjit.
 Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
-architecture, some far more); a few configs still allocate GBs, so cap the process's
-memory (``ulimit -v``) on a small machine.
+architecture, some far more: ``slow`` marks one that did not finish within ``--timeout``
+seconds, eager and enable() together); a few configs still allocate GBs, so cap the
+process's memory (``ulimit -v``) on a small machine.
 
-    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--list]
+    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--timeout 300] [--list]
 """
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 import traceback
@@ -74,6 +76,36 @@ def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
     return model
 
 
+class _OutOfTime(BaseException):
+    """Raised by the alarm: a BaseException, so that no ``except Exception`` in a model's code
+    (or below) swallows it."""
+
+
+def check_within(seconds: int, name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
+    """check(), or ``slow`` where it runs past ``seconds`` (0: no limit). The alarm fires
+    between Python bytecodes, so a single long native call finishes first; where it fires
+    inside a backward, autograd's engine re-raises it as a RuntimeError (an ``ERROR`` row
+    that is in fact ``slow``), hence the flag."""
+    if seconds <= 0:
+        return check(name, cfg_cls, cls)
+    fired = []
+
+    def alarm(signum: int, frame: object) -> None:
+        fired.append(True)
+        raise _OutOfTime
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        status, detail = check(name, cfg_cls, cls)
+    except _OutOfTime:
+        fired.append(True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return ("slow", f"did not finish within {seconds} s") if fired else (status, detail)
+
+
 def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
     """(status, detail) of architecture ``name``."""
     t0 = time.perf_counter()
@@ -108,6 +140,8 @@ def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="", help="model types (transformers' names), comma-separated; default: all")
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="seconds an architecture may take, eager and enable() together (0: no limit)")
     ap.add_argument("--list", action="store_true", help="print the model types and exit")
     a = ap.parse_args(argv)
     archs = architectures()
@@ -122,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = {}
     print("| model type | status | detail |\n| --- | --- | --- |")
     for n in names:
-        status, detail = check(n, *archs[n])
+        status, detail = check_within(a.timeout, n, *archs[n])
         counts[status] = counts.get(status, 0) + 1
         print(f"| {n} | {status} | {detail} |", flush=True)
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))

@@ -143,3 +143,24 @@ def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, mo
     monkeypatch.setitem(S.TOL, "logits_rel", -1.0)
     assert S.main(["--models", "gpt2"]) == 1
     assert "| gpt2 | MISMATCH |" in capsys.readouterr().out
+
+
+def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, monkeypatch):
+    """--timeout: an architecture still running when its time is up is a ``slow`` row (not an
+    error, exit 0) and the sweep goes on to the next."""
+    import time
+
+    S = bench_module("causal_lm_sweep")
+    real = S.check
+
+    def check(name, cfg_cls, cls):
+        if name == "gpt2":
+            time.sleep(60)  # the alarm interrupts this
+        return real(name, cfg_cls, cls)
+
+    monkeypatch.setattr(S, "check", check)
+    t0 = time.perf_counter()
+    assert S.main(["--models", "gpt2,llama", "--timeout", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "| gpt2 | slow | did not finish within 8 s |" in out and "| llama | ok |" in out, out
+    assert time.perf_counter() - t0 < 50
