@@ -156,30 +156,31 @@ def _plan_copy_(dst: Any, src: Any, non_blocking: Any = False) -> Plan | None:
     """``dst.copy_(src)`` on one device: one launch writing ``dst`` in its own strides, ``src``
     broadcast and cast (a KV-cache write into a slice, a cast into a preallocated buffer).
     A call whose ``src`` shares ``dst``'s memory in another view goes to the implementation,
-    as other in-place plans' calls do (``Plan.writes``). A large copy that reads or writes
-    across rows in ``dst``'s memory order (a transpose of 4M+ elements: 1.04-1.08x aten's
-    time on the H200, 2026-12-03) is aten's, as pointwise's. A ``src`` on another device (a host
-    to device transfer, a 0-dim CPU value) is aten's copy; None (the implementation) for
-    a lazily negated or conjugated ``src`` and what aten refuses."""
-    if isinstance(src, Tensor) and isinstance(dst, Tensor) and src.device != dst.device:
+    as other in-place plans' calls do (``Plan.writes``). The rest is aten's copy_, planned so
+    (no trip through the Python implementation): a ``src`` on another device (a host-to-device
+    transfer, a 0-dim CPU value), complex or lazily negated tensors, a ``dst`` aten refuses to
+    write or a ``src`` that does not broadcast to it (aten's error), more than 6 dims that do
+    not coalesce, and a large copy that reads or writes across rows in ``dst``'s memory order
+    (a transpose of 4M+ elements: 1.04-1.08x aten's time on the H200, 2026-12-03; pointwise's
+    rule)."""
+    if not isinstance(src, Tensor) or not isinstance(dst, Tensor):
+        return None
+    if (src.device != dst.device or not _writable(dst) or src.dtype not in _REAL or src.layout != torch.strided
+            or src.is_neg() or src.is_conj()):
         return aten_plan()
-    if not isinstance(src, Tensor) or not _writable(dst) or src.dtype not in _REAL:
-        return None
-    if src.layout != torch.strided or src.is_neg() or src.is_conj():
-        return None
     try:
         if list(torch.broadcast_shapes(src.shape, dst.shape)) != list(dst.shape):
-            return None  # aten's error, from the implementation
+            return aten_plan()
     except RuntimeError:
-        return None
+        return aten_plan()
     if dst.numel() == 0:
         return Plan((), (), (In(0),), writes=(0,))
-    if dst.numel() >= _ATEN_STRIDED_NUMEL:  # pointwise's rule for a large transposing copy
+    if dst.numel() >= _ATEN_STRIDED_NUMEL:
         order = sorted(range(dst.dim()), key=lambda d: (-dst.stride(d), d))
         if _reads_across([src.expand(dst.shape).permute(order), dst.permute(order)], [dst.shape[d] for d in order]):
             return aten_plan()
     L = _launch("copy", [src], [In(1)], dst, In(0), list(dst.shape), _CT[src.dtype], [])
-    return None if L is None else Plan((), (L,), (In(0),), writes=(0,))
+    return aten_plan() if L is None else Plan((), (L,), (In(0),), writes=(0,))
 
 
 def fill_scalar(x: Tensor, value: Any) -> Tensor:

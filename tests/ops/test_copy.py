@@ -108,19 +108,23 @@ def test_copy_plan(case):
 
 
 def test_copy_plan_refusals():
-    """What the planner leaves to the implementation (which raises aten's error or serves the
-    call): a src that does not broadcast to dst, a lazily negated src (conj().imag), a complex
-    src, an expanded dst (aten refuses to write it), a Python number; and a src that overlaps
-    dst in another view is refused per call by the executor."""
+    """What the planner leaves to aten's copy_ (planned as aten's: no trip through the Python
+    implementation): a src that does not broadcast to dst (aten's error), a lazily negated
+    src (conj().imag), a complex src, an expanded dst (aten refuses to write it), another
+    device, 7 dims that do not coalesce; a Python number is no plan at all; and a src that
+    overlaps dst in another view is sent to the implementation per call by the executor."""
     from tritonjit_ops import _plan
 
-    assert C._plan_copy_(torch.empty(4, 6), torch.randn(5, 6)) is None
     neg = torch.randn(2, 3, dtype=torch.complex64).conj().imag
-    assert neg.is_neg() and C._plan_copy_(torch.empty(2, 3), neg) is None
-    assert C._plan_copy_(torch.empty(3), torch.randn(3, dtype=torch.complex64)) is None
-    assert C._plan_copy_(torch.empty(1, 6).expand(4, 6), torch.randn(4, 6)) is None
+    assert neg.is_neg()
+    odd = torch.empty(2, 3, 2, 3, 2, 3, 2)
+    atens = [(torch.empty(4, 6), torch.randn(5, 6)), (torch.empty(2, 3), neg),
+             (torch.empty(3), torch.randn(3, dtype=torch.complex64)), (torch.empty(1, 6).expand(4, 6), torch.randn(4, 6)),
+             (torch.empty(3, device="meta"), torch.randn(3)), (odd, odd.permute(6, 5, 4, 3, 2, 1, 0).contiguous()
+                                                                .permute(6, 5, 4, 3, 2, 1, 0)[..., :1].expand(odd.shape))]
+    for dst, src in atens:
+        assert C._plan_copy_(dst, src).aten, (dst.shape, src.shape)
     assert C._plan_copy_(torch.empty(3), 1.0) is None
-    assert C._plan_copy_(torch.empty(3, device="meta"), torch.randn(3)).aten  # across devices: aten's copy
     x = torch.arange(8.0)
     p = C._plan_copy_(x[1:], x[:-1])
     with pytest.raises(NotImplementedError, match="shares memory"):
