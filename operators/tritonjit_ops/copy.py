@@ -176,7 +176,8 @@ def _plan_copy_(dst: Any, src: Any, non_blocking: Any = False) -> Plan | None:
     if dst.numel() == 0:
         return Plan((), (), (In(0),), writes=(0,))
     if dst.numel() >= _ATEN_STRIDED_NUMEL:
-        order = sorted(range(dst.dim()), key=lambda d: (-dst.stride(d), d))
+        st = dst.stride()
+        order = sorted(range(dst.dim()), key=lambda d: (-st[d], d))
         if _reads_across([src.expand(dst.shape).permute(order), dst.permute(order)], [dst.shape[d] for d in order]):
             return aten_plan()
     L = _launch("copy", [src], [In(1)], dst, In(0), list(dst.shape), _CT[src.dtype], [])
