@@ -454,9 +454,10 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     "bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_not", "max",
     # measured on the H200 (2026-12-03, per call against eager at the shapes models make):
     # beam search's int64 `ids % vocab` (remainder.Scalar, 160 calls a beam generate) 0.90-0.98x
-    # from [3, 8] to 1M elements; copy_ 0.64-1.01x, a transposing copy of 4M+ elements planned
-    # as aten's (1.04-1.08x ours); clamp, clamp_min/max and hardtanh 0.68-0.99x up to 1M
-    # elements, planned as aten's from 4M on (1.05-1.10x ours in bf16 at 16M)
+    # from [3, 8] to 1M elements; copy_ 0.64-1.01x (one f32->bf16 cast of 262K elements 1.08x),
+    # a transposing copy of 4M+ elements planned as aten's (1.04-1.08x ours); clamp, clamp_min/max
+    # and hardtanh 0.68-0.99x up to 1M elements (clamp of 4096 bf16 elements 1.06x), planned as
+    # aten's from 4M on (1.05-1.10x ours in bf16 at 16M)
     "remainder.Scalar", "copy_", "clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max",
     "clamp_max.Tensor", "hardtanh",
     *attention.ATEN, *optim.ATEN])
