@@ -164,3 +164,23 @@ def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, mon
     out = capsys.readouterr().out
     assert "| gpt2 | slow | did not finish within 8 s |" in out and "| llama | ok |" in out, out
     assert time.perf_counter() - t0 < 50
+
+
+def test_eager_vs_enabled_times_each_path_in_interleaved_rounds():
+    """models.eager_vs_enabled (the timing of models.py and architectures.py): each path runs
+    its warm-up and then one round of ``calls`` calls per rep, eager outside enable() and the
+    tritonjit path inside it, with the include list given; best and median per path."""
+    import tritonjit_ops as T
+
+    seen: list[tuple[str, ...]] = []
+    syncs = []
+
+    def fn():
+        seen.append(tuple(T.enabled_ops()))
+
+    best, med = M.eager_vs_enabled(fn, lambda: syncs.append(1), calls=3, rounds=2, include=["mm"], warmup=1)
+    assert set(best) == set(med) == {"eager", "tritonjit"}
+    assert all(v > 0 for v in [*best.values(), *med.values()])
+    # warm-up (1 call each), then 2 reps of 3 calls: eager, tritonjit, eager, tritonjit
+    assert seen == [()] + [("mm",)] + [()] * 3 + [("mm",)] * 3 + [()] * 3 + [("mm",)] * 3
+    assert len(syncs) == 6 and T.enabled_ops() == []
