@@ -2,7 +2,8 @@
 
 For each entry of transformers' causal-LM auto mapping, its config's defaults shrunk to a
 tiny model (the usual size attributes set to small values where the config has them,
-dropout off), random weights, one training step in fp32 on the machine's backend (the
+special token ids moved inside the small vocabulary, dropout off; a composite config's
+text config the same way), random weights, one training step in fp32 on the machine's backend (the
 interpreter on a CPU: every op routed). Each row: the logits' relative error, the
 gradients' relative error and cosine, and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
 ``ERROR`` (a failure under enable() only). ``skip`` marks an architecture whose shrunk
@@ -23,6 +24,7 @@ import time
 import traceback
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -58,16 +60,43 @@ def architectures() -> dict[str, tuple[str, str]]:
     return out
 
 
+#: special token ids a shrunk vocabulary must still hold (the inputs use ids 3 and up)
+_SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+
+
+def _shrink(cfg: Any) -> None:
+    """SMALL's values set on ``cfg`` where it has them as ints (a read-only property or a
+    config that refuses one is left alone), special token ids moved inside the shrunk
+    vocabulary, dropout off; the same for a ``text_config`` sub-config."""
+    for k, v in SMALL.items():
+        if isinstance(getattr(cfg, k, None), int):
+            try:
+                setattr(cfg, k, v)
+            except (AttributeError, NotImplementedError):
+                pass
+    vocab = getattr(cfg, "vocab_size", None)
+    if isinstance(vocab, int):
+        for k, v in _SPECIAL.items():
+            t = getattr(cfg, k, None)
+            if isinstance(t, int) and t >= vocab:
+                setattr(cfg, k, v)
+            elif isinstance(t, list) and any(isinstance(i, int) and i >= vocab for i in t):
+                setattr(cfg, k, [v])
+    no_dropout(cfg)
+    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
+        cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
+    sub = getattr(cfg, "text_config", None)
+    if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
+        _shrink(sub)
+
+
 def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
     import transformers as tf
 
     cfg = getattr(tf, cfg_cls)()
-    for k, v in SMALL.items():
-        if isinstance(getattr(cfg, k, None), int):
-            setattr(cfg, k, v)
-    no_dropout(cfg)
-    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
-        cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
+    _shrink(cfg)
+    if not hasattr(cfg, "vocab_size") and hasattr(getattr(cfg, "text_config", None), "vocab_size"):
+        cfg = cfg.text_config  # a composite config whose causal LM is its text model
     torch.manual_seed(0)
     model = getattr(tf, cls)(cfg).float()
     for m in model.modules():
