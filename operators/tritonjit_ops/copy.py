@@ -23,10 +23,11 @@ import tritonjit
 
 from ._common import cdiv, jit, next_pow2, row_tile, unravel4
 from ._fallback import with_aten_fallback
+from ._layout import memory_order
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, _writable, plan, run
-from .pointwise import _ATEN_STRIDED_NUMEL, _reads_across
+from .pointwise import _ATEN_STRIDED_NUMEL, _in_memory_order, _reads_across
 
 Tensor = torch.Tensor
 
@@ -133,8 +134,7 @@ def _plan_copy_as(x: Tensor, dt: torch.dtype, mf: Any) -> Plan | None:
         return None
     if x.numel() == 0:
         return Plan((buf,), ())
-    st = like.stride()
-    order = sorted(range(x.dim()), key=lambda d: (-st[d], d))
+    order = memory_order(like.stride())
     L = _launch("copy", [x.permute(order)], [In(0)], like.permute(order), Out(0), [x.shape[d] for d in order],
                 _CT[x.dtype], [])
     return None if L is None else Plan((buf,), (L,))
@@ -176,9 +176,8 @@ def _plan_copy_(dst: Any, src: Any, non_blocking: Any = False) -> Plan | None:
     if dst.numel() == 0:
         return Plan((), (), (In(0),), writes=(0,))
     if dst.numel() >= _ATEN_STRIDED_NUMEL:
-        st = dst.stride()
-        order = sorted(range(dst.dim()), key=lambda d: (-st[d], d))
-        if _reads_across([src.expand(dst.shape).permute(order), dst.permute(order)], [dst.shape[d] for d in order]):
+        ops, shape, _ = _in_memory_order([src, dst], list(dst.shape), dst.stride())
+        if _reads_across(ops, shape):
             return aten_plan()
     L = _launch("copy", [src], [In(1)], dst, In(0), list(dst.shape), _CT[src.dtype], [])
     return aten_plan() if L is None else Plan((), (L,), (In(0),), writes=(0,))

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, jit, unravel4
+from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import bstrides, iter_strides, new_output
 from ._math import activation_backward, atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
@@ -1040,7 +1040,7 @@ _ATEN_CLAMP_NUMEL = 1 << 22
 def _clamp_is_atens(x: Tensor) -> bool:
     """Whether a clamp-like call on ``x`` is large enough to leave to aten (a device only:
     on the interpreter ours runs)."""
-    return x.numel() >= _ATEN_CLAMP_NUMEL and x.device.type != "cpu"
+    return x.numel() >= _ATEN_CLAMP_NUMEL and is_cuda_like(x)
 
 
 def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
@@ -1163,7 +1163,9 @@ for _op in ("addcmul", "addcdiv"):
 
 
 # activations with Scalar parameters
-def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
+def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_aten: bool = False) -> None:
+    """The overloads of a pointwise activation with Scalar parameters (``defaults`` where a
+    call omits them); ``large_to_aten``: clamp's size rule (_clamp_is_atens) applies."""
     def fn(x, *params, out=None, inplace=False):
         _check_tensor(op, x)
         if not x.dtype.is_floating_point:
@@ -1181,7 +1183,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
         vals = list(params) + list(defaults[len(params):])
         if not all(_is_scalar(v) for v in vals):
             return None
-        if op == "hardtanh" and _clamp_is_atens(x):
+        if large_to_aten and _clamp_is_atens(x):
             return aten_plan()
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
         return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
@@ -1193,7 +1195,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None) -> None:
         PLANNERS[inplace_name] = _inplace_of(planner)
 
 
-_act("hardtanh", (-1.0, 1.0), "hardtanh_")
+_act("hardtanh", (-1.0, 1.0), "hardtanh_", large_to_aten=True)
 _act("leaky_relu", (0.01,), "leaky_relu_")
 _act("elu", (1.0, 1.0, 1.0), "elu_")
 _act("softplus", (1.0, 20.0), None)

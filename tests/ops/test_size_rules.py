@@ -54,8 +54,7 @@ def test_clamps_and_copies_under_the_default_on_gpu(n):
         "clamp": lambda: torch.clamp(x, -0.5, 0.5), "clamp_min": lambda: x.clamp_min(0.0),
         "clamp_max": lambda: x.clamp_max(0.25), "hardtanh": lambda: F.hardtanh(x),
         "clamp_": lambda: x.clone().clamp_(-0.5, 0.5),
-        "copy_ transposed": lambda: torch.empty(n // 64 * 64 // 64, 64, device="cuda").copy_(
-            x[: n // 64 * 64].view(64, -1).t()),
+        "copy_ transposed": lambda: torch.empty(n // 64, 64, device="cuda").copy_(x[: n // 64 * 64].view(64, -1).t()),
         "remainder": lambda: (x * 1000).long() % 37,
     }
     for name, fn in calls.items():
