@@ -35,12 +35,21 @@ from tritonjit_ops import _audit  # noqa: E402
 
 
 class Sizes:
-    """Config and input sizes: small on a GPU (host-bound), tiny on the interpreter."""
+    """Config and input sizes: small on a GPU (host-bound), tiny on the interpreter.
 
-    def __init__(self, gpu: bool) -> None:
+    ``--hidden``, ``--layers``, ``--batch``, ``--tokens`` and ``--image`` override them, so
+    the same op mixes can be checked at sizes where the device, not the host, is the cost.
+    Attention heads follow the width (one per 64 channels, at least 4).
+    """
+
+    def __init__(self, gpu: bool, hidden: int = 0, layers: int = 0, batch: int = 0, tokens: int = 0,
+                 image: int = 0) -> None:
         self.hidden, self.layers, self.vocab = (256, 2, 8000) if gpu else (32, 1, 96)
         self.batch, self.tokens, self.image = (4, 256, 64) if gpu else (2, 8, 32)
         self.new_tokens = 16 if gpu else 4
+        self.hidden, self.layers = hidden or self.hidden, layers or self.layers
+        self.batch, self.tokens, self.image = batch or self.batch, tokens or self.tokens, image or self.image
+        self.heads = max(4, self.hidden // 64)
 
 
 def no_dropout(cfg: Any) -> Any:
@@ -63,24 +72,26 @@ def _build(cls: str, cfg_cls: str, attn: str | None, device: str, dtype: torch.d
 
 def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
     """name -> (model class, config class, attention, inputs kind, config kwargs)."""
-    H, L, V = z.hidden, z.layers, z.vocab
-    llama = dict(vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=0)
-    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=4, intermediate_size=2 * H,
-               max_position_embeddings=512)
+    H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
+    pos = max(2048, 2 * z.tokens)
+    llama = dict(vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=NH,
+                 num_key_value_heads=NH // 2, max_position_embeddings=pos, pad_token_id=0)
+    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+               max_position_embeddings=max(512, z.tokens + 2))  # RoBERTa's positions start at pad + 1
     return {
         "bloom": ("BloomForCausalLM", "BloomConfig", "eager", "lm", dict(vocab_size=V, hidden_size=H, n_layer=L,
-                                                                         n_head=4)),
+                                                                         n_head=NH)),
         "gpt_neo": ("GPTNeoForCausalLM", "GPTNeoConfig", "eager", "lm", dict(
-            vocab_size=V, hidden_size=H, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]],
-            window_size=z.tokens // 2, max_position_embeddings=2048)),
+            vocab_size=V, hidden_size=H, num_layers=2 * max(1, L // 2), num_heads=NH,
+            attention_types=[[["global", "local"], max(1, L // 2)]], window_size=z.tokens // 2,
+            max_position_embeddings=pos)),
         "codegen": ("CodeGenForCausalLM", "CodeGenConfig", "eager", "lm", dict(
-            vocab_size=V, n_embd=H, n_layer=L, n_head=4, rotary_dim=H // 8, n_positions=2048)),
+            vocab_size=V, n_embd=H, n_layer=L, n_head=NH, rotary_dim=H // (2 * NH), n_positions=pos)),
         "phi": ("PhiForCausalLM", "PhiConfig", "sdpa", "lm", dict(
-            vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=4,
-            partial_rotary_factor=0.5, max_position_embeddings=2048)),
+            vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=NH,
+            partial_rotary_factor=0.5, max_position_embeddings=pos)),
         "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", "eager", "lm", dict(
-            llama, num_hidden_layers=2, head_dim=H // 4, sliding_window=z.tokens // 2)),
+            llama, head_dim=H // NH, sliding_window=z.tokens // 2)),
         "granite": ("GraniteForCausalLM", "GraniteConfig", "sdpa", "lm", dict(
             llama, embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0, attention_multiplier=0.01)),
         "mamba": ("MambaForCausalLM", "MambaConfig", None, "lm", dict(
@@ -91,23 +102,27 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
             position_biased_input=False)),
         "roberta": ("RobertaForMaskedLM", "RobertaConfig", "sdpa", "mlm", dict(enc, pad_token_id=1)),
         "distilbert": ("DistilBertForMaskedLM", "DistilBertConfig", "sdpa", "mlm", dict(
-            vocab_size=V, dim=H, n_layers=L, n_heads=4, hidden_dim=2 * H, max_position_embeddings=512)),
+            vocab_size=V, dim=H, n_layers=L, n_heads=NH, hidden_dim=2 * H,
+            max_position_embeddings=max(512, z.tokens))),
         "albert": ("AlbertForMaskedLM", "AlbertConfig", "eager", "mlm", dict(enc, embedding_size=H // 2)),
         "electra": ("ElectraForMaskedLM", "ElectraConfig", "sdpa", "mlm", dict(enc, embedding_size=H // 2)),
         "swin": ("SwinForImageClassification", "SwinConfig", "sdpa", "image", dict(
             image_size=z.image, patch_size=4, embed_dim=max(8, H // 8), depths=[2, 2], num_heads=[2, 4],
             window_size=4, num_labels=10)),
         "resnet": ("ResNetForImageClassification", "ResNetConfig", None, "image", dict(
-            embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], layer_type="basic", num_labels=10)),
+            embedding_size=max(16, H // 16), hidden_sizes=[max(16, H // 16), max(32, H // 8)], depths=[1, 1],
+            layer_type="basic", num_labels=10)),
         "mobilenet_v2": ("MobileNetV2ForImageClassification", "MobileNetV2Config", None, "image", dict(
             image_size=z.image, depth_multiplier=0.35, num_labels=10)),
         "whisper": ("WhisperForConditionalGeneration", "WhisperConfig", "sdpa", "audio", dict(
-            vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=4,
-            decoder_attention_heads=4, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=80,
+            vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=NH,
+            decoder_attention_heads=NH, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=80,
             max_source_positions=z.tokens // 2, max_target_positions=448, pad_token_id=0, decoder_start_token_id=1,
             bos_token_id=1, eos_token_id=2, begin_suppress_tokens=None, suppress_tokens=None)),
     }
 
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 #: generate() modes: name -> GenerationConfig kwargs beyond the common ones
 MODES: dict[str, dict[str, Any]] = {
@@ -125,7 +140,7 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(3, z.vocab, (z.batch, z.tokens), generator=g).to(device)
     if kind == "image":
-        size = getattr(model.config, "image_size", 32)
+        size = getattr(model.config, "image_size", z.image)
         x = {"pixel_values": torch.randn(z.batch, 3, size, size, generator=g).to(device, dtype)}
         return x, {**x, "labels": torch.randint(0, 10, (z.batch,), generator=g).to(device)}
     if kind == "audio":  # log-mel frames, twice the encoder's positions; decoder tokens
@@ -243,21 +258,26 @@ def main(argv: list[str] | None = None) -> int:
     names = list(cases(Sizes(gpu)))
     ap.add_argument("--models", default=",".join(names), help=f"of {','.join(names)}; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
-    ap.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16" if gpu else "fp32")
+    ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
+    for knob, what in (("hidden", "model width"), ("layers", "layers"), ("batch", "batch"),
+                       ("tokens", "tokens a sequence"), ("image", "image side, pixels")):
+        ap.add_argument(f"--{knob}", type=int, default=0, help=f"{what} (default: the size of this device's table)")
     ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
     a = ap.parse_args(argv)
     models = [m for m in a.models.split(",") if m]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
         ap.error(f"unknown models or modes: {bad}")
-    device, dtype = ("cuda" if gpu else "cpu"), {"bf16": torch.bfloat16, "fp32": torch.float32}[a.dtype]
+    device, dtype = ("cuda" if gpu else "cpu"), DTYPES[a.dtype]
     warnings.filterwarnings("ignore")
     M.quiet()
     from tritonjit_ops import _native_ops
 
     _native_ops.module(wait=True)  # the C++ operator path, built before anything is timed
-    z = Sizes(gpu)
+    z = Sizes(gpu, a.hidden, a.layers, a.batch, a.tokens, a.image)
+    print(f"sizes: hidden {z.hidden}, layers {z.layers}, heads {z.heads}, batch {z.batch}, tokens {z.tokens}, "
+          f"image {z.image}, {a.dtype}")
     print("| case | step | eager ms | x eager | logits err (rel) | covered calls on tritonjit | not routed |")
     print("| --- | --- | ---: | ---: | --- | --- | --- |")
     rows: list[str] = []

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 import tritonjit
 
-from ._common import cdiv, jit, next_pow2, row_tile, unravel4
+from ._common import cdiv, is_cuda_like, jit, next_pow2, row_tile, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import memory_order
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
@@ -966,6 +966,12 @@ def _slice_pad(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: i
     return [0, 0] * (nd - 1 - dim) + [start, size - end]
 
 
+#: outputs of this many elements or more take aten's slice and select backward on a device
+#: (a zero fill, then a copy of the slice): the pad kernel's one pass ran 3.3x aten's time on
+#: Mamba's f32[8,2048,512,8] state (H200, 2026-12-03), where it ran 0.83x on f32[4,512,256,8]
+_ATEN_SLICE_BACKWARD_NUMEL = 1 << 23
+
+
 def _slice_backward_plan(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> Plan | None:
     """aten::slice_backward (the gradient of ``x[..., a:b]``: rotate_half's halves, a fused QKV's
     split): zeros with ``g`` written at the slice, in one launch over the output where aten
@@ -976,6 +982,8 @@ def _slice_backward_plan(g: Any, input_sizes: Any, dim: int, start: int, end: in
         return None
     shape, dims = geo
     n = math.prod(shape)
+    if n >= _ATEN_SLICE_BACKWARD_NUMEL and is_cuda_like(g):
+        return aten_plan()
     return Plan((Buffer(tuple(shape), g.dtype),), (_pad_launch(In(0), g.dtype, dims, n, 0),) if n else ())
 
 
@@ -984,6 +992,8 @@ def slice_backward(g: Tensor, input_sizes: list[int], dim: int, start: int, end:
     plan_ = _slice_backward_plan(g, input_sizes, dim, start, end, step)
     if plan_ is None:
         raise _refuse("slice_backward", "a step other than 1, or a gradient of another shape than the slice")
+    if plan_.aten:
+        raise _refuse("slice_backward", "an output this large: aten's fill and copy serve it")
     return _run_plan(plan_, [g, input_sizes, dim, start, end, step])
 
 
@@ -1006,6 +1016,8 @@ def select_backward(g: Tensor, input_sizes: list[int], dim: int, index: int) -> 
     plan_ = _select_backward_plan(g, input_sizes, dim, index)
     if plan_ is None:
         raise _refuse("select_backward", "a gradient of another shape, or an index out of range")
+    if plan_.aten:
+        raise _refuse("select_backward", "an output this large: aten's fill and copy serve it")
     return _run_plan(plan_, [g, input_sizes, dim, index])
 
 

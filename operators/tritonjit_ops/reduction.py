@@ -209,19 +209,14 @@ def _outer_inner(x: Tensor, first: int, last: int) -> tuple[int, int]:
 
 
 def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
-    """Return (contiguous source, O, R, K) so that the reduced dims form the middle block R."""
-    nd = x.dim()
-    if nd == 0:
+    """(source, O, R, K) for ``dims`` that are one block in x's own order or in its memory
+    order (_memory_view); other dims take _staged_launches."""
+    if x.dim() == 0:
         return x.reshape(1), 1, 1, 1
-    is_block = _one_block(dims)
-    if not (is_block and x.is_contiguous()):
+    if not (_one_block(dims) and x.is_contiguous()):
         mv = _memory_view(x, dims)
         if mv is not None:
             return mv
-    if not is_block:
-        kept = [d for d in range(nd) if d not in dims]
-        x = x.permute(*kept, *dims)
-        dims = tuple(range(len(kept), nd))
     x = x.contiguous()
     o, k = _outer_inner(x, dims[0], dims[-1])
     r = 1
@@ -310,6 +305,61 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     return [first, second]
 
 
+def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
+    """``dims`` (sorted) as runs of adjacent dims, (first, last) each: (0, 2, 3) -> [(0, 0), (2, 3)]."""
+    runs: list[tuple[int, int]] = []
+    for d in dims:
+        if runs and runs[-1][1] == d - 1:
+            runs[-1] = (runs[-1][0], d)
+        else:
+            runs.append((d, d))
+    return runs
+
+
+def _stage_dtype(op: str, dt: torch.dtype) -> torch.dtype:
+    """The dtype a staged reduction keeps between its stages: what the kernel accumulates in
+    (fp32 for 16-bit float sums and means, int64 for integer sums), so staging rounds no more
+    than one pass does; amax/amin are exact in the input's own dtype."""
+    if op in ("sum", "mean"):
+        if dt in (torch.float16, torch.bfloat16):
+            return torch.float32
+        if not dt.is_floating_point:
+            return torch.int64
+    return dt
+
+
+def _staged_launches(op: str, x: Tensor, dims: tuple[int, ...], x_ref: Any, out_ref: Any,
+                     temp: Callable[[tuple, torch.dtype], Any]) -> list[Launch]:
+    """The launches reducing contiguous ``x`` over ``dims`` that are not one block (Mamba's
+    sum over (batch, sequence) of a (B, D, L, N) state gradient): one (O, R, K) reduction per
+    run of adjacent dims, the innermost first, each reading the last one's output in place.
+    A permuted contiguous copy first (what the one-block path needs) moves the whole input
+    twice more: 6.4x aten's time on a (8, 2048, 512, 8) fp32 tensor on the H200. A mean
+    stays exact in shape: every element of a stage averages the same count."""
+    cur = list(x.shape)
+    wdt = _stage_dtype(op, x.dtype)
+    proxy = x
+    src = x_ref
+    launches: list[Launch] = []
+    runs = _runs(dims)
+    for i, (a, b) in enumerate(reversed(runs)):
+        o = r = k = 1
+        for s in cur[:a]:
+            o *= s
+        for s in cur[a:b + 1]:
+            r *= s
+        for s in cur[b + 1:]:
+            k *= s
+        cur[a:b + 1] = [1] * (b + 1 - a)
+        last = i == len(runs) - 1
+        dst = out_ref if last else temp(tuple(cur), wdt)
+        launches += _reduce_launches(op, proxy, o, r, k, src, dst, dst, temp)
+        src = dst
+        if proxy is x and not last:
+            proxy = torch.empty(0, dtype=wdt, device=x.device)
+    return launches
+
+
 def _out_shape(x: Tensor, dims: tuple[int, ...], keepdim: bool) -> list[int]:
     if keepdim:
         return [1 if i in dims else s for i, s in enumerate(x.shape)]
@@ -363,9 +413,14 @@ def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None
     if x.dim() == 0:
         out.copy_(x.reshape(shape))
         return out
-    src, o, r, k = _plan(x, dims)
     res = out if out.is_contiguous() else torch.empty(shape, dtype=odt, device=x.device)
-    _launch(op, src, o, r, k, res, None)
+    if not _one_block(dims) and _memory_view(x, dims) is None:
+        src = x.contiguous()
+        for L in _staged_launches(op, src, dims, src, res, lambda sh, dt: torch.empty(sh, dtype=dt, device=x.device)):
+            execute(L)
+    else:
+        src, o, r, k = _plan(x, dims)
+        _launch(op, src, o, r, k, res, None)
     if res is not out:
         out.copy_(res)
     return out
@@ -487,8 +542,6 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     # contiguous copy
     is_block = _one_block(dims)
     mv = None if (is_block and x.is_contiguous()) or x.numel() == 0 else _memory_view(x, dims)
-    if mv is None and not is_block:
-        return None  # not one block of dims: the Python implementation permutes and copies
     r = 1
     for d in dims:
         r *= x.shape[d]
@@ -501,8 +554,11 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     contiguous = () if x.is_contiguous() or mv is not None else (0,)
     if n_out == 0:
         return Plan(out, (), contiguous=contiguous)
-    o, k = (mv[1], mv[3]) if mv is not None else _outer_inner(x, dims[0], dims[-1])
     temps = _Temps()
+    if mv is None and not is_block:  # runs of dims, one stage each (of a contiguous copy where x is not)
+        launches = _staged_launches(op, x, dims, In(0), Out(0), temps)
+        return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
+    o, k = (mv[1], mv[3]) if mv is not None else _outer_inner(x, dims[0], dims[-1])
     launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 

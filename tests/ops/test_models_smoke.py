@@ -132,6 +132,21 @@ def test_architectures_script_runs_a_model_and_a_generate_mode(capsys):
         assert routed == covered if r.startswith("| bloom") else routed >= 0.99 * covered, r
 
 
+def test_architectures_script_takes_sizes_and_dtype(capsys):
+    """--hidden/--layers/--tokens/--batch and fp16 reach the models it builds: a wider Llama
+    (heads follow the width) and a ResNet at the image side asked for run and agree."""
+    A = bench_module("architectures")
+    assert A.main(["--models", "llama,resnet", "--generate", "", "--hidden", "128", "--layers", "2", "--tokens", "6",
+                   "--batch", "1", "--image", "16", "--dtype", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert "sizes: hidden 128, layers 2, heads 4, batch 1, tokens 6, image 16, fp16" in out
+    z = A.Sizes(False, hidden=512, layers=3)
+    cfg = A.cases(z)["llama"][4]
+    assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (512, 3, 8)
+    rows = [r for r in out.splitlines() if r.startswith("| llama") or r.startswith("| resnet")]
+    assert len(rows) == 4 and all("error" not in r for r in rows), rows
+
+
 def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, monkeypatch):
     """benchmarks/causal_lm_sweep.py: two architectures agree under enable() (exit 0); with a
     tolerance no fp32 run can meet, the same rows are MISMATCHes and the exit status is 1."""

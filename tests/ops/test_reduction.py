@@ -193,6 +193,46 @@ def test_dense_layouts_in_another_order(case, keepdim):
         assert d["python_calls"] == 0 and d["plan_hits"] == 1, d
 
 
+STAGED = {  # dims that are not one block: one (O, R, K) stage per run of adjacent dims
+    "Mamba's state sum over (batch, seq)": ((3, 5, 7, 4), (0, 2), 2),
+    "three runs": ((2, 3, 4, 5, 6), (0, 2, 4), 3),
+    "a run of two and a single dim": ((3, 5, 7, 4), (0, 2, 3), 2),
+    "kept first and last": ((3, 5, 7, 4), (1, 3), 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STAGED))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_dims_in_several_runs_reduce_in_stages(case, dtype):
+    """sum/mean/amax/amin over dims in several runs: one reduction per run, innermost first,
+    reading the input in place (no permuted copy: the plan asks for none of a contiguous
+    input), bf16 sums kept in fp32 between stages; the plan (the C++ executor's reference)
+    and the direct entry agree with torch, keepdim or not, and so does a transposed input
+    (read in place where the dims are one block in its memory order, else copied once)."""
+    from tritonjit_ops import _plan, reduction
+
+    shape, dims, runs = STAGED[case]
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(*shape, generator=g) * 8).to(dtype)
+    tol = dict(rtol=2e-2, atol=5e-2) if dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-4)
+    for op in ("sum", "mean", "amax", "amin"):
+        if op == "mean" and not dtype.is_floating_point:
+            continue
+        for keepdim in (False, True):
+            ref = _ref(op, x, list(dims), keepdim)
+            plan = reduction.plan_reduce(op, x, list(dims), keepdim)
+            assert plan is not None and plan.contiguous == () and len(plan.launches) == runs, (op, plan)
+            close(_plan.run(plan, [x, list(dims), keepdim]), ref, **tol)
+            close(getattr(T, op)(x, list(dims), keepdim), ref, **tol)
+    if dtype == torch.bfloat16:
+        plan = reduction.plan_reduce("sum", x, list(dims))
+        assert all(b.dtype == torch.float32 for b in plan.temps), plan.temps
+    xt = x.transpose(2, 3)
+    in_place = reduction._memory_view(xt, dims) is not None  # the dims one block in memory order
+    assert reduction.plan_reduce("sum", xt, list(dims)).contiguous == (() if in_place else (0,))
+    close(T.sum(xt, list(dims)), _ref("sum", xt, list(dims), False), **tol)
+
+
 def test_memory_view_refuses_what_it_cannot_read_in_place():
     from tritonjit_ops import reduction
 
@@ -268,3 +308,21 @@ def test_gpu_bias_gradient_sums(dtype):
         got, d = routed(fn, ["sum.dim_IntList", "mean.dim"])
         close(got, fn(), dtype, rtol=2e-2, atol=2e-1)
         assert d["python_calls"] == 0 and d["plan_hits"] >= 1, d
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_staged_reductions_on_the_cpp_path(dtype):
+    """Mamba's sum over (batch, seq) of a (B, D, L, N) state gradient, and a mean and an amax
+    over two runs of dims, on the GPU: C++ plans of one stage a run (no Python call, no copy),
+    against torch in fp64."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(8, 256, 64, 8, device="cuda", generator=g).to(dtype)
+    for op, over in (("sum", "sum.dim_IntList"), ("mean", "mean.dim"), ("amax", "amax")):
+        got, d = routed(lambda op=op: getattr(torch, op)(x, [0, 2], keepdim=True), [over])
+        ref = getattr(torch, op)(x.double(), [0, 2], keepdim=True)
+        close(got.double(), ref, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=2e-1 if op == "sum" else 2e-2)
+        assert d["python_calls"] == 0 and d["plan_hits"] == 1 and d["launches"] >= 2, (op, d)

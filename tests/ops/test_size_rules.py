@@ -35,6 +35,27 @@ def test_the_interpreter_runs_large_clamps_itself():
     assert p is not None and not p.aten
 
 
+def test_large_slice_and_select_backward_are_atens_on_a_device():
+    """Outputs of _ATEN_SLICE_BACKWARD_NUMEL elements or more take aten's fill and copy on a
+    device (the one-pass pad kernel ran 3.3x aten's time on Mamba's (8, 2048, 512, 8) state);
+    below it, and on the interpreter at any size, one launch of ours."""
+    from tritonjit_ops import copy as C
+
+    big = C._ATEN_SLICE_BACKWARD_NUMEL
+    for dev in ("meta", "cpu"):
+        g = torch.empty(8, big // 8 // 64, 8, device=dev)  # select of dim 2 of (8, big/512, 64, 8)
+        p = C.BACKWARD_PLANNERS["select_backward"](g, [8, big // 8 // 64, 64, 8], 2, 5)
+        assert p.aten == (dev == "meta"), dev
+        gs = torch.empty(8, big // 8 // 64, 32, 8, device=dev)
+        p = C.BACKWARD_PLANNERS["slice_backward"](gs, [8, big // 8 // 64, 64, 8], 2, 0, 32, 1)
+        assert p.aten == (dev == "meta"), dev
+    small = torch.empty(4, 512, 8, device="meta")
+    p = C.BACKWARD_PLANNERS["select_backward"](small, [4, 512, 256, 8], 2, 7)
+    assert not p.aten and len(p.launches) == 1
+    with pytest.raises(NotImplementedError, match="aten's fill and copy"):
+        C.select_backward(torch.empty(8, big // 8 // 64, 8, device="meta"), [8, big // 8 // 64, 64, 8], 2, 5)
+
+
 def test_size_rule_ops_are_in_the_device_default():
     from tritonjit_ops._registry import DEVICE_DEFAULT
 
@@ -70,3 +91,30 @@ def test_clamps_and_copies_under_the_default_on_gpu(n):
             assert delta.get("aten_calls", 0) >= 1, (name, delta)
         else:
             assert delta.get("launches", 0) >= 1, (name, delta)
+
+
+@pytest.mark.gpu
+def test_select_backward_below_and_above_the_bound_on_gpu():
+    """The gradient of a per-step select (Mamba's scan) under the default: one launch of ours
+    for a small state, aten's fill and copy past the bound; values equal to eager's."""
+    from _util import native_ops_or_skip, stats_delta
+    from tritonjit_ops import copy as C
+
+    native = native_ops_or_skip()
+    for d1 in (256, C._ATEN_SLICE_BACKWARD_NUMEL // (4 * 64 * 8) + 1):
+        sizes = [4, d1, 64, 8]
+        g = torch.randn(4, d1, 8, device="cuda")
+
+        def call(g=g, sizes=sizes):
+            return torch.ops.aten.select_backward(g, sizes, 2, 5)
+
+        ref = call()
+        with T.enable(wait_native=True):
+            call()
+            before = native.stats()
+            got = call()
+            delta = stats_delta(before, native.stats())
+        assert torch.equal(got, ref), d1
+        big = 4 * d1 * 64 * 8 >= C._ATEN_SLICE_BACKWARD_NUMEL
+        assert delta.get("python_calls", 0) == 0, delta
+        assert (delta.get("aten_calls", 0), delta.get("launches", 0)) == ((1, 0) if big else (0, 1)), (d1, delta)
