@@ -233,3 +233,25 @@ def test_the_benchmark_sweep_covers_every_inplace_plan_and_each_call_matches_eag
         assert stats_delta(before, native.stats())["python_calls"] == 0, f"{name}: went to the Python implementation"
         assert got.shape == ref.shape and got.dtype == ref.dtype, name
         close(got, ref)
+
+
+def test_one_dim_calls_take_the_flat_index():
+    """The strided kernel indexes a call whose operands coalesce to one dim by the flat offset
+    (FLAT, no division per element) and unravels the rest; both give aten's values."""
+    from tritonjit_ops import _plan
+    from tritonjit_ops import elementwise as E
+
+    x = torch.randn(30, 100)
+    cases = {  # name: (operands, FLAT expected)
+        "contiguous": ([x, -0.5, 0.5], True),
+        "a row broadcast": ([x, torch.zeros(100), torch.full((30, 1), 0.5)], False),
+        "transposed": ([x.t(), -0.5, 0.5], False),
+        "every other element": ([x.view(-1)[::2], -0.5, 0.5], True),
+    }
+    for name, (ops, flat) in cases.items():
+        shape = list(ops[0].shape)
+        out = torch.empty(shape)
+        L = E._launch("clamp", ops, ops, out, out, shape, "fp32", [])
+        assert L.args[-1] is flat, name
+        _plan.execute(L)
+        torch.testing.assert_close(out, torch.clamp(ops[0], ops[1], ops[2]), msg=name)

@@ -269,10 +269,11 @@ def test_div_rounds_to_nearest_on_the_gpu():
     k = pointwise._binary_flat.compile("*fp32:16,*fp32:16,*fp32:16,i32,fp32,'div',1024,False,False,False",
                                        target="cuda:90")
     assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
-    sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
-           + "'div_floor',2,'fp32',True,False,False,True,1024,False")
-    k = elementwise._ew.compile(sig, target="cuda:90")
-    assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
+    for flat in ("False", "True"):  # unravelled, and indexed by the flat offset
+        sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
+               + "'div_floor',2,'fp32',True,False,False,True,1024,False," + flat)
+        k = elementwise._ew.compile(sig, target="cuda:90")
+        assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
 
 
 @pytest.mark.parametrize("op", ["logical_and_", "logical_or_", "logical_xor_", "add_", "mul_"])
@@ -325,5 +326,6 @@ def test_pow_scalar_exponent_kernels_compile_for_sm90():
 
     pointwise._binary_flat.compile("*bf16:16,fp32,*bf16:16,i32,fp32,'pow',1024,False,True,True", target="cuda:90")
     sig = ("*fp32:16,fp32,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
-           + "'pow',2,'fp32',True,False,True,True,1024,False")
-    elementwise._ew.compile(sig, target="cuda:90")
+           + "'pow',2,'fp32',True,False,True,True,1024,False,")
+    for flat in ("False", "True"):
+        elementwise._ew.compile(sig + flat, target="cuda:90")
