@@ -12,10 +12,13 @@ sampling, beam search, repetition and n-gram penalties.
 Per case: agreement (logits; loss and gradients for the training step; tokens for
 generate), the covered calls that ran tritonjit kernels, and on a GPU the wall time of
 each path: best of 3 interleaved rounds of ``--calls`` calls, eager against one
-``enable()`` (the device default), CUDA-synchronized. ``--audit model:fwd`` prints the
+``enable()`` (the device default), CUDA-synchronized. ``--hidden``, ``--layers``,
+``--batch``, ``--tokens`` and ``--image`` run the same cases at sizes where the device,
+not the host, is the cost. ``--audit model:fwd`` prints the
 per-call audit of a case. On a CPU (the interpreter) the configs are tiny and untimed.
 
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
+    python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
 """
 from __future__ import annotations
 
