@@ -62,12 +62,26 @@ def test_size_rule_ops_are_in_the_device_default():
     assert {"clamp", "clamp_min", "clamp_max", "hardtanh", "copy_", "remainder.Scalar"} <= DEVICE_DEFAULT
 
 
+def _under_the_default(native, fn):
+    """(eager's result, the result of fn's second call under enable()'s default, the C++
+    path's counters of that call)."""
+    from _util import stats_delta
+
+    ref = fn()
+    with T.enable(wait_native=True):
+        fn()
+        before = native.stats()
+        got = fn()
+        delta = stats_delta(before, native.stats())
+    return ref, got, delta
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [4096, BIG + 7])
 def test_clamps_and_copies_under_the_default_on_gpu(n):
     """Below the bound the C++ path launches our kernel, above it aten's; values as eager's
     either way (the in-place clamp_ and copy_ return self)."""
-    from _util import native_ops_or_skip, stats_delta
+    from _util import native_ops_or_skip
 
     native = native_ops_or_skip()
     x = torch.randn(n, device="cuda", dtype=torch.bfloat16)
@@ -79,12 +93,7 @@ def test_clamps_and_copies_under_the_default_on_gpu(n):
         "remainder": lambda: (x * 1000).long() % 37,
     }
     for name, fn in calls.items():
-        ref = fn()
-        with T.enable(wait_native=True):
-            fn()
-            before = native.stats()
-            got = fn()
-            delta = stats_delta(before, native.stats())
+        ref, got, delta = _under_the_default(native, fn)
         assert torch.equal(got, ref), name
         assert delta["python_calls"] == 0, (name, delta)
         if n >= BIG and name != "remainder":
@@ -98,7 +107,7 @@ def test_select_backward_below_and_above_the_bound_on_gpu():
     """The gradient of a per-step select (Mamba's scan) under the default: one launch of ours
     for a small state; past the bound aten's select_backward, whose zero fill and slice copy
     come back through the dispatcher to the fill and copy plans; values equal to eager's."""
-    from _util import native_ops_or_skip, stats_delta
+    from _util import native_ops_or_skip
     from tritonjit_ops import copy as C
 
     native = native_ops_or_skip()
@@ -109,12 +118,7 @@ def test_select_backward_below_and_above_the_bound_on_gpu():
         def call(g=g, sizes=sizes):
             return torch.ops.aten.select_backward(g, sizes, 2, 5)
 
-        ref = call()
-        with T.enable(wait_native=True):
-            call()
-            before = native.stats()
-            got = call()
-            delta = stats_delta(before, native.stats())
+        ref, got, delta = _under_the_default(native, call)
         assert torch.equal(got, ref), d1
         big = 4 * d1 * 64 * 8 >= C._ATEN_SLICE_BACKWARD_NUMEL
         assert delta.get("python_calls", 0) == 0, delta
