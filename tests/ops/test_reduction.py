@@ -326,3 +326,18 @@ def test_gpu_staged_reductions_on_the_cpp_path(dtype):
         ref = getattr(torch, op)(x.double(), [0, 2], keepdim=True)
         close(got.double(), ref, rtol=2e-2 if dtype == torch.bfloat16 else 1e-5, atol=2e-1 if op == "sum" else 2e-2)
         assert d["python_calls"] == 0 and d["plan_hits"] == 1 and d["launches"] >= 2, (op, d)
+
+
+def test_staged_reduction_of_mambas_state_moves_no_copy_of_it():
+    """Planned as on a device (meta): the sum of a f32[8,2048,512,8] state over (0, 2) reads
+    it once in place: its one scratch buffer holds the first stage's (8, 2048, 1, 8) result,
+    and no launch's grid spans more programs than the input has 1024-element tiles."""
+    import math
+
+    from tritonjit_ops import reduction
+
+    x = torch.empty(8, 2048, 512, 8, device="meta")
+    plan = reduction.plan_reduce("sum", x, [0, 2], True)
+    assert plan.contiguous == () and plan.outputs[0].shape == (1, 2048, 1, 8)
+    assert [(b.shape, b.dtype) for b in plan.temps] == [((8, 2048, 1, 8), torch.float32)], plan.temps
+    assert all(math.prod(L.grid) <= x.numel() // 1024 for L in plan.launches)
