@@ -269,9 +269,10 @@ def test_div_rounds_to_nearest_on_the_gpu():
     k = pointwise._binary_flat.compile("*fp32:16,*fp32:16,*fp32:16,i32,fp32,'div',1024,False,False,False",
                                        target="cuda:90")
     assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
-    for flat in ("False", "True"):  # unravelled, and indexed by the flat offset
+    # unravelled, indexed by the flat offset, and that with 64-bit offsets
+    for idx64, flat in (("False", "False"), ("False", "True"), ("True", "True")):
         sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
-               + "'div_floor',2,'fp32',True,False,False,True,1024,False," + flat)
+               + f"'div_floor',2,'fp32',True,False,False,True,1024,{idx64},{flat}")
         k = elementwise._ew.compile(sig, target="cuda:90")
         assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
 
