@@ -43,6 +43,10 @@ step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --
 step bench_models python3 -m tritonjit bench models --json "$out/models.json"
 step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"
 step bench_attention python3 -m tritonjit bench attention --json "$out/attention.json"
+# the architectures benchmark at its host-bound size, then at one where the device is the cost
+step architectures python3 benchmarks/architectures.py
+STEP_TIMEOUT=${STEP_TIMEOUT_LARGE:-900} step architectures_large python3 benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 \
+    --image 128 --calls 3 --generate greedy
 step bench_adamw python3 -m tritonjit bench adamw --json "$out/adamw.json"
 # two GPUs or more: DDP, FSDP2, kernels beside NCCL collectives, device isolation, one compile per node
 if [[ $(nvidia-smi -L 2>/dev/null | wc -l) -ge 2 ]]; then
