@@ -987,14 +987,21 @@ def _slice_backward_plan(g: Any, input_sizes: Any, dim: int, start: int, end: in
     return Plan((Buffer(tuple(shape), g.dtype),), (_pad_launch(In(0), g.dtype, dims, n, 0),) if n else ())
 
 
+def _run_backward(op: str, plan_: Plan | None, args: list[Any], unplanned: str) -> Tensor:
+    """The slice/select backward ``plan_`` run for ``args``; aten's kernel (a refusal) where
+    there is none (``unplanned`` says why) or where it is aten's (a large output)."""
+    if plan_ is None:
+        raise _refuse(op, unplanned)
+    if plan_.aten:
+        raise _refuse(op, "an output this large: aten's fill and copy serve it")
+    return _run_plan(plan_, args)
+
+
 def slice_backward(g: Tensor, input_sizes: list[int], dim: int, start: int, end: int, step: int) -> Tensor:
     """aten::slice_backward with step 1 (other steps go to aten): one launch."""
-    plan_ = _slice_backward_plan(g, input_sizes, dim, start, end, step)
-    if plan_ is None:
-        raise _refuse("slice_backward", "a step other than 1, or a gradient of another shape than the slice")
-    if plan_.aten:
-        raise _refuse("slice_backward", "an output this large: aten's fill and copy serve it")
-    return _run_plan(plan_, [g, input_sizes, dim, start, end, step])
+    return _run_backward("slice_backward", _slice_backward_plan(g, input_sizes, dim, start, end, step),
+                         [g, input_sizes, dim, start, end, step],
+                         "a step other than 1, or a gradient of another shape than the slice")
 
 
 def _select_backward_plan(g: Any, input_sizes: Any, dim: int, index: int) -> Plan | None:
@@ -1013,12 +1020,8 @@ def _select_backward_plan(g: Any, input_sizes: Any, dim: int, index: int) -> Pla
 
 def select_backward(g: Tensor, input_sizes: list[int], dim: int, index: int) -> Tensor:
     """aten::select_backward: one launch."""
-    plan_ = _select_backward_plan(g, input_sizes, dim, index)
-    if plan_ is None:
-        raise _refuse("select_backward", "a gradient of another shape, or an index out of range")
-    if plan_.aten:
-        raise _refuse("select_backward", "an output this large: aten's fill and copy serve it")
-    return _run_plan(plan_, [g, input_sizes, dim, index])
+    return _run_backward("select_backward", _select_backward_plan(g, input_sizes, dim, index),
+                         [g, input_sizes, dim, index], "a gradient of another shape, or an index out of range")
 
 
 def _keyed_value(value: Any, dt: torch.dtype) -> Any:

@@ -13,6 +13,7 @@ finished by a second one.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import torch
@@ -208,15 +209,18 @@ def _outer_inner(x: Tensor, first: int, last: int) -> tuple[int, int]:
     return o, k
 
 
-def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
+def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int] | None:
     """(source, O, R, K) for ``dims`` that are one block in x's own order or in its memory
-    order (_memory_view); other dims take _staged_launches."""
+    order (_memory_view); None for other dims, which _staged_launches serves."""
     if x.dim() == 0:
         return x.reshape(1), 1, 1, 1
-    if not (_one_block(dims) and x.is_contiguous()):
+    block = _one_block(dims)
+    if not (block and x.is_contiguous()):
         mv = _memory_view(x, dims)
         if mv is not None:
             return mv
+    if not block:
+        return None
     x = x.contiguous()
     o, k = _outer_inner(x, dims[0], dims[-1])
     r = 1
@@ -225,12 +229,14 @@ def _plan(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, int, int, int]:
     return x, o, r, k
 
 
+def _scratch(device: torch.device) -> Callable[[tuple, torch.dtype], Tensor]:
+    """The ``temp`` of launches run now: an empty tensor on ``device``."""
+    return lambda shape, dtype: torch.empty(shape, dtype=dtype, device=device)
+
+
 def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Tensor | None) -> None:
     """Reduce contiguous x viewed as (O, R, K) into out (O*K,), in one or two launches."""
-    def temp(shape: tuple, dtype: torch.dtype) -> Tensor:
-        return torch.empty(shape, dtype=dtype, device=x.device)
-
-    for L in _reduce_launches(op, x, o, r, k, x, out, idx_out, temp):
+    for L in _reduce_launches(op, x, o, r, k, x, out, idx_out, _scratch(x.device)):
         execute(L)
 
 
@@ -338,25 +344,16 @@ def _staged_launches(op: str, x: Tensor, dims: tuple[int, ...], x_ref: Any, out_
     stays exact in shape: every element of a stage averages the same count."""
     cur = list(x.shape)
     wdt = _stage_dtype(op, x.dtype)
-    proxy = x
+    staged = torch.empty(0, dtype=wdt, device=x.device)  # what later stages read: its device and dtype
     src = x_ref
     launches: list[Launch] = []
-    runs = _runs(dims)
-    for i, (a, b) in enumerate(reversed(runs)):
-        o = r = k = 1
-        for s in cur[:a]:
-            o *= s
-        for s in cur[a:b + 1]:
-            r *= s
-        for s in cur[b + 1:]:
-            k *= s
+    runs = _runs(dims)[::-1]
+    for i, (a, b) in enumerate(runs):
+        o, r, k = math.prod(cur[:a]), math.prod(cur[a:b + 1]), math.prod(cur[b + 1:])
         cur[a:b + 1] = [1] * (b + 1 - a)
-        last = i == len(runs) - 1
-        dst = out_ref if last else temp(tuple(cur), wdt)
-        launches += _reduce_launches(op, proxy, o, r, k, src, dst, dst, temp)
+        dst = out_ref if i == len(runs) - 1 else temp(tuple(cur), wdt)
+        launches += _reduce_launches(op, x if i == 0 else staged, o, r, k, src, dst, dst, temp)
         src = dst
-        if proxy is x and not last:
-            proxy = torch.empty(0, dtype=wdt, device=x.device)
     return launches
 
 
@@ -414,13 +411,13 @@ def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None
         out.copy_(x.reshape(shape))
         return out
     res = out if out.is_contiguous() else torch.empty(shape, dtype=odt, device=x.device)
-    if not _one_block(dims) and _memory_view(x, dims) is None:
+    p = _plan(x, dims)
+    if p is None:
         src = x.contiguous()
-        for L in _staged_launches(op, src, dims, src, res, lambda sh, dt: torch.empty(sh, dtype=dt, device=x.device)):
+        for L in _staged_launches(op, src, dims, src, res, _scratch(x.device)):
             execute(L)
     else:
-        src, o, r, k = _plan(x, dims)
-        _launch(op, src, o, r, k, res, None)
+        _launch(op, *p, res, None)
     if res is not out:
         out.copy_(res)
     return out
@@ -471,8 +468,9 @@ def _arg(op: str, x: Tensor, dim: int | None, keepdim: bool) -> Tensor:
         raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
     if res.numel() == 0:
         return res
-    src, o, r, k = _plan(x, (d,))
-    _launch(op, src, o, r, k, res, res)
+    p = _plan(x, (d,))
+    assert p is not None  # one dim is one block
+    _launch(op, *p, res, res)
     return res
 
 
