@@ -122,6 +122,45 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
             decoder_attention_heads=NH, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_mel_bins=80,
             max_source_positions=z.tokens // 2, max_target_positions=448, pad_token_id=0, decoder_start_token_id=1,
             bos_token_id=1, eos_token_id=2, begin_suppress_tokens=None, suppress_tokens=None)),
+        # ---- MoE routing (Mixtral, Qwen3-MoE), biased QKV (Qwen2), multi-query parallel attention
+        # (Falcon), Conv1D through addmm (GPT-2), parallel residuals (GPT-NeoX, GPT-J), ReLU MLPs and
+        # learned positions (OPT), QK norms (Gemma 3, OLMo 2), encoder-decoders (BART, T5's relative
+        # position buckets), patch embeddings (ViT), depthwise convolutions (ConvNeXt)
+        "mixtral": ("MixtralForCausalLM", "MixtralConfig", "sdpa", "lm", dict(
+            llama, num_local_experts=8, num_experts_per_tok=2)),
+        "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig", "sdpa", "lm", dict(
+            llama, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=H // 2, head_dim=H // NH)),
+        "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", "sdpa", "lm", llama),
+        "falcon": ("FalconForCausalLM", "FalconConfig", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, multi_query=True,
+            parallel_attn=True, max_position_embeddings=pos)),
+        "gpt2": ("GPT2LMHeadModel", "GPT2Config", "sdpa", "lm", dict(
+            vocab_size=V, n_embd=H, n_layer=L, n_head=NH, n_positions=pos)),
+        "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXConfig", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+            rotary_pct=0.25, max_position_embeddings=pos)),
+        "opt": ("OPTForCausalLM", "OPTConfig", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, ffn_dim=2 * H,
+            word_embed_proj_dim=H, max_position_embeddings=pos, pad_token_id=1)),
+        "gptj": ("GPTJForCausalLM", "GPTJConfig", "eager", "lm", dict(
+            vocab_size=V, n_embd=H, n_layer=L, n_head=NH, rotary_dim=H // (2 * NH), n_positions=pos)),
+        "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", "sdpa", "lm", dict(
+            llama, head_dim=H // NH, sliding_window=z.tokens // 2)),
+        "olmo2": ("Olmo2ForCausalLM", "Olmo2Config", "sdpa", "lm", llama),
+        "starcoder2": ("Starcoder2ForCausalLM", "Starcoder2Config", "sdpa", "lm", dict(
+            llama, sliding_window=z.tokens // 2)),
+        "bart": ("BartForConditionalGeneration", "BartConfig", "sdpa", "lm", dict(
+            vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=NH,
+            decoder_attention_heads=NH, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, max_position_embeddings=pos)),
+        "t5": ("T5ForConditionalGeneration", "T5Config", "eager", "s2s", dict(
+            vocab_size=V, d_model=H, d_kv=H // NH, d_ff=2 * H, num_layers=L, num_heads=NH,
+            feed_forward_proj="gated-gelu", decoder_start_token_id=0)),
+        "vit": ("ViTForImageClassification", "ViTConfig", "sdpa", "image", dict(
+            hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H, image_size=z.image,
+            patch_size=16 if z.image >= 128 else 4, num_labels=10)),
+        "convnext": ("ConvNextForImageClassification", "ConvNextConfig", None, "image", dict(
+            hidden_sizes=[max(16, H // 16), max(32, H // 8)], depths=[1, 1], num_stages=2, num_labels=10,
+            image_size=z.image)),
     }
 
 
@@ -155,6 +194,9 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
         mask = torch.ones_like(ids)
         mask[0, -2:] = 0  # a padded row
         return {"input_ids": ids, "attention_mask": mask}, {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    if kind == "s2s":  # an encoder-decoder that does not shift input_ids into decoder inputs itself
+        dec = ids[:, :max(4, z.tokens // 4)].contiguous()  # T5 views its labels
+        return {"input_ids": ids, "decoder_input_ids": dec}, {"input_ids": ids, "labels": dec}
     return {"input_ids": ids}, {"input_ids": ids, "labels": ids}
 
 

@@ -466,22 +466,22 @@ def _cat_kernel(
     m = mask
     if NIN >= 2:
         m = mask & (ic < b1)
-    v = _to_out(tl.load(x0 + (i0 * s00 + i1 * s01 + i2 * s02 + i3 * s03 - h0), mask=m), out.dtype.element_ty)
+    v = _to_out(tl.load(x0 + (i0 * s00 + i1 * s01 + i2 * s02 + i3 * s03 - h0), mask=m), out.dtype.element_ty, True)
     if NIN >= 2:
         m = mask & (ic >= b1)
         if NIN >= 3:
             m = m & (ic < b2)
         v1 = tl.load(x1 + (i0 * s10 + i1 * s11 + i2 * s12 + i3 * s13 - h1), mask=m)
-        v = tl.where(ic >= b1, _to_out(v1, out.dtype.element_ty), v)
+        v = tl.where(ic >= b1, _to_out(v1, out.dtype.element_ty, True), v)
     if NIN >= 3:
         m = mask & (ic >= b2)
         if NIN >= 4:
             m = m & (ic < b3)
         v2 = tl.load(x2 + (i0 * s20 + i1 * s21 + i2 * s22 + i3 * s23 - h2), mask=m)
-        v = tl.where(ic >= b2, _to_out(v2, out.dtype.element_ty), v)
+        v = tl.where(ic >= b2, _to_out(v2, out.dtype.element_ty, True), v)
     if NIN >= 4:
         v3 = tl.load(x3 + (i0 * s30 + i1 * s31 + i2 * s32 + i3 * s33 - h3), mask=mask & (ic >= b3))
-        v = tl.where(ic >= b3, _to_out(v3, out.dtype.element_ty), v)
+        v = tl.where(ic >= b3, _to_out(v3, out.dtype.element_ty, True), v)
     tl.store(out + (obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3), v, mask=mask)
 
 
@@ -777,7 +777,7 @@ def _arange_kernel(out, n, s_hi, s_lo, d_hi, d_lo, IS_FLOAT: tl.constexpr, BLOCK
     else:
         z = tl.zeros([BLOCK], tl.int64)
         v = (z + s_hi) + offs.to(tl.int64) * (z + d_hi)
-    tl.store(out + offs, _to_out(v, out.dtype.element_ty), mask=mask)
+    tl.store(out + offs, _to_out(v, out.dtype.element_ty, True), mask=mask)
 
 
 _arange_k = jit(_arange_kernel)

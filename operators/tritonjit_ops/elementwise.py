@@ -269,11 +269,12 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
 
 
 @triton.jit
-def _to_out(r, OT: tl.constexpr):
-    """r in the output's dtype; bfloat16 rounds to nearest even from the fp32 bits, as aten's
-    casts do (Triton's interpreter truncates an fp32 -> bf16 cast, and its "rtne" mode does
-    not carry into the exponent)."""
-    if OT == tl.bfloat16 and r.dtype != tl.bfloat16:
+def _to_out(r, OT: tl.constexpr, RTNE: tl.constexpr):
+    """r in the output's dtype. With RTNE, bfloat16 rounds to nearest even from the fp32 bits,
+    as aten's casts do: Triton's interpreter truncates an fp32 -> bf16 cast, and its "rtne"
+    mode does not carry into the exponent. Compiled backends' own cast already rounds to
+    nearest even (sm_80+: one cvt.rn.bf16.f32), cheaper than these integer steps."""
+    if RTNE and OT == tl.bfloat16 and r.dtype != tl.bfloat16:
         f = r.to(tl.float32)
         u = f.to(tl.uint32, bitcast=True)
         u = u + (((u >> 16) & 1) + 0x7FFF)
@@ -287,7 +288,7 @@ def _to_out(r, OT: tl.constexpr):
 @triton.jit
 def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr,
               IS_FLOAT: tl.constexpr, A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-              BLOCK: tl.constexpr):
+              BLOCK: tl.constexpr, RTNE: tl.constexpr):
     """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share."""
     zero = tl.zeros([BLOCK], tl.int32)
     if NIN >= 1:
@@ -315,7 +316,7 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
         r = pow_scalar(x, b, y)
     else:
         r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
-    tl.store(out + oo, _to_out(r, out.dtype.element_ty), mask=mask)
+    tl.store(out + oo, _to_out(r, out.dtype.element_ty, RTNE), mask=mask)
 
 
 @triton.jit
@@ -325,7 +326,7 @@ def _ew_kernel(
     as0, as1, as2, as3, bs0, bs1, bs2, bs3, cs0, cs1, cs2, cs3, os0, os1, os2, os3,
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-    BLOCK: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr = False,
+    BLOCK: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr = False, RTNE: tl.constexpr = False,
 ):
     # FLAT: one dim after coalescing (contiguous operands, most calls), indexed by the flat
     # offset itself: no integer division per element, which bf16 ops heavier than a copy
@@ -343,7 +344,7 @@ def _ew_kernel(
         i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     _ew_apply(a, b, c, out, i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3, i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3, i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE)
 
 
 @triton.jit
@@ -354,7 +355,7 @@ def _ew6_kernel(
     os0, os1, os2, os3, os4, os5,
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-    BLOCK: tl.constexpr, IDX64: tl.constexpr,
+    BLOCK: tl.constexpr, IDX64: tl.constexpr, RTNE: tl.constexpr = False,
 ):
     # rank 5 and 6 (attention's (B, KV heads, repeats, S, D) views of (B, S, H, D) storage),
     # and an output that starts obase elements into its buffer (a cat's slice)
@@ -371,7 +372,7 @@ def _ew6_kernel(
               i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3 + i4 * bs4 + i5 * bs5,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3 + i4 * cs4 + i5 * cs5,
               obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + i4 * os4 + i5 * os5, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE)
 
 
 _ew = jit(_ew_kernel)
@@ -411,6 +412,15 @@ def _ct(op: str, dt: torch.dtype) -> str:
 # ----------------------------------------------------------------- host side
 def _bshape(shapes: Sequence[Sequence[int]]) -> list[int]:
     return list(torch.broadcast_shapes(*[tuple(s) for s in shapes])) if shapes else []
+
+
+def _soft_bf16(out: Tensor | Buffer, operands: Sequence[Any]) -> bool:
+    """Whether a bf16 output rounds in the kernel's integer steps (_to_out's RTNE): on the
+    interpreter (CPU tensors), whose cast truncates, and where no tensor tells the device."""
+    if out.dtype != torch.bfloat16:
+        return False
+    t = out if isinstance(out, Tensor) else next((o for o in operands if isinstance(o, Tensor)), None)
+    return t is None or t.device.type == "cpu"
 
 
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
@@ -454,6 +464,8 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
               C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
     if flat:
         cx["FLAT"] = True
+    if _soft_bf16(out, operands):
+        cx["RTNE"] = True
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     if rank == 4:
         return launch(_ew, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], dims[1], dims[2], dims[3],

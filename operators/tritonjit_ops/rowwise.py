@@ -150,7 +150,7 @@ def _scan_k_kernel(x, out, N, K, CT: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_
     m = (ns[:, None] < N) & (ks[None, :] < K)
     offs = o * N * K + ns[:, None].to(tl.int64) * K + ks[None, :]
     v = _cast(tl.load(x + offs, mask=m, other=0), CT)
-    tl.store(out + offs, _to_out(tl.cumsum(v, 0), out.dtype.element_ty), mask=m)
+    tl.store(out + offs, _to_out(tl.cumsum(v, 0), out.dtype.element_ty, True), mask=m)
 
 
 _scan_k = jit(_scan_k_kernel)

@@ -374,9 +374,9 @@ def test_new_kernel_variants_compile_for_sm90():
         (reduction._reduce, "*bf16:16,*i1:16,*bf16:16,*i1:16,i32,i32,i32,i32,i32,i32,fp32,'any',32,128,False,"
                             "True,True,False"),
         (elementwise._ew, "fp32,i32,i32,*bf16:16,i32,i32,i32,i32,i32,i32,i32," + ints
-         + "'copy',1,'fp32',True,True,True,True,1024,False,True"),
+         + "'copy',1,'fp32',True,True,True,True,1024,False,True,False"),
         (elementwise._ew, "i1,i32,i32,*i64:16,i32,i32,i32,i32,i32,i32,i32," + ints
-         + "'copy',1,'i64',False,True,True,True,1024,False,True"),
+         + "'copy',1,'i64',False,True,True,True,1024,False,True,False"),
     ]
     for fn, sig in sigs:
         k = fn.compile(sig, target="cuda:90")

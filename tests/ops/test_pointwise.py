@@ -272,7 +272,7 @@ def test_div_rounds_to_nearest_on_the_gpu():
     # unravelled, indexed by the flat offset, and that with 64-bit offsets
     for idx64, flat in (("False", "False"), ("False", "True"), ("True", "True")):
         sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
-               + f"'div_floor',2,'fp32',True,False,False,True,1024,{idx64},{flat}")
+               + f"'div_floor',2,'fp32',True,False,False,True,1024,{idx64},{flat},False")
         k = elementwise._ew.compile(sig, target="cuda:90")
         assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
 
@@ -329,4 +329,59 @@ def test_pow_scalar_exponent_kernels_compile_for_sm90():
     sig = ("*fp32:16,fp32,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
            + "'pow',2,'fp32',True,False,True,True,1024,False,")
     for flat in ("False", "True"):
-        elementwise._ew.compile(sig + flat, target="cuda:90")
+        elementwise._ew.compile(sig + flat + ",False", target="cuda:90")
+
+
+def _bf16_ties(device: str) -> torch.Tensor:
+    """fp32 values whose bf16 rounding is a tie (both parities), near-ties, and specials."""
+    g = torch.Generator().manual_seed(3)
+    base = (torch.randn(4096, generator=g) * 100).to(torch.bfloat16).float()
+    bits = base.view(torch.int32)
+    ties = (bits | 0x8000).view(torch.float32)  # exactly halfway to the next bf16
+    near = (bits | 0x7FFF).view(torch.float32)  # just below halfway
+    special = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), 3.4e38, -3.4e38, 1e-40, float("nan")])
+    return torch.cat([base, ties, near, special]).to(device)
+
+
+def _same_bits(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Equal bf16 bits (signed zeros apart), NaN where aten has NaN (its payload aside)."""
+    nan = want.isnan()
+    return got.dtype == want.dtype and torch.equal(got.isnan(), nan) and torch.equal(
+        got[~nan].view(torch.int16), want[~nan].view(torch.int16))
+
+
+def test_bf16_outputs_round_in_the_kernel_only_on_the_interpreter():
+    """The strided kernel's fp32 -> bf16 store: on the interpreter (whose cast truncates) in
+    integer steps to the nearest even; compiled for a device, the hardware's round-to-nearest
+    cast (sm_90: cvt.rn.bf16.f32) without the integer steps. Both give aten's values."""
+    from tritonjit_ops import elementwise as E
+
+    x = _bf16_ties("cpu")
+    with T.enable(include="all", wait_native=True):
+        got = [x.to(torch.bfloat16), x.view(2, -1).t().to(torch.bfloat16)]
+    assert _same_bits(got[0], x.to(torch.bfloat16))
+    assert _same_bits(got[1], x.view(2, -1).t().to(torch.bfloat16))
+    out = torch.empty(4, dtype=torch.bfloat16)
+    assert E._soft_bf16(out, [torch.ones(4)]) and not E._soft_bf16(torch.empty(4), [out])
+    assert not E._soft_bf16(torch.empty(4, dtype=torch.bfloat16, device="meta"), [])
+    sig = ("*fp32:16,i32,i32,*bf16:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
+           + "'copy',1,'fp32',True,False,True,True,1024,False,True,")
+    ptx = {rtne: E._ew.compile(sig + rtne, target="cuda:90").asm["ptx"] for rtne in ("False", "True")}
+    assert "cvt.rn.bf16.f32" in ptx["False"] and "32767" not in ptx["False"]
+    assert "32767" in ptx["True"]
+
+
+@pytest.mark.gpu
+def test_gpu_bf16_outputs_round_as_aten():
+    """Device casts and ops into bf16 (the hardware's rounding): aten's bits, ties included."""
+    x = _bf16_ties("cuda")
+    y = torch.randn_like(x)
+    with T.enable(wait_native=True):
+        got = [x.to(torch.bfloat16), x.view(2, -1).t().to(torch.bfloat16),
+               torch.add(x.to(torch.bfloat16), y.to(torch.bfloat16))]
+        z = torch.empty(x.shape, dtype=torch.bfloat16, device="cuda")
+        z.copy_(x)
+    want = [x.to(torch.bfloat16), x.view(2, -1).t().to(torch.bfloat16),
+            torch.add(x.to(torch.bfloat16), y.to(torch.bfloat16))]
+    for g, w in zip(got + [z], want + [want[0]]):
+        assert _same_bits(g, w)
