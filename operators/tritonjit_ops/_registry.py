@@ -411,7 +411,7 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor", "lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor",
     "gt.Scalar", "gt.Tensor", "ge.Scalar", "ge.Tensor", "sin", "cos",
     # backward operators with a C++ path
-    "silu_backward", "gelu_backward", "tanh_backward", "sigmoid_backward", "threshold_backward",
+    "silu_backward", "gelu_backward", "tanh_backward", "sigmoid_backward", "threshold_backward", "hardtanh_backward",
     "_softmax_backward_data", "_log_softmax_backward_data", "_fused_rms_norm_backward", "embedding_dense_backward",
     # measured on the H200 (audit replays, 1x16x1024 and 8x1024x1024 bf16; 2026-11-30): at or below
     # aten's wall time per call, native_layer_norm_backward within 5-8% at 1k rows and 0.5-0.6x at 8k

@@ -244,6 +244,8 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = activation_backward(a, b, s0, "tanh")
     elif OP == "threshold_backward":
         r = activation_backward(a, b, s0, "threshold")
+    elif OP == "hardtanh_backward":  # s0 min_val, s1 max_val: aten's zero at and beyond both bounds
+        r = tl.where((b <= s0) | (b >= s1), 0.0, a)
     # ---- ternary
     elif OP == "clamp":  # b min, c max (NaN stays NaN)
         r = tl.where(a < b, b, a)

@@ -1,9 +1,12 @@
-"""Backward of the activations: silu, gelu (erf and tanh), sigmoid, tanh, relu (threshold).
+"""Backward of the activations: silu, gelu (erf and tanh), sigmoid, tanh, relu (threshold),
+hardtanh (ReLU6's).
 
 One flat kernel, ``dx = dy * f'(x)``, computed in fp32; aten's overloads are
 ``silu_backward(grad, self)``, ``gelu_backward(grad, self, approximate)``,
 ``sigmoid_backward(grad, output)``, ``tanh_backward(grad, output)`` and
 ``threshold_backward(grad, self, threshold)`` (relu's, with threshold 0).
+``hardtanh_backward(grad, self, min_val, max_val)`` takes the strided elementwise kernel
+(its flat index serves dense operands as the flat kernel would).
 """
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ from ._common import FLOAT_DTYPES, cdiv, jit
 from ._layout import iter_strides
 from ._math import activation_backward
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
-from .elementwise import _CT
+from .elementwise import _CT, _refuse
 from .elementwise import _launch as _ew_launch
+from .elementwise import run as _ew_run
 
 Tensor = torch.Tensor
 
@@ -102,10 +106,43 @@ def _gelu_planner(grad: Any, x: Any, *, approximate: str = "none") -> Plan | Non
     return plan_activation_backward("gelu" if approximate == "none" else "gelu_tanh", grad, x)
 
 
+def _hardtanh_args(grad: Any, x: Any, min_val: Any, max_val: Any) -> bool:
+    """Whether hardtanh_backward's operands are ours: float tensors of one shape, dtype and
+    device, real Scalar bounds."""
+    return (isinstance(grad, Tensor) and isinstance(x, Tensor) and grad.shape == x.shape and grad.dtype == x.dtype
+            and grad.dtype in FLOAT_DTYPES and grad.device == x.device
+            and all(isinstance(v, Number) and not isinstance(v, (complex, bool)) for v in (min_val, max_val)))
+
+
+def plan_hardtanh_backward(grad: Any, x: Any, min_val: Any, max_val: Any) -> Plan | None:
+    """dy where min_val < x < max_val, else 0 (aten's: zero at the bounds), in aten's layout
+    of the result (its TensorIterator takes the gradient first). float64 takes the Python
+    implementation, which checks that fp32 holds the bounds exactly."""
+    if not _hardtanh_args(grad, x, min_val, max_val) or grad.dtype == torch.float64:
+        return None
+    shape = list(x.shape)
+    out = Buffer(tuple(shape), grad.dtype, iter_strides(shape, [grad, x]))
+    if x.numel() == 0:
+        return Plan((out,), ())
+    L = _ew_launch("hardtanh_backward", [grad, x], [In(0), In(1)], out, Out(0), shape, _CT[grad.dtype],
+                   [Arg(2), Arg(3)])
+    return None if L is None else Plan((out,), (L,))
+
+
+def hardtanh_backward(grad_output: Tensor, x: Tensor, min_val: Any, max_val: Any) -> Tensor:
+    """dy where min_val < x < max_val, else 0: hardtanh's (and ReLU6's) backward."""
+    if not _hardtanh_args(grad_output, x, min_val, max_val):
+        raise _refuse("hardtanh_backward", "operands (float tensors of one shape, dtype and device, and real bounds "
+                                           "expected)")
+    return _ew_run("hardtanh_backward", [grad_output, x], x.dtype, _CT[x.dtype], [min_val, max_val],
+                   aten_layout=True)
+
+
 PLANNERS: dict[str, Any] = {
     "silu_backward": lambda g, x: plan_activation_backward("silu", g, x),
     "sigmoid_backward": lambda g, y: plan_activation_backward("sigmoid", g, y),
     "tanh_backward": lambda g, y: plan_activation_backward("tanh", g, y),
     "threshold_backward": lambda g, x, threshold: plan_activation_backward("threshold", g, x, threshold),
     "gelu_backward": _gelu_planner,
+    "hardtanh_backward": plan_hardtanh_backward,
 }

@@ -251,6 +251,10 @@ def _aten_calls(dev: str) -> dict[str, tuple[Callable, tuple]]:
         "sigmoid_backward": (a.sigmoid_backward, (dy, x.sigmoid())),
         "tanh_backward": (a.tanh_backward, (dy, x.tanh())),
         "threshold_backward": (a.threshold_backward, (dy, x, 0.25)),
+        # inputs at both bounds (zero there, as aten); NaN inputs are left out: aten's CPU kernel
+        # zeroes them in its vector lanes and passes the gradient in its scalar tail (CUDA passes it)
+        "hardtanh_backward": (a.hardtanh_backward, (dy, x.clamp(-1, 1).index_fill(
+            1, torch.tensor([0, 5], device=dev), 1.0).index_fill(1, torch.tensor([3], device=dev), -1.0), -1.0, 1.0)),
     }
 
 
