@@ -5,8 +5,11 @@ those do not make, at a small size where host cost dominates: ALiBi through ``ba
 (BLOOM), local attention (GPT-Neo), partial rotary (CodeGen, Phi), soft-capped scores
 (Gemma 2), scaled residuals (Granite), a state-space scan (Mamba), disentangled attention
 (DeBERTa-v2), encoders (RoBERTa, DistilBERT, ALBERT, ELECTRA), windowed vision attention
-(Swin), convolutions with batch norm (ResNet, MobileNet-v2), a speech encoder (Whisper);
-then ``generate()`` of a Llama with a left-padded batch: greedy, top-k/top-p and min-p
+(Swin), convolutions with batch norm (ResNet, MobileNet-v2), a speech encoder (Whisper),
+MoE routing (Mixtral, Qwen3-MoE), multi-query parallel attention (Falcon), parallel
+residuals (GPT-NeoX, GPT-J), QK norms (Gemma 3, OLMo 2), encoder-decoders (BART, T5),
+patch embeddings (ViT), depthwise convolutions (ConvNeXt) and more decoders (Qwen2, GPT-2,
+OPT, Starcoder2); then ``generate()`` of a Llama with a left-padded batch: greedy, top-k/top-p and min-p
 sampling, beam search, repetition and n-gram penalties.
 
 Per case: agreement (logits; loss and gradients for the training step; tokens for
