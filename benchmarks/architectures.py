@@ -244,8 +244,8 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
             a = M.agreement(ref, got, ref_grads, M._grads(model) if grads else None)
             # rows off: the share of positions whose logits moved by more than 5% of the largest
             # (a routing choice flipped at a near tie moves a few; a wrong kernel moves most)
-            rows = f" ({a['logits_rows_off']:.2%} rows off)" if a["logits_rows_off"] else ""
-            err = f"{a['logits_rel']:.1e}{rows}" + (f" / cos {a['grad_cos']:.6f}" if grads else "")
+            moved = f" ({a['logits_rows_off']:.2%} rows off)" if a["logits_rows_off"] else ""
+            err = f"{a['logits_rel']:.1e}{moved}" + (f" / cos {a['grad_cos']:.6f}" if grads else "")
             timing = "- | -"
             if device == "cuda":
                 e, t = _timed(fn, calls)
