@@ -117,11 +117,6 @@ def next_pow2(n: int) -> int:
     return 1 << (max(int(n), 1) - 1).bit_length()
 
 
-def prev_pow2(n: int) -> int:
-    """The largest power of two at most ``n`` (1 for n below 2)."""
-    return 1 << (max(int(n), 1).bit_length() - 1)
-
-
 def cdiv(a: int, b: int) -> int:
     return (a + b - 1) // b
 
