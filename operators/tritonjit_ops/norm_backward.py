@@ -227,9 +227,9 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     need_b = bool(need[2])
     if one_pass:
         programs = PROGRAMS_PER_SM * _sms(on_gpu, device)
-        # rows a step: a tile's worth, or one where a tile's worth would not give every program
-        # a row block per program and step (H200, bf16 1024x1024: 4 rows a step 1.32x aten's
-        # time, 1 row 0.97x; 512x1024: 1.19x and 1.14x; 4096x1024 and up keep 4: 0.37-0.69x)
+        # rows a step: a tile's worth, or one row where a tile's worth would leave programs
+        # without a row block (H200, bf16 1024x1024: 4 rows a step 1.32x aten's time, 1 row
+        # 0.97x; 512x1024: 1.19x and 1.14x; 4096x1024 and up keep 4: 0.37-0.69x)
         block_m = max(1, min(16, (TILE_ELEMS if on_gpu else 2048) // block_n))
         if m // programs < block_m:
             block_m = 1
