@@ -369,6 +369,10 @@ def test_bf16_outputs_round_in_the_kernel_only_on_the_interpreter():
     ptx = {rtne: E._ew.compile(sig + rtne, target="cuda:90").asm["ptx"] for rtne in ("False", "True")}
     assert "cvt.rn.bf16.f32" in ptx["False"] and "32767" not in ptx["False"]
     assert "32767" in ptx["True"]
+    # AMD targets (the hcu plugin's) have no such instruction: Triton's own cast rounds to
+    # nearest even there in integer steps, the same as ours
+    llir = E._ew.compile(sig + "False", target="hip:gfx90a").asm["llir"]
+    assert ", 32767" in llir
 
 
 @pytest.mark.gpu
