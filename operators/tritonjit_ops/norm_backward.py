@@ -225,8 +225,8 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
+    programs = PROGRAMS_PER_SM * _sms(on_gpu, device)
     if one_pass:
-        programs = PROGRAMS_PER_SM * _sms(on_gpu, device)
         # rows a step: a tile's worth, or one row where a tile's worth would leave programs
         # without a row block (H200, bf16 1024x1024: 4 rows a step 1.32x aten's time, 1 row
         # 0.97x; 512x1024: 1.19x and 1.14x; 4096x1024 and up keep 4: 0.37-0.69x)
@@ -237,7 +237,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         g = max(1, min(blocks, programs))
     else:
         block_m = 1
-        g = max(1, min(m, PROGRAMS_PER_SM * _sms(on_gpu, device)))
+        g = max(1, min(m, programs))
         rows = cdiv(m, g) if m else 0
         g = cdiv(m, rows) if rows else 1
     outs = [Buffer(*shapes["dx"])]

@@ -23,6 +23,7 @@ from ._math import activation_backward
 from ._plan import Arg, Buffer, In, Out, Plan, launch, run
 from .elementwise import _CT, _refuse
 from .elementwise import _launch as _ew_launch
+from .elementwise import plan as _ew_plan
 from .elementwise import run as _ew_run
 
 Tensor = torch.Tensor
@@ -116,17 +117,11 @@ def _hardtanh_args(grad: Any, x: Any, min_val: Any, max_val: Any) -> bool:
 
 def plan_hardtanh_backward(grad: Any, x: Any, min_val: Any, max_val: Any) -> Plan | None:
     """dy where min_val < x < max_val, else 0 (aten's: zero at the bounds), in aten's layout
-    of the result (its TensorIterator takes the gradient first). float64 takes the Python
-    implementation, which checks that fp32 holds the bounds exactly."""
-    if not _hardtanh_args(grad, x, min_val, max_val) or grad.dtype == torch.float64:
+    of the result (its TensorIterator takes the gradient first). The elementwise planner
+    leaves float64 to the Python implementation, which checks that fp32 holds the bounds."""
+    if not _hardtanh_args(grad, x, min_val, max_val):
         return None
-    shape = list(x.shape)
-    out = Buffer(tuple(shape), grad.dtype, iter_strides(shape, [grad, x]))
-    if x.numel() == 0:
-        return Plan((out,), ())
-    L = _ew_launch("hardtanh_backward", [grad, x], [In(0), In(1)], out, Out(0), shape, _CT[grad.dtype],
-                   [Arg(2), Arg(3)])
-    return None if L is None else Plan((out,), (L,))
+    return _ew_plan("hardtanh_backward", [grad, x], grad.dtype, _CT[grad.dtype], [Arg(2), Arg(3)], aten_layout=True)
 
 
 def hardtanh_backward(grad_output: Tensor, x: Tensor, min_val: Any, max_val: Any) -> Tensor:

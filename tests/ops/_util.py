@@ -88,6 +88,11 @@ def stats_delta(before: dict, after: dict) -> dict:
     return {k: after[k] - before[k] for k in after}
 
 
+def launch_arg(L: Any, name: str) -> Any:
+    """What a plan's Launch ``L`` passes for its kernel's parameter ``name`` (constexprs too)."""
+    return L.args[[p.name for p in L.fn.params].index(name)]
+
+
 def routed(fn: Callable[[], Any], ops: list[str]) -> tuple[Any, dict]:
     """fn() under enable(include=ops), its second call (the first made the plans), and the
     C++ path's counters of that call."""

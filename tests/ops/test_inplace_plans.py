@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import bench_module, close, native_ops_enabled, needs_cxx, stats_delta
+from _util import bench_module, close, launch_arg, native_ops_enabled, needs_cxx, stats_delta
 from tritonjit_ops import _plan, elementwise
 
 pytestmark = needs_cxx
@@ -252,6 +252,6 @@ def test_one_dim_calls_take_the_flat_index():
         shape = list(ops[0].shape)
         out = torch.empty(shape)
         L = E._launch("clamp", ops, ops, out, out, shape, "fp32", [])
-        assert L.args[E._ew.params.index(next(p for p in E._ew.params if p.name == "FLAT"))] is flat, name
+        assert launch_arg(L, "FLAT") is flat, name
         _plan.execute(L)
         torch.testing.assert_close(out, torch.clamp(ops[0], ops[1], ops[2]), msg=name)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import FLOATS, close
+from _util import FLOATS, close, launch_arg
 
 DIMS = [None, 0, 1, 2, -1, [0, 2], [1, 2], [0, 1], [0, 1, 2]]
 
@@ -136,8 +136,8 @@ def test_short_middle_dim_tiles_widen(r, k):
     plan = reduction.plan_reduce("sum", x, [1])
     (L,) = plan.launches
     cx = dict(L.extra) if L.extra else {}
-    block_k = cx.get("BLOCK_K") or L.args[[p.name for p in L.fn.params].index("BLOCK_K")]
-    block_r = L.args[[p.name for p in L.fn.params].index("BLOCK_R")]
+    block_k = cx.get("BLOCK_K") or launch_arg(L, "BLOCK_K")
+    block_r = launch_arg(L, "BLOCK_R")
     if k > 1:  # the tile holds min(k, 512 // block_r) kept elements (the CPU's tile of 512)
         assert block_k >= min(1 << (k - 1).bit_length(), 512 // block_r)
 

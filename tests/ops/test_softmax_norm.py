@@ -2,7 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritonjit_ops as T
-from _util import FLOATS, close
+from _util import FLOATS, close, launch_arg
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -141,8 +141,7 @@ def test_norm_backward_takes_fewer_rows_a_step_where_programs_would_idle(m, n, r
     stats = torch.empty(m, 1, device="meta")
     p = NB.plan_native_layer_norm_backward(x, x, [n], stats, stats, w, w, [True, True, True])
     rows, cols = p.launches
-    names = [q.name for q in rows.fn.params]
-    assert rows.fn is NB._norm_bwd_rows and rows.args[names.index("BLOCK_M")] == rows_a_step
+    assert rows.fn is NB._norm_bwd_rows and launch_arg(rows, "BLOCK_M") == rows_a_step
     programs = min(264, -(-m // rows_a_step))
     assert rows.grid == (programs, 1, 1) and p.temps[0].shape == (2, programs, n)
     assert cols.fn is NB._col_sum
@@ -160,8 +159,7 @@ def test_norm_backward_values_with_many_and_one_row_a_step(m, n):
     _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
     args = (dy, x, [n], mean, rstd, w, b, [True, True, True])
     p = NB.plan_native_layer_norm_backward(*args)
-    names = [q.name for q in p.launches[0].fn.params]
-    assert p.launches[0].args[names.index("BLOCK_M")] == (16 if m == 512 else 1)
+    assert launch_arg(p.launches[0], "BLOCK_M") == (16 if m == 512 else 1)
     for got, want in zip(NB.native_layer_norm_backward(*args), torch.ops.aten.native_layer_norm_backward(*args)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
