@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
 
-from . import copy, fused_backward, indexing_backward, loss_backward, norm_backward, pointwise_backward, softmax_backward
+from . import copy, fused_backward, indexing_backward, loss_backward, norm, norm_backward, pointwise_backward, softmax_backward
 from ._common import opmath
 
 Tensor = torch.Tensor
@@ -327,7 +327,7 @@ def _layer_norm_bwd(ctx, g):
 def _rms_norm_setup(ctx, args, kw, out):
     x, ns, w = args[0], args[1], _a(args, kw, 2, "weight")
     eps = _a(args, kw, 3, "eps")
-    _save(ctx, x=x, w=w, n=_numel(ns), eps=float(torch.finfo(x.dtype).eps if eps is None else eps))
+    _save(ctx, x=x, w=w, n=_numel(ns), eps=float(norm.default_rms_eps(x.dtype) if eps is None else eps))
 
 
 def _rms_norm_bwd(ctx, g):

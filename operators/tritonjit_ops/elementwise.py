@@ -27,7 +27,7 @@ import triton.language as tl
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import bstrides, iter_strides, new_output
-from ._math import activation_backward, atan2, div_rn, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
+from ._math import activation_backward, atan2, div_rn, erf, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
 from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch
 
 Tensor = torch.Tensor
@@ -84,7 +84,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "silu":
         r = a / (1.0 + tl.exp(-a))
     elif OP == "gelu":
-        r = 0.5 * a * (1.0 + tl.erf(a * 0.7071067811865476))
+        r = 0.5 * a * (1.0 + erf(a * 0.7071067811865476))
     elif OP == "gelu_tanh":
         r = 0.5 * a * (1.0 + tanh_exp(0.7978845608028654 * (a + 0.044715 * a * a * a)))
     elif OP == "exp2":
@@ -126,9 +126,9 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "atanh":
         r = 0.5 * log1p(2.0 * a / (1.0 - a))
     elif OP == "erf":
-        r = tl.erf(a)
+        r = erf(a)
     elif OP == "erfc":
-        r = 1.0 - tl.erf(a)
+        r = 1.0 - erf(a)
     elif OP == "erfinv":
         r = erfinv(a)
     elif OP == "reciprocal":

@@ -136,8 +136,16 @@ def _plan(on_gpu: bool, n: int) -> tuple:
 _ROWS_MAX = 4096
 _rows: dict[tuple, tuple] = {}
 _rows_get = _rows.get
-_EPS = {dt: float(torch.finfo(dt).eps) for dt in FLOAT_DTYPES}  # rms_norm's default eps; the float check
+#: rms_norm's default eps: the epsilon of the math type (fp32 for fp16/bf16), which aten's
+#: kernels add (torch's docs say the input dtype's; fp16's would move outputs by 2-3 ulp)
+_EPS = {dt: float(torch.finfo(opmath(dt)).eps) for dt in FLOAT_DTYPES}
 _eps_get = _EPS.get
+
+
+def default_rms_eps(dtype: torch.dtype) -> float:
+    """The eps rms_norm adds when none is given: the epsilon of its math type (fp32 for
+    half types), as aten's kernels do."""
+    return _EPS.get(dtype) or float(torch.finfo(opmath(dtype)).eps)
 
 
 def _row_plan(key: tuple) -> tuple | None:
@@ -252,7 +260,7 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
 
 def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
-    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to finfo(x.dtype).eps as in torch."""
+    """x / sqrt(mean(x^2) + eps) * weight; eps defaults to aten's (``default_rms_eps``)."""
     if x.__class__ is Tensor:
         # hot path: one plan lookup, one allocation, one launch
         deps = _eps_get(x.dtype)
@@ -272,7 +280,7 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
     x = _c(x)
     if eps is None:
-        eps = torch.finfo(x.dtype).eps
+        eps = default_rms_eps(x.dtype)
     out = torch.empty_like(x)  # x is contiguous here
     if n:
         _launch(x, None, _c(weight), None, out, None, None, None, x.numel() // n, n, float(eps), True)
@@ -343,7 +351,7 @@ def fused_rms_norm_with_rstd(x: Tensor, normalized_shape: Sequence[int], weight:
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
     x = _c(x)
     if eps is None:
-        eps = torch.finfo(x.dtype).eps
+        eps = default_rms_eps(x.dtype)
     nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     stat_shape = list(x.shape[: x.dim() - nd]) + [1] * nd
     out = torch.empty_like(x)  # x is contiguous here
@@ -398,7 +406,7 @@ def _row_norm_plan(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: A
     m = x.numel() // n if n else 0
     launches = () if m == 0 or n == 0 else (_norm_launch(
         not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
-        Out(0), None, mean, rstd, m, n, float(torch.finfo(x.dtype).eps if rms and eps is None else eps), rms),)
+        Out(0), None, mean, rstd, m, n, float(default_rms_eps(x.dtype) if rms and eps is None else eps), rms),)
     result = (0,) if not stats else (0, 1) if rms else (0, 1, 2)
     return Plan(tuple(outs), launches, result=result, contiguous=_contiguous((0, x), (2, weight), (3, bias)))
 

@@ -203,6 +203,12 @@ _col_sum = jit(_col_sum_kernel)
 TILE_ELEMS = 4096
 #: row-kernel programs per SM: enough to hide latency, few partial rows to add up
 PROGRAMS_PER_SM = 2
+#: up to this many elements (rows x n), one program per SM: a small call's partial rows cost
+#: more than the latency a second program hides (H200, bf16 layer norm backward against
+#: aten, 2 and 1 per SM: 256x4096 1.32x and 1.11x, 512x1024 1.09x and 1.03x, 2048x1024 0.99x
+#: and 0.80x, 16384x256 0.30x and 0.24x; above it 2 wins: 8192x1024 0.50x and 0.55x,
+#: 2048x4096 0.93x and 1.11x)
+ONE_PER_SM_ELEMS = 4 << 20
 
 
 def _sms(on_gpu: bool, device: Any) -> int:
@@ -225,11 +231,11 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
-    programs = PROGRAMS_PER_SM * _sms(on_gpu, device)
+    programs = (1 if m * n <= ONE_PER_SM_ELEMS else PROGRAMS_PER_SM) * _sms(on_gpu, device)
     if one_pass:
         # rows a step: a tile's worth, or one row where a tile's worth would leave programs
-        # without a row block (H200, bf16 1024x1024: 4 rows a step 1.32x aten's time, 1 row
-        # 0.97x; 512x1024: 1.19x and 1.14x; 4096x1024 and up keep 4: 0.37-0.69x)
+        # without a row block (H200, bf16, 264 programs: 1024x1024 4 rows a step 1.32x
+        # aten's time, 1 row 0.97x; 512x1024 1.19x and 1.14x; 4096x1024 and up keep 4)
         block_m = max(1, min(16, (TILE_ELEMS if on_gpu else 2048) // block_n))
         if m // programs < block_m:
             block_m = 1

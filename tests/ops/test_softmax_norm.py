@@ -59,6 +59,28 @@ def test_rms_norm(dtype):
     close(T.rms_norm(x.transpose(0, 1), [40], None), F.rms_norm(x.transpose(0, 1), [40], None))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_default_eps_is_the_math_types(dtype):
+    """Without eps, rms_norm adds the epsilon of its math type (fp32's for half inputs), as
+    aten's kernels do; the input dtype's (9.8e-4 for fp16) would shrink these small rows by
+    a third. The direct entry, torch.ops.tritonjit, enable() and the backward agree with aten."""
+    g = torch.Generator().manual_seed(2)
+    x = (torch.randn(6, 64, generator=g) * 0.01).to(dtype)
+    w = torch.randn(64, generator=g).to(dtype)
+    want = F.rms_norm(x, [64], w)
+    close(T.rms_norm(x, [64], w), want)
+    close(torch.ops.tritonjit.rms_norm(x, [64], w), want)
+    xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+    F.rms_norm(xs, [64], ws).sum().backward()
+    with T.enable():
+        xe, we = x.clone().requires_grad_(), w.clone().requires_grad_()
+        out = F.rms_norm(xe, [64], we)
+        out.sum().backward()
+    close(out.detach(), want)
+    close(xe.grad, xs.grad, rtol=2e-2, atol=2e-2)
+    close(we.grad, ws.grad, rtol=2e-2, atol=2e-2)
+
+
 def test_rms_norm_long_rows():
     x = torch.randn(2, 3000)
     close(T.rms_norm(x, [3000], None, 1e-5), F.rms_norm(x, [3000], None, 1e-5), rtol=1e-4, atol=1e-4)
@@ -126,14 +148,16 @@ def test_softmax_and_norm_plans_are_bounded():
     close(T.rms_norm(x, (40,)), F.rms_norm(x, (40,)))
 
 
-@pytest.mark.parametrize("m,n,rows_a_step", [(1024, 1024, 1), (512, 1024, 1), (4096, 1024, 4), (16384, 256, 16),
-                                              (4096, 2048, 2), (2048, 4096, 1)])
-def test_norm_backward_takes_fewer_rows_a_step_where_programs_would_idle(m, n, rows_a_step):
-    """On a device (here the meta device: 132 SMs, two programs each), the row kernel of the
-    norm backward takes a tile's worth of rows a step (4096 elements), or one row where that
-    would not give each of its programs a row block: 1024x1024 one row a step (H200: 0.97x
-    aten's time, 1.32x with four), 4096x1024 four. Its weight and bias sums: one partial
-    row per program, added by the second launch."""
+@pytest.mark.parametrize("m,n,programs,rows_a_step", [
+    (1024, 1024, 132, 4), (512, 1024, 132, 1), (4096, 1024, 132, 4), (16384, 256, 132, 16), (4096, 2048, 264, 2),
+    (2048, 4096, 264, 1), (8192, 1024, 264, 4), (100, 1024, 100, 1)])
+def test_norm_backward_programs_and_rows_a_step(m, n, programs, rows_a_step):
+    """On a device (here the meta device: 132 SMs), the row kernel of the norm backward runs
+    one program per SM up to 4M elements and two above (fewer partial rows to add where the
+    call is small), never more programs than row blocks. Each takes a tile's worth of rows a
+    step (4096 elements), or one row where that would not give each program a row block
+    (512x1024). Its weight and bias sums: one partial row per program, added by the second
+    launch."""
     from tritonjit_ops import norm_backward as NB
 
     x = torch.empty(m, n, device="meta", dtype=torch.bfloat16)
@@ -142,7 +166,6 @@ def test_norm_backward_takes_fewer_rows_a_step_where_programs_would_idle(m, n, r
     p = NB.plan_native_layer_norm_backward(x, x, [n], stats, stats, w, w, [True, True, True])
     rows, cols = p.launches
     assert rows.fn is NB._norm_bwd_rows and launch_arg(rows, "BLOCK_M") == rows_a_step
-    programs = min(264, -(-m // rows_a_step))
     assert rows.grid == (programs, 1, 1) and p.temps[0].shape == (2, programs, n)
     assert cols.fn is NB._col_sum
 
