@@ -316,6 +316,12 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
         z = y
     if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
         r = pow_scalar(x, b, y)
+    elif (OP == "div_trunc" and IS_FLOAT and not B_SCALAR
+          and (out.dtype.element_ty == tl.float16 or out.dtype.element_ty == tl.bfloat16)):
+        # aten divides two half tensors in their own type, so the quotient rounds before it is
+        # truncated (2.9995 -> 3.0 -> 3); a Scalar divisor's quotient does not round
+        q = _to_out(div_rn(x, y), out.dtype.element_ty, RTNE).to(tl.float32)
+        r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
     else:
         r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
     tl.store(out + oo, _to_out(r, out.dtype.element_ty, RTNE), mask=mask)

@@ -434,3 +434,34 @@ def test_gpu_erf_and_gelu_match_aten(dtype):
         got = [torch.erf(x), torch.erfc(x), F.gelu(x), torch.ops.aten.gelu_backward(dy, x)]
     for g, w in zip(got, want):
         close(g, w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_trunc_division_rounds_the_quotient_first_as_aten(dtype):
+    """aten divides two half tensors in their own type, so the quotient rounds before it is
+    truncated (2.9995 -> 3.0 -> 3, not 2); a Scalar divisor's quotient does not round. Same
+    values as aten on every layout, in place, and in fmod's gradient (which divides so)."""
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(40000, generator=g) * 8).to(dtype)
+    b = (torch.randn(40000, generator=g) * 3).to(dtype)
+    assert not torch.equal(torch.trunc(a.float() / b.float()).to(dtype), torch.div(a, b, rounding_mode="trunc"))
+    with T.enable(include="all"):
+        got = [torch.div(a, b, rounding_mode="trunc"),
+               torch.div(a.view(200, 200).t(), b.view(200, 200).t(), rounding_mode="trunc"),
+               a.clone().div_(b, rounding_mode="trunc"), torch.div(a, 0.7, rounding_mode="trunc")]
+    want = [torch.div(a, b, rounding_mode="trunc"),
+            torch.div(a.view(200, 200).t(), b.view(200, 200).t(), rounding_mode="trunc"),
+            a.clone().div_(b, rounding_mode="trunc"), torch.div(a, 0.7, rounding_mode="trunc")]
+    for x, y in zip(got, want):
+        assert torch.equal(x, y)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_half_trunc_division_matches_aten(dtype):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = (torch.randn(1 << 20, device="cuda", generator=g) * 8).to(dtype)
+    b = (torch.randn(1 << 20, device="cuda", generator=g) * 3).to(dtype)
+    with T.enable(include="all"):
+        got = torch.div(a, b, rounding_mode="trunc")
+    assert torch.equal(got, torch.div(a, b, rounding_mode="trunc"))
