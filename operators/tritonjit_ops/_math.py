@@ -130,8 +130,9 @@ def div_rn(a, b):
 
 @triton.jit
 def pow_general(a, b):
-    """|a|^b through exp2/log2, then the sign and the special cases aten has (about 1e-6
-    relative in fp32: exp2/log2 loses |b * log2(a)| ulps)."""
+    """|a|^b through exp2/log2, then the sign and the special cases aten has. In fp32 the
+    error grows with |b * log2(a)|: up to 2.6e-6 relative (about 20 ulp) for a in (0, 9],
+    b in [0, 9], against aten's half ulp; fp16 and bf16 results round it away."""
     mag = tl.exp2(b * tl.log2(tl.abs(a)))
     b_int = b == tl.floor(b)
     b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
