@@ -147,7 +147,13 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         even = (f * 0.5) == tl.floor(f * 0.5)
         r = tl.where(d > 0.5, f + 1.0, tl.where(d < 0.5, f, tl.where(even, f, f + 1.0)))
     elif OP == "sign":
-        r = tl.where(a > 0, 1, tl.where(a < 0, -1, 0)).to(a.dtype)
+        if IS_FLOAT:
+            # float constants: an integer -1/0 select converted to float folds into
+            # sitofp(i1), which LLVM's NVPTX backend lowers as +1 for a bf16 result (sm_90:
+            # every negative bf16 input gave 1; tests/ops/test_pointwise.py checks the PTX)
+            r = tl.where(a > 0, 1.0, tl.where(a < 0, -1.0, 0.0)).to(a.dtype)
+        else:
+            r = tl.where(a > 0, 1, tl.where(a < 0, -1, 0)).to(a.dtype)
     elif OP == "isnan":
         r = a != a
     elif OP == "isinf":

@@ -465,3 +465,23 @@ def test_gpu_half_trunc_division_matches_aten(dtype):
     with T.enable(include="all"):
         got = torch.div(a, b, rounding_mode="trunc")
     assert torch.equal(got, torch.div(a, b, rounding_mode="trunc"))
+
+
+@pytest.mark.parametrize("dtype,minus_one", [(torch.bfloat16, "0xBF80"), (torch.float16, "0xBC00")])
+def test_sign_of_half_compiles_to_minus_one_for_sm90(dtype, minus_one):
+    """sign's integer -1/0 select, converted to float, folded into sitofp(i1), which LLVM's
+    NVPTX backend lowered as +1 for a bf16 result: every negative input gave 1 on the H200
+    (PyTorch's OpInfo samples found it). The kernel selects float constants: its sm_90 PTX
+    selects -1.0 itself and converts no integer to the half type."""
+    from tritonjit_ops import elementwise as E
+
+    x, out = torch.empty(400, dtype=dtype), torch.empty(400, dtype=dtype)
+    launch = E.plan("sign", [torch.empty(20, 20, dtype=dtype)], dtype, "fp32", aten_layout=True).launches[0]
+    args = [x if type(a).__name__ == "In" else out if type(a).__name__ == "Out" else a for a in launch.args]
+    args[[p.name for p in launch.fn.params].index("RTNE")] = False  # a device's store (cast in hardware)
+    ptx = launch.fn.compile(launch.fn.signature(*args), target="cuda:90").asm["ptx"]
+    assert minus_one in ptx
+    assert ".s32" not in "".join(line for line in ptx.splitlines() if "cvt.rn.bf16" in line or "cvt.rn.f16" in line)
+    with T.enable(include=["sign"]):
+        got = torch.sign(torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan")], dtype=dtype))
+    assert torch.equal(got, torch.sign(torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan")], dtype=dtype)))
