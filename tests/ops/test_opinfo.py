@@ -8,8 +8,8 @@ An overload maps to the OpInfo entries of its name (``eq_.Scalar`` -> ``eq``, in
 entry is reported with the reason, not failed. A call both sides refuse with an error
 passes (aten's error under enable() is the point of the fallback).
 
-On CPU (the interpreter, in CI) each entry runs a few small samples in float32 and one
-integer dtype; the ``gpu``/``slow`` variant runs every sample, also in bfloat16, on the GPU:
+On CPU (the interpreter, in CI) each entry runs a few small samples in float32, float16,
+bfloat16 and one integer dtype; the ``gpu``/``slow`` variant runs every sample on the GPU:
 ``pytest tests/ops/test_opinfo.py -m gpu``. Each run prints its table (terminal summary): per overload,
 samples passed, and how many calls tritonjit served against how many it left to aten.
 """
@@ -231,7 +231,9 @@ class _with_inplace_kwarg:
 
 def _dtypes(op: Any, device: str, full: bool) -> list[torch.dtype]:
     supported = op.supported_dtypes(device)
-    want = [torch.float32] + ([torch.bfloat16] if full else []) + [torch.int64, torch.int32, torch.bool]
+    # the half types on both: their semantics differ from fp32's (a quotient that rounds
+    # before trunc; a sign whose compiled select lost its -1), which fp32 samples cannot see
+    want = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool]
     got = [d for d in want if d in supported]
     ints = [d for d in got if not d.is_floating_point]
     floats = [d for d in got if d.is_floating_point]
