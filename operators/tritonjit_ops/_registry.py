@@ -130,7 +130,7 @@ _OPS += [
          lg.float(), t, ignore_index=ignore_index, reduction=reduction).to(lg.dtype)),
 ]
 
-from . import attention, optim  # noqa: E402 - its own import block, so that families merge without conflicts
+from . import attention, grouped_mm, optim  # noqa: E402 - its own import block, so that families merge without conflicts
 
 _OPS += attention.OPS
 _lib = torch.library.Library("tritonjit", "DEF")
@@ -327,6 +327,7 @@ _ATEN: dict[str, Callable] = {
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
+_ATEN.update(grouped_mm.ATEN)  # MoE experts (transformers 5.x); opt-in on devices until measured there
 
 
 def _has_float64(values: Iterable[Any]) -> bool:
