@@ -138,6 +138,11 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         "index_select": (i["table"], 0, i["sel"]), "gather": (x, 1, i["gidx"]), "embedding": (i["table"], i["ids"]),
     }
     args.update(_backward_args(i, dev, dtype))
+    # MoE experts: 16-byte aligned rows (aten's rule), 3 groups of 12 tokens (one empty);
+    # bf16 on a device, the dtype aten's CUDA kernel takes
+    gdt = dtype if dev == "cpu" else torch.bfloat16
+    args["_grouped_mm"] = (torch.randn(12, 16, device=dev).to(gdt), torch.randn(3, 16, 16, device=dev).to(gdt),
+                           torch.tensor([4, 4, 12], dtype=torch.int32, device=dev))
     args["nll_loss_forward"] = (i["logits"], i["target"], None, 1, -100)
     _, total_weight = torch.ops.aten.nll_loss_forward(i["logits"], i["target"], None, 1, -100)
     args["nll_loss_backward"] = (torch.ones((), dtype=i["logits"].dtype, device=i["logits"].device), i["logits"],
