@@ -49,6 +49,7 @@ step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --
 step bench_models python3 -m tritonjit bench models --json "$out/models.json"
 step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"
 step bench_attention python3 -m tritonjit bench attention --json "$out/attention.json"
+step bench_grouped_mm python3 benchmarks/grouped_mm.py --json "$out/grouped_mm.json"
 # the architectures benchmark at its host-bound size, then at one where the device is the cost
 step architectures python3 benchmarks/architectures.py
 STEP_TIMEOUT=${STEP_TIMEOUT_LARGE:-900} step architectures_large python3 benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 \
