@@ -61,6 +61,12 @@ def atan2(y, x):
 
 
 @triton.jit
+def trunc(x):
+    """x rounded toward zero (trunc, frac and the truncating divisions share it)."""
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
 def erf(x):
     """erf without a branch: both of CUDA's float erff polynomials (|x| below and above
     0.9277, under 1 ulp each) evaluated and one selected. libdevice's erff branches on |x|,

@@ -27,7 +27,20 @@ import triton.language as tl
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import bstrides, iter_strides, new_output
-from ._math import activation_backward, atan2, div_rn, erf, erfinv, expm1, floor_div, log1p, pow_scalar, pow_tensor, tanh_exp
+from ._math import (
+    activation_backward,
+    atan2,
+    div_rn,
+    erf,
+    erfinv,
+    expm1,
+    floor_div,
+    log1p,
+    pow_scalar,
+    pow_tensor,
+    tanh_exp,
+    trunc,
+)
 from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch
 
 Tensor = torch.Tensor
@@ -138,9 +151,9 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "ceil":
         r = tl.ceil(a)
     elif OP == "trunc":
-        r = tl.where(a < 0, tl.ceil(a), tl.floor(a))
+        r = trunc(a)
     elif OP == "frac":
-        r = a - tl.where(a < 0, tl.ceil(a), tl.floor(a))
+        r = a - trunc(a)
     elif OP == "round":  # half to even
         f = tl.floor(a)
         d = a - f
@@ -193,8 +206,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = div_rn(a, b)
     elif OP == "div_trunc":
         if IS_FLOAT:
-            q = div_rn(a, b)
-            r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+            r = trunc(div_rn(a, b))
         else:
             r = a // b
     elif OP == "div_floor":
@@ -326,8 +338,7 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
           and (out.dtype.element_ty == tl.float16 or out.dtype.element_ty == tl.bfloat16)):
         # aten divides two half tensors in their own type, so the quotient rounds before it is
         # truncated (2.9995 -> 3.0 -> 3); a Scalar divisor's quotient does not round
-        q = _to_out(div_rn(x, y), out.dtype.element_ty, RTNE).to(tl.float32)
-        r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+        r = trunc(_to_out(div_rn(x, y), out.dtype.element_ty, RTNE).to(tl.float32))
     else:
         r = _ew_op(x, y, z, s0, s1, s2, OP, IS_FLOAT)
     tl.store(out + oo, _to_out(r, out.dtype.element_ty, RTNE), mask=mask)

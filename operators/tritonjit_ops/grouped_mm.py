@@ -121,8 +121,10 @@ def _check(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> int:
         raise _refuse("a bias")
     if out_dtype is not None and out_dtype != a.dtype:
         raise _refuse(f"out_dtype {out_dtype}")
-    if a.device != b.device or a.device.type == "meta":
+    if a.device != b.device:
         raise _refuse("operands on different devices")
+    if a.device.type == "meta":
+        raise _refuse("meta tensors")
     if a.shape[-1] != b.shape[-2]:
         raise RuntimeError(f"_grouped_mm: contraction dims differ: self {tuple(a.shape)}, mat2 {tuple(b.shape)}")
     if mode == _BATCHED:
