@@ -203,14 +203,18 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
     return {"input_ids": ids}, {"input_ids": ids, "labels": ids}
 
 
+#: what enable() routes here: None (the device default) or that plus --include's overloads
+INCLUDE: list[str] | None = None
+
+
 def _timed(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
     """Best ms per call, eager and inside one enable(), of 3 interleaved rounds."""
-    best, _ = M.eager_vs_enabled(fn, torch.cuda.synchronize, calls, rounds=3, warmup=1)
+    best, _ = M.eager_vs_enabled(fn, torch.cuda.synchronize, calls, rounds=3, warmup=1, include=INCLUDE)
     return best["eager"] / 1e3, best["tritonjit"] / 1e3
 
 
 def _coverage(fn: Callable[[], Any]) -> str:
-    _, cov = _audit.coverage(fn)
+    _, cov = _audit.coverage(fn, include=INCLUDE)
     ok = cov["covered_routed_calls"] + cov.get("policy_calls", 0)
     top = ",".join(f"{k}:{v}" for k, v in list(cov["not_routed"].items())[:6])
     return f"{ok}/{cov['covered_calls']} | {top or '-'}"
@@ -239,7 +243,7 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
         try:
             ref = fn()
             ref_grads = M._grads(model) if grads else None
-            with T.enable():
+            with T.enable(INCLUDE):
                 got = fn()
             a = M.agreement(ref, got, ref_grads, M._grads(model) if grads else None)
             # rows off: the share of positions whose logits moved by more than 5% of the largest
@@ -252,7 +256,7 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
                 timing = f"{e:.2f} | {t / e:.2f}x"
             rows.append(f"| {name} | {label} | {timing} | {err} | {_coverage(fn)} |")
             if f"{name}:{label}" in audit:
-                print(T.audit_table(T.audit(fn, rounds=2), limit=12), flush=True)
+                print(T.audit_table(T.audit(fn, rounds=2, include=INCLUDE), limit=12), flush=True)
         except Exception as e:  # noqa: BLE001  (a row per failure; the others still run)
             traceback.print_exc(limit=-3)
             rows.append(f"| {name} | {label} | error: {type(e).__name__}: {str(e)[:120]} | | |")
@@ -285,7 +289,7 @@ def run_generate(modes: list[str], z: Sizes, device: str, dtype: torch.dtype) ->
 
         try:
             ref_tokens, ref_logits = go()
-            with T.enable():
+            with T.enable(INCLUDE):
                 tokens, logits = go()
             same = (ref_tokens == tokens).all(0).tolist()
             first = same.index(False) if False in same else len(same)
@@ -315,12 +319,19 @@ def main(argv: list[str] | None = None) -> int:
                        ("tokens", "tokens a sequence"), ("image", "image side, pixels")):
         ap.add_argument(f"--{knob}", type=int, default=0, help=f"{what} (default: the size of this device's table)")
     ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
+    ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
+                    "comma-separated (opt-in ones such as _grouped_mm)")
     a = ap.parse_args(argv)
     models = [m for m in a.models.split(",") if m]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
         ap.error(f"unknown models or modes: {bad}")
     device, dtype = ("cuda" if gpu else "cpu"), DTYPES[a.dtype]
+    global INCLUDE
+    if extra := [n for n in a.include.split(",") if n]:
+        if bad := sorted(set(extra) - set(T.default_ops("CPU"))):  # the CPU default is the whole table
+            ap.error(f"--include: no tritonjit implementation for {bad}")
+        INCLUDE = sorted(set(T.default_ops()) | set(extra))
     warnings.filterwarnings("ignore")
     M.quiet()
     from tritonjit_ops import _native_ops

@@ -10,22 +10,31 @@ aten's four forms, by the operands' ranks (``offs``: int32 cumulative ends, one 
 | 2D (M, K) | 2D (K, N) | K (the weight gradient's form) | (G, M, N) |
 | 3D (G, M, K) | 3D (G, K, N) | - (a batched product) | (G, M, N) |
 
-The group boundaries stay on the device: where groups split rows (or columns), each tile
-walks the groups and computes the product of every group that overlaps it, masked to that
-group's rows. A tile that straddles a boundary computes one product per group it touches;
-there are at most G such tiles. Rows (or columns) past the last offset are not written, as
-in aten. A bias, another output dtype and float64 go to aten's kernel.
+The group boundaries stay on the device, and each program computes one tile of one group
+as a plain product (``matmul``'s main loop and epilogue, with the group's operands):
+
+- where groups split rows (or columns), the grid covers every group's tiles (at most
+  ``cdiv(M, BLOCK_M) + G`` row tiles, times the column tiles); each program reads ``offs``,
+  counts the tiles of the groups before it (a cumulative sum of G values) and finds its own;
+  the programs past the last group's tiles return at once. A group's last tile wraps its
+  row (or column) index inside the group, so it reads only the group's own elements, and
+  stores only its own rows;
+- the K split and the batched form: a grid axis per group, the K loop over the group's slice.
+
+Tiles of a group are walked in grouped order (``GROUP_M`` row tiles share the weight's
+columns in L2). Rows (or columns) past the last offset are not written, as in aten. A
+bias, another output dtype and float64 go to aten's kernel.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-from ._common import cdiv, jit
-from .matmul import _precision
+from ._common import cdiv, jit, next_pow2
+from .matmul import _epilogue, _mainloop, _precision, _tile_of
 
 Tensor = torch.Tensor
 
@@ -36,66 +45,64 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
-def _group_tile(a, b, out, rm, rn, row_lo, row_hi, col_lo, col_hi, k_lo, k_hi, s_am, s_ak, s_bk, s_bn, s_om, s_on,
-                PRECISION: tl.constexpr, DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                BLOCK_K: tl.constexpr):
-    """out[rm, rn] = a[rm, k_lo:k_hi] @ b[k_lo:k_hi, rn] for the rows in [row_lo, row_hi) and
-    the columns in [col_lo, col_hi); the others are neither read nor written."""
-    rows = (rm >= row_lo) & (rm < row_hi)
-    cols = (rn >= col_lo) & (rn < col_hi)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)
-        ks = rk < k_hi
-        xa = tl.load(a + rm[:, None] * s_am + rk[None, :] * s_ak, mask=rows[:, None] & ks[None, :], other=0.0)
-        xb = tl.load(b + rk[:, None] * s_bk + rn[None, :] * s_bn, mask=ks[:, None] & cols[None, :], other=0.0)
-        if DOT_F32:  # Triton's interpreter multiplies bf16 tiles wrongly; fp32 is exact for them
-            xa = xa.to(tl.float32)
-            xb = xb.to(tl.float32)
-        acc = tl.dot(xa, xb, acc, input_precision=PRECISION)
-    tl.store(out + rm[:, None] * s_om + rn[None, :] * s_on, acc.to(out.dtype.element_ty),
-             mask=rows[:, None] & cols[None, :])
-
-
-@triton.jit
 def _grouped_mm_kernel(a, b, out, offs, G, M, N, K, s_ag, s_am, s_ak, s_bg, s_bk, s_bn, s_og, s_om, s_on,
-                       MODE: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr,
-                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    rn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    if MODE == 0 or MODE == 1:  # groups split the rows (or the columns): walk those that overlap
+                       MODE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr,
+                       G_POW2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       GROUP_M: tl.constexpr):
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    if MODE == 0 or MODE == 1:  # groups split the rows (MODE 0) or the columns (MODE 1)
+        tile = tl.program_id(0)
+        gi = tl.arange(0, G_POW2)
+        length = M if MODE == 0 else N
+        ends = tl.minimum(tl.load(offs + gi, mask=gi < G, other=0), length)
+        starts = tl.minimum(tl.load(offs + gi - 1, mask=(gi > 0) & (gi < G), other=0), length)
+        sizes = tl.maximum(ends - starts, 0)
         if MODE == 0:
-            lo = pid_m * BLOCK_M
-            hi = lo + BLOCK_M
+            tiles = tl.cdiv(sizes, BLOCK_M) * num_n
         else:
-            lo = pid_n * BLOCK_N
-            hi = lo + BLOCK_N
-        for g in range(0, G):
-            start = tl.load(offs + g - 1, mask=g > 0, other=0)
-            end = tl.load(offs + g)
-            if (start < hi) & (end > lo) & (start < end):
-                if MODE == 0:
-                    _group_tile(a, b + tl.cast(g, tl.int64) * s_bg, out, rm, rn, start, tl.minimum(end, M), 0, N, 0, K,
-                                s_am, s_ak, s_bk, s_bn, s_om, s_on, PRECISION, DOT_F32, BLOCK_M, BLOCK_N, BLOCK_K)
-                else:
-                    _group_tile(a + tl.cast(g, tl.int64) * s_ag, b, out, rm, rn, 0, M, start, tl.minimum(end, N), 0, K,
-                                s_am, s_ak, s_bk, s_bn, s_om, s_on, PRECISION, DOT_F32, BLOCK_M, BLOCK_N, BLOCK_K)
-    else:  # one group a program: its slice of K (MODE 2), or its own matrices (MODE 3)
-        g = tl.program_id(2)
-        k_lo = 0
-        k_hi = K
+            tiles = tl.cdiv(sizes, BLOCK_N) * num_m
+        cum = tl.cumsum(tiles, 0)
+        if tile < tl.sum(tiles, 0):
+            g = tl.sum((cum <= tile).to(tl.int32), 0)  # the first group whose tiles reach past this one
+            local = tile - tl.sum(tl.where(gi < g, tiles, 0), 0)
+            start = tl.sum(tl.where(gi == g, starts, 0), 0).to(tl.int64)
+            size = tl.sum(tl.where(gi == g, sizes, 0), 0)
+            if MODE == 0:
+                pid_m, pid_n = _tile_of(local, tl.cdiv(size, BLOCK_M), num_n, GROUP_M)
+                ga = a + start * s_am
+                gb = b + g.to(tl.int64) * s_bg
+                go = out + start * s_om
+                gm = size
+                gn = N
+            else:
+                pid_m, pid_n = _tile_of(local, num_m, tl.cdiv(size, BLOCK_N), GROUP_M)
+                ga = a + g.to(tl.int64) * s_ag
+                gb = b + start * s_bn
+                go = out + start * s_on
+                gm = M
+                gn = size
+            acc = _mainloop(ga, gb, ga, gb, gm, gn, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0,
+                            tl.cdiv(K, BLOCK_K), EVEN_K, PRECISION, DOT_F32, False, False, False,
+                            BLOCK_M, BLOCK_N, BLOCK_K)
+            _epilogue(acc, go, go, gm, gn, s_om, s_on, 0, 0, 1.0, 0.0, pid_m, pid_n, False, False, BLOCK_M, BLOCK_N)
+    else:  # one grid row a group: its slice of K (MODE 2), or its own matrices (MODE 3)
+        g = tl.program_id(1).to(tl.int64)
+        pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, GROUP_M)
         if MODE == 2:
             k_lo = tl.load(offs + g - 1, mask=g > 0, other=0)
             k_hi = tl.minimum(tl.load(offs + g), K)
-            ga = a
-            gb = b
+            gk = tl.maximum(k_hi - k_lo, 0)
+            ga = a + k_lo.to(tl.int64) * s_ak
+            gb = b + k_lo.to(tl.int64) * s_bk
         else:
-            ga = a + tl.cast(g, tl.int64) * s_ag
-            gb = b + tl.cast(g, tl.int64) * s_bg
-        _group_tile(ga, gb, out + tl.cast(g, tl.int64) * s_og, rm, rn, 0, M, 0, N, k_lo, k_hi,
-                    s_am, s_ak, s_bk, s_bn, s_om, s_on, PRECISION, DOT_F32, BLOCK_M, BLOCK_N, BLOCK_K)
+            gk = K
+            ga = a + g * s_ag
+            gb = b + g * s_bg
+        go = out + g * s_og
+        acc = _mainloop(ga, gb, ga, gb, M, N, gk, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0, tl.cdiv(gk, BLOCK_K),
+                        EVEN_K, PRECISION, DOT_F32, False, False, False, BLOCK_M, BLOCK_N, BLOCK_K)
+        _epilogue(acc, go, go, M, N, s_om, s_on, 0, 0, 1.0, 0.0, pid_m, pid_n, False, False, BLOCK_M, BLOCK_N)
 
 
 _grouped_mm = jit(_grouped_mm_kernel)
@@ -105,9 +112,18 @@ def _refuse(why: str) -> NotImplementedError:
     return NotImplementedError(f"tritonjit_ops._grouped_mm: {why}; aten's kernel serves this call")
 
 
-def _check(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> int:
-    """The form of a call (see the module's table), or NotImplementedError for aten's kernel;
-    RuntimeError with aten's words where aten raises too."""
+class _Form(NamedTuple):
+    """A call's form (see the module's table), its group count and its product's M, N, K."""
+    mode: int
+    groups: int
+    m: int
+    n: int
+    k: int
+
+
+def _check(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> _Form:
+    """The form of a call, or NotImplementedError for aten's kernel; RuntimeError with aten's
+    words where aten raises too."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise _refuse("non-tensor operands")
     mode = _MODES.get((a.dim(), b.dim()))
@@ -127,53 +143,80 @@ def _check(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> int:
         raise _refuse("meta tensors")
     if a.shape[-1] != b.shape[-2]:
         raise RuntimeError(f"_grouped_mm: contraction dims differ: self {tuple(a.shape)}, mat2 {tuple(b.shape)}")
+    m, n, k = a.shape[-2], b.shape[-1], a.shape[-1]
     if mode == _BATCHED:
         if offs is not None:
             raise _refuse("offs with two 3D operands")
         if a.shape[0] != b.shape[0]:
             raise RuntimeError(f"_grouped_mm: batch sizes differ: self {tuple(a.shape)}, mat2 {tuple(b.shape)}")
+        return _Form(mode, a.shape[0], m, n, k)
+    if not isinstance(offs, Tensor) or offs.dim() != 1 or offs.device != a.device:
+        raise _refuse("offs is not a 1D tensor on the operands' device")
+    if offs.dtype != torch.int32:
+        raise RuntimeError(f"_grouped_mm: offs must be int32, got {offs.dtype}")
+    groups = {_ROWS: b.shape[0], _COLS: a.shape[0]}.get(mode, offs.shape[0])
+    if offs.shape[0] != groups:
+        raise RuntimeError(f"_grouped_mm: offs has {offs.shape[0]} groups, the 3D operand {groups}")
+    return _Form(mode, groups, m, n, k)
+
+
+class Tiles(NamedTuple):
+    """A launch's tile: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages."""
+    bm: int
+    bn: int
+    bk: int
+    group_m: int
+    warps: int
+    stages: int
+
+
+def config(form: _Form, dtype: torch.dtype, on_gpu: bool) -> Tiles:
+    """The tile of a call: Hopper-sized tiles of 128-byte K slices on a GPU (matmul's large
+    16-bit and fp32 tiles), narrowed to the problem; small tiles on the interpreter."""
+    if not on_gpu:
+        return Tiles(32, 32, 16, 8, 4, 1)
+    bk = 128 // dtype.itemsize
+    bm, bn, warps, stages = (128, 256, 8, 3) if dtype.itemsize == 2 else (128, 128, 8, 3)
+    bm = min(bm, max(16, next_pow2(form.m)))
+    bn = min(bn, max(16, next_pow2(form.n)))
+    return Tiles(bm, bn, bk, 8, warps if bm * bn >= 128 * 128 else 4, stages)
+
+
+def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _Form,
+           on_gpu: bool) -> tuple[tuple[int, ...], tuple, dict[str, Any]]:
+    """(grid, arguments, keyword arguments) of the kernel's launch for a call of ``form``."""
+    mode, groups, m, n, k = form
+    t = config(form, a.dtype, on_gpu)
+    sa = (a.stride(0) if a.dim() == 3 else 0, a.stride(-2), a.stride(-1))
+    sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
+    so = (out.stride(0) if out.dim() == 3 else 0, out.stride(-2), out.stride(-1))
+    if mode == _ROWS:  # every group's row tiles (a group's last may be partial), times the column tiles
+        grid: tuple[int, ...] = ((cdiv(m, t.bm) + groups) * cdiv(n, t.bn),)
+    elif mode == _COLS:
+        grid = ((cdiv(n, t.bn) + groups) * cdiv(m, t.bm),)
     else:
-        if not isinstance(offs, Tensor) or offs.dim() != 1 or offs.device != a.device:
-            raise _refuse("offs is not a 1D tensor on the operands' device")
-        if offs.dtype != torch.int32:
-            raise RuntimeError(f"_grouped_mm: offs must be int32, got {offs.dtype}")
-        groups = {_ROWS: b.shape[0], _COLS: a.shape[0]}.get(mode)
-        if groups is not None and offs.shape[0] != groups:
-            raise RuntimeError(f"_grouped_mm: offs has {offs.shape[0]} groups, the 3D operand {groups}")
-    return mode
+        grid = (cdiv(m, t.bm) * cdiv(n, t.bn), groups)
+    args = (a, b, out, offs if offs is not None else a, groups, m, n, k, *sa, *sb, *so)
+    meta = dict(MODE=mode, EVEN_K=mode != _KSPLIT and k % t.bk == 0, PRECISION=_precision(a.dtype),
+                DOT_F32=not on_gpu and a.dtype == torch.bfloat16, G_POW2=max(16, next_pow2(groups)),
+                BLOCK_M=t.bm, BLOCK_N=t.bn, BLOCK_K=t.bk, GROUP_M=t.group_m, num_warps=t.warps,
+                num_stages=t.stages)
+    return grid, args, meta
 
 
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
                out_dtype: torch.dtype | None = None) -> Tensor:
     """aten::_grouped_mm (see the module's table of forms)."""
-    mode = _check(a, b, offs, bias, out_dtype)
-    on_gpu = a.device.type != "cpu"
-    if mode == _ROWS:
-        groups, m, n = b.shape[0], a.shape[0], b.shape[2]
-        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    elif mode == _COLS:
-        groups, m, n = a.shape[0], a.shape[1], b.shape[1]
-        out = torch.empty((m, n), dtype=a.dtype, device=a.device)
-    else:
-        groups = offs.shape[0] if mode == _KSPLIT and offs is not None else a.shape[0]
-        m, n = a.shape[-2], b.shape[-1]
-        out = torch.empty((groups, m, n), dtype=a.dtype, device=a.device)
-    k = a.shape[-1]
+    form = _check(a, b, offs, bias, out_dtype)
+    mode, groups, m, n, k = form
+    shape = (m, n) if mode in (_ROWS, _COLS) else (groups, m, n)
+    out = torch.empty(shape, dtype=a.dtype, device=a.device)
     if out.numel() == 0:
         return out
     if mode == _KSPLIT and k == 0:
         return out.zero_()
-    sa = (a.stride(0) if a.dim() == 3 else 0, a.stride(-2), a.stride(-1))
-    sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
-    so = (out.stride(0) if out.dim() == 3 else 0, out.stride(-2), out.stride(-1))
-    bm, bn, bk = (128, 128, 32) if on_gpu else (32, 32, 16)
-    bm = min(bm, max(16, triton.next_power_of_2(m)))
-    bn = min(bn, max(16, triton.next_power_of_2(n)))
-    grid = (cdiv(m, bm), cdiv(n, bn), groups if mode in (_KSPLIT, _BATCHED) else 1)
-    _grouped_mm[grid](a, b, out, offs if offs is not None else a, groups, m, n, k, *sa, *sb, *so, MODE=mode,
-                      PRECISION=_precision(a.dtype), DOT_F32=not on_gpu and a.dtype == torch.bfloat16,
-                      BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=8 if on_gpu and bm * bn >= 128 * 128 else 4,
-                      num_stages=3 if on_gpu else 1)
+    grid, args, meta = launch_args(a, b, offs, out, form, a.device.type != "cpu")
+    _grouped_mm[grid](*args, **meta)
     return out
 
 
