@@ -35,6 +35,7 @@ import triton.language as tl
 
 from ._common import cdiv, jit, next_pow2
 from .matmul import _epilogue, _mainloop, _precision, _tile_of
+from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
 
@@ -45,9 +46,30 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
+def _descriptors(ga, gb, M, N, K, s_am, s_ak, s_bk, s_bn, TMA: tl.constexpr, A_KC: tl.constexpr,
+                 B_KC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """TMA descriptors of one group's operands (``TMA``; the hardware zero-fills the tiles
+    past the group's edges), or the pointers themselves."""
+    if TMA:
+        if A_KC:
+            a_desc = tl.make_tensor_descriptor(ga, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
+        else:
+            a_desc = tl.make_tensor_descriptor(ga, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
+        if B_KC:
+            b_desc = tl.make_tensor_descriptor(gb, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(gb, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
+    else:
+        a_desc = ga
+        b_desc = gb
+    return a_desc, b_desc
+
+
+@triton.jit
 def _grouped_mm_kernel(a, b, out, offs, G, M, N, K, s_ag, s_am, s_ak, s_bg, s_bk, s_bn, s_og, s_om, s_on,
                        MODE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr,
-                       G_POW2: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       TMA: tl.constexpr, A_KC: tl.constexpr, B_KC: tl.constexpr, G_POW2: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                        GROUP_M: tl.constexpr):
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -82,8 +104,10 @@ def _grouped_mm_kernel(a, b, out, offs, G, M, N, K, s_ag, s_am, s_ak, s_bg, s_bk
                 go = out + start * s_on
                 gm = M
                 gn = size
-            acc = _mainloop(ga, gb, ga, gb, gm, gn, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0,
-                            tl.cdiv(K, BLOCK_K), EVEN_K, PRECISION, DOT_F32, False, False, False,
+            a_desc, b_desc = _descriptors(ga, gb, gm, gn, K, s_am, s_ak, s_bk, s_bn, TMA, A_KC, B_KC,
+                                          BLOCK_M, BLOCK_N, BLOCK_K)
+            acc = _mainloop(ga, gb, a_desc, b_desc, gm, gn, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0,
+                            tl.cdiv(K, BLOCK_K), EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA,
                             BLOCK_M, BLOCK_N, BLOCK_K)
             _epilogue(acc, go, go, gm, gn, s_om, s_on, 0, 0, 1.0, 0.0, pid_m, pid_n, False, False, BLOCK_M, BLOCK_N)
     else:  # one grid row a group: its slice of K (MODE 2), or its own matrices (MODE 3)
@@ -100,8 +124,10 @@ def _grouped_mm_kernel(a, b, out, offs, G, M, N, K, s_ag, s_am, s_ak, s_bg, s_bk
             ga = a + g * s_ag
             gb = b + g * s_bg
         go = out + g * s_og
-        acc = _mainloop(ga, gb, ga, gb, M, N, gk, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0, tl.cdiv(gk, BLOCK_K),
-                        EVEN_K, PRECISION, DOT_F32, False, False, False, BLOCK_M, BLOCK_N, BLOCK_K)
+        a_desc, b_desc = _descriptors(ga, gb, M, N, gk, s_am, s_ak, s_bk, s_bn, TMA, A_KC, B_KC,
+                                      BLOCK_M, BLOCK_N, BLOCK_K)
+        acc = _mainloop(ga, gb, a_desc, b_desc, M, N, gk, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0,
+                        tl.cdiv(gk, BLOCK_K), EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
         _epilogue(acc, go, go, M, N, s_om, s_on, 0, 0, 1.0, 0.0, pid_m, pid_n, False, False, BLOCK_M, BLOCK_N)
 
 
@@ -161,13 +187,28 @@ def _check(a: Any, b: Any, offs: Any, bias: Any, out_dtype: Any) -> _Form:
 
 
 class Tiles(NamedTuple):
-    """A launch's tile: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages."""
+    """A launch's tile: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages, and
+    whether the operands are read through TMA descriptors (where :func:`tma_ok`)."""
     bm: int
     bn: int
     bk: int
     group_m: int
     warps: int
     stages: int
+    tma: bool = False
+
+
+def tma_ok(form: _Form, a: Tensor, b: Tensor) -> bool:
+    """Whether TMA descriptors can read every group's operands: matmul's rule for the
+    whole operands, and the axis the groups split is not the contiguous one (a group's
+    first element is then 16-byte aligned too)."""
+    sa = (a.stride(0) if a.dim() == 3 else 0, a.stride(-2), a.stride(-1))
+    sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
+    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    if not tma_ok_mm(a.element_size(), sa, sb, form.m, form.n, form.k, aligned):
+        return False
+    split_unit = {_ROWS: sa[1] == 1, _COLS: sb[2] == 1, _KSPLIT: sa[2] == 1 or sb[1] == 1}.get(form.mode, False)
+    return not split_unit
 
 
 def config(form: _Form, dtype: torch.dtype, on_gpu: bool) -> Tiles:
@@ -197,8 +238,10 @@ def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _F
     else:
         grid = (cdiv(m, t.bm) * cdiv(n, t.bn), groups)
     args = (a, b, out, offs if offs is not None else a, groups, m, n, k, *sa, *sb, *so)
+    tma = t.tma and on_gpu and tma_ok(form, a, b)
     meta = dict(MODE=mode, EVEN_K=mode != _KSPLIT and k % t.bk == 0, PRECISION=_precision(a.dtype),
-                DOT_F32=not on_gpu and a.dtype == torch.bfloat16, G_POW2=max(16, next_pow2(groups)),
+                DOT_F32=not on_gpu and a.dtype == torch.bfloat16, TMA=tma, A_KC=sa[2] == 1, B_KC=sb[1] == 1,
+                G_POW2=max(16, next_pow2(groups)),
                 BLOCK_M=t.bm, BLOCK_N=t.bn, BLOCK_K=t.bk, GROUP_M=t.group_m, num_warps=t.warps,
                 num_stages=t.stages)
     return grid, args, meta

@@ -139,10 +139,14 @@ def test_gpu_tiles_cross_compile_for_sm90(form):
     form_ = gm._Form(mode, groups, a.shape[-2], b.shape[-1], a.shape[-1])
     _, args, meta = gm.launch_args(a, b, offs, out, form_, on_gpu=True)
     warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
-    sig = gm._grouped_mm.signature(*args, **meta)
-    c = gm._grouped_mm.compile(sig, target="cuda:90", num_warps=warps, num_stages=stages)
-    assert c.binary and c.shared <= 232448, (form, meta, c.shared)
-    assert "wgmma" in c.asm["ptx"], form
+    # TMA descriptors too, where a group's operands start 16-byte aligned (not 3d x 2d: its
+    # groups split mat2's contiguous axis)
+    for tma in (False, True) if form != "3d x 2d" else (False,):
+        sig = gm._grouped_mm.signature(*args, **dict(meta, TMA=tma))
+        c = gm._grouped_mm.compile(sig, target="cuda:90", num_warps=warps, num_stages=stages)
+        assert c.binary and c.shared <= 232448, (form, meta, c.shared)
+        assert "wgmma" in c.asm["ptx"], form
+        assert ("cp.async.bulk.tensor" in c.asm["ptx"]) == tma, form
 
 
 _LLAMA = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
