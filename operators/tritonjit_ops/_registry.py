@@ -327,7 +327,7 @@ _ATEN: dict[str, Callable] = {
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
-_ATEN.update(grouped_mm.ATEN)  # MoE experts (transformers 5.x); opt-in on devices until measured there
+_ATEN.update(grouped_mm.ATEN)  # MoE experts (transformers 5.x); opt-in on devices: 0.88-1.21x aten on the H200
 
 
 def _has_float64(values: Iterable[Any]) -> bool:
