@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from ._common import cdiv, jit, next_pow2
-from .matmul import _epilogue, _mainloop, _precision, _tile_of
+from .matmul import _epilogue, _mainloop, _precision, _tile_of, dot_f32
 from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
@@ -245,7 +245,7 @@ def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _F
     args = (a, b, out, offs if offs is not None else a, groups, m, n, k, *sa, *sb, *so)
     tma = t.tma and on_gpu and tma_ok(form, a, b)
     meta = dict(MODE=mode, EVEN_K=mode != _KSPLIT and k % t.bk == 0, PRECISION=_precision(a.dtype),
-                DOT_F32=not on_gpu and a.dtype == torch.bfloat16, TMA=tma, A_KC=sa[2] == 1, B_KC=sb[1] == 1,
+                DOT_F32=dot_f32(a.device, a.dtype), TMA=tma, A_KC=sa[2] == 1, B_KC=sb[1] == 1,
                 G_POW2=max(16, next_pow2(groups)),
                 BLOCK_M=t.bm, BLOCK_N=t.bn, BLOCK_K=t.bk, GROUP_M=t.group_m, num_warps=t.warps,
                 num_stages=t.stages)

@@ -475,6 +475,12 @@ def clear_plans() -> None:
     _policy.clear(PLANNERS)
 
 
+def dot_f32(device: Any, dtype: torch.dtype) -> bool:
+    """DOT_F32 of the product kernels: Triton's interpreter (the CPU) multiplies bf16 tiles
+    wrongly, so they are multiplied as fp32 there (exact for bf16 values)."""
+    return torch.device(device).type == "cpu" and dtype == torch.bfloat16
+
+
 def _precision(dtype: torch.dtype) -> str:
     if dtype != torch.float32:
         return "tf32"  # ignored for 16-bit inputs
@@ -549,7 +555,7 @@ class _Problem:
         self.sb = _strides3(b_strides, k, n)
         self.dev = torch.device(device)
         self.base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
-                         DOT_F32=self.dev.type == "cpu" and dtype == torch.bfloat16,
+                         DOT_F32=dot_f32(self.dev, dtype),
                          A_KC=self.sa[2] == 1, B_KC=self.sb[1] == 1)
 
     def untuned(self) -> tuple[tuple | None, int, str]:
@@ -678,7 +684,7 @@ def make_plan(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides:
     sa = _strides3(a_strides, m, k)
     sb = _strides3(b_strides, k, n)
     base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
-                DOT_F32=torch.device(device).type == "cpu" and dtype == torch.bfloat16,
+                DOT_F32=dot_f32(device, dtype),
                 A_KC=sa[2] == 1, B_KC=sb[1] == 1)
     cfg = tuple(config) + (False,) * (7 - len(config))
     dev = torch.device(device)
