@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from ._common import cdiv, jit, next_pow2
-from .matmul import _epilogue, _mainloop, _precision, _tile_of, dot_f32
+from .matmul import _descriptors, _epilogue, _mainloop, _precision, _tile_of, dot_f32
 from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
@@ -45,26 +45,6 @@ Tensor = torch.Tensor
 _ROWS, _COLS, _KSPLIT, _BATCHED = 0, 1, 2, 3
 _MODES = {(2, 3): _ROWS, (3, 2): _COLS, (2, 2): _KSPLIT, (3, 3): _BATCHED}
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
-@triton.jit
-def _descriptors(ga, gb, M, N, K, s_am, s_ak, s_bk, s_bn, TMA: tl.constexpr, A_KC: tl.constexpr,
-                 B_KC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """TMA descriptors of one group's operands (``TMA``; the hardware zero-fills the tiles
-    past the group's edges), or the pointers themselves."""
-    if TMA:
-        if A_KC:
-            a_desc = tl.make_tensor_descriptor(ga, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
-        else:
-            a_desc = tl.make_tensor_descriptor(ga, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
-        if B_KC:
-            b_desc = tl.make_tensor_descriptor(gb, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
-        else:
-            b_desc = tl.make_tensor_descriptor(gb, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
-    else:
-        a_desc = ga
-        b_desc = gb
-    return a_desc, b_desc
 
 
 @triton.jit

@@ -132,6 +132,26 @@ def _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pi
 
 
 @triton.jit
+def _descriptors(a, b, M, N, K, s_am, s_ak, s_bk, s_bn, TMA: tl.constexpr, A_KC: tl.constexpr,
+                 B_KC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """TMA descriptors of a and b (``TMA``; the hardware zero-fills the tiles past their
+    edges; ``A_KC``/``B_KC``: the axis of unit stride), or the pointers themselves."""
+    if TMA:
+        if A_KC:
+            a_desc = tl.make_tensor_descriptor(a, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
+        else:
+            a_desc = tl.make_tensor_descriptor(a, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
+        if B_KC:
+            b_desc = tl.make_tensor_descriptor(b, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
+        else:
+            b_desc = tl.make_tensor_descriptor(b, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
+    else:
+        a_desc = a
+        b_desc = b
+    return a_desc, b_desc
+
+
+@triton.jit
 def _mm_kernel(
     a, b, c, bias, M, N, K,
     s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_im, s_in,
@@ -147,18 +167,7 @@ def _mm_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     a += batch * s_ab
     b += batch * s_bb
-    if TMA:
-        if A_KC:
-            a_desc = tl.make_tensor_descriptor(a, [M, K], [s_am, 1], [BLOCK_M, BLOCK_K])
-        else:
-            a_desc = tl.make_tensor_descriptor(a, [K, M], [s_ak, 1], [BLOCK_K, BLOCK_M])
-        if B_KC:
-            b_desc = tl.make_tensor_descriptor(b, [N, K], [s_bn, 1], [BLOCK_N, BLOCK_K])
-        else:
-            b_desc = tl.make_tensor_descriptor(b, [K, N], [s_bk, 1], [BLOCK_K, BLOCK_N])
-    else:
-        a_desc = a
-        b_desc = b
+    a_desc, b_desc = _descriptors(a, b, M, N, K, s_am, s_ak, s_bk, s_bn, TMA, A_KC, B_KC, BLOCK_M, BLOCK_N, BLOCK_K)
     if PERSISTENT:  # grid: at most one program per SM, each walks tiles; the tile loops flattened
         c += batch * s_cb
         for tile in tl.range(tl.program_id(0), num_m * num_n, tl.num_programs(0), flatten=True):
