@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from ._common import cdiv, jit, next_pow2
-from .matmul import _descriptors, _epilogue, _mainloop, _precision, _tile_of, dot_f32
+from .matmul import _descriptors, _epilogue, _mainloop, _precision, _strides3, _tile_of, dot_f32
 from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
@@ -180,12 +180,10 @@ class Tiles(NamedTuple):
     tma: bool = False
 
 
-def tma_ok(form: _Form, a: Tensor, b: Tensor) -> bool:
-    """Whether TMA descriptors can read every group's operands: matmul's rule for the
-    whole operands, and the axis the groups split is not the contiguous one (a group's
-    first element is then 16-byte aligned too)."""
-    sa = (a.stride(0) if a.dim() == 3 else 0, a.stride(-2), a.stride(-1))
-    sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
+def tma_ok(form: _Form, a: Tensor, b: Tensor, sa: tuple[int, int, int], sb: tuple[int, int, int]) -> bool:
+    """Whether TMA descriptors can read every group's operands (strides sa, sb: group, row,
+    column): matmul's rule for the whole operands, and the axis the groups split is not the
+    contiguous one (a group's first element is then 16-byte aligned too)."""
     aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
     if not tma_ok_mm(a.element_size(), sa, sb, form.m, form.n, form.k, aligned):
         return False
@@ -209,13 +207,11 @@ def config(form: _Form, dtype: torch.dtype, on_gpu: bool) -> Tiles:
 
 
 def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _Form,
-           on_gpu: bool) -> tuple[tuple[int, ...], tuple, dict[str, Any]]:
+                on_gpu: bool) -> tuple[tuple[int, ...], tuple, dict[str, Any]]:
     """(grid, arguments, keyword arguments) of the kernel's launch for a call of ``form``."""
     mode, groups, m, n, k = form
     t = config(form, a.dtype, on_gpu)
-    sa = (a.stride(0) if a.dim() == 3 else 0, a.stride(-2), a.stride(-1))
-    sb = (b.stride(0) if b.dim() == 3 else 0, b.stride(-2), b.stride(-1))
-    so = (out.stride(0) if out.dim() == 3 else 0, out.stride(-2), out.stride(-1))
+    sa, sb, so = (_strides3(x.stride(), 0, 0) for x in (a, b, out))  # a 2D operand: group stride 0
     if mode == _ROWS:  # every group's row tiles (a group's last may be partial), times the column tiles
         grid: tuple[int, ...] = ((cdiv(m, t.bm) + groups) * cdiv(n, t.bn),)
     elif mode == _COLS:
@@ -223,7 +219,7 @@ def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _F
     else:
         grid = (cdiv(m, t.bm) * cdiv(n, t.bn), groups)
     args = (a, b, out, offs if offs is not None else a, groups, m, n, k, *sa, *sb, *so)
-    tma = t.tma and on_gpu and tma_ok(form, a, b)
+    tma = t.tma and on_gpu and tma_ok(form, a, b, sa, sb)
     meta = dict(MODE=mode, EVEN_K=mode != _KSPLIT and k % t.bk == 0, PRECISION=_precision(a.dtype),
                 DOT_F32=dot_f32(a.device, a.dtype), TMA=tma, A_KC=sa[2] == 1, B_KC=sb[1] == 1,
                 G_POW2=max(16, next_pow2(groups)),
