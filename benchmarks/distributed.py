@@ -567,5 +567,23 @@ def _brief(r: Any) -> Any:
     return {k: r[k] for k in ("ok", "eager", "enable", "time", "error") if k in r}
 
 
+def _leave(status: int) -> None:
+    """Exit without finalizing the interpreter, once this rank's results are written.
+
+    torch's gloo worker threads drop their last reference to a finished collective's work
+    (and with it its tensors) a moment after the collective completes. Where that moment
+    falls inside interpreter finalization, dropping a tensor that has a Python object takes
+    the GIL, CPython ends the thread with ``pthread_exit``, whose unwinding crosses a
+    ``noexcept`` frame: ``std::terminate`` ("terminate called without an active exception",
+    SIGABRT), and torchrun fails a run whose every check passed. Traced with a SIGABRT
+    backtrace on 2 of 33 CPU smoke runs: ``ProcessGroupGloo::runLoop`` ->
+    ``TensorImpl::decref_pyobject`` -> ``PyEval_AcquireThread`` -> ``pthread_exit``. No
+    tritonjit object is on that path; nothing is left to finalize once the results are
+    written (the helpers' builds were waited for in the ``native`` step)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _leave(main())
