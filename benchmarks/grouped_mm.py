@@ -9,9 +9,11 @@ x 3D transposed weights, split by the groups' ends), the input gradient (the sam
 and the weight gradient (2D x 2D, split along the tokens), for a Mixtral-like layer (8
 experts, top 2) and a Qwen3-MoE-like one (128 small experts, top 8). Per case: the
 result is checked against aten's first (bf16 tolerance), then the device time of each
-with triton.testing.do_bench (L2 flushed each call), and the ratio (tritonjit / aten).
-enable() routes `_grouped_mm` on devices only with include=["_grouped_mm"] until this
-table says it may by default.
+with triton.testing.do_bench (L2 flushed each call), and the ratio (tritonjit / aten);
+the same layers at decode size (8 tokens) as well. Under enable() a device call is served
+by whichever kernel measured faster on its layout (grouped_mm.aten_serves, timed from
+COMPARE_MIN_WORK multiply-adds or COMPARE_MIN_OUT outputs; smaller calls take tritonjit's
+kernel untimed): the last column says which the policy picks in this process.
 
 --smoke: tiny shapes on the CPU interpreter (checks the script, times nothing useful).
 """
@@ -30,7 +32,8 @@ for _sub in ("operators", "tritonjit_core"):
 import torch  # noqa: E402
 
 #: name -> (experts, top-k, hidden, intermediate, tokens)
-LAYERS = {"mixtral-like": (8, 2, 4096, 14336, 4096), "qwen3-moe-like": (128, 8, 2048, 768, 4096)}
+LAYERS = {"mixtral-like": (8, 2, 4096, 14336, 4096), "qwen3-moe-like": (128, 8, 2048, 768, 4096),
+          "mixtral-like decode": (8, 2, 4096, 14336, 8), "qwen3-moe-like decode": (128, 8, 2048, 768, 8)}
 SMOKE = {"tiny": (4, 2, 32, 48, 16)}
 
 
@@ -67,6 +70,7 @@ def main() -> int:
     ap.add_argument("--json", help="write the rows to this file")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU interpreter")
     args = ap.parse_args()
+    from tritonjit_ops import grouped_mm as gm
     from tritonjit_ops.grouped_mm import grouped_mm
 
     dev = "cpu" if args.smoke else "cuda"
@@ -74,8 +78,8 @@ def main() -> int:
         print("needs a CUDA GPU (or --smoke)")
         return 2
     rows = []
-    print("| case | aten us | tritonjit us | x aten | max abs error |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| case | aten us | tritonjit us | x aten | max abs error | enable() serves |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
     for name, call in cases(SMOKE if args.smoke else LAYERS, dev):
         want, got = torch._grouped_mm(*call), grouped_mm(*call)
         err = (got.float() - want.float()).abs().max().item()
@@ -87,9 +91,15 @@ def main() -> int:
 
             aten_us = do_bench(lambda: torch._grouped_mm(*call), rep=200) * 1e3
             ours_us = do_bench(lambda: grouped_mm(*call), rep=200) * 1e3
-        rows.append(dict(case=name, aten_us=aten_us, tritonjit_us=ours_us, max_abs_error=err, ok=ok))
-        print(f"| {name} | {aten_us:.1f} | {ours_us:.1f} | {ours_us / aten_us:.2f} | {err:.1e}{'' if ok else ' WRONG'} |",
-              flush=True)
+        a, b, offs = (*call, None)[:3]
+        form = gm._check(a, b, offs, None, None)
+        if args.smoke or not gm.timed(form, a.dtype):
+            serves = "tritonjit (untimed: under the bound)"
+        else:
+            serves = "aten" if gm.aten_serves(form, a, b, offs) else "tritonjit"
+        rows.append(dict(case=name, aten_us=aten_us, tritonjit_us=ours_us, max_abs_error=err, ok=ok, serves=serves))
+        print(f"| {name} | {aten_us:.1f} | {ours_us:.1f} | {ours_us / aten_us:.2f} | {err:.1e}{'' if ok else ' WRONG'} "
+              f"| {serves} |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0 if all(r["ok"] for r in rows) else 1

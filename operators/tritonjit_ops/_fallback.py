@@ -23,6 +23,10 @@ from typing import Any, Callable
 import torch
 import tritonjit
 
+#: overload -> (aten's kernel for the backend key, that key's set, the Tensor slots), as
+#: with_aten_fallback captured them
+_KERNELS: dict[str, tuple[Any, Any, tuple[tuple[int, str], ...]]] = {}
+
 
 def with_aten_fallback(table: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """``table`` (aten overload -> implementation) with each implementation falling back to
@@ -37,8 +41,20 @@ def with_aten_fallback(table: dict[str, Callable[..., Any]]) -> dict[str, Callab
         except Exception:  # no kernel for that key (nothing to fall back to): the implementation alone
             out[name] = impl
             continue
-        out[name] = _wrap(impl, kernel, keyset, _tensor_slots(base, overload or "default"))
+        _KERNELS[name] = (kernel, keyset, _tensor_slots(base, overload or "default"))
+        out[name] = _wrap(impl, kernel, keyset, _KERNELS[name][2])
     return out
+
+
+def aten_kernel(name: str) -> Callable[..., Any] | None:
+    """aten's own kernel of overload ``name`` for the backend's key, as captured before enable()
+    replaced it (what a measured policy times against tritonjit's kernel), or None where it
+    has none."""
+    entry = _KERNELS.get(name)
+    if entry is None:
+        return None
+    kernel, keyset, slots = entry
+    return lambda *args, **kwargs: kernel.call_boxed(keyset, *_unwrapped(args, slots), **kwargs)
 
 
 def _tensor_slots(base: str, overload: str) -> tuple[tuple[int, str], ...]:

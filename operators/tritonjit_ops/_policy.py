@@ -79,7 +79,9 @@ def clear_policies() -> None:
     reads ``TRITONJIT_OPS_MM_ATEN`` and ``TRITONJIT_OPS_SDPA`` when it plans a call shape;
     call this after changing either in a running process."""
     from .attention import clear_routes  # (``from . import attention`` is the package's function)
+    from .grouped_mm import clear_decisions
     from .matmul import clear_plans
 
     clear_plans()
     clear_routes()
+    clear_decisions()

@@ -327,7 +327,7 @@ _ATEN: dict[str, Callable] = {
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
 _ATEN.update(optim.ATEN)  # _fused_adamw_: torch.optim.AdamW(fused=True)
-_ATEN.update(grouped_mm.ATEN)  # MoE experts (transformers 5.x); opt-in on devices: 0.88-1.21x aten on the H200
+_ATEN.update(grouped_mm.ATEN)  # MoE experts (transformers 5.x); measured against aten's kernel per layout
 
 
 def _has_float64(values: Iterable[Any]) -> bool:
@@ -461,6 +461,10 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # aten's from 4M on (1.05-1.10x ours in bf16 at 16M)
     "remainder.Scalar", "copy_", "clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max",
     "clamp_max.Tensor", "hardtanh",
+    # MoE experts (2026-12-04): a C++ plan and a measured policy per layout, tritonjit's kernel or
+    # aten's CUTLASS one, whichever measured faster (grouped_mm.aten_serves; H200, bf16: ours
+    # 0.88-1.01x aten's time on Qwen3-MoE-like layers, 0.95-1.21x on Mixtral-like ones)
+    "_grouped_mm",
     *attention.ATEN, *optim.ATEN])
 
 
@@ -478,6 +482,7 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
                                   **_LOSS_PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 _PLANNERS.update(attention.PLANNERS)
+_PLANNERS.update(grouped_mm.PLANNERS)
 _PLANNERS = {n: _plan_float64_scalars(p) for n, p in _PLANNERS.items()}
 _TJ_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _TJ_PLANNERS.items()}
 

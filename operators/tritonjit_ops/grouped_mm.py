@@ -26,17 +26,26 @@ the groups do not split a contiguous axis); measured, not the default (see :func
 Tiles of a group are walked in grouped order (``GROUP_M`` row tiles share the weight's
 columns in L2). Rows (or columns) past the last offset are not written, as in aten. A
 bias, another output dtype and float64 go to aten's kernel.
+
+Under enable() a device call takes the C++ operator path (:func:`plan_grouped_mm`) and a
+measured policy, as mm's does (:func:`aten_serves`): a product of at least
+:data:`COMPARE_MIN_WORK` multiply-adds is timed once per layout against aten's kernel (a
+CUTLASS kernel on Hopper), and the faster one serves that layout from then on.
 """
 from __future__ import annotations
 
+import math
+import os
 from typing import Any, NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from . import _fallback, _policy
+from . import _plan as P
 from ._common import cdiv, jit, next_pow2
-from .matmul import _descriptors, _epilogue, _mainloop, _precision, _strides3, _tile_of, dot_f32
+from .matmul import _capturing, _descriptors, _epilogue, _mainloop, _precision, _strides3, _tile_of, dot_f32
 from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
@@ -228,20 +237,144 @@ def launch_args(a: Tensor, b: Tensor, offs: Tensor | None, out: Tensor, form: _F
     return grid, args, meta
 
 
+def _out_shape(form: _Form) -> tuple[int, ...]:
+    return (form.m, form.n) if form.mode in (_ROWS, _COLS) else (form.groups, form.m, form.n)
+
+
 def grouped_mm(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
                out_dtype: torch.dtype | None = None) -> Tensor:
-    """aten::_grouped_mm (see the module's table of forms)."""
+    """aten::_grouped_mm (see the module's table of forms), always on tritonjit's kernel (the
+    direct entry; enable()'s route is :func:`routed`)."""
     form = _check(a, b, offs, bias, out_dtype)
-    mode, groups, m, n, k = form
-    shape = (m, n) if mode in (_ROWS, _COLS) else (groups, m, n)
-    out = torch.empty(shape, dtype=a.dtype, device=a.device)
+    out = torch.empty(_out_shape(form), dtype=a.dtype, device=a.device)
     if out.numel() == 0:
         return out
-    if mode == _KSPLIT and k == 0:
+    if form.mode == _KSPLIT and form.k == 0:
         return out.zero_()
     grid, args, meta = launch_args(a, b, offs, out, form, a.device.type != "cpu")
     _grouped_mm[grid](*args, **meta)
     return out
 
 
-ATEN: dict[str, Any] = {"_grouped_mm": grouped_mm}
+# ---- the measured policy: tritonjit's kernel or aten's, per layout ---------------------------------
+#: On the H200 (bf16) tritonjit's kernel measured 0.88-1.01x aten's time on Qwen3-MoE-like
+#: layers (128 small experts) and 0.95-1.21x on Mixtral-like ones (8 large experts): neither
+#: kernel is faster everywhere, so each layout is timed, as mm's calls are against cuBLAS.
+#: Products of at least this many multiply-adds are timed (16-bit; fp32 from
+#: COMPARE_MIN_WORK_FP32, which has no tensor-core rate), and so are those with an output of
+#: COMPARE_MIN_OUT elements or more (a weight gradient of a few tokens: a short K loop, the
+#: stores are the cost; Mixtral-like at 8 tokens, 8 x 4096 x 14336 outputs, measured 1.29x
+#: aten's time); the others are launch-bound and take tritonjit's kernel, with no timing in
+#: the call (at 8 tokens, 0.57-1.02x aten's time in the forms that are not weight gradients)
+COMPARE_MIN_WORK = 1 << 30
+COMPARE_MIN_WORK_FP32 = 1 << 24
+COMPARE_MIN_OUT = 1 << 24
+#: tritonjit's kernel serves a layout where it took at most this multiple of aten's time
+ATEN_MARGIN = 1.0
+#: layouts decided, at most this many (the oldest are forgotten first)
+MAX_DECISIONS = 1024
+#: layout key -> whether aten's kernel serves it
+_decided: dict[tuple, bool] = {}
+
+
+def _aten_mode() -> str:
+    """TRITONJIT_OPS_GROUPED_MM_ATEN: "auto" (default: measure), "never" (always tritonjit's
+    kernel), "always" (aten's; for tests)."""
+    mode = os.environ.get("TRITONJIT_OPS_GROUPED_MM_ATEN", "auto").strip().lower()
+    return mode if mode in ("auto", "never", "always") else "auto"
+
+
+def work(form: _Form) -> int:
+    """The multiply-adds of a call: each row (or column, or K slice) belongs to one group."""
+    return form.m * form.n * form.k * (form.groups if form.mode == _BATCHED else 1)
+
+
+def timed(form: _Form, dtype: torch.dtype) -> bool:
+    """Whether a device call of this form is timed against aten's kernel (see COMPARE_MIN_WORK)."""
+    bound = COMPARE_MIN_WORK if dtype in (torch.float16, torch.bfloat16) else COMPARE_MIN_WORK_FP32
+    return work(form) >= bound or math.prod(_out_shape(form)) >= COMPARE_MIN_OUT
+
+
+def _time(fn: Any) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, rep=50)
+
+
+def aten_serves(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
+    """Whether aten's kernel serves this call instead of tritonjit's (see ATEN_MARGIN): decided
+    once per layout (device, dtype, form, dims, the operands' strides; not the group sizes,
+    which vary per batch) by timing both on the call's own operands. Never on the CPU, never
+    for a call under the bounds (:func:`timed`), and not inside a CUDA graph capture (which
+    cannot time: tritonjit's kernel serves an undecided layout there, undecided)."""
+    mode = _aten_mode()
+    if mode != "auto":
+        return mode == "always"
+    if a.device.type == "cpu":
+        return False
+    if not timed(form, a.dtype):
+        return False
+    key = (a.device, a.dtype, form, tuple(a.stride()), tuple(b.stride()))
+    hit = _decided.get(key)
+    if hit is not None:
+        return hit
+    aten = _fallback.aten_kernel("_grouped_mm")
+    if aten is None or _capturing(a.device):
+        return False
+    ours = _time(lambda: grouped_mm(a, b, offs))
+    theirs = _time(lambda: aten(a, b, offs))
+    if len(_decided) >= MAX_DECISIONS:
+        del _decided[next(iter(_decided))]
+    _decided[key] = ours > theirs * ATEN_MARGIN
+    return _decided[key]
+
+
+def clear_decisions() -> None:
+    """Forget every layout's decision, the C++ path's plans made from them and the audit's
+    record of the calls given to aten (tritonjit_ops.clear_policies calls this)."""
+    from . import _native_ops
+
+    _decided.clear()
+    _native_ops.clear_plans(PLANNERS)
+    _policy.clear(PLANNERS)
+
+
+def routed(a: Tensor, b: Tensor, offs: Tensor | None = None, bias: Tensor | None = None,
+           out_dtype: torch.dtype | None = None) -> Tensor:
+    """enable()'s aten::_grouped_mm on the Python path: tritonjit's kernel, or a refusal (aten's
+    kernel serves the call) where the measured policy chose aten's."""
+    form = _check(a, b, offs, bias, out_dtype)
+    if aten_serves(form, a, b, offs):
+        _policy.note_aten("_grouped_mm", (a, b, offs))
+        raise _refuse("aten's kernel measured faster on this layout")
+    return grouped_mm(a, b, offs)
+
+
+def plan_grouped_mm(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtype: Any = None) -> P.Plan | None:
+    """The C++ operator path's plan of a call: one launch into a new output, or aten's kernel
+    where the measured policy chose it. None (the Python implementation decides, and raises
+    aten's errors or refuses) for anything :func:`_check` does not pass, or an empty K split
+    (a fill)."""
+    try:
+        form = _check(a, b, offs, bias, out_dtype)
+    except (NotImplementedError, RuntimeError):
+        return None
+    out = (P.Buffer(_out_shape(form), a.dtype),)
+    if math.prod(_out_shape(form)) == 0:
+        return P.Plan(out, ())
+    if form.mode == _KSPLIT and form.k == 0:
+        return None
+    if aten_serves(form, a, b, offs):
+        _policy.note_aten("_grouped_mm", (a, b, offs))
+        return P.aten_plan()
+    # the launch of a contiguous output of that shape (the plan's buffer), its strides baked in
+    grid, args, meta = launch_args(a, b, offs, torch.empty(_out_shape(form), dtype=a.dtype, device="meta"), form,
+                                   a.device.type != "cpu")
+    refs = (P.In(0), P.In(1), P.Out(0), P.In(2) if offs is not None else P.In(0))
+    warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
+    launch = P.launch(_grouped_mm, grid, *refs, *args[4:], num_warps=warps, num_stages=stages, **meta)
+    return P.Plan(out, (launch,))
+
+
+ATEN: dict[str, Any] = {"_grouped_mm": routed}
+PLANNERS: dict[str, Any] = {"_grouped_mm": plan_grouped_mm}

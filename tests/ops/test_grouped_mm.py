@@ -83,6 +83,110 @@ def test_calls_it_does_not_take_go_to_aten_and_errors_are_atens():
     assert launches[0] == 0
 
 
+def test_the_cpp_path_plans_each_layout_once_and_launches_without_python():
+    """Under enable() a call takes the C++ operator path: one plan per layout (every form),
+    then one launch a call with no trip to Python, the group sizes free to change between
+    calls (they stay on the device); aten's result each time."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    g = torch.Generator().manual_seed(2)
+    a, w, x3 = torch.randn(64, K, generator=g), torch.randn(4, K, N, generator=g), torch.randn(4, 16, K, generator=g)
+    calls = [(a, w, _offs(10, 10, 45, 64)), (a, w.transpose(-2, -1).contiguous().transpose(-2, -1), _offs(0, 30, 31, 64)),
+             (a.t(), torch.randn(64, N, generator=g), _offs(20, 20, 50, 64)), (x3, w)]
+    wants = [torch._grouped_mm(*args) for args in calls]
+    with T.enable(include=["_grouped_mm"], wait_native=True):
+        assert T._registry.native_path() == "C++"
+        for args in calls:
+            torch._grouped_mm(*args)  # plans the layout
+        for args, want in zip(calls, wants):
+            before = native.stats()
+            got = torch._grouped_mm(*args)
+            d = stats_delta(before, native.stats())
+            assert (d["plan_hits"], d["launches"], d["python_calls"], d["plans_made"]) == (1, 1, 0, 0), d
+            close(got, want, rtol=1e-4, atol=1e-4)
+        moved = (a, w, _offs(64, 64, 64, 64))  # another routing of the same layout: the same plan
+        before = native.stats()
+        got = torch._grouped_mm(*moved)
+        assert stats_delta(before, native.stats())["plans_made"] == 0
+        close(got, a @ w[0], rtol=1e-4, atol=1e-4)
+
+
+def test_aten_serves_where_it_measured_faster(monkeypatch):
+    """The measured policy: a product from COMPARE_MIN_WORK multiply-adds (fp32: from
+    COMPARE_MIN_WORK_FP32) or COMPARE_MIN_OUT outputs is timed once per layout, tritonjit's kernel against aten's, and the
+    faster serves that layout from then on; smaller ones are not timed; the environment
+    forces either; clear_decisions forgets. (Meta tensors and a replaced timer: no GPU.)"""
+    times: list[float] = []
+    timed: list[int] = []
+
+    def fake_time(fn):
+        timed.append(1)
+        return times.pop(0)
+
+    monkeypatch.setattr(gm, "_time", fake_time)
+    monkeypatch.setenv("TRITONJIT_OPS_GROUPED_MM_ATEN", "auto")
+    gm.clear_decisions()
+
+    def call(dtype, rows, k, n):
+        a = torch.empty(rows, k, dtype=dtype, device="meta")
+        b = torch.empty(8, k, n, dtype=dtype, device="meta")
+        offs = torch.empty(8, dtype=torch.int32, device="meta")
+        return gm.aten_serves(gm._Form(gm._ROWS, 8, rows, n, k), a, b, offs)
+
+    big = (torch.bfloat16, 1024, 1024, 1024)  # 2^30 multiply-adds: timed
+    times[:] = [2.0, 1.0]  # tritonjit's time, then aten's
+    assert call(*big) is True and len(timed) == 2
+    assert call(*big) is True and len(timed) == 2  # decided: not timed again
+    assert call(torch.bfloat16, 1024, 1024, 1023) is False and len(timed) == 2  # under the bound
+    times[:] = [1.0, 1.0]
+    assert call(torch.float32, 256, 256, 256) is False and len(timed) == 4  # fp32: timed from 2^24; a tie is ours
+    times[:] = [2.0, 1.0]  # a weight gradient of 16 tokens: 2^25 multiply-adds, but 2^24 outputs: timed
+    dy, h = (torch.empty(16, c, dtype=torch.bfloat16, device="meta") for c in (4096, 512))
+    kform = gm._Form(gm._KSPLIT, 8, 4096, 512, 16)
+    assert gm.aten_serves(kform, dy.t(), h, torch.empty(8, dtype=torch.int32, device="meta")) is True
+    assert len(timed) == 6 and not gm.timed(kform._replace(n=511), torch.bfloat16)
+    monkeypatch.setenv("TRITONJIT_OPS_GROUPED_MM_ATEN", "never")
+    assert call(*big) is False
+    monkeypatch.setenv("TRITONJIT_OPS_GROUPED_MM_ATEN", "always")
+    assert call(torch.bfloat16, 16, 16, 16) is True
+    monkeypatch.setenv("TRITONJIT_OPS_GROUPED_MM_ATEN", "auto")
+    gm.clear_decisions()
+    times[:] = [1.0, 2.0]
+    assert call(*big) is False and len(timed) == 8
+    a = torch.randn(64, K)
+    assert gm.aten_serves(gm._check(a, torch.randn(4, K, N), _offs(1, 2, 3, 64), None, None), a, a, None) is False
+    assert len(timed) == 8  # never timed on the CPU
+
+
+def test_a_layout_aten_serves_runs_atens_kernel_on_both_paths(monkeypatch):
+    """Where the policy chose aten's kernel, the C++ path passes the call on to it (no launch)
+    and the Python path refuses it (aten's kernel through the fallback); the audit counts it as
+    a measured choice, not a missing kernel."""
+    from _util import native_ops_or_skip, stats_delta
+    from tritonjit_ops import _audit
+
+    native = native_ops_or_skip()
+    monkeypatch.setenv("TRITONJIT_OPS_GROUPED_MM_ATEN", "always")
+    g = torch.Generator().manual_seed(4)
+    args = (torch.randn(64, K, generator=g), torch.randn(4, K, N, generator=g), _offs(10, 10, 45, 64))
+    want = torch._grouped_mm(*args)
+    gm.clear_decisions()
+    try:
+        with T.enable(include=["_grouped_mm"], wait_native=True):
+            before = native.stats()
+            got = torch._grouped_mm(*args)
+            d = stats_delta(before, native.stats())
+            assert d["aten_calls"] == 1 and d["launches"] == 0, d
+            _, cov = _audit.coverage(lambda: torch._grouped_mm(*args), include=["_grouped_mm"])
+        assert cov["policy_calls"] == cov["covered_calls"] == 1, cov
+        close(got, want, rtol=0, atol=0)
+        with pytest.raises(NotImplementedError, match="measured faster"):
+            gm.routed(*args)
+    finally:
+        gm.clear_decisions()
+
+
 def test_empty_groups_and_an_empty_k_split_give_zeros():
     a, dy = torch.randn(0, K), torch.randn(0, N)
     got = grouped_mm(a.t(), dy, _offs(0, 0, 0))
@@ -228,8 +332,8 @@ def test_gpu_grouped_mm_matches_its_definition_in_bf16(form):
     want = _loop_reference(*args)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
-    try:
-        with T.enable(include=["_grouped_mm"]):
+    try:  # tritonjit's kernel, whatever the measured policy would choose (timing synchronizes)
+        with T.enable(include=["_grouped_mm"]), _policy_env("never"):
             got = torch._grouped_mm(*args)
     finally:
         torch.cuda.set_sync_debug_mode(0)
@@ -239,3 +343,57 @@ def test_gpu_grouped_mm_matches_its_definition_in_bf16(form):
     except RuntimeError:  # a layout aten's CUDA kernel does not take
         return
     torch.testing.assert_close(got, aten, rtol=2e-2, atol=2e-1)
+
+
+@pytest.mark.gpu
+def test_gpu_measured_policy_decides_once_and_then_never_syncs():
+    """On the device, enable()'s default: the first call of a large layout times both kernels
+    (and synchronizes), and every later call of the layout, other group sizes included, is
+    served by the chosen kernel without a host sync and with aten's result."""
+    from tritonjit_ops import _native_ops
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randn(4096, 1024, device="cuda", generator=g).bfloat16()
+    w = torch.randn(8, 2048, 1024, device="cuda", generator=g).bfloat16().transpose(-2, -1)
+    offs = [torch.tensor(e, dtype=torch.int32, device="cuda") for e in
+            ([400, 400, 1400, 1600, 2400, 3000, 3800, 4096], [512 * (i + 1) for i in range(8)])]
+    gm.clear_decisions()
+    with T.enable(wait_native=True), _policy_env("auto"):
+        assert "_grouped_mm" in T.default_ops()
+        torch._grouped_mm(x, w, offs[0])  # decides
+        decided = dict(gm._decided)
+        assert len(decided) == 1
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            got = [torch._grouped_mm(x, w, o) for o in offs]
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+        assert gm._decided == decided
+    print(f"aten serves: {next(iter(decided.values()))}; C++ path: {_native_ops.stats()}")
+    for o, y in zip(offs, got):
+        torch.testing.assert_close(y, torch._grouped_mm(x, w, o), rtol=2e-2, atol=2e-1)
+    gm.clear_decisions()
+
+
+class _policy_env:
+    """TRITONJIT_OPS_GROUPED_MM_ATEN set for a block, the decisions forgotten on both sides."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        import os
+
+        self.old = os.environ.get("TRITONJIT_OPS_GROUPED_MM_ATEN")
+        os.environ["TRITONJIT_OPS_GROUPED_MM_ATEN"] = self.mode
+        gm.clear_decisions()
+
+    def __exit__(self, *exc: object) -> None:
+        import os
+
+        if self.old is None:
+            os.environ.pop("TRITONJIT_OPS_GROUPED_MM_ATEN", None)
+        else:
+            os.environ["TRITONJIT_OPS_GROUPED_MM_ATEN"] = self.old
+        gm.clear_decisions()
