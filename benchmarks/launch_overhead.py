@@ -69,6 +69,8 @@ FLOOR_BUF = "diag: the floor with the parameters in one buffer (cuLaunchKernel's
 FGRID, BOUND, CPP = "tritonjit f[grid]", "tritonjit bound", "tritonjit C++"
 FGRID_STREAM = "diag: f[grid](..., stream=) (the stream given, as the C++ row gives it)"
 TRITON_GRID, TRITON_RUN = "triton kernel[grid]", "triton CompiledKernel.run"
+FGRID_STAR = "diag: f[grid](*args), the arguments in one tuple (tritonbench's call form)"
+TRITON_STAR = "diag: triton kernel[grid](*args), the same"
 FALLBACKS = "diag: python fallbacks"
 PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
 #: the issue's targets, as multiples of each kernel's own floor
@@ -488,6 +490,12 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
     if case.key in ("4", "58"):  # less the current stream's lookup (torch's, in C): what it costs
         add(FGRID_STREAM, f"f[grid]({', '.join(names + kw + ['stream=stream'])})")
     add(BOUND, f"bound({', '.join(names)})")
+    if case.key == "58":
+        # tritonbench's call form (its 58-argument row): every argument in one tuple, which a
+        # call site passes on as it is; written out, a call site of more than 30 arguments builds
+        # a list and then a tuple of them first (see PYCALL)
+        ns["full"] = case.full_args
+        add(FGRID_STAR, "f[grid](*full)")
     if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
         # what the interpreter's call costs before any callee runs (past 30 arguments it
         # builds a tuple and a dict): the part of f[grid]'s cost no Python callee avoids
@@ -496,6 +504,8 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
     rounds.paths[CPP] = None  # type: ignore[assignment]  # set once the extension is built: keeps the row order
     add(TRITON_GRID, f"kernel[grid]({', '.join(names + kw)})")
     add(TRITON_RUN, f"run({', '.join(['1, 1, 1, stream, fh, meta, None, None, None', *names, *consts])})")
+    if case.key == "58":
+        add(TRITON_STAR, "kernel[grid](*full)")
     if case.key == "4":
         dispatch = _native.dispatch
         if f._dispatcher is not None:
