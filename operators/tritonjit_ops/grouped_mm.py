@@ -295,6 +295,19 @@ def timed(form: _Form, dtype: torch.dtype) -> bool:
     return work(form) >= bound or math.prod(_out_shape(form)) >= COMPARE_MIN_OUT
 
 
+def _aten_takes(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
+    """Whether aten's kernel can be timed on this call. Where the groups split an axis that is
+    contiguous in an operand or in the output (the columns of the 3D x 2D form; K where an
+    operand is K-contiguous; rows of a column-major self), it needs every group boundary on
+    16 bytes and asserts on the device otherwise, which would end the process: there the
+    boundaries are checked first (one sync, as the timing makes anyway)."""
+    split_contiguous = {_ROWS: a.stride(-2) == 1, _COLS: True,
+                        _KSPLIT: a.stride(-1) == 1 or b.stride(-2) == 1}.get(form.mode, False)
+    if not split_contiguous or offs is None:
+        return True
+    return bool((offs % (16 // a.element_size()) == 0).all())
+
+
 def _time(fn: Any) -> float:
     from triton.testing import do_bench
 
@@ -319,8 +332,8 @@ def aten_serves(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
     if hit is not None:
         return hit
     aten = _fallback.aten_kernel("_grouped_mm")
-    if aten is None or _capturing(a.device):
-        return False
+    if aten is None or _capturing(a.device) or not _aten_takes(form, a, b, offs):
+        return False  # undecided: a later call of the layout may decide
     ours = _time(lambda: grouped_mm(a, b, offs))
     theirs = _time(lambda: aten(a, b, offs))
     if len(_decided) >= MAX_DECISIONS:

@@ -159,6 +159,24 @@ def test_aten_serves_where_it_measured_faster(monkeypatch):
     assert len(timed) == 8  # never timed on the CPU
 
 
+def test_aten_is_timed_only_where_its_kernel_takes_the_group_boundaries():
+    """aten's CUDA kernel asserts on the device where groups split a contiguous axis at
+    boundaries off 16 bytes (which would end the process): such a call is not timed and
+    tritonjit's kernel serves it; split axes that are not contiguous take any boundary."""
+    x3, w2 = torch.randn(4, 16, K).bfloat16(), torch.randn(K, 64).bfloat16()  # 3d x 2d: out's columns split
+    form = gm._check(x3, w2, _offs(8, 24, 40, 64), None, None)
+    assert gm._aten_takes(form, x3, w2, _offs(8, 24, 40, 64))
+    assert not gm._aten_takes(form, x3, w2, _offs(8, 20, 40, 64))
+    a, w = torch.randn(64, K).bfloat16(), torch.randn(4, K, N).bfloat16()  # 2d x 3d: rows of a row-major self
+    assert gm._aten_takes(gm._check(a, w, _offs(1, 2, 3, 64), None, None), a, w, _offs(1, 2, 3, 64))
+    at = torch.randn(K, 64).bfloat16().t()  # a column-major self: its rows are contiguous
+    assert not gm._aten_takes(gm._check(at, w, _offs(1, 2, 3, 64), None, None), at, w, _offs(1, 2, 3, 64))
+    dy, h = torch.randn(64, K).bfloat16(), torch.randn(64, N).bfloat16()  # the weight gradient: K split
+    assert gm._aten_takes(gm._check(dy.t(), h, _offs(1, 2, 3, 64), None, None), dy.t(), h, _offs(1, 2, 3, 64))
+    kc = dy.t().contiguous()  # K-contiguous self
+    assert not gm._aten_takes(gm._check(kc, h, _offs(1, 2, 3, 64), None, None), kc, h, _offs(1, 2, 3, 64))
+
+
 def test_a_layout_aten_serves_runs_atens_kernel_on_both_paths(monkeypatch):
     """Where the policy chose aten's kernel, the C++ path passes the call on to it (no launch)
     and the Python path refuses it (aten's kernel through the fallback); the audit counts it as
