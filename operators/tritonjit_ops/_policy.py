@@ -1,8 +1,8 @@
 """The calls a measured policy handed to aten's own kernel, for the audit to tell apart.
 
-Under enable(), mm/addmm/bmm (``matmul._aten_is_faster``) and the SDPA ops
-(``attention._route``) give a call to aten's kernel where aten measured faster on its
-shape. That is allowed, but the audit must show it: such a call launches no tritonjit
+Under enable(), mm/addmm/bmm (``matmul._aten_is_faster``), the SDPA ops
+(``attention._route``) and _grouped_mm (``grouped_mm.aten_serves``) give a call to aten's
+kernel where aten measured faster on its shape. That is allowed, but the audit must show it: such a call launches no tritonjit
 kernel, like an ordinary fallback, and after the decision the C++ plan cache (mm) or the
 route table (SDPA) serves it without asking Python again. So the policies note their
 choice here, keyed by the call's layout, and the audit's recorders look it up.
@@ -74,10 +74,11 @@ def clear(ops: Iterable[str] | None = None) -> None:
 
 def clear_policies() -> None:
     """Forget every measured policy decision, mm's (cuBLAS or tritonjit's kernel per call
-    shape) and SDPA's (aten's kernel or tritonjit's), with the C++ path's plans made from
-    them and the audit's records: the next call of each shape decides again. The C++ path
-    reads ``TRITONJIT_OPS_MM_ATEN`` and ``TRITONJIT_OPS_SDPA`` when it plans a call shape;
-    call this after changing either in a running process."""
+    shape), SDPA's and _grouped_mm's (aten's kernel or tritonjit's), with the C++ path's
+    plans made from them and the audit's records: the next call of each shape decides
+    again. The C++ path reads ``TRITONJIT_OPS_MM_ATEN``, ``TRITONJIT_OPS_SDPA`` and
+    ``TRITONJIT_OPS_GROUPED_MM_ATEN`` when it plans a call shape; call this after changing
+    one in a running process."""
     from .attention import clear_routes  # (``from . import attention`` is the package's function)
     from .grouped_mm import clear_decisions
     from .matmul import clear_plans
