@@ -2,9 +2,10 @@
 
 Under enable(), mm/addmm/bmm (``matmul._aten_is_faster``), the SDPA ops
 (``attention._route``) and _grouped_mm (``grouped_mm.aten_serves``) give a call to aten's
-kernel where aten measured faster on its shape. That is allowed, but the audit must show it: such a call launches no tritonjit
-kernel, like an ordinary fallback, and after the decision the C++ plan cache (mm) or the
-route table (SDPA) serves it without asking Python again. So the policies note their
+kernel where aten measured faster on its shape. That is allowed, but the audit must show
+it: such a call launches no tritonjit kernel, like an ordinary fallback, and after the
+decision the C++ plan cache (mm, _grouped_mm) or the route table (SDPA) serves it without
+asking Python again. So the policies note their
 choice here, keyed by the call's layout, and the audit's recorders look it up.
 """
 from __future__ import annotations

@@ -318,8 +318,11 @@ def aten_serves(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
     """Whether aten's kernel serves this call instead of tritonjit's (see ATEN_MARGIN): decided
     once per layout (device, dtype, form, dims, the operands' strides; not the group sizes,
     which vary per batch) by timing both on the call's own operands. Never on the CPU, never
-    for a call under the bounds (:func:`timed`), and not inside a CUDA graph capture (which
-    cannot time: tritonjit's kernel serves an undecided layout there, undecided)."""
+    for a call under the bounds (:func:`timed`). Where the call cannot be timed (inside a
+    CUDA graph capture; group boundaries aten's kernel does not take, see :func:`_aten_takes`)
+    tritonjit's kernel serves it without a decision: the Python path asks again on the
+    layout's next call, the C++ path keeps the plan it made (one launch of tritonjit's kernel)
+    until ``tritonjit_ops.clear_policies()``, as it does for mm's calls planned in a capture."""
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
@@ -333,7 +336,7 @@ def aten_serves(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
         return hit
     aten = _fallback.aten_kernel("_grouped_mm")
     if aten is None or _capturing(a.device) or not _aten_takes(form, a, b, offs):
-        return False  # undecided: a later call of the layout may decide
+        return False  # tritonjit's kernel, no decision (see the docstring)
     ours = _time(lambda: grouped_mm(a, b, offs))
     theirs = _time(lambda: aten(a, b, offs))
     if len(_decided) >= MAX_DECISIONS:
