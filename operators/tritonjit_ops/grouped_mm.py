@@ -28,9 +28,9 @@ columns in L2). Rows (or columns) past the last offset are not written, as in at
 bias, another output dtype and float64 go to aten's kernel.
 
 Under enable() a device call takes the C++ operator path (:func:`plan_grouped_mm`) and a
-measured policy, as mm's does (:func:`aten_serves`): a product of at least
-:data:`COMPARE_MIN_WORK` multiply-adds is timed once per layout against aten's kernel (a
-CUTLASS kernel on Hopper), and the faster one serves that layout from then on.
+measured policy, as mm's does (:func:`aten_serves`): a call over the bounds of :func:`timed`
+is timed once per layout against aten's kernel (a CUTLASS kernel on Hopper), and the faster
+one serves that layout from then on.
 """
 from __future__ import annotations
 
