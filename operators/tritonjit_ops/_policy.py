@@ -10,17 +10,26 @@ choice here, keyed by the call's layout, and the audit's recorders look it up.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, Sequence
 
 import torch
 
-__all__ = ["note_aten", "chose_aten", "clear", "clear_policies"]
+__all__ = ["note_aten", "chose_aten", "clear", "clear_policies", "env_mode"]
 
 #: at most this many records (the oldest go first), like attention._ROUTE_MAX
 MAX = 4096
 _SDPA = "_scaled_dot_product_"
 #: key -> None: an insertion-ordered set
 _chosen: dict[tuple, None] = {}
+
+
+def env_mode(var: str, modes: tuple[str, ...]) -> str:
+    """A measured policy's setting: environment variable ``var`` (case and surrounding spaces
+    ignored) where it is one of ``modes``, else ``modes[0]``, the default ("auto"). Read on
+    each decision, so a change takes effect for the shapes decided after it."""
+    mode = os.environ.get(var, modes[0]).strip().lower()
+    return mode if mode in modes else modes[0]
 
 
 def _layout(t: torch.Tensor) -> tuple:

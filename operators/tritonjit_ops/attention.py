@@ -27,7 +27,6 @@ the device, the call and the torch version; each keeps aten's output layouts).
 from __future__ import annotations
 
 import math
-import os
 import threading
 from typing import Any, Callable
 
@@ -826,8 +825,7 @@ def sdpa_mode() -> str:
     """TRITONJIT_OPS_SDPA: "auto" (default): on a device, each distinct SDPA call (shapes,
     dtype, causal, mask) is timed once against aten's own kernel, and the faster serves it;
     "tritonjit": tritonjit's kernels wherever they apply; "aten": aten's kernels."""
-    mode = os.environ.get("TRITONJIT_OPS_SDPA", "auto").strip().lower()
-    return mode if mode in ("auto", "tritonjit", "aten") else "auto"
+    return _policy.env_mode("TRITONJIT_OPS_SDPA", ("auto", "tritonjit", "aten"))
 
 
 def _route_key(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool) -> tuple:

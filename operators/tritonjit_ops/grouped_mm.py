@@ -35,7 +35,6 @@ one serves that layout from then on.
 from __future__ import annotations
 
 import math
-import os
 from typing import Any, NamedTuple
 
 import torch
@@ -280,8 +279,7 @@ _decided: dict[tuple, bool] = {}
 def _aten_mode() -> str:
     """TRITONJIT_OPS_GROUPED_MM_ATEN: "auto" (default: measure), "never" (always tritonjit's
     kernel), "always" (aten's; for tests)."""
-    mode = os.environ.get("TRITONJIT_OPS_GROUPED_MM_ATEN", "auto").strip().lower()
-    return mode if mode in ("auto", "never", "always") else "auto"
+    return _policy.env_mode("TRITONJIT_OPS_GROUPED_MM_ATEN", ("auto", "never", "always"))
 
 
 def work(form: _Form) -> int:
@@ -375,8 +373,9 @@ def plan_grouped_mm(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtyp
         form = _check(a, b, offs, bias, out_dtype)
     except (NotImplementedError, RuntimeError):
         return None
-    out = (P.Buffer(_out_shape(form), a.dtype),)
-    if math.prod(_out_shape(form)) == 0:
+    shape = _out_shape(form)
+    out = (P.Buffer(shape, a.dtype),)
+    if math.prod(shape) == 0:
         return P.Plan(out, ())
     if form.mode == _KSPLIT and form.k == 0:
         return None
@@ -384,7 +383,7 @@ def plan_grouped_mm(a: Any, b: Any, offs: Any = None, bias: Any = None, out_dtyp
         _policy.note_aten("_grouped_mm", (a, b, offs))
         return P.aten_plan()
     # the launch of a contiguous output of that shape (the plan's buffer), its strides baked in
-    grid, args, meta = launch_args(a, b, offs, torch.empty(_out_shape(form), dtype=a.dtype, device="meta"), form,
+    grid, args, meta = launch_args(a, b, offs, torch.empty(shape, dtype=a.dtype, device="meta"), form,
                                    a.device.type != "cpu")
     refs = (P.In(0), P.In(1), P.Out(0), P.In(2) if offs is not None else P.In(0))
     warps, stages = meta.pop("num_warps"), meta.pop("num_stages")

@@ -903,8 +903,7 @@ ATEN_MARGIN = 1.0
 def _aten_mode() -> str:
     """TRITONJIT_OPS_MM_ATEN: "auto" (default: measure), "never" (always tritonjit's kernel),
     "always" (aten's; for tests)."""
-    mode = os.environ.get("TRITONJIT_OPS_MM_ATEN", "auto").strip().lower()
-    return mode if mode in ("auto", "never", "always") else "auto"
+    return _policy.env_mode("TRITONJIT_OPS_MM_ATEN", ("auto", "never", "always"))
 
 
 def compare_bound(dtype: torch.dtype, m: int, n: int, k: int) -> int:
