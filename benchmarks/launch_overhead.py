@@ -70,6 +70,7 @@ FGRID, BOUND, CPP = "tritonjit f[grid]", "tritonjit bound", "tritonjit C++"
 FGRID_STREAM = "diag: f[grid](..., stream=) (the stream given, as the C++ row gives it)"
 TRITON_GRID, TRITON_RUN = "triton kernel[grid]", "triton CompiledKernel.run"
 FGRID_STAR = "diag: f[grid](*args), the arguments in one tuple (tritonbench's call form)"
+FGRID_TJ_ARGS = "diag: f[grid], the launcher packing tj_args (no packed layout: as before the twenty-first session)"
 TRITON_STAR = "diag: triton kernel[grid](*args), the same"
 FALLBACKS = "diag: python fallbacks"
 PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
@@ -437,6 +438,27 @@ class Prepared:
     notes: dict[str, str]
 
 
+def runtime_without_packed_layouts(kernel: Any, grid: tuple, args: tuple, cx: dict) -> Any:
+    """A second runtime object of ``kernel`` whose launchers take tj_args only (the CUDA
+    plugin's packed_layouts off while its variant loads): f[grid] as it launched before the
+    dispatcher packed the parameters while keying them. None where the plugin has no switch."""
+    import tritonjit
+
+    try:
+        from tritonjit_cuda._backend import _driver
+    except ImportError:
+        return None
+    if _driver is None or not hasattr(_driver, "packed_layouts"):
+        return None
+    was = _driver.packed_layouts(False)
+    try:
+        g = tritonjit.KernelFunction(kernel)
+        g[grid](*args, **cx)
+    finally:
+        _driver.packed_layouts(was)
+    return g
+
+
 def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int, sync: Callable[[], None]) -> Prepared:
     """Compile the kernel for every path (one launch each) and set up its rounds."""
     import tritonjit
@@ -487,6 +509,10 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
         launching.append(name)
 
     add(FGRID, f"f[grid]({', '.join(names + kw)})")
+    unpacked = runtime_without_packed_layouts(kernel, grid, args, cx)
+    if unpacked is not None:  # the same launch before the dispatcher packed while keying (a second runtime object)
+        ns["g"] = unpacked
+        add(FGRID_TJ_ARGS, f"g[grid]({', '.join(names + kw)})")
     if case.key in ("4", "58"):  # less the current stream's lookup (torch's, in C): what it costs
         add(FGRID_STREAM, f"f[grid]({', '.join(names + kw + ['stream=stream'])})")
     add(BOUND, f"bound({', '.join(names)})")

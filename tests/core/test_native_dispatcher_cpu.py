@@ -614,3 +614,93 @@ def test_binding_edge_cases(recording):
     g[(1,)](x, 5, 1, 32, 0.5, 3, K=8)
     assert g._dispatcher.key(x, 5, 1, 32, 0.5, 3, K=8) == g._dispatcher.key(x, 5, 1, 32, 0.5, 3, 8, 4, 7)
     assert g._dispatcher.key(x, 5, 1, 32, 0.5, 3, K=8, d=7)[0] == _python_key(g, x, 5, 1, 32, 0.5, 3, K=8)
+
+
+# ---- packed launches (TJ_LAUNCH_F_PACKED): the dispatcher packs while it keys ------------------------
+@triton.jit
+def packing_kernel(P, a, b, c, Q, d, K: tl.constexpr):
+    pass
+
+
+def _device_values(record: tuple, layout: tuple, runtime: tuple) -> list:
+    """What a recorded launch hands the device, per kernel parameter: (tj_pack_code, value)
+    as the recorder's layout packs it, None for a skipped one; for every path alike."""
+    from tritonjit.testing._recording import PACK_SKIP
+
+    path, _, _, args = record
+    if path == "packed":
+        return list(args)
+    if path == "python":  # the launcher's arguments: the runtime parameters' values
+        values = dict(zip(runtime, (_digest(v) if v is not None else (0, None) for v in args)))
+        args = [values.get(p, (6, None)) for p in range(len(layout))]
+    out = []
+    for (_, code), (_, v) in zip(layout, args):
+        if code == PACK_SKIP:
+            out.append(None)
+        elif code == 5:  # fp32: the float rounded as the device reads it
+            out.append((code, float(torch.tensor(v, dtype=torch.float32))))
+        else:
+            out.append((code, int(v)))
+    return out
+
+
+def _run_packing_calls(backend: RecordingBackend, calls: list) -> tuple[list, list]:
+    """Each call's device values and the path it took, on ``backend``."""
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(packing_kernel)
+        got, paths = [], []
+        for args in calls:
+            variant = f[(1,)](*args, K=4)
+            rec = variant.launcher.calls[-1]
+            layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+            got.append(_device_values(rec, layout, variant.compiled.runtime_params))
+            paths.append(rec[0])
+        return got, paths
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)
+
+
+def test_packed_launches_hand_the_device_what_tj_args_do():
+    """A launcher that takes packed buffers gets, call for call, the bytes a launcher
+    packing the tj_args itself makes: over pointers (aligned or not), ints of every class
+    (1, divisible, i64, u64), floats (fp32 rounding), bools and None, repeated keys (packed)
+    and new ones (not)."""
+    rng = random.Random(7)
+    ptrs = [FakeTensor(1 << 20), FakeTensor((1 << 20) + 4), FakeTensor(1 << 21), FakeTensor(3 << 20)]
+    ints = [1000, 1001, 16, 1, -5, 2**40, 2**40 + 3, 2**63 + 5]
+    floats = [0.1, 1.5, -2.25e-3, 3.0e38, 1e-45]
+    calls = []
+    for _ in range(300):
+        if calls and rng.random() < 0.5:  # many calls repeat the last key with other values
+            p, a, b, c, q, d = calls[-1]
+            calls.append((rng.choice(ptrs[:1] + ptrs[2:]) if p.ptr % 16 == 0 else p, a + 16 if 0 < a < 2**31 - 32
+                          and a % 16 else a, rng.choice(floats), c, q, d))
+            continue
+        calls.append((rng.choice(ptrs), rng.choice(ints), rng.choice(floats), rng.choice([True, False]),
+                      rng.choice([None, ptrs[0], ptrs[1]]), rng.choice(ints[:6])))
+    packed, packed_paths = _run_packing_calls(RecordingBackend("rec-packed", packed=True), calls)
+    plain, plain_paths = _run_packing_calls(RecordingBackend("rec-plain"), calls)
+    assert packed == plain
+    assert "packed" not in plain_paths
+    assert packed_paths.count("packed") > 100, packed_paths  # the repeated keys
+
+
+def test_annotated_kernels_never_launch_packed():
+    """An annotation fixes a parameter's token whatever its value (``s: tl.float32`` given
+    an int, ``q: tl.int64``): the same key then no longer says the value fits the slot,
+    so such kernels hand tj_args to the launcher, which converts or raises."""
+    backend = RecordingBackend("rec-packed-ann", packed=True)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(mixed_kernel)
+        x = FakeTensor(1 << 20)
+        for s in (1.5, 2, 1.5, 3):
+            variant = f[(1,)](x, 3, 5, 7, s, 9, K=2)
+        assert {c[0] for c in variant.launcher.calls} == {"python", "native"}
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)

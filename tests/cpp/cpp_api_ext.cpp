@@ -48,6 +48,18 @@ void mixed(const std::string& path, uint64_t p, int64_t stream) {
     c10::Scalar(int64_t{16}), "sum");
 }
 
+// an annotated kernel (n: tl.int32, scale: tl.float32) given an int64 and a double, or an int
+void narrow(const std::string& path, uint64_t x, int64_t n, double scale) {
+  auto& f = tritonjit::Function::get_instance(path, "narrow_kernel");
+  pybind11::gil_scoped_release nogil;
+  f(0, 1, 1, 1, 4, 1, tritonjit::DevicePtr{x, c10::ScalarType::Float}, n, scale, 64);
+}
+void narrow_int(const std::string& path, uint64_t x, int64_t n, int64_t scale) {
+  auto& f = tritonjit::Function::get_instance(path, "narrow_kernel");
+  pybind11::gil_scoped_release nogil;
+  f(0, 1, 1, 1, 4, 1, tritonjit::DevicePtr{x, c10::ScalarType::Float}, n, scale, 64);
+}
+
 // ``threads`` C++ threads launching ``iters`` times each, the GIL released
 int64_t hammer(const std::string& path, int64_t threads, int64_t iters, uint64_t base) {
   auto& f = tritonjit::Function::get_instance(path, "add_kernel");
@@ -166,6 +178,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_ptrs", &add_ptrs);
   m.def("add_ptrs_options", &add_ptrs_options);
   m.def("mixed", &mixed);
+  m.def("narrow", &narrow);
+  m.def("narrow_int", &narrow_int);
   m.def("hammer", &hammer);
   m.def("error_of", &error_of);
   m.def("add_on", &add_on);

@@ -16,6 +16,12 @@ def mixed_kernel(P, Q, i, u, f, b, j, OP: tl.constexpr):
     pass
 
 
+@triton.jit
+def narrow_kernel(X, n: tl.int32, scale: tl.float32, BLOCK: tl.constexpr):
+    """Annotated scalars: the variant takes an i32 and an fp32 whatever the call passes."""
+    pass
+
+
 @triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])
 @triton.jit
 def tuned_kernel(X, n, BLOCK: tl.constexpr):

@@ -307,3 +307,71 @@ def test_tensor_descriptors_on_cuda(ext, backend_named):
     x = torch.randn(256, 128, device="cuda", dtype=torch.float16)
     torch.testing.assert_close(ext.desc_scale(KERNELS, x, 2.0, 64, 64, "zero"), 2.0 * x)
     torch.testing.assert_close(ext.desc_scale(KERNELS, x, 0.5, 32, 64, "nan"), 0.5 * x)
+
+
+@pytest.fixture
+def recording_packed():
+    """The recording backend with launchers that take buffers their callers pack."""
+    if not _native.available():
+        pytest.skip(f"native dispatcher: {_native.reason}")
+    backend = RecordingBackend("rec-packed", packed=True)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    yield backend
+    tritonjit.set_backend(None)
+    tritonjit.unregister_backend(backend.name)
+
+
+def _packed_values(call: list, variant) -> list:
+    """A "nogil" record's tj_args as the recorder's layout packs them (see the packed records)."""
+    layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+    out = []
+    for (_, code), (_, v) in zip(layout, call):
+        out.append(None if code == 0 else (code, float(torch.tensor(v, dtype=torch.float32)) if code == 5 else
+                                           int(v)))
+    return out
+
+
+def test_cpp_packs_while_it_digests(ext, kernel, recording_packed):
+    """A call that repeats the thread's last variant is packed by that variant's layout as
+    its arguments are digested and launched as one buffer (TJ_LAUNCH_F_PACKED): the same
+    device values as the tj_args a miss hands over, new values included."""
+    ns = (1000, 1000, 1003, 2002)  # one variant: none divisible by 16
+    for n in ns:
+        ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, n, 256, 5, 4)
+    (variant,) = kernel.variants()
+    calls = variant.launcher.calls
+    assert [c[0] for c in calls] == ["nogil", "packed", "packed", "packed"]
+    assert [c[1] for c in calls] == [((n + 255) // 256, 1, 1) for n in ns] and {c[2] for c in calls} == {5}
+    assert [c[3] for c in calls[1:]] == [_packed_values(calls[0][3], variant)[:3] + [(2, n), None] for n in ns[1:]]
+
+    f = tritonjit.function(KERNELS, "mixed_kernel")
+    for _ in range(2):
+        ext.mixed(KERNELS, 1 << 24, 9)
+    (variant,) = f.variants()
+    first, second = variant.launcher.calls
+    assert (first[0], second[0]) == ("nogil", "packed") and second[1:3] == first[1:3] == ((2, 3, 1), 9)
+    assert second[3] == _packed_values(first[3], variant)
+    assert second[3] == [(1, 1 << 24), None, (2, 7), (4, 1 << 63), (5, 2.5), (7, 1), (2, 16), None]
+
+
+def test_cpp_packing_leaves_values_that_do_not_fit_to_the_launcher(ext, recording_packed):
+    """An annotation (n: tl.int32, scale: tl.float32) fixes the variant whatever the value:
+    an int past i32, or an int for the float, reaches the same variant with another C++
+    key. Such a value must reach the launcher as a tj_arg (which converts it, or raises
+    its precise error), never be truncated or reinterpreted into the buffer; a value that
+    fits launches packed."""
+    f = tritonjit.function(KERNELS, "narrow_kernel")
+    ext.narrow(KERNELS, 1 << 20, 100, 0.5)
+    ext.narrow(KERNELS, 1 << 20, 101, 0.5)
+    ext.narrow(KERNELS, 1 << 20, (1 << 40) + 3, 0.5)
+    ext.narrow(KERNELS, 1 << 20, (1 << 40) + 3, 0.5)
+    ext.narrow_int(KERNELS, 1 << 20, 102, 3)
+    ext.narrow_int(KERNELS, 1 << 20, 102, 3)
+    ext.narrow(KERNELS, 1 << 20, 103, 0.5)
+    (variant,) = f.variants()
+    calls = variant.launcher.calls
+    assert [c[0] for c in calls] == ["nogil", "packed", "nogil", "nogil", "nogil", "nogil", "packed"]
+    assert calls[2][3][1] == calls[3][3][1] == (2, (1 << 40) + 3)  # TJ_ARG_INT, whole
+    assert calls[4][3][2] == (2, 3)  # the int, for the launcher to convert
+    assert calls[1][3][1:3] == [(2, 101), (5, 0.5)] and calls[6][3][1] == (2, 103)

@@ -113,6 +113,35 @@ def test_parameters_reach_the_kernel_in_one_buffer_or_by_pointer(whole):
         _driver.param_buffer(was)
 
 
+@triton.jit
+def packable_kernel(Out, a_i32, b_i64, c_fp32, d_u1, e_u64, X):
+    tl.store(Out + 0, a_i32.to(tl.float64))
+    tl.store(Out + 1, b_i64.to(tl.float64))
+    tl.store(Out + 2, c_fp32.to(tl.float64))
+    tl.store(Out + 3, d_u1.to(tl.float64))
+    tl.store(Out + 4, (e_u64 >> 40).to(tl.float64))
+    tl.store(Out + 5, tl.load(X).to(tl.float64))
+
+
+def test_packed_launches_reach_the_kernel():
+    """A call that repeats the last launch's key is packed while the dispatcher keys it and
+    launched as that buffer (TJ_LAUNCH_F_PACKED): every value of each such call, not the
+    first call's, reaches the kernel."""
+    f = tritonjit.function(triton.jit(packable_kernel.fn))
+    xs = [torch.full((4,), float(k), device="cuda") for k in range(3)]
+    calls = [(-123, 2**40 + 5, 0.75, True, 2**63 + 2**41, xs[0]), (77, 2**40 + 7, -1.5, False, 2**63 + 2**42, xs[1]),
+             (5, 2**41 + 3, 1e-3, True, 2**63 + 2**43, xs[2]), (-123, 2**40 + 5, 0.75, True, 2**63 + 2**41, xs[0])]
+    for args in calls * 2:
+        o = torch.zeros(6, device="cuda", dtype=torch.float64)
+        f[(1,)](o, *args)
+        a, b, c, d, e, x = args
+        want = [float(a), float(b), float(torch.tensor(c, dtype=torch.float32)), float(d), float(e >> 40), x[0].item()]
+        assert o.tolist() == want, args
+    (variant,) = f.variants()
+    assert variant.launcher.info["packed"] is True
+    assert f._dispatcher.stats()["native"] == len(calls) * 2 - 1
+
+
 def test_softmax_matches_torch():
     x = torch.randn(64, 1000, device="cuda")
     out = torch.empty_like(x)

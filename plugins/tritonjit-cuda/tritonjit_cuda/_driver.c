@@ -650,6 +650,19 @@ static PyObject *py_param_buffer(PyObject *self, PyObject *args) {
   return PyBool_FromLong(was);
 }
 
+/* Whether launchers made from now on offer their layout to callers that pack
+ * (TJ_LAUNCH_F_PACKED where pack_layout allows: 1, the default), or take tj_args only (0:
+ * tests and the launch benchmark compare the two). */
+static int g_packed_layouts = 1;
+
+/* packed_layouts([enabled]) -> the setting before the call (see g_packed_layouts) */
+static PyObject *py_packed_layouts(PyObject *self, PyObject *args) {
+  int was = g_packed_layouts, enabled = was;
+  if (!PyArg_ParseTuple(args, "|p", &enabled)) return NULL;
+  g_packed_layouts = enabled;
+  return PyBool_FromLong(was);
+}
+
 /* param_layout(type_codes, n_scratch) -> (offsets, size): the buffer layout a launcher of
  * these runtime argument types uses (tests compare it with the kernel's PTX). */
 static PyObject *py_param_layout(PyObject *self, PyObject *args) {
@@ -741,6 +754,7 @@ typedef struct {
   PyObject *capsule;
   PyObject *device_obj;
   tj_launch tj;
+  tj_pack_slot layout[MAX_ARGS]; /* per kernel parameter, where TJ_LAUNCH_F_PACKED (pack_layout) */
 } Launcher;
 
 static int grid_fail(Launcher *L, const unsigned int g[3]) {
@@ -950,23 +964,41 @@ static int pack_nogil(int ty, const tj_arg *a, unsigned char *dst) {
  * the same packing and driver call as tj_launch_entry, no Python object touched. Whatever
  * needs Python (scratch buffers, unusual arguments, a grid over the device's limits, whose
  * GridError is made by the GIL path) answers 1. */
+static int launch_buffer_nogil(Launcher *L, const unsigned int grid[3], uint64_t stream, unsigned char *buf,
+                               char *err, size_t errlen);
+
 static int tj_launch_nogil(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
                            Py_ssize_t nargs, char *err, size_t errlen) {
   Launcher *L = (Launcher *)self;
   _Alignas(64) unsigned char buf[PARAM_BUF_MAX];
   if (L->n_tma) return 1;
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    const tj_arg *a = leaf_arg(L, k, args, nargs);
+    if (a == NULL) return 1; /* the GIL path raises */
+    unsigned char *dst = buf + L->off[k];
+    if (!pack_common(L->ty[k], a, dst) && pack_nogil(L->ty[k], a, dst)) return 1;
+  }
+  return launch_buffer_nogil(L, grid, stream, buf, err, errlen);
+}
+
+/* The launch entries of a buffer the caller packed by L->layout (TJ_LAUNCH_F_PACKED). */
+static int tj_launch_packed(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf) {
+  return launch_packed((Launcher *)self, grid, stream, buf);
+}
+static int tj_launch_packed_nogil(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf,
+                                  char *err, size_t errlen) {
+  return launch_buffer_nogil((Launcher *)self, grid, stream, buf, err, errlen);
+}
+
+/* Launch the packed runtime arguments in ``buf`` without the GIL: 0, 1 (needs Python) or -1. */
+static int launch_buffer_nogil(Launcher *L, const unsigned int grid[3], uint64_t stream, unsigned char *buf,
+                               char *err, size_t errlen) {
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return 0;
   if ((uint64_t)grid[0] * L->num_ctas > L->max_grid[0] || grid[1] > L->max_grid[1] || grid[2] > L->max_grid[2])
     return 1;
   for (int k = 0; k < L->n_scratch; k++) {
     if (L->scratch_size[k] != 0) return 1;
     memset(buf + L->off[L->n_rt + k], 0, 8);
-  }
-  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
-    const tj_arg *a = leaf_arg(L, k, args, nargs);
-    if (a == NULL) return 1; /* the GIL path raises */
-    unsigned char *dst = buf + L->off[k];
-    if (!pack_common(L->ty[k], a, dst) && pack_nogil(L->ty[k], a, dst)) return 1;
   }
   int pushed = 0;
   const char *call = "cuCtxPushCurrent";
@@ -1106,10 +1138,11 @@ static PyObject *Launcher_get_capsule(PyObject *self, void *closure) {
 static PyObject *Launcher_get_info(PyObject *self, void *closure) {
   Launcher *L = (Launcher *)self;
   PyObject *types = PyBytes_FromStringAndSize((const char *)L->ty, L->n_rt);
-  return Py_BuildValue("{s:O,s:i,s:I,s:I,s:I,s:i,s:i,s:N,s:i,s:n,s:O}", "name", L->name, "device", L->device,
+  return Py_BuildValue("{s:O,s:i,s:I,s:I,s:I,s:i,s:i,s:N,s:i,s:n,s:O,s:O}", "name", L->name, "device", L->device,
                        "block_x", L->block_x, "shared", L->shared, "num_ctas", L->num_ctas, "cooperative", L->coop,
                        "pdl", L->pdl, "types", types, "n_scratch", L->n_scratch, "param_bytes",
-                       (Py_ssize_t)L->buf_size, "param_buffer", L->whole ? Py_True : Py_False);
+                       (Py_ssize_t)L->buf_size, "param_buffer", L->whole ? Py_True : Py_False, "packed",
+                       (L->tj.flags & TJ_LAUNCH_F_PACKED) ? Py_True : Py_False);
 }
 
 /* ``paths``: None, or per runtime argument the index path of its tuple element (an empty
@@ -1149,6 +1182,26 @@ static int set_paths(Launcher *L, PyObject *paths, int *tuples) {
   Py_DECREF(seq);
   if (!*tuples) memset(L->depth, 0, sizeof L->depth);
   return 0;
+}
+
+/* L->layout for callers that pack (TJ_LAUNCH_F_PACKED): 1 where every runtime argument
+ * is a plain parameter of a type tj_pack_code names and the buffer has room for the
+ * spill and the skipped parameters' slot, else 0 (the caller hands tj_args over). */
+static int pack_layout(Launcher *L, int has_tuples) {
+  static const signed char code_of[TY_COUNT] = {
+      [TY_PTR] = TJ_PACK_PTR, [TY_I1] = TJ_PACK_B8,  [TY_I8] = -1,   [TY_I16] = -1,  [TY_I32] = TJ_PACK_I32,
+      [TY_I64] = TJ_PACK_I64, [TY_U1] = TJ_PACK_B8,  [TY_U8] = -1,   [TY_U16] = -1,  [TY_U32] = -1,
+      [TY_U64] = TJ_PACK_U64, [TY_FP16] = -1,        [TY_BF16] = -1, [TY_FP32] = TJ_PACK_FP32,
+      [TY_FP64] = TJ_PACK_FP64, [TY_TMA] = -1};
+  const size_t sink = (L->buf_size + 7) / 8 * 8 + 8; /* past the parameters and the last spill */
+  if (has_tuples || L->n_tma || sink + 16 > TJ_PACK_BUF_MAX) return 0;
+  for (int p = 0; p < MAX_ARGS; p++) L->layout[p] = (tj_pack_slot){(uint16_t)sink, TJ_PACK_SKIP, 0};
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) {
+    const int p = L->param_index[k];
+    if (code_of[L->ty[k]] < 0 || p < 0 || p >= MAX_ARGS || (k > 0 && p <= L->param_index[k - 1])) return 0;
+    L->layout[p] = (tj_pack_slot){L->off[k], (uint8_t)code_of[L->ty[k]], 0};
+  }
+  return 1;
 }
 
 static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
@@ -1229,6 +1282,13 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
   L->tj.launch = tj_launch_entry;
   L->tj.launch_nogil = tj_launch_nogil;
   L->tj.current_stream = raw_stream_fn ? tj_current_stream : NULL;
+  if (g_packed_layouts && pack_layout(L, paths != Py_None)) {
+    L->tj.flags |= TJ_LAUNCH_F_PACKED;
+    L->tj.layout = L->layout;
+    L->tj.n_layout = MAX_ARGS;
+    L->tj.launch_packed = tj_launch_packed;
+    L->tj.launch_packed_nogil = tj_launch_packed_nogil;
+  }
   L->vectorcall = Launcher_vectorcall;
   return 0;
 }
@@ -1364,6 +1424,9 @@ static PyMethodDef module_methods[] = {
     {"pack", py_pack, METH_VARARGS, "pack(type_codes, values) -> [bytes]"},
     {"param_layout", py_param_layout, METH_VARARGS,
      "param_layout(type_codes, n_scratch) -> (offsets, size): where a launch packs each kernel parameter"},
+    {"packed_layouts", py_packed_layouts, METH_VARARGS,
+     "packed_layouts([enabled]) -> bool: whether launchers made from now on take buffers their callers pack "
+     "(TJ_LAUNCH_F_PACKED); returns the previous setting"},
     {"param_buffer", py_param_buffer, METH_VARARGS,
      "param_buffer([enabled]) -> the previous setting: whether launchers made from now on hand the driver one "
      "parameter buffer where it agrees with the layout (else a pointer per parameter); for tests"},

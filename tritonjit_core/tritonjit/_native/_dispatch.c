@@ -130,6 +130,7 @@ typedef struct {
   signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
   int elem_flags;            /* F_ALIGN, F_EQ1 as a tuple's elements are specialized (_element_rules) */
+  int packs;                 /* no annotated parameter: a repeated key may launch a packed buffer (pack_arg) */
   PyObject *tuple_token_type; /* _signature.TupleToken: the key token of a tuple argument */
   ParamSpec ps[]; /* one per parameter (the object's variable part) */
 } Dispatcher;
@@ -723,14 +724,36 @@ static PyObject *tuple_token(Dispatcher *d, Py_ssize_t i, PyObject *v, PyObject 
 
 /* compute_key's hint when there is none: no key part is NULL, so every part differs */
 static PyObject *const no_hint[MAXP];
+/* compute_key's layout when the call will not be launched packed: every value to offset 0
+ * of the caller's buffer (at least 16 bytes) */
+static const tj_pack_slot no_layout[MAXP];
 
-/* Key parts and digested args. 0 ok (caller releases), 1 fallback (released).
+/* A runtime argument digested into ``a`` as TJ_LAUNCH_F_PACKED's rules write it: 8 bytes
+ * at its slot's offset, a float as fp32 in the low half. The dispatcher packs only for
+ * kernels without annotated parameters and launches the buffer only where the key equals
+ * the last launch's, whose layout this is: the same tokens mean the same kinds and
+ * classes (an i32 token: an int in i32 range; fp32: a float; a pointer: a data pointer),
+ * so every value fits its slot's code. */
+static inline void pack_arg(const tj_pack_slot *slot, const tj_arg *a, unsigned char *buf) {
+  uint64_t w = a->v.u;
+  if (a->kind == TJ_ARG_FLOAT) {
+    const float f = (float)a->v.d;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    w = b;
+  }
+  memcpy(buf + slot->offset, &w, 8);
+}
+
+/* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). Each
+ * runtime argument is also packed into ``buf`` by ``lay`` (pack_arg; no_layout: unused).
  *
  * ``hint`` holds the key parts of the variant launched last (or no_hint): each part is
  * compared with it by identity on the way, and k->differs says whether any differed.
  * Most launches repeat the last one (the tokens are shared objects), so the memo is then
  * not searched; a constexpr equal to the hint's but another object only takes memo_find. */
-static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) {
+static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint, const tj_pack_slot *lay,
+                       unsigned char *buf) {
   /* read once: stores into k could alias them as far as the compiler knows */
   const Py_ssize_t P = d->P;
   PyObject *const *vals = c->vals;
@@ -773,6 +796,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint) 
         keyed_release(k);
         return 1;
       }
+      pack_arg(&lay[i], &k->args[i], buf);
     }
     k->kel[i] = kel;
     diff |= (uintptr_t)kel ^ (uintptr_t)hint[i];
@@ -963,8 +987,20 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   Memo *hint = d->last;
   PyObject *hkey = hint != NULL && hint->key != NULL && hint->nopt == c->nopt ? hint->key : NULL;
   Py_XINCREF(hkey);
-  if (compute_key(d, c, &k, hkey != NULL ? (PyObject *const *)&PyTuple_GET_ITEM(hkey, 0) : no_hint)) {
+  /* where the last launch's launcher takes a packed buffer, the arguments are packed by
+     its layout while they are keyed: a call that repeats its key launches that buffer,
+     without a second pass over the arguments (its capsule held: Python code run while
+     keying may drop the memo's entry) */
+  const tj_pack_slot *lay = no_layout;
+  PyObject *hcap = NULL;
+  _Alignas(64) unsigned char buf[TJ_PACK_BUF_MAX];
+  if (hkey != NULL && d->packs && (hint->tj->flags & TJ_LAUNCH_F_PACKED) && hint->tj->n_layout >= d->P) {
+    lay = hint->tj->layout;
+    hcap = Py_NewRef(hint->capsule);
+  }
+  if (compute_key(d, c, &k, hkey != NULL ? (PyObject *const *)&PyTuple_GET_ITEM(hkey, 0) : no_hint, lay, buf)) {
     Py_XDECREF(hkey);
+    Py_XDECREF(hcap);
     return NULL;
   }
   Memo *m = NULL;
@@ -972,9 +1008,11 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
       (c->nopt == 0 || opts_match(c, PyTuple_GET_ITEM(hkey, d->P))))
     m = hint;
   Py_XDECREF(hkey); /* still held by hint where m == hint */
+  const int packed = m != NULL && lay != no_layout; /* m is hint, whose layout packed buf */
   if (m == NULL) m = memo_find(d, c, &k);
   if (m == NULL) m = lookup(d, c, &k);
   keyed_release(&k);
+  Py_XDECREF(hcap); /* where packed, m (the memo's entry) holds the capsule */
   if (m == NULL) return NULL;
   if (k.nsub > 0 && !(m->tj->flags & TJ_LAUNCH_F_TUPLES)) return NULL; /* its launcher takes no tuples */
   d->last = m;
@@ -1019,7 +1057,8 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
     }
   }
   *fallback = 0;
-  if (tj->launch(tj->self, g, stream, k.args, d->P) < 0) goto out;
+  if (packed ? tj->launch_packed(tj->self, g, stream, buf) < 0 : tj->launch(tj->self, g, stream, k.args, d->P) < 0)
+    goto out;
   d->n_native++;
   Py_DECREF(cap);
   return variant;
@@ -1410,6 +1449,9 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     d->P = i + 1;
   }
   d->P = P;
+  d->packs = 1;
+  for (Py_ssize_t i = 0; i < P; i++)
+    if (d->ps[i].flags & (F_ANN_FIXED | F_ANN_REMAP)) d->packs = 0;
   d->div = div;
   d->div_mask = (div > 0 && (div & (div - 1)) == 0) ? (uint64_t)(div - 1) : 0;
   d->device_mode = mode;
@@ -1447,7 +1489,9 @@ static PyObject *Dispatcher_key(PyObject *self, PyObject *const *args, size_t na
   Call c;
   Keyed k;
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (bind_call(d, args, nargs, kwnames, args + nargs, &c) || compute_key(d, &c, &k, no_hint)) Py_RETURN_NONE;
+  unsigned char buf[16];
+  if (bind_call(d, args, nargs, kwnames, args + nargs, &c) || compute_key(d, &c, &k, no_hint, no_layout, buf))
+    Py_RETURN_NONE;
   PyObject *key = build_key(d, &c, &k);
   keyed_release(&k);
   if (!key) return NULL;
@@ -1620,6 +1664,7 @@ typedef struct {
   unsigned int grid[3];
   uint64_t stream;
   Py_ssize_t nargs;
+  int packed;       /* a packed buffer: kind holds each parameter's tj_pack_code */
   int kind[MAXP];
   uint64_t bits[MAXP];
 } RecPending;
@@ -1635,9 +1680,58 @@ typedef struct {
   RecPending *pending;
   Py_ssize_t n_pending;
   unsigned long long dropped;
+  Py_ssize_t n_layout;     /* > 0: the recorder takes packed buffers (TJ_LAUNCH_F_PACKED) by layout */
+  tj_pack_slot layout[MAXP];
 } Recorder;
 
 static int rec_flush(Recorder *r);
+
+/* Parameter ``p`` of a packed buffer, as its slot's code reads it: the value's bits (an
+ * int sign- or zero-extended, an fp32 widened to a double's bits). */
+static uint64_t rec_unpack(const tj_pack_slot *slot, const unsigned char *buf) {
+  const unsigned char *at = buf + slot->offset;
+  uint64_t u = 0;
+  switch (slot->code) {
+    case TJ_PACK_I32: { int32_t x; memcpy(&x, at, 4); return (uint64_t)(int64_t)x; }
+    case TJ_PACK_FP32: { float f; memcpy(&f, at, 4); double d = f; memcpy(&u, &d, 8); return u; }
+    case TJ_PACK_B8: return at[0];
+    case TJ_PACK_SKIP: return 0;
+    default: memcpy(&u, at, 8); return u;
+  }
+}
+
+/* (code, value) of a packed parameter for ``calls``; None for a skipped one. */
+static PyObject *rec_packed_value(int code, uint64_t bits) {
+  double d;
+  switch (code) {
+    case TJ_PACK_SKIP: Py_RETURN_NONE;
+    case TJ_PACK_FP32: case TJ_PACK_FP64: memcpy(&d, &bits, 8); return Py_BuildValue("(id)", code, d);
+    case TJ_PACK_I32: case TJ_PACK_I64: return Py_BuildValue("(iL)", code, (long long)bits);
+    default: return Py_BuildValue("(iK)", code, (unsigned long long)bits);
+  }
+}
+
+/* launch_packed of the recorder (GIL held): recorded as ("packed", grid, stream, values). */
+static int rec_launch_packed(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf) {
+  Recorder *r = (Recorder *)self;
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  pthread_mutex_unlock(&r->mu);
+  if (!r->keep) return 0;
+  if (rec_flush(r) < 0) return -1;
+  PyObject *values = PyList_New(r->n_layout);
+  for (Py_ssize_t p = 0; values != NULL && p < r->n_layout; p++) {
+    PyObject *v = rec_packed_value(r->layout[p].code, rec_unpack(&r->layout[p], buf));
+    if (v == NULL) Py_CLEAR(values);
+    else PyList_SET_ITEM(values, p, v);
+  }
+  PyObject *rec = values ? Py_BuildValue("(s(III)KN)", "packed", grid[0], grid[1], grid[2],
+                                         (unsigned long long)stream, values) : NULL;
+  if (!rec) return -1;
+  int rc = PyList_Append(r->calls, rec);
+  Py_DECREF(rec);
+  return rc;
+}
 
 static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args, Py_ssize_t nargs) {
   Recorder *r = (Recorder *)self;
@@ -1695,6 +1789,33 @@ static int rec_launch_nogil(void *self, const unsigned int grid[3], uint64_t str
   return 0;
 }
 
+/* launch_packed_nogil of the recorder: as rec_launch_nogil, recorded as ("packed", ...). */
+static int rec_launch_packed_nogil(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf,
+                                   char *err, size_t errlen) {
+  Recorder *r = (Recorder *)self;
+  (void)err, (void)errlen;
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  if (r->keep) {
+    if (r->pending == NULL) r->pending = (RecPending *)calloc(REC_PENDING_MAX, sizeof(RecPending));
+    if (r->pending == NULL || r->n_pending == REC_PENDING_MAX) {
+      r->dropped++;
+    } else {
+      RecPending *p = &r->pending[r->n_pending++];
+      memcpy(p->grid, grid, sizeof p->grid);
+      p->stream = stream;
+      p->nargs = r->n_layout;
+      p->packed = 1;
+      for (Py_ssize_t i = 0; i < r->n_layout; i++) {
+        p->kind[i] = r->layout[i].code;
+        p->bits[i] = rec_unpack(&r->layout[i], buf);
+      }
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
 /* Move the GIL-free records into ``calls`` (called with the GIL). */
 static int rec_flush(Recorder *r) {
   pthread_mutex_lock(&r->mu);
@@ -1714,7 +1835,9 @@ static int rec_flush(Recorder *r) {
     for (Py_ssize_t i = 0; i < p->nargs; i++) {
       PyObject *v;
       int kind = p->kind[i];
-      if (kind == TJ_ARG_FLOAT) {
+      if (p->packed) {
+        v = rec_packed_value(kind, p->bits[i]);
+      } else if (kind == TJ_ARG_FLOAT) {
         double d;
         memcpy(&d, &p->bits[i], sizeof d);
         v = Py_BuildValue("(id)", kind, d);
@@ -1732,8 +1855,8 @@ static int rec_flush(Recorder *r) {
       }
       PyList_SET_ITEM(digest, i, v);
     }
-    PyObject *rec = digest ? Py_BuildValue("(s(III)KN)", "nogil", p->grid[0], p->grid[1], p->grid[2],
-                                           (unsigned long long)p->stream, digest)
+    PyObject *rec = digest ? Py_BuildValue("(s(III)KN)", p->packed ? "packed" : "nogil", p->grid[0], p->grid[1],
+                                           p->grid[2], (unsigned long long)p->stream, digest)
                            : NULL;
     if (!rec || PyList_Append(r->calls, rec) < 0) rc = -1;
     Py_XDECREF(rec);
@@ -1786,11 +1909,30 @@ static PyObject *Recorder_capsule(PyObject *self, void *closure) {
 }
 
 static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"keep", "tuples", NULL};
+  static char *kwlist[] = {"keep", "tuples", "layout", NULL};
   int keep = 1, tuples = 1;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$pp", kwlist, &keep, &tuples)) return NULL;
+  PyObject *layout = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ppO", kwlist, &keep, &tuples, &layout)) return NULL;
   Recorder *r = (Recorder *)type->tp_alloc(type, 0);
   if (!r) return NULL;
+  if (layout != Py_None) { /* ((offset, code), ...) per kernel parameter */
+    PyObject *seq = PySequence_Fast(layout, "layout must be a sequence of (offset, code) pairs");
+    Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+    if (seq != NULL && n > MAXP) PyErr_Format(PyExc_ValueError, "layout: at most %d parameters", MAXP);
+    for (Py_ssize_t p = 0; seq != NULL && !PyErr_Occurred() && p < n; p++) {
+      unsigned int off, code;
+      if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, p), "II", &off, &code)) break;
+      if (off + 16 > TJ_PACK_BUF_MAX || code > TJ_PACK_B8)
+        PyErr_Format(PyExc_ValueError, "layout: slot %zd (%u, %u) is out of range", p, off, code);
+      r->layout[p] = (tj_pack_slot){(uint16_t)off, (uint8_t)code, 0};
+    }
+    Py_XDECREF(seq);
+    if (PyErr_Occurred()) {
+      Py_DECREF(r);
+      return NULL;
+    }
+    r->n_layout = n;
+  }
   r->keep = keep;
   r->vectorcall = Recorder_vectorcall;
   r->calls = PyList_New(0);
@@ -1800,6 +1942,13 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
   r->tj.launch = rec_launch;
   r->tj.current_stream = NULL;
   r->tj.launch_nogil = rec_launch_nogil;
+  if (r->n_layout > 0) {
+    r->tj.flags |= TJ_LAUNCH_F_PACKED;
+    r->tj.layout = r->layout;
+    r->tj.n_layout = r->n_layout;
+    r->tj.launch_packed = rec_launch_packed;
+    r->tj.launch_packed_nogil = rec_launch_packed_nogil;
+  }
   pthread_mutex_init(&r->mu, NULL);
   return (PyObject *)r;
 }
@@ -1813,7 +1962,8 @@ static void Recorder_dealloc(PyObject *self) {
 static PyGetSetDef Recorder_getset[] = {
     {"tritonjit_launch", Recorder_capsule, NULL, "launch entry capsule"},
     {"calls", Recorder_get_calls, NULL, "recorded launches: (path, grid, stream, args) with path 'python', 'native' "
-                                        "or 'nogil'"},
+                                        "or 'nogil'; 'packed' for a buffer its caller packed (args: (code, value) "
+                                        "per parameter, None where skipped)"},
     {"count", Recorder_get_count, NULL, "every launch, through the C entries or the Python path "
                                         "(Recorder(keep=False) only counts them)"},
     {NULL}};
@@ -1826,8 +1976,9 @@ static PyTypeObject RecorderType = {
     .tp_new = Recorder_new,
     .tp_dealloc = Recorder_dealloc,
     .tp_getset = Recorder_getset,
-    .tp_doc = "Recorder(*, keep=True, tuples=True): records launches (tests of the native path without an "
-              "accelerator); keep=False only counts them, tuples=False leaves TJ_LAUNCH_F_TUPLES out",
+    .tp_doc = "Recorder(*, keep=True, tuples=True, layout=None): records launches (tests of the native path without "
+              "an accelerator); keep=False only counts them, tuples=False leaves TJ_LAUNCH_F_TUPLES out, a layout "
+              "((offset, code) per kernel parameter) offers TJ_LAUNCH_F_PACKED",
 };
 
 /* ---- module functions ------------------------------------------------------------------ */

@@ -77,6 +77,16 @@ typedef struct tj_launch {
    * including the NUL) in ``err``. */
   int (*launch_nogil)(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
                       Py_ssize_t nargs, char *err, size_t errlen);
+  /* ---- present when ``flags & TJ_LAUNCH_F_PACKED`` (see tj_pack_slot) ---- */
+  const struct tj_pack_slot *layout; /* one slot per kernel parameter, ``n_layout`` of them */
+  Py_ssize_t n_layout;
+  /* The launch of a parameter buffer the caller packed by ``layout`` (TJ_PACK_BUF_MAX
+   * bytes, 16-aligned): the launcher writes what it owns (scratch pointers) into it
+   * and launches. Same returns as ``launch`` (GIL held) and ``launch_nogil`` (no GIL;
+   * 1: the caller packs again through ``launch`` or ``launch_nogil``). */
+  int (*launch_packed)(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf);
+  int (*launch_packed_nogil)(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf,
+                             char *err, size_t errlen);
 } tj_launch;
 
 /* flags */
@@ -85,6 +95,43 @@ typedef struct tj_launch {
  * elements, as the variant's signature lays them out); without this flag a call with a
  * tuple argument never reaches the C entry. Additive: no ABI change. */
 #define TJ_LAUNCH_F_TUPLES 2u
+/* ``layout``, ``n_layout``, ``launch_packed`` and ``launch_packed_nogil`` are present:
+ * the caller may pack the device parameters itself, in the same pass that keys the
+ * call, instead of handing over tj_args for the launcher to pack in a second pass.
+ * Additive: a caller that ignores it launches as before. */
+#define TJ_LAUNCH_F_PACKED 4u
+
+/* How a caller packs one kernel parameter into the launcher's parameter buffer.
+ *
+ * A launcher offers a layout only where every device parameter is a plain parameter
+ * (no tuple element, no tensor descriptor) of one of these codes. The caller writes
+ * each parameter's value as 8 little-endian bytes at ``offset`` (a 4-byte value in the
+ * low half, the rest zero), in parameter order: a write may spill into the bytes
+ * after the value, which the next parameter's write (at a higher offset), the
+ * launcher's scratch pointers or unused padding cover; the buffer has room for the
+ * last spill. A TJ_PACK_SKIP slot's offset points past the parameters, so a caller may
+ * write it unconditionally. The caller checks the value against the code (an int
+ * outside I32's range, a float for a pointer, ...) and packs through ``launch`` or
+ * ``launch_nogil`` instead where it does not fit, so that the launcher raises its
+ * precise error. */
+enum tj_pack_code {
+  TJ_PACK_SKIP = 0, /* not a device parameter (a constexpr, an int specialized to 1, None) */
+  TJ_PACK_PTR = 1,  /* 8 bytes: a data pointer (TJ_ARG_PTR) */
+  TJ_PACK_I32 = 2,  /* 4 bytes: an int in [-2**31, 2**31) */
+  TJ_PACK_I64 = 3,  /* 8 bytes: an int in [-2**63, 2**63) */
+  TJ_PACK_U64 = 4,  /* 8 bytes: an int in [0, 2**64) */
+  TJ_PACK_FP32 = 5, /* 4 bytes: a float rounded to fp32 */
+  TJ_PACK_FP64 = 6, /* 8 bytes: a float */
+  TJ_PACK_B8 = 7,   /* 1 byte: a bool, 0 or 1 */
+};
+typedef struct tj_pack_slot {
+  uint16_t offset;
+  uint8_t code; /* tj_pack_code */
+  uint8_t _pad;
+} tj_pack_slot;
+/* The size of a caller's parameter buffer: every layout's parameters, scratch pointers
+ * and spill fit (a launcher offers no layout where they would not). */
+#define TJ_PACK_BUF_MAX 2112
 /* A tuple argument's element ``i`` (no check: i < a->_pad is the reader's to make). */
 static inline const tj_arg *tj_arg_element(const tj_arg *a, int i) {
   return (const tj_arg *)(uintptr_t)a->v.u + i;

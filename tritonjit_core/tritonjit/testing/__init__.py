@@ -17,7 +17,8 @@ memory over the limit, a failing driver call). :func:`simulated_target` wires a
 tested with a stand-in binary on the simulated driver: subclass it with the vendor's
 facts. :func:`assert_vendor_compiler_missing` and :func:`assert_installed_backend` are
 the checks every out-of-tree plugin's tests make. :class:`RecordingBackend` (with
-:class:`FakeTensor`) runs the core's launch path with no device at all.
+:class:`FakeTensor`) runs the core's launch path with no device at all; with
+``packed=True`` its launcher takes buffers its callers pack (:func:`pack_layout`).
 Requires pytest (and torch for the default host-tensor arguments).
 """
 
@@ -25,7 +26,7 @@ from ._checks import assert_installed_backend, assert_vendor_compiler_missing
 from ._cudalike import CudaLikeSimulatedSuite
 from ._install import installed_as_current
 from ._kernels import BLOCK, CONFORMANCE_SIGNATURE, conformance_axpy
-from ._recording import FakeTensor, RecordingBackend
+from ._recording import FakeTensor, RecordingBackend, pack_layout
 from ._suite import BackendConformance, fresh_backend
 from ._target import (
     ConformanceTarget,
@@ -53,5 +54,6 @@ __all__ = [
     "expected_params",
     "fresh_backend",
     "installed_as_current",
+    "pack_layout",
     "simulated_target",
 ]

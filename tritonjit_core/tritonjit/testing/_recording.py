@@ -38,11 +38,12 @@ class RecordingBackend:
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
                  keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None,
-                 tuples: bool = True) -> None:
+                 tuples: bool = True, packed: bool = False) -> None:
         self.name, self.rules, self.keep, self.devices, self.loads = (
             name, rules or SpecializationRules(), keep, devices, 0)
         self.max_grid = max_grid
         self.tuples = tuples  # False: its launch entry takes no tuple arguments (TJ_LAUNCH_F_TUPLES)
+        self.packed = packed  # True: its launch entry takes buffers its callers pack (TJ_LAUNCH_F_PACKED)
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
@@ -98,7 +99,8 @@ class RecordingBackend:
     def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
         from .. import _native
 
-        return _native.dispatch.Recorder(keep=self.keep, tuples=self.tuples)
+        layout = pack_layout(kernel.signature, kernel.runtime_params) if self.packed else None
+        return _native.dispatch.Recorder(keep=self.keep, tuples=self.tuples, layout=layout)
 
     @hookimpl
     def pack_args(self, state: Any, args: Any) -> Any:
@@ -111,3 +113,35 @@ class RecordingBackend:
     @hookimpl
     def make_launcher(self, state: Any) -> Any:
         return state
+
+
+#: tritonjit_launch.h's tj_pack_code of each scalar type a recorder packs
+PACK_CODES = {"i32": 2, "i64": 3, "u64": 4, "fp32": 5, "fp64": 6, "i1": 7, "u1": 7}
+PACK_PTR, PACK_SKIP = 1, 0
+
+
+def pack_layout(signature: str, runtime_params: Any = None) -> tuple[tuple[int, int], ...] | None:
+    """The recorder's parameter buffer for a variant: ``(offset, code)`` per kernel
+    parameter, each device parameter at the next multiple of its size (8 for a pointer),
+    skipped ones at a slot past them all; None where a parameter is a tuple, a descriptor
+    or a type the recorder does not pack (its callers then hand over tj_args)."""
+    from .._flatten import runtime_plan
+    from .._signature import _split
+
+    n_params = len([t for t in _split(signature) if t.strip()])
+    plan = runtime_plan(signature, runtime_params)
+    sizes = {2: 4, 5: 4, 7: 1}
+    at, slots = 0, {}
+    for p in plan:
+        if not p.is_plain:
+            return None
+        ty = p.leaves[0][1]
+        code = PACK_PTR if ty.startswith("*") else PACK_CODES.get(ty)
+        if code is None:
+            return None
+        size = sizes.get(code, 8)
+        at = (at + size - 1) // size * size
+        slots[p.index] = (at, code)
+        at += size
+    sink = (at + 7) // 8 * 8 + 8
+    return tuple(slots.get(i, (sink, PACK_SKIP)) for i in range(n_params))

@@ -283,12 +283,75 @@ struct Entry {
   PyObject* keep = nullptr;  // the capsule (keeps ``tj`` and its launcher alive); never released
 };
 
-/// A call being digested: the key words, the launch ABI's arguments and the tensors' device.
+/// The call's device parameters packed as the launcher the thread used last for this
+/// Function lays them out (TJ_LAUNCH_F_PACKED): written while the arguments are digested,
+/// launched as they are where the call's key turns out to be that launch's. Each value
+/// is checked against its slot's code (``bad``: launch through the tj_args instead, where
+/// the launcher raises its precise error). Without such a launcher every write goes to
+/// offset 0 of ``buf`` (``layout`` is no_layout) and nothing is launched from it.
+struct Packer {
+  static constexpr size_t kMaxParams = kMaxWords / 2;
+  const tj_pack_slot* layout;
+  const tj_launch* tj = nullptr;  // whose layout it is; nullptr: none
+  bool bad = false;
+  alignas(64) unsigned char buf[TJ_PACK_BUF_MAX];
+
+  static const tj_pack_slot* no_layout() {
+    static const tj_pack_slot none[kMaxParams] = {};
+    return none;
+  }
+  Packer() : layout(no_layout()) {}
+  void use(const tj_launch* t) {
+    tj = t;
+    layout = t->layout;
+  }
+  C10_ALWAYS_INLINE void put(size_t i, uint64_t bits) { std::memcpy(buf + layout[i].offset, &bits, 8); }
+  C10_ALWAYS_INLINE void ptr(size_t i, uint64_t address) {
+    bad |= layout[i].code != TJ_PACK_PTR;
+    put(i, address);
+  }
+  C10_ALWAYS_INLINE void none(size_t i) {
+    bad |= layout[i].code != TJ_PACK_SKIP && layout[i].code != TJ_PACK_PTR;
+    put(i, 0);
+  }
+  C10_ALWAYS_INLINE void integer(size_t i, int64_t x) {
+    const uint8_t c = layout[i].code;
+    bad |= !(c == TJ_PACK_I64 || c == TJ_PACK_SKIP || (c == TJ_PACK_I32 && x >= INT32_MIN && x <= INT32_MAX) ||
+             (c == TJ_PACK_U64 && x >= 0));
+    put(i, static_cast<uint64_t>(x));
+  }
+  C10_ALWAYS_INLINE void uinteger(size_t i, uint64_t x) {  // above INT64_MAX
+    bad |= layout[i].code != TJ_PACK_U64;
+    put(i, x);
+  }
+  C10_ALWAYS_INLINE void real(size_t i, double x) {
+    const uint8_t c = layout[i].code;
+    uint64_t bits;
+    if (c == TJ_PACK_FP32) {
+      const float f = static_cast<float>(x);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      bits = b;
+    } else {
+      bad |= c != TJ_PACK_FP64;
+      std::memcpy(&bits, &x, 8);
+    }
+    put(i, bits);
+  }
+  C10_ALWAYS_INLINE void boolean(size_t i, bool b) {
+    bad |= layout[i].code != TJ_PACK_B8;
+    put(i, b ? 1u : 0u);
+  }
+};
+
+/// A call being digested: the key words, the launch ABI's arguments, the tensors' device
+/// and the packed parameters.
 struct Digest {
   Key key;
   tj_arg args[kMaxWords / 2];
   int device = -1;       // of the tensor arguments; -1: none yet
   int8_t dev_type = -1;  // their c10::DeviceType
+  Packer pk;
 };
 
 /// The variant a thread launched last through one Function (its id and cache generation):
@@ -397,6 +460,7 @@ class Function {
       // Slots are only made where Python is asked (a miss, a backend without a C entry)
       begin(grid, sizeof...(Args));
       detail::Digest d;
+      expect_last(d.pk);
       size_t i = 0;
       (digest(i++, args, d), ...);
       finish(stream, grid, options, d, [&](auto&& use) {
@@ -414,6 +478,7 @@ class Function {
   void launch(uint64_t stream, Grid grid, const Options& options, const Slot* slots, size_t n) {
     begin(grid, n);
     detail::Digest d;
+    expect_last(d.pk);
     for (size_t i = 0; i < n; i++) digest_slot(i, slots[i], d);
     finish(stream, grid, options, d, [&](auto&& use) { use(slots, n); });
   }
@@ -543,6 +608,12 @@ class Function {
     if (stream == 0) stream = current_stream(e, d.dev_type, d.device);
     const unsigned int g[3] = {grid.x, grid.y, grid.z};
     const auto nargs = static_cast<Py_ssize_t>(nparams_);
+    if (d.pk.tj == e.tj && !d.pk.bad) {  // packed by this variant's layout while digesting
+      char err[512];
+      int rc = e.tj->launch_packed_nogil(e.tj->self, g, stream, d.pk.buf, err, sizeof err);
+      if (rc == 0) return;
+      if (rc < 0) throw Error(std::string("tritonjit: ") + err);
+    }
     if (e.tj->flags & TJ_LAUNCH_F_NOGIL) {
       char err[512];
       int rc = e.tj->launch_nogil(e.tj->self, g, stream, d.args, nargs, err, sizeof err);
@@ -572,17 +643,18 @@ class Function {
     d.key.push(value);
     return true;
   }
-  void put_ptr(size_t i, uint64_t address, c10::ScalarType dtype, int8_t dev_type, detail::Digest& d,
-               const char* what) const {
+  C10_ALWAYS_INLINE void put_ptr(size_t i, uint64_t address, c10::ScalarType dtype, int8_t dev_type, detail::Digest& d,
+                                 const char* what) const {
     tj_arg& a = fresh(i, d);
     a.v.u = address;
     if (constexpr_[i]) not_constant(i, what);
     a.kind = TJ_ARG_PTR;
+    d.pk.ptr(i, address);
     const uint64_t aligned = divisible(address) ? 1 : 0;
     d.key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(dtype)) << 8 | aligned << 16 |
                static_cast<uint64_t>(static_cast<uint8_t>(dev_type)) << 24);
   }
-  void put_tensor(size_t i, const at::Tensor& t, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_tensor(size_t i, const at::Tensor& t, detail::Digest& d) const {
     const c10::Device dev = t.device();
     const auto type = static_cast<int8_t>(dev.type());
     put_ptr(i, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())), t.scalar_type(), type, d, "a tensor");
@@ -599,35 +671,38 @@ class Function {
                   "launch must be on one device");
     }
   }
-  void put_int(size_t i, int64_t x, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_int(size_t i, int64_t x, detail::Digest& d) const {
     tj_arg& a = fresh(i, d);
     a.v.i = x;
     if (put_constant(i, a, 7, static_cast<uint64_t>(x), d)) return;
     a.kind = TJ_ARG_INT;
+    d.pk.integer(i, x);
     uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
     cls |= (x == 1) ? 2 : 0;
     cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
     d.key.push(3 | cls << 8);
     if (exact_ints_) d.key.push(static_cast<uint64_t>(x));
   }
-  void put_uint(size_t i, uint64_t x, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_uint(size_t i, uint64_t x, detail::Digest& d) const {
     if (x <= static_cast<uint64_t>(INT64_MAX)) return put_int(i, static_cast<int64_t>(x), d);
     tj_arg& a = fresh(i, d);
     a.v.u = x;
     if (put_constant(i, a, 8, x, d)) return;
     a.kind = TJ_ARG_UINT;
+    d.pk.uinteger(i, x);
     d.key.push(4 | (divisible(x) ? 1ull << 8 : 0));
     if (exact_ints_) d.key.push(x);
   }
-  void put_float(size_t i, double x, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_float(size_t i, double x, detail::Digest& d) const {
     tj_arg& a = fresh(i, d);
     a.v.d = x;
     if (put_constant(i, a, 9, a.v.u, d)) return;
     a.kind = TJ_ARG_FLOAT;
+    d.pk.real(i, x);
     d.key.push(5);
     if (exact_ints_) d.key.push(a.v.u);
   }
-  void put_bool(size_t i, bool b, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_bool(size_t i, bool b, detail::Digest& d) const {
     tj_arg& a = fresh(i, d);
     a.v.i = b;
     const uint64_t bit = static_cast<uint64_t>(b) << 8;
@@ -637,13 +712,15 @@ class Function {
       return;
     }
     a.kind = TJ_ARG_BOOL;
+    d.pk.boolean(i, b);
     d.key.push(6 | (exact_ints_ ? bit : 0));
   }
-  void put_none(size_t i, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void put_none(size_t i, detail::Digest& d) const {
     tj_arg& a = fresh(i, d);
     a.v.u = 0;
     a.kind = constexpr_[i] ? TJ_ARG_CONST : TJ_ARG_NONE;
     d.key.push(constexpr_[i] ? 12 : 2);
+    if (!constexpr_[i]) d.pk.none(i);
   }
   void put_str(size_t i, std::string_view x, detail::Digest& d) const {
     if (!constexpr_[i])
@@ -774,6 +851,17 @@ class Function {
     e = it->second;
     remember(last, gen, key, e);
     return true;
+  }
+
+  // The layout of the variant this thread launched last through this Function, for the
+  // digest to pack by (most calls repeat it; finish() launches the buffer only where the
+  // key says it is that variant).
+  void expect_last(detail::Packer& pk) const {
+    const detail::LastHit& last = detail::last_hit(id_);
+    const tj_launch* tj = last.e.tj;
+    if (last.id == id_ && last.gen == gen_.load(std::memory_order_acquire) && tj != nullptr &&
+        (tj->flags & TJ_LAUNCH_F_PACKED) && tj->n_layout >= static_cast<Py_ssize_t>(nparams_))
+      pk.use(tj);
   }
 
   // A miss: the Python runtime's variant (compiled where needed), cached for C++.
