@@ -1282,7 +1282,9 @@ static int Launcher_init(PyObject *self, PyObject *args, PyObject *kwds) {
   L->tj.launch = tj_launch_entry;
   L->tj.launch_nogil = tj_launch_nogil;
   L->tj.current_stream = raw_stream_fn ? tj_current_stream : NULL;
-  if (g_packed_layouts && pack_layout(L, paths != Py_None)) {
+  int has_tuples = paths != Py_None && !tuples; /* paths too deep for the C entry: not known to be plain */
+  for (Py_ssize_t k = 0; k < L->n_rt; k++) has_tuples |= L->depth[k] != 0;
+  if (g_packed_layouts && pack_layout(L, has_tuples)) {
     L->tj.flags |= TJ_LAUNCH_F_PACKED;
     L->tj.layout = L->layout;
     L->tj.n_layout = MAX_ARGS;
