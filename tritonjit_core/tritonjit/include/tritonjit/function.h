@@ -51,6 +51,17 @@
 
 #include "../../_native/tritonjit_launch.h"
 
+// The per-argument digest functions: one out-of-line copy per C++ type, shared by every
+// argument position (a call of many arguments stays a few kilobytes of code, which the
+// driver's own work between two launches does not evict as readily as one unrolled
+// function per signature), called directly within the extension that includes this
+// header (hidden: no PLT stub per argument).
+#if defined(__GNUC__)
+#define TRITONJIT_LOCAL __attribute__((visibility("hidden")))
+#else
+#define TRITONJIT_LOCAL
+#endif
+
 namespace tritonjit {
 
 /// Every error of the C++ API: the Python runtime's message (kernel, parameter, what
@@ -262,7 +273,7 @@ struct Key {
   int n = 0;
   // Unchecked: a launch pushes at most two words per parameter and three more, and
   // Function refuses kernels whose parameters could not fit (refresh_spec_locked_gil).
-  void push(uint64_t x) { w[n++] = x; }
+  C10_ALWAYS_INLINE void push(uint64_t x) { w[n++] = x; }
   bool operator==(const Key& o) const { return n == o.n && std::memcmp(w, o.w, sizeof(uint64_t) * n) == 0; }
   void assign(const Key& o) {  // the n words in use, not the whole array
     n = o.n;
@@ -629,14 +640,14 @@ class Function {
   // One put_* per kind of value, shared by the static path (digest(), by C++ type) and the
   // Slot path (digest_slot(), by Slot::Kind), so both make the same key for the same call.
   // argument i's tj_arg, its Python object (none from C++) and padding cleared
-  static tj_arg& fresh(size_t i, detail::Digest& d) {
+  C10_ALWAYS_INLINE static tj_arg& fresh(size_t i, detail::Digest& d) {
     tj_arg& a = d.args[i];
     a.obj = nullptr;
     a._pad = 0;
     return a;
   }
   // a constexpr parameter's value: its tag and value word (true), or false for a runtime one
-  bool put_constant(size_t i, tj_arg& a, uint64_t tag, uint64_t value, detail::Digest& d) const {
+  C10_ALWAYS_INLINE bool put_constant(size_t i, tj_arg& a, uint64_t tag, uint64_t value, detail::Digest& d) const {
     if (!constexpr_[i]) return false;
     a.kind = TJ_ARG_CONST;
     d.key.push(tag);
@@ -661,15 +672,18 @@ class Function {
     on_device(i, type, dev.has_index() ? dev.index() : -1, t, d);
   }
   // the launch's device is its first tensor's; every later tensor must be on it
-  void on_device(size_t i, int8_t type, int index, const at::Tensor& t, detail::Digest& d) const {
+  C10_ALWAYS_INLINE void on_device(size_t i, int8_t type, int index, const at::Tensor& t, detail::Digest& d) const {
     if (d.dev_type < 0) {
       d.dev_type = type;
       d.device = index;
     } else if (type != d.dev_type || index != d.device) {
-      throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
-                  t.device().str() + " but an earlier tensor argument is on another device; the tensors of one "
-                  "launch must be on one device");
+      on_another_device(i, t);
     }
+  }
+  [[noreturn]] C10_NOINLINE void on_another_device(size_t i, const at::Tensor& t) const {
+    throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ + "' is on device " +
+                t.device().str() + " but an earlier tensor argument is on another device; the tensors of one "
+                "launch must be on one device");
   }
   C10_ALWAYS_INLINE void put_int(size_t i, int64_t x, detail::Digest& d) const {
     tj_arg& a = fresh(i, d);
@@ -732,30 +746,30 @@ class Function {
     d.key.push(11 | static_cast<uint64_t>(x.size()) << 8);
     d.key.push(detail::hash_bytes(x));
   }
-  [[noreturn]] void not_constant(size_t i, const char* what) const {
+  [[noreturn]] C10_NOINLINE void not_constant(size_t i, const char* what) const {
     throw Error("tritonjit: parameter '" + param_names_[i] + "' of kernel '" + name_ +
                 "' is a tl.constexpr and needs a compile-time constant (int, float, bool, str or None), got " + what);
   }
 
   // by C++ type (the call's own arguments)
-  void digest(size_t i, const at::Tensor& t, detail::Digest& d) const {
+  TRITONJIT_LOCAL void digest(size_t i, const at::Tensor& t, detail::Digest& d) const {
     if (t.defined()) put_tensor(i, t, d); else put_none(i, d);
   }
-  void digest(size_t i, const std::optional<at::Tensor>& t, detail::Digest& d) const {
+  TRITONJIT_LOCAL void digest(size_t i, const std::optional<at::Tensor>& t, detail::Digest& d) const {
     if (t.has_value() && t->defined()) put_tensor(i, *t, d); else put_none(i, d);
   }
-  void digest(size_t i, std::nullopt_t, detail::Digest& d) const { put_none(i, d); }
-  void digest(size_t i, std::nullptr_t, detail::Digest& d) const { put_none(i, d); }
-  void digest(size_t i, bool b, detail::Digest& d) const { put_bool(i, b, d); }
-  void digest(size_t i, float x, detail::Digest& d) const { put_float(i, x, d); }
-  void digest(size_t i, double x, detail::Digest& d) const { put_float(i, x, d); }
-  void digest(size_t i, DevicePtr p, detail::Digest& d) const { put_ptr(i, p.address, p.dtype, -1, d, "a pointer"); }
-  void digest(size_t i, const char* x, detail::Digest& d) const { put_str(i, x, d); }
-  void digest(size_t i, const std::string& x, detail::Digest& d) const { put_str(i, x, d); }
-  void digest(size_t i, std::string_view x, detail::Digest& d) const { put_str(i, x, d); }
-  void digest(size_t i, const c10::Scalar& x, detail::Digest& d) const { digest_slot(i, slot(x), d); }
+  TRITONJIT_LOCAL void digest(size_t i, std::nullopt_t, detail::Digest& d) const { put_none(i, d); }
+  TRITONJIT_LOCAL void digest(size_t i, std::nullptr_t, detail::Digest& d) const { put_none(i, d); }
+  TRITONJIT_LOCAL void digest(size_t i, bool b, detail::Digest& d) const { put_bool(i, b, d); }
+  TRITONJIT_LOCAL void digest(size_t i, float x, detail::Digest& d) const { put_float(i, x, d); }
+  TRITONJIT_LOCAL void digest(size_t i, double x, detail::Digest& d) const { put_float(i, x, d); }
+  TRITONJIT_LOCAL void digest(size_t i, DevicePtr p, detail::Digest& d) const { put_ptr(i, p.address, p.dtype, -1, d, "a pointer"); }
+  TRITONJIT_LOCAL void digest(size_t i, const char* x, detail::Digest& d) const { put_str(i, x, d); }
+  TRITONJIT_LOCAL void digest(size_t i, const std::string& x, detail::Digest& d) const { put_str(i, x, d); }
+  TRITONJIT_LOCAL void digest(size_t i, std::string_view x, detail::Digest& d) const { put_str(i, x, d); }
+  TRITONJIT_LOCAL void digest(size_t i, const c10::Scalar& x, detail::Digest& d) const { digest_slot(i, slot(x), d); }
   template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
-  void digest(size_t i, T x, detail::Digest& d) const {
+  TRITONJIT_LOCAL void digest(size_t i, T x, detail::Digest& d) const {
     if constexpr (std::is_unsigned_v<T>)
       put_uint(i, static_cast<uint64_t>(x), d);
     else
@@ -781,7 +795,7 @@ class Function {
 
   // divisible by the backend's divisibility: a mask for a power of two (two's complement
   // makes it exact for negative ints too), a division otherwise; never with div 0
-  bool divisible(uint64_t x) const {
+  C10_ALWAYS_INLINE bool divisible(uint64_t x) const {
     return div_mask_ != 0 ? (x & div_mask_) == 0 : (div_ != 0 && static_cast<int64_t>(x) % static_cast<int64_t>(div_) == 0);
   }
 
