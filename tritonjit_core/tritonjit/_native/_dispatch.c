@@ -1757,6 +1757,25 @@ static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, c
   return rc;
 }
 
+/* Count a GIL-free launch and, where the recorder keeps them, the record to fill (its
+ * arguments left to the caller), or NULL (only counting, or REC_PENDING_MAX records not
+ * yet read: dropped). Called with r->mu held. */
+static RecPending *rec_pending(Recorder *r, const unsigned int grid[3], uint64_t stream, Py_ssize_t nargs) {
+  r->count++;
+  if (!r->keep) return NULL;
+  if (r->pending == NULL) r->pending = (RecPending *)calloc(REC_PENDING_MAX, sizeof(RecPending));
+  if (r->pending == NULL || r->n_pending == REC_PENDING_MAX) {
+    r->dropped++;
+    return NULL;
+  }
+  RecPending *p = &r->pending[r->n_pending++];
+  memcpy(p->grid, grid, sizeof p->grid);
+  p->stream = stream;
+  p->nargs = nargs;
+  p->packed = 0;
+  return p;
+}
+
 /* launch_nogil of the recorder: kept in C under a mutex (no Python object may be touched),
  * moved into ``calls`` as ("nogil", grid, stream, digest) when ``calls`` is read. */
 static int rec_launch_nogil(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args,
@@ -1769,21 +1788,10 @@ static int rec_launch_nogil(void *self, const unsigned int grid[3], uint64_t str
   for (Py_ssize_t i = 0; i < nargs; i++)
     if (args[i].kind == TJ_ARG_TUPLE) return 1; /* recorded with the GIL (rec_launch), as a list */
   pthread_mutex_lock(&r->mu);
-  r->count++;
-  if (r->keep) {
-    if (r->pending == NULL) r->pending = (RecPending *)calloc(REC_PENDING_MAX, sizeof(RecPending));
-    if (r->pending == NULL || r->n_pending == REC_PENDING_MAX) {
-      r->dropped++;
-    } else {
-      RecPending *p = &r->pending[r->n_pending++];
-      memcpy(p->grid, grid, sizeof p->grid);
-      p->stream = stream;
-      p->nargs = nargs;
-      for (Py_ssize_t i = 0; i < nargs; i++) {
-        p->kind[i] = args[i].kind;
-        p->bits[i] = args[i].v.u;
-      }
-    }
+  RecPending *p = rec_pending(r, grid, stream, nargs);
+  for (Py_ssize_t i = 0; p != NULL && i < nargs; i++) {
+    p->kind[i] = args[i].kind;
+    p->bits[i] = args[i].v.u;
   }
   pthread_mutex_unlock(&r->mu);
   return 0;
@@ -1795,22 +1803,11 @@ static int rec_launch_packed_nogil(void *self, const unsigned int grid[3], uint6
   Recorder *r = (Recorder *)self;
   (void)err, (void)errlen;
   pthread_mutex_lock(&r->mu);
-  r->count++;
-  if (r->keep) {
-    if (r->pending == NULL) r->pending = (RecPending *)calloc(REC_PENDING_MAX, sizeof(RecPending));
-    if (r->pending == NULL || r->n_pending == REC_PENDING_MAX) {
-      r->dropped++;
-    } else {
-      RecPending *p = &r->pending[r->n_pending++];
-      memcpy(p->grid, grid, sizeof p->grid);
-      p->stream = stream;
-      p->nargs = r->n_layout;
-      p->packed = 1;
-      for (Py_ssize_t i = 0; i < r->n_layout; i++) {
-        p->kind[i] = r->layout[i].code;
-        p->bits[i] = rec_unpack(&r->layout[i], buf);
-      }
-    }
+  RecPending *p = rec_pending(r, grid, stream, r->n_layout);
+  if (p != NULL) p->packed = 1;
+  for (Py_ssize_t i = 0; p != NULL && i < r->n_layout; i++) {
+    p->kind[i] = r->layout[i].code;
+    p->bits[i] = rec_unpack(&r->layout[i], buf);
   }
   pthread_mutex_unlock(&r->mu);
   return 0;
