@@ -704,3 +704,67 @@ def test_annotated_kernels_never_launch_packed():
     finally:
         tritonjit.set_backend(None)
         tritonjit.unregister_backend(backend.name)
+
+
+def test_packed_recorder_offers_no_layout_for_tuples():
+    """A variant with a tuple parameter has no packed layout (its device leaves are not
+    one slot per parameter): its calls hand over tj_args, tuples included."""
+    backend = RecordingBackend("rec-packed-tuples", packed=True)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(tuple_kernel)
+        x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
+        for _ in range(3):
+            variant = f[(1,)]((x, y), 1000, (0.5, 3), BLOCK=64)
+        assert tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params) is None
+        assert [c[0] for c in variant.launcher.calls] == ["python", "native", "native"]
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)
+
+
+class _Reentrant(FakeTensor):
+    """A tensor whose data_ptr() launches the same kernel with other arguments: Python
+    code run while the dispatcher keys (and packs) a call, which fills the memo anew."""
+
+    f: Any = None
+    depth = 0
+
+    def data_ptr(self) -> int:
+        if _Reentrant.depth == 0 and _Reentrant.f is not None:
+            _Reentrant.depth += 1
+            try:
+                for n in (3, 16, 2**40 + 1, 2**40, -7, 2**63 + 1):  # more new variants than the memo holds
+                    _Reentrant.f[(1,)](FakeTensor(1 << 22), n, 0.25, True, None, 7, K=4)
+            finally:
+                _Reentrant.depth -= 1
+        return self.ptr
+
+
+def test_packed_launches_survive_python_run_while_keying():
+    """The layout a call packs by is the last launch's: a launch from inside the keying
+    (Python code) may replace that memo entry. The call must then launch with tj_args,
+    or by a layout still alive, and hand the device its own values either way."""
+    backend = RecordingBackend("rec-packed-reentrant", packed=True)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(packing_kernel)
+        _Reentrant.f = f
+        q = _Reentrant(5 << 20)
+        plain = FakeTensor(1 << 20)
+        for n in (100, 100, 101, 102):
+            f[(1,)](plain, n, 1.5, False, q, 9, K=4)
+            outer = [v for v in f.variants() if v.signature.endswith("i32,4") and "*fp32:16,i32,fp32,u1,*fp32:16" in
+                     v.signature]
+            (variant,) = outer
+            rec = variant.launcher.calls[-1]
+            layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+            got = _device_values(rec, layout, variant.compiled.runtime_params)
+            assert got[0] == (1, 1 << 20) and got[1] == (2, n) and got[4] == (1, 5 << 20) and got[5] == (2, 9), rec
+        assert len(f.variants()) == 6  # the outer call's and five of the inner ones' (-7 is 3's class)
+    finally:
+        _Reentrant.f = None
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)
