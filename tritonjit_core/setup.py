@@ -78,7 +78,9 @@ setup(
     ext_modules=[
         Extension(
             "tritonjit._native._dispatch",
-            sources=["tritonjit/_native/_dispatch.c"],
+            sources=["tritonjit/_native/_dispatch.c", "tritonjit/_native/_recorder.c"],
+            depends=["tritonjit/_native/_dispatch.h", "tritonjit/_native/tritonjit_launch.h",
+                     "tritonjit/_native/tritonjit_tensor.h"],
             include_dirs=["tritonjit/_native"],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             optional=True,
