@@ -768,3 +768,27 @@ def test_packed_launches_survive_python_run_while_keying():
         _Reentrant.f = None
         tritonjit.set_backend(None)
         tritonjit.unregister_backend(backend.name)
+
+
+@pytest.mark.parametrize("bad", [(4000, 2), (2112 - 8, 2), (0, 9)], ids=["past-the-buffer", "no-room-to-spill",
+                                                                        "unknown-code"])
+def test_a_launchers_bad_layout_is_never_packed_by(bad):
+    """The dispatcher checks a launcher's layout once (tj_pack_layout_ok) before it writes
+    by it: a slot past its buffer or of an unknown code makes it hand over tj_args."""
+    def layout(signature: str, runtime_params: Any) -> tuple:
+        good = tritonjit.testing.pack_layout(signature, runtime_params)
+        return (bad, *good[1:])
+
+    backend = RecordingBackend("rec-bad-layout", layout=layout)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(add_kernel)
+        x = FakeTensor(1 << 20)
+        for n in (1000, 1001, 1002):
+            variant = f[(1,)](x, x, x, n, BLOCK=64)
+        assert [c[0] for c in variant.launcher.calls] == ["python", "native", "native"]
+        assert variant.launcher.calls[-1][3][3] == (2, 1002)
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)

@@ -375,3 +375,26 @@ def test_cpp_packing_leaves_values_that_do_not_fit_to_the_launcher(ext, recordin
     assert calls[2][3][1] == calls[3][3][1] == (2, (1 << 40) + 3)  # TJ_ARG_INT, whole
     assert calls[4][3][2] == (2, 3)  # the int, for the launcher to convert
     assert calls[1][3][1:3] == [(2, 101), (5, 0.5)] and calls[6][3][1] == (2, 103)
+
+
+def test_cpp_never_packs_by_a_bad_layout(ext, kernel):
+    """C++ checks a launcher's layout once (tj_pack_layout_ok) before it writes by it: a slot
+    past its buffer makes every call hand over tj_args."""
+    if not _native.available():
+        pytest.skip(f"native dispatcher: {_native.reason}")
+
+    def layout(signature, runtime_params):
+        return ((4000, 1), *tritonjit.testing.pack_layout(signature, runtime_params)[1:])
+
+    backend = RecordingBackend("rec-bad-layout", layout=layout)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        for n in (1000, 1001, 1002):
+            ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, n, 256, 5, 4)
+        (variant,) = kernel.variants()
+        calls = variant.launcher.calls
+        assert [c[0] for c in calls] == ["nogil"] * 3 and calls[-1][3][3] == (2, 1002)
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)

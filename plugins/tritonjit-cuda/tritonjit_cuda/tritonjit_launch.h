@@ -132,6 +132,17 @@ typedef struct tj_pack_slot {
 /* The size of a caller's parameter buffer: every layout's parameters, scratch pointers
  * and spill fit (a launcher offers no layout where they would not). */
 #define TJ_PACK_BUF_MAX 2112
+/* Whether a caller of ``nparams`` parameters may pack by ``tj``'s layout: the flag set, a
+ * slot per parameter, every code known and every offset leaving room for an 8-byte write
+ * and its spill inside TJ_PACK_BUF_MAX. A caller checks once per launcher (a layout never
+ * changes), so that no launcher's layout can make it write outside its buffer. */
+static inline int tj_pack_layout_ok(const struct tj_launch *tj, Py_ssize_t nparams) {
+  if (!(tj->flags & TJ_LAUNCH_F_PACKED) || tj->layout == NULL || tj->n_layout < nparams) return 0;
+  for (Py_ssize_t p = 0; p < nparams; p++)
+    if (tj->layout[p].code > TJ_PACK_B8 || tj->layout[p].offset > TJ_PACK_BUF_MAX - 16) return 0;
+  return 1;
+}
+
 /* A tuple argument's element ``i`` (no check: i < a->_pad is the reader's to make). */
 static inline const tj_arg *tj_arg_element(const tj_arg *a, int i) {
   return (const tj_arg *)(uintptr_t)a->v.u + i;

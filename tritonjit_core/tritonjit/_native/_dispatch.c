@@ -96,6 +96,7 @@ typedef struct {
   const tj_launch *tj;
   int device;
   Py_ssize_t nopt;
+  int packs; /* its launcher's layout may be packed by (tj_pack_layout_ok, checked once) */
 } Memo;
 
 typedef struct GridLaunch GridLaunch;
@@ -879,6 +880,7 @@ static void memo_clear(Memo *m) {
   Py_CLEAR(m->variant);
   Py_CLEAR(m->capsule);
   m->tj = NULL;
+  m->packs = 0;
 }
 
 /* Look the key up in the Python path's dict; on a hit with a native launcher,
@@ -917,6 +919,7 @@ static Memo *lookup(Dispatcher *d, Call *c, Keyed *k) {
   m->tj = tj;
   m->device = k->device;
   m->nopt = c->nopt;
+  m->packs = d->packs && tj_pack_layout_ok(tj, d->P);
   return m;
 }
 
@@ -994,7 +997,7 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   const tj_pack_slot *lay = no_layout;
   PyObject *hcap = NULL;
   _Alignas(64) unsigned char buf[TJ_PACK_BUF_MAX];
-  if (hkey != NULL && d->packs && (hint->tj->flags & TJ_LAUNCH_F_PACKED) && hint->tj->n_layout >= d->P) {
+  if (hkey != NULL && hint->packs) {
     lay = hint->tj->layout;
     hcap = Py_NewRef(hint->capsule);
   }

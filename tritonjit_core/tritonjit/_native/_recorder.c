@@ -268,10 +268,10 @@ static PyObject *Recorder_capsule(PyObject *self, void *closure) {
 }
 
 static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-  static char *kwlist[] = {"keep", "tuples", "layout", NULL};
-  int keep = 1, tuples = 1;
+  static char *kwlist[] = {"keep", "tuples", "layout", "check_layout", NULL};
+  int keep = 1, tuples = 1, check = 1;
   PyObject *layout = Py_None;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ppO", kwlist, &keep, &tuples, &layout)) return NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|$ppOp", kwlist, &keep, &tuples, &layout, &check)) return NULL;
   Recorder *r = (Recorder *)type->tp_alloc(type, 0);
   if (!r) return NULL;
   if (layout != Py_None) { /* ((offset, code), ...) per kernel parameter */
@@ -281,7 +281,8 @@ static PyObject *Recorder_new(PyTypeObject *type, PyObject *args, PyObject *kw) 
     for (Py_ssize_t p = 0; seq != NULL && !PyErr_Occurred() && p < n; p++) {
       unsigned int off, code;
       if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, p), "II", &off, &code)) break;
-      if (off + 16 > TJ_PACK_BUF_MAX || code > TJ_PACK_B8)
+      /* check_layout=False keeps a bad slot (up to 65535, 255): tests that callers refuse it */
+      if ((check && (off + 16 > TJ_PACK_BUF_MAX || code > TJ_PACK_B8)) || off > 0xFFFF || code > 0xFF)
         PyErr_Format(PyExc_ValueError, "layout: slot %zd (%u, %u) is out of range", p, off, code);
       r->layout[p] = (tj_pack_slot){(uint16_t)off, (uint8_t)code, 0};
     }
@@ -335,9 +336,10 @@ static PyTypeObject RecorderType = {
     .tp_new = Recorder_new,
     .tp_dealloc = Recorder_dealloc,
     .tp_getset = Recorder_getset,
-    .tp_doc = "Recorder(*, keep=True, tuples=True, layout=None): records launches (tests of the native path without "
-              "an accelerator); keep=False only counts them, tuples=False leaves TJ_LAUNCH_F_TUPLES out, a layout "
-              "((offset, code) per kernel parameter) offers TJ_LAUNCH_F_PACKED",
+    .tp_doc = "Recorder(*, keep=True, tuples=True, layout=None, check_layout=True): records launches (tests of the "
+              "native path without an accelerator); keep=False only counts them, tuples=False leaves TJ_LAUNCH_F_TUPLES "
+              "out, a layout ((offset, code) per kernel parameter) offers TJ_LAUNCH_F_PACKED; check_layout=False keeps "
+              "slots out of range (tests that callers refuse such a layout)",
 };
 
 int tj_add_recorder(PyObject *module) {

@@ -38,12 +38,15 @@ class RecordingBackend:
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
                  keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None,
-                 tuples: bool = True, packed: bool = False) -> None:
+                 tuples: bool = True, packed: bool = False, layout: Any = None) -> None:
         self.name, self.rules, self.keep, self.devices, self.loads = (
             name, rules or SpecializationRules(), keep, devices, 0)
         self.max_grid = max_grid
         self.tuples = tuples  # False: its launch entry takes no tuple arguments (TJ_LAUNCH_F_TUPLES)
         self.packed = packed  # True: its launch entry takes buffers its callers pack (TJ_LAUNCH_F_PACKED)
+        # a callable (signature, runtime_params) -> layout in place of pack_layout, kept unchecked:
+        # for tests that callers refuse a launcher's bad layout
+        self.layout = layout
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
@@ -99,6 +102,9 @@ class RecordingBackend:
     def prepare(self, kernel: CompiledVariant, handle: Any, device: int) -> Any:
         from .. import _native
 
+        if self.layout is not None:
+            return _native.dispatch.Recorder(keep=self.keep, tuples=self.tuples, check_layout=False,
+                                             layout=self.layout(kernel.signature, kernel.runtime_params))
         layout = pack_layout(kernel.signature, kernel.runtime_params) if self.packed else None
         return _native.dispatch.Recorder(keep=self.keep, tuples=self.tuples, layout=layout)
 

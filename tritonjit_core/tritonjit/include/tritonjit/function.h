@@ -292,6 +292,7 @@ struct KeyHash {
 struct Entry {
   const tj_launch* tj = nullptr;
   PyObject* keep = nullptr;  // the capsule (keeps ``tj`` and its launcher alive); never released
+  bool packs = false;        // its layout may be packed by (tj_pack_layout_ok, checked once)
 };
 
 /// The call's device parameters packed as the launcher the thread used last for this
@@ -872,10 +873,7 @@ class Function {
   // key says it is that variant).
   void expect_last(detail::Packer& pk) const {
     const detail::LastHit& last = detail::last_hit(id_);
-    const tj_launch* tj = last.e.tj;
-    if (last.id == id_ && last.gen == gen_.load(std::memory_order_acquire) && tj != nullptr &&
-        (tj->flags & TJ_LAUNCH_F_PACKED) && tj->n_layout >= static_cast<Py_ssize_t>(nparams_))
-      pk.use(tj);
+    if (last.id == id_ && last.gen == gen_.load(std::memory_order_acquire) && last.e.packs) pk.use(last.e.tj);
   }
 
   // A miss: the Python runtime's variant (compiled where needed), cached for C++.
@@ -895,6 +893,7 @@ class Function {
       if (tj != nullptr && tj->abi == TJ_LAUNCH_ABI) {
         e.tj = tj;
         e.keep = cap.release();
+        e.packs = tj_pack_layout_ok(tj, static_cast<Py_ssize_t>(nparams_));
       }
     }
     std::unique_lock<std::shared_mutex> lock(mu_);
