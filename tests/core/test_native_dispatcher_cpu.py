@@ -792,3 +792,28 @@ def test_a_launchers_bad_layout_is_never_packed_by(bad):
     finally:
         tritonjit.set_backend(None)
         tritonjit.unregister_backend(backend.name)
+
+
+def test_packed_launches_with_equal_constexprs_of_other_objects():
+    """A constexpr computed per call (``BLOCK=int(s)``: a new int object each time), another
+    call site's literal, or a bound launcher's own objects key to the same variant by
+    equality, not identity: those calls launch packed too, with their own values."""
+    backend = RecordingBackend("rec-packed-equal", packed=True)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(backend.name)
+    try:
+        f = _fresh(add_kernel)
+        x, y, o = FakeTensor(1 << 20), FakeTensor(1 << 21), FakeTensor(1 << 22)
+        f[(1,)](x, y, o, 1000, BLOCK=int("1024"))
+        for n in (1001, 1002, 1003):
+            f[(1,)](x, y, o, n, BLOCK=int("1024"))
+        bound = f.bind((1,), x, y, o, 1000, BLOCK=int("1024"))
+        for n in (1004, 1005):
+            bound(x, y, o, n)
+        (variant,) = f.variants()
+        calls = variant.launcher.calls
+        assert [c[0] for c in calls] == ["python", "native", "packed", "packed", "packed", "packed"]
+        assert [c[3][3] for c in calls[2:]] == [(2, n) for n in (1002, 1003, 1004, 1005)]
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(backend.name)

@@ -995,10 +995,12 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
      without a second pass over the arguments (its capsule held: Python code run while
      keying may drop the memo's entry) */
   const tj_pack_slot *lay = no_layout;
+  const tj_launch *lay_tj = NULL; /* the launcher whose layout ``lay`` is */
   PyObject *hcap = NULL;
   _Alignas(64) unsigned char buf[TJ_PACK_BUF_MAX];
   if (hkey != NULL && hint->packs) {
-    lay = hint->tj->layout;
+    lay_tj = hint->tj;
+    lay = lay_tj->layout;
     hcap = Py_NewRef(hint->capsule);
   }
   if (compute_key(d, c, &k, hkey != NULL ? (PyObject *const *)&PyTuple_GET_ITEM(hkey, 0) : no_hint, lay, buf)) {
@@ -1011,10 +1013,14 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
       (c->nopt == 0 || opts_match(c, PyTuple_GET_ITEM(hkey, d->P))))
     m = hint;
   Py_XDECREF(hkey); /* still held by hint where m == hint */
-  const int packed = m != NULL && lay != no_layout; /* m is hint, whose layout packed buf */
   if (m == NULL) m = memo_find(d, c, &k);
   if (m == NULL) m = lookup(d, c, &k);
   keyed_release(&k);
+  /* buf holds this call's parameters where the variant found is the one whose launcher's
+     layout packed them: its key equals this call's, so every value fits its slot. The hint
+     is found by identity; an equal constexpr that is another object (a computed BLOCK,
+     another call site's literal) finds the same entry through memo_find. */
+  const int packed = m != NULL && lay_tj != NULL && m->tj == lay_tj;
   Py_XDECREF(hcap); /* where packed, m (the memo's entry) holds the capsule */
   if (m == NULL) return NULL;
   if (k.nsub > 0 && !(m->tj->flags & TJ_LAUNCH_F_TUPLES)) return NULL; /* its launcher takes no tuples */
