@@ -143,6 +143,41 @@ static inline int tj_pack_layout_ok(const struct tj_launch *tj, Py_ssize_t npara
   return 1;
 }
 
+/* Whether a digested argument fits a slot of ``code`` as the launcher would pack it: a
+ * pointer for PTR; an int in the code's range (any int for a SKIP slot: one specialized
+ * to 1); a float for FP32 or FP64; a bool for B8; None for SKIP or PTR (a null pointer).
+ * Anything else (an int for a float, a float for an int, ...) is the launcher's to
+ * convert or refuse through ``launch`` / ``launch_nogil``. */
+static inline int tj_pack_fits(int code, const tj_arg *a) {
+  switch (a->kind) {
+    case TJ_ARG_PTR: return code == TJ_PACK_PTR;
+    case TJ_ARG_NONE: return code == TJ_PACK_SKIP || code == TJ_PACK_PTR;
+    case TJ_ARG_INT:
+      return code == TJ_PACK_I64 || code == TJ_PACK_SKIP || (code == TJ_PACK_U64 && a->v.i >= 0) ||
+             (code == TJ_PACK_I32 && a->v.i >= INT32_MIN && a->v.i <= INT32_MAX);
+    case TJ_ARG_UINT: return code == TJ_PACK_U64;
+    case TJ_ARG_FLOAT: return code == TJ_PACK_FP32 || code == TJ_PACK_FP64;
+    case TJ_ARG_BOOL: return code == TJ_PACK_B8;
+    default: return 0;
+  }
+}
+
+/* Write a digested argument into its slot by the rules above: 8 bytes at the slot's
+ * offset, an FP32 slot's float rounded to fp32 in the low half (every other value is
+ * its tj_arg's 8 bytes: an int or a pointer as is, a bool 0 or 1, None 0, a float for
+ * FP64). Where the argument does not fit the slot (tj_pack_fits) the bytes are
+ * meaningless and the buffer must not be launched. */
+static inline void tj_pack_write(const tj_pack_slot *slot, const tj_arg *a, unsigned char *buf) {
+  uint64_t w = a->v.u;
+  if (slot->code == TJ_PACK_FP32) {
+    const float f = (float)a->v.d;
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    w = b;
+  }
+  memcpy(buf + slot->offset, &w, 8);
+}
+
 /* A tuple argument's element ``i`` (no check: i < a->_pad is the reader's to make). */
 static inline const tj_arg *tj_arg_element(const tj_arg *a, int i) {
   return (const tj_arg *)(uintptr_t)a->v.u + i;

@@ -22,7 +22,6 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "tritonjit_launch.h"
@@ -131,7 +130,7 @@ typedef struct {
   signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
   int elem_flags;            /* F_ALIGN, F_EQ1 as a tuple's elements are specialized (_element_rules) */
-  int packs;                 /* no annotated parameter: a repeated key may launch a packed buffer (pack_arg) */
+  int packs;                 /* no annotated parameter: a call may launch a packed buffer (tj_pack_write) */
   PyObject *tuple_token_type; /* _signature.TupleToken: the key token of a tuple argument */
   ParamSpec ps[]; /* one per parameter (the object's variable part) */
 } Dispatcher;
@@ -729,25 +728,14 @@ static PyObject *const no_hint[MAXP];
  * of the caller's buffer (at least 16 bytes) */
 static const tj_pack_slot no_layout[MAXP];
 
-/* A runtime argument digested into ``a`` as TJ_LAUNCH_F_PACKED's rules write it: 8 bytes
- * at its slot's offset, a float as fp32 in the low half. The dispatcher packs only for
- * kernels without annotated parameters and launches the buffer only where the key equals
- * the last launch's, whose layout this is: the same tokens mean the same kinds and
+/* The dispatcher packs (tj_pack_write) without tj_pack_fits: it packs only for kernels
+ * without annotated parameters and launches the buffer only where the variant found is
+ * the layout's, whose key equals the call's. The same tokens mean the same kinds and
  * classes (an i32 token: an int in i32 range; fp32: a float; a pointer: a data pointer),
  * so every value fits its slot's code. */
-static inline void pack_arg(const tj_pack_slot *slot, const tj_arg *a, unsigned char *buf) {
-  uint64_t w = a->v.u;
-  if (a->kind == TJ_ARG_FLOAT) {
-    const float f = (float)a->v.d;
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    w = b;
-  }
-  memcpy(buf + slot->offset, &w, 8);
-}
 
 /* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). Each
- * runtime argument is also packed into ``buf`` by ``lay`` (pack_arg; no_layout: unused).
+ * runtime argument is also packed into ``buf`` by ``lay`` (tj_pack_write; no_layout: unused).
  *
  * ``hint`` holds the key parts of the variant launched last (or no_hint): each part is
  * compared with it by identity on the way, and k->differs says whether any differed.
@@ -797,7 +785,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint, 
         keyed_release(k);
         return 1;
       }
-      pack_arg(&lay[i], &k->args[i], buf);
+      tj_pack_write(&lay[i], &k->args[i], buf);
     }
     k->kel[i] = kel;
     diff |= (uintptr_t)kel ^ (uintptr_t)hint[i];

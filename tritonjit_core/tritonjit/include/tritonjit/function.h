@@ -298,8 +298,8 @@ struct Entry {
 /// The call's device parameters packed as the launcher the thread used last for this
 /// Function lays them out (TJ_LAUNCH_F_PACKED): written while the arguments are digested,
 /// launched as they are where the call's key turns out to be that launch's. Each value
-/// is checked against its slot's code (``bad``: launch through the tj_args instead, where
-/// the launcher raises its precise error). Without such a launcher every write goes to
+/// is checked against its slot's code (tj_pack_fits; ``bad``: launch through the tj_args
+/// instead, where the launcher converts it or raises its precise error). Without such a launcher every write goes to
 /// offset 0 of ``buf`` (``layout`` is no_layout) and nothing is launched from it.
 struct Packer {
   static constexpr size_t kMaxParams = kMaxWords / 2;
@@ -317,42 +317,10 @@ struct Packer {
     tj = t;
     layout = t->layout;
   }
-  C10_ALWAYS_INLINE void put(size_t i, uint64_t bits) { std::memcpy(buf + layout[i].offset, &bits, 8); }
-  C10_ALWAYS_INLINE void ptr(size_t i, uint64_t address) {
-    bad |= layout[i].code != TJ_PACK_PTR;
-    put(i, address);
-  }
-  C10_ALWAYS_INLINE void none(size_t i) {
-    bad |= layout[i].code != TJ_PACK_SKIP && layout[i].code != TJ_PACK_PTR;
-    put(i, 0);
-  }
-  C10_ALWAYS_INLINE void integer(size_t i, int64_t x) {
-    const uint8_t c = layout[i].code;
-    bad |= !(c == TJ_PACK_I64 || c == TJ_PACK_SKIP || (c == TJ_PACK_I32 && x >= INT32_MIN && x <= INT32_MAX) ||
-             (c == TJ_PACK_U64 && x >= 0));
-    put(i, static_cast<uint64_t>(x));
-  }
-  C10_ALWAYS_INLINE void uinteger(size_t i, uint64_t x) {  // above INT64_MAX
-    bad |= layout[i].code != TJ_PACK_U64;
-    put(i, x);
-  }
-  C10_ALWAYS_INLINE void real(size_t i, double x) {
-    const uint8_t c = layout[i].code;
-    uint64_t bits;
-    if (c == TJ_PACK_FP32) {
-      const float f = static_cast<float>(x);
-      uint32_t b;
-      std::memcpy(&b, &f, 4);
-      bits = b;
-    } else {
-      bad |= c != TJ_PACK_FP64;
-      std::memcpy(&bits, &x, 8);
-    }
-    put(i, bits);
-  }
-  C10_ALWAYS_INLINE void boolean(size_t i, bool b) {
-    bad |= layout[i].code != TJ_PACK_B8;
-    put(i, b ? 1u : 0u);
+  // argument i, digested into ``a``, into its slot; ``bad`` where it does not fit
+  C10_ALWAYS_INLINE void put(size_t i, const tj_arg& a) {
+    bad |= !tj_pack_fits(layout[i].code, &a);
+    tj_pack_write(&layout[i], &a, buf);
   }
 };
 
@@ -661,7 +629,7 @@ class Function {
     a.v.u = address;
     if (constexpr_[i]) not_constant(i, what);
     a.kind = TJ_ARG_PTR;
-    d.pk.ptr(i, address);
+    d.pk.put(i, a);
     const uint64_t aligned = divisible(address) ? 1 : 0;
     d.key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(dtype)) << 8 | aligned << 16 |
                static_cast<uint64_t>(static_cast<uint8_t>(dev_type)) << 24);
@@ -691,7 +659,7 @@ class Function {
     a.v.i = x;
     if (put_constant(i, a, 7, static_cast<uint64_t>(x), d)) return;
     a.kind = TJ_ARG_INT;
-    d.pk.integer(i, x);
+    d.pk.put(i, a);
     uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
     cls |= (x == 1) ? 2 : 0;
     cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
@@ -704,7 +672,7 @@ class Function {
     a.v.u = x;
     if (put_constant(i, a, 8, x, d)) return;
     a.kind = TJ_ARG_UINT;
-    d.pk.uinteger(i, x);
+    d.pk.put(i, a);
     d.key.push(4 | (divisible(x) ? 1ull << 8 : 0));
     if (exact_ints_) d.key.push(x);
   }
@@ -713,7 +681,7 @@ class Function {
     a.v.d = x;
     if (put_constant(i, a, 9, a.v.u, d)) return;
     a.kind = TJ_ARG_FLOAT;
-    d.pk.real(i, x);
+    d.pk.put(i, a);
     d.key.push(5);
     if (exact_ints_) d.key.push(a.v.u);
   }
@@ -727,7 +695,7 @@ class Function {
       return;
     }
     a.kind = TJ_ARG_BOOL;
-    d.pk.boolean(i, b);
+    d.pk.put(i, a);
     d.key.push(6 | (exact_ints_ ? bit : 0));
   }
   C10_ALWAYS_INLINE void put_none(size_t i, detail::Digest& d) const {
@@ -735,7 +703,7 @@ class Function {
     a.v.u = 0;
     a.kind = constexpr_[i] ? TJ_ARG_CONST : TJ_ARG_NONE;
     d.key.push(constexpr_[i] ? 12 : 2);
-    if (!constexpr_[i]) d.pk.none(i);
+    if (!constexpr_[i]) d.pk.put(i, a);
   }
   void put_str(size_t i, std::string_view x, detail::Digest& d) const {
     if (!constexpr_[i])
