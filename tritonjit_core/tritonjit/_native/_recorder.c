@@ -48,6 +48,28 @@ typedef struct {
 
 static int rec_flush(Recorder *r);
 
+/* Count a launch made with the GIL; 1 where it is to be recorded (the GIL-free records
+ * moved in first, to keep the order of launches), 0 where the recorder only counts, -1
+ * on an error. */
+static int rec_counted(Recorder *r) {
+  pthread_mutex_lock(&r->mu);
+  r->count++;
+  pthread_mutex_unlock(&r->mu);
+  if (!r->keep) return 0;
+  return rec_flush(r) < 0 ? -1 : 1;
+}
+
+/* Append (path, grid, stream, values) to ``calls``; ``values`` is stolen (NULL: an error
+ * already set). 0, or -1 with a Python error. */
+static int rec_append(Recorder *r, const char *path, const unsigned int grid[3], uint64_t stream, PyObject *values) {
+  PyObject *rec = values ? Py_BuildValue("(s(III)KN)", path, grid[0], grid[1], grid[2], (unsigned long long)stream,
+                                         values)
+                         : NULL;
+  int rc = rec ? PyList_Append(r->calls, rec) : -1;
+  Py_XDECREF(rec);
+  return rc;
+}
+
 /* Parameter ``p`` of a packed buffer, as its slot's code reads it: the value's bits (an
  * int sign- or zero-extended, an fp32 widened to a double's bits). */
 static uint64_t rec_unpack(const tj_pack_slot *slot, const unsigned char *buf) {
@@ -76,47 +98,28 @@ static PyObject *rec_packed_value(int code, uint64_t bits) {
 /* launch_packed of the recorder (GIL held): recorded as ("packed", grid, stream, values). */
 static int rec_launch_packed(void *self, const unsigned int grid[3], uint64_t stream, unsigned char *buf) {
   Recorder *r = (Recorder *)self;
-  pthread_mutex_lock(&r->mu);
-  r->count++;
-  pthread_mutex_unlock(&r->mu);
-  if (!r->keep) return 0;
-  if (rec_flush(r) < 0) return -1;
+  int keep = rec_counted(r);
+  if (keep <= 0) return keep;
   PyObject *values = PyList_New(r->n_layout);
   for (Py_ssize_t p = 0; values != NULL && p < r->n_layout; p++) {
     PyObject *v = rec_packed_value(r->layout[p].code, rec_unpack(&r->layout[p], buf));
     if (v == NULL) Py_CLEAR(values);
     else PyList_SET_ITEM(values, p, v);
   }
-  PyObject *rec = values ? Py_BuildValue("(s(III)KN)", "packed", grid[0], grid[1], grid[2],
-                                         (unsigned long long)stream, values) : NULL;
-  if (!rec) return -1;
-  int rc = PyList_Append(r->calls, rec);
-  Py_DECREF(rec);
-  return rc;
+  return rec_append(r, "packed", grid, stream, values);
 }
 
 static int rec_launch(void *self, const unsigned int grid[3], uint64_t stream, const tj_arg *args, Py_ssize_t nargs) {
   Recorder *r = (Recorder *)self;
-  pthread_mutex_lock(&r->mu);
-  r->count++;
-  pthread_mutex_unlock(&r->mu);
-  if (!r->keep) return 0;
-  if (rec_flush(r) < 0) return -1; /* keep the order of launches */
+  int keep = rec_counted(r);
+  if (keep <= 0) return keep;
   PyObject *digest = PyList_New(nargs);
-  if (!digest) return -1;
-  for (Py_ssize_t i = 0; i < nargs; i++) {
+  for (Py_ssize_t i = 0; digest != NULL && i < nargs; i++) {
     PyObject *v = tj_arg_describe(&args[i]);
-    if (!v) {
-      Py_DECREF(digest);
-      return -1;
-    }
-    PyList_SET_ITEM(digest, i, v);
+    if (v == NULL) Py_CLEAR(digest);
+    else PyList_SET_ITEM(digest, i, v);
   }
-  PyObject *rec = Py_BuildValue("(s(III)KN)", "native", grid[0], grid[1], grid[2], (unsigned long long)stream, digest);
-  if (!rec) return -1;
-  int rc = PyList_Append(r->calls, rec);
-  Py_DECREF(rec);
-  return rc;
+  return rec_append(r, "native", grid, stream, digest);
 }
 
 /* Count a GIL-free launch and, where the recorder keeps them, the record to fill (its
@@ -192,21 +195,9 @@ static int rec_flush(Recorder *r) {
       break;
     }
     for (Py_ssize_t i = 0; i < p->nargs; i++) {
-      PyObject *v;
-      int kind = p->kind[i];
-      if (p->packed) {
-        v = rec_packed_value(kind, p->bits[i]);
-      } else if (kind == TJ_ARG_FLOAT) {
-        double d;
-        memcpy(&d, &p->bits[i], sizeof d);
-        v = Py_BuildValue("(id)", kind, d);
-      } else if (kind == TJ_ARG_INT || kind == TJ_ARG_BOOL) {
-        v = Py_BuildValue("(iL)", kind, (long long)p->bits[i]);
-      } else if (kind == TJ_ARG_PTR || kind == TJ_ARG_UINT) {
-        v = Py_BuildValue("(iK)", kind, (unsigned long long)p->bits[i]);
-      } else {
-        v = Py_BuildValue("(iO)", kind, Py_None);
-      }
+      /* a tj_arg again (no Python object, no tuple: those are recorded with the GIL) */
+      const tj_arg a = {.kind = p->kind[i], .v.u = p->bits[i], .obj = NULL};
+      PyObject *v = p->packed ? rec_packed_value(a.kind, a.v.u) : tj_arg_describe(&a);
       if (!v) {
         Py_DECREF(digest);
         digest = NULL;
@@ -214,11 +205,7 @@ static int rec_flush(Recorder *r) {
       }
       PyList_SET_ITEM(digest, i, v);
     }
-    PyObject *rec = digest ? Py_BuildValue("(s(III)KN)", p->packed ? "packed" : "nogil", p->grid[0], p->grid[1],
-                                           p->grid[2], (unsigned long long)p->stream, digest)
-                           : NULL;
-    if (!rec || PyList_Append(r->calls, rec) < 0) rc = -1;
-    Py_XDECREF(rec);
+    rc = rec_append(r, p->packed ? "packed" : "nogil", p->grid, p->stream, digest);
   }
   free(pend);
   return rc;
@@ -243,11 +230,9 @@ static PyObject *Recorder_get_count(PyObject *self, void *closure) {
 static PyObject *Recorder_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kw) {
   Recorder *r = (Recorder *)self;
   if (PyVectorcall_NARGS(nargsf) != 3 || kw) return PyErr_Format(PyExc_TypeError, "launcher(grid, stream, args)");
-  pthread_mutex_lock(&r->mu);
-  r->count++;
-  pthread_mutex_unlock(&r->mu);
-  if (!r->keep) Py_RETURN_NONE;
-  if (rec_flush(r) < 0) return NULL;
+  int keep = rec_counted(r);
+  if (keep < 0) return NULL;
+  if (keep == 0) Py_RETURN_NONE;
   PyObject *rec = Py_BuildValue("(sOOO)", "python", args[0], args[1], args[2]);
   if (!rec || PyList_Append(r->calls, rec) < 0) {
     Py_XDECREF(rec);
