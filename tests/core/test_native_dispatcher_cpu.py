@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 import tritonjit
 from tritonjit import SpecializationRules, _native
-from tritonjit.testing import FakeTensor, RecordingBackend
+from tritonjit.testing import FakeTensor, RecordingBackend, installed_as_current
 
 pytestmark = pytest.mark.skipif(not _native.available(), reason=f"native dispatcher: {_native.reason}")
 
@@ -646,9 +646,7 @@ def _device_values(record: tuple, layout: tuple, runtime: tuple) -> list:
 
 def _run_packing_calls(backend: RecordingBackend, calls: list) -> tuple[list, list]:
     """Each call's device values and the path it took, on ``backend``."""
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(backend):
         f = _fresh(packing_kernel)
         got, paths = [], []
         for args in calls:
@@ -658,9 +656,6 @@ def _run_packing_calls(backend: RecordingBackend, calls: list) -> tuple[list, li
             got.append(_device_values(rec, layout, variant.compiled.runtime_params))
             paths.append(rec[0])
         return got, paths
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
 
 
 def test_packed_launches_hand_the_device_what_tj_args_do():
@@ -693,35 +688,25 @@ def test_annotated_kernels_never_launch_packed():
     an int, ``q: tl.int64``): the same key then no longer says the value fits the slot,
     so such kernels hand tj_args to the launcher, which converts or raises."""
     backend = RecordingBackend("rec-packed-ann", packed=True)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(backend):
         f = _fresh(mixed_kernel)
         x = FakeTensor(1 << 20)
         for s in (1.5, 2, 1.5, 3):
             variant = f[(1,)](x, 3, 5, 7, s, 9, K=2)
         assert {c[0] for c in variant.launcher.calls} == {"python", "native"}
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
 
 
 def test_packed_recorder_offers_no_layout_for_tuples():
     """A variant with a tuple parameter has no packed layout (its device leaves are not
     one slot per parameter): its calls hand over tj_args, tuples included."""
     backend = RecordingBackend("rec-packed-tuples", packed=True)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(backend):
         f = _fresh(tuple_kernel)
         x, y = FakeTensor(1 << 20), FakeTensor(1 << 21)
         for _ in range(3):
             variant = f[(1,)]((x, y), 1000, (0.5, 3), BLOCK=64)
         assert tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params) is None
         assert [c[0] for c in variant.launcher.calls] == ["python", "native", "native"]
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
 
 
 class _Reentrant(FakeTensor):
@@ -747,27 +732,24 @@ def test_packed_launches_survive_python_run_while_keying():
     (Python code) may replace that memo entry. The call must then launch with tj_args,
     or by a layout still alive, and hand the device its own values either way."""
     backend = RecordingBackend("rec-packed-reentrant", packed=True)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
-        f = _fresh(packing_kernel)
-        _Reentrant.f = f
-        q = _Reentrant(5 << 20)
-        plain = FakeTensor(1 << 20)
-        for n in (100, 100, 101, 102):
-            f[(1,)](plain, n, 1.5, False, q, 9, K=4)
-            outer = [v for v in f.variants() if v.signature.endswith("i32,4") and "*fp32:16,i32,fp32,u1,*fp32:16" in
-                     v.signature]
-            (variant,) = outer
-            rec = variant.launcher.calls[-1]
-            layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
-            got = _device_values(rec, layout, variant.compiled.runtime_params)
-            assert got[0] == (1, 1 << 20) and got[1] == (2, n) and got[4] == (1, 5 << 20) and got[5] == (2, 9), rec
-        assert len(f.variants()) == 6  # the outer call's and five of the inner ones' (-7 is 3's class)
-    finally:
-        _Reentrant.f = None
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
+    with installed_as_current(backend):
+        try:
+            f = _fresh(packing_kernel)
+            _Reentrant.f = f
+            q = _Reentrant(5 << 20)
+            plain = FakeTensor(1 << 20)
+            for n in (100, 100, 101, 102):
+                f[(1,)](plain, n, 1.5, False, q, 9, K=4)
+                outer = [v for v in f.variants() if v.signature.endswith("i32,4") and "*fp32:16,i32,fp32,u1,*fp32:16" in
+                         v.signature]
+                (variant,) = outer
+                rec = variant.launcher.calls[-1]
+                layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+                got = _device_values(rec, layout, variant.compiled.runtime_params)
+                assert got[0] == (1, 1 << 20) and got[1] == (2, n) and got[4] == (1, 5 << 20) and got[5] == (2, 9), rec
+            assert len(f.variants()) == 6  # the outer call's and five of the inner ones' (-7 is 3's class)
+        finally:
+            _Reentrant.f = None
 
 
 @pytest.mark.parametrize("bad", [(4000, 2), (2112 - 8, 2), (0, 9)], ids=["past-the-buffer", "no-room-to-spill",
@@ -780,18 +762,13 @@ def test_a_launchers_bad_layout_is_never_packed_by(bad):
         return (bad, *good[1:])
 
     backend = RecordingBackend("rec-bad-layout", layout=layout)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(backend):
         f = _fresh(add_kernel)
         x = FakeTensor(1 << 20)
         for n in (1000, 1001, 1002):
             variant = f[(1,)](x, x, x, n, BLOCK=64)
         assert [c[0] for c in variant.launcher.calls] == ["python", "native", "native"]
         assert variant.launcher.calls[-1][3][3] == (2, 1002)
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
 
 
 def test_packed_launches_with_equal_constexprs_of_other_objects():
@@ -799,9 +776,7 @@ def test_packed_launches_with_equal_constexprs_of_other_objects():
     call site's literal, or a bound launcher's own objects key to the same variant by
     equality, not identity: those calls launch packed too, with their own values."""
     backend = RecordingBackend("rec-packed-equal", packed=True)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(backend):
         f = _fresh(add_kernel)
         x, y, o = FakeTensor(1 << 20), FakeTensor(1 << 21), FakeTensor(1 << 22)
         f[(1,)](x, y, o, 1000, BLOCK=int("1024"))
@@ -814,6 +789,3 @@ def test_packed_launches_with_equal_constexprs_of_other_objects():
         calls = variant.launcher.calls
         assert [c[0] for c in calls] == ["python", "native", "packed", "packed", "packed", "packed"]
         assert [c[3][3] for c in calls[2:]] == [(2, n) for n in (1002, 1003, 1004, 1005)]
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)

@@ -16,7 +16,7 @@ import pytest
 import torch
 import tritonjit
 from tritonjit import _native
-from tritonjit.testing import FakeTensor, RecordingBackend
+from tritonjit.testing import FakeTensor, RecordingBackend, installed_as_current
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(HERE, "cpp_kernels.py")
@@ -315,11 +315,8 @@ def recording_packed():
     if not _native.available():
         pytest.skip(f"native dispatcher: {_native.reason}")
     backend = RecordingBackend("rec-packed", packed=True)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    yield backend
-    tritonjit.set_backend(None)
-    tritonjit.unregister_backend(backend.name)
+    with installed_as_current(backend):
+        yield backend
 
 
 def _packed_values(call: list, variant) -> list:
@@ -386,15 +383,9 @@ def test_cpp_never_packs_by_a_bad_layout(ext, kernel):
     def layout(signature, runtime_params):
         return ((4000, 1), *tritonjit.testing.pack_layout(signature, runtime_params)[1:])
 
-    backend = RecordingBackend("rec-bad-layout", layout=layout)
-    tritonjit.register_backend(backend)
-    tritonjit.set_backend(backend.name)
-    try:
+    with installed_as_current(RecordingBackend("rec-bad-layout", layout=layout)):
         for n in (1000, 1001, 1002):
             ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, n, 256, 5, 4)
         (variant,) = kernel.variants()
         calls = variant.launcher.calls
         assert [c[0] for c in calls] == ["nogil"] * 3 and calls[-1][3][3] == (2, 1002)
-    finally:
-        tritonjit.set_backend(None)
-        tritonjit.unregister_backend(backend.name)
