@@ -683,17 +683,35 @@ def test_packed_launches_hand_the_device_what_tj_args_do():
     assert packed_paths.count("packed") > 100, packed_paths  # the repeated keys
 
 
-def test_annotated_kernels_never_launch_packed():
+def test_annotated_kernels_launch_packed_where_the_values_fit():
     """An annotation fixes a parameter's token whatever its value (``s: tl.float32`` given
-    an int, ``q: tl.int64``): the same key then no longer says the value fits the slot,
-    so such kernels hand tj_args to the launcher, which converts or raises."""
-    backend = RecordingBackend("rec-packed-ann", packed=True)
-    with installed_as_current(backend):
-        f = _fresh(mixed_kernel)
-        x = FakeTensor(1 << 20)
-        for s in (1.5, 2, 1.5, 3):
-            variant = f[(1,)](x, 3, 5, 7, s, 9, K=2)
-        assert {c[0] for c in variant.launcher.calls} == {"python", "native"}
+    an int, ``q: tl.int64``): the same key no longer says the value fits its slot, so the
+    dispatcher checks those values. A repeated call whose annotated values fit launches
+    packed; one whose float parameter gets an int hands tj_args to the launcher, which
+    converts it. Either way the device gets what a launcher packing tj_args gives it."""
+    x = FakeTensor(1 << 20)
+    calls = [(1.5, 9), (1.5, 9), (1.5, 9), (2, 9), (1.5, 2**40), (-0.25, -3), (3, 2**40), (0.5, 2**40 + 16)]
+
+    def run(backend: RecordingBackend) -> tuple[list, list]:
+        with installed_as_current(backend):
+            f = _fresh(mixed_kernel)
+            got, paths = [], []
+            for s, q in calls:
+                variant = f[(1,)](x, 3, 5, 7, s, q, K=2)
+                rec = variant.launcher.calls[-1]
+                layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+                assert layout is not None
+                got.append(_device_values(rec, layout, variant.compiled.runtime_params))
+                paths.append(rec[0])
+            return got, paths
+
+    packed, packed_paths = run(RecordingBackend("rec-packed-ann", packed=True))
+    plain, _ = run(RecordingBackend("rec-plain-ann"))
+    assert packed == plain
+    # a miss (Python), then a native launch that sets the layout to pack by; a float for s
+    # fits and packs; an int for s is keyed alike (fp32) but does not fit: tj_args. q's
+    # 2**40 is another key (i64:16): a miss, then each key's repeats pack.
+    assert packed_paths == ["python", "native", "packed", "native", "python", "packed", "native", "packed"]
 
 
 def test_packed_recorder_offers_no_layout_for_tuples():

@@ -130,7 +130,6 @@ typedef struct {
   signed char kw_slot[MAXKW];    /* per keyword of kw_names: parameter index, KW_STREAM or KW_OPTION */
   unsigned long long n_native, n_python; /* calls served natively / by the Python path */
   int elem_flags;            /* F_ALIGN, F_EQ1 as a tuple's elements are specialized (_element_rules) */
-  int packs;                 /* no annotated parameter: a call may launch a packed buffer (tj_pack_write) */
   PyObject *tuple_token_type; /* _signature.TupleToken: the key token of a tuple argument */
   ParamSpec ps[]; /* one per parameter (the object's variable part) */
 } Dispatcher;
@@ -508,6 +507,7 @@ typedef struct {
   tj_arg args[MAXP];
   int device;
   int differs;                 /* some part is another object than in the hint (compute_key) */
+  int unfit;                   /* an annotated parameter's value does not fit its packed slot */
   int nown;                    /* how many of kel are owned (most calls: none) ... */
   unsigned char owned[MAXP];   /* ... and which */
   int nsub;                    /* elements of tuple arguments digested into sub (0: no tuple) */
@@ -728,11 +728,13 @@ static PyObject *const no_hint[MAXP];
  * of the caller's buffer (at least 16 bytes) */
 static const tj_pack_slot no_layout[MAXP];
 
-/* The dispatcher packs (tj_pack_write) without tj_pack_fits: it packs only for kernels
- * without annotated parameters and launches the buffer only where the variant found is
- * the layout's, whose key equals the call's. The same tokens mean the same kinds and
- * classes (an i32 token: an int in i32 range; fp32: a float; a pointer: a data pointer),
- * so every value fits its slot's code. */
+/* The dispatcher launches a packed buffer only where the variant found is the layout's,
+ * whose key equals the call's. For a parameter without annotation the same token means
+ * the same kind and class (an i32 token: an int in i32 range; fp32: a float; a pointer: a
+ * data pointer), so its value fits its slot's code without a check. An annotation fixes
+ * the token whatever the value (``s: tl.float32`` given an int, ``q: tl.int32`` given
+ * 2**40): those values alone are checked (tj_pack_fits), and one that does not fit makes
+ * the call hand tj_args to the launcher, which converts it or raises its precise error. */
 
 /* Key parts and digested args. 0 ok (caller releases), 1 fallback (released). Each
  * runtime argument is also packed into ``buf`` by ``lay`` (tj_pack_write; no_layout: unused).
@@ -752,6 +754,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint, 
   KeyRun run = {-1, g_slow_epoch - 1}; /* the modes are not known yet */
   k->nown = 0;
   k->nsub = 0;
+  k->unfit = 0;
   for (Py_ssize_t i = 0; i < P; i++, ps++) {
     PyObject *v = vals[i], *kel;
     if (ps->flags & F_CONSTEXPR) {
@@ -786,6 +789,7 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint, 
         return 1;
       }
       tj_pack_write(&lay[i], &k->args[i], buf);
+      if (ps->flags & (F_ANN_FIXED | F_ANN_REMAP)) k->unfit |= !tj_pack_fits(lay[i].code, &k->args[i]);
     }
     k->kel[i] = kel;
     diff |= (uintptr_t)kel ^ (uintptr_t)hint[i];
@@ -907,7 +911,7 @@ static Memo *lookup(Dispatcher *d, Call *c, Keyed *k) {
   m->tj = tj;
   m->device = k->device;
   m->nopt = c->nopt;
-  m->packs = d->packs && tj_pack_layout_ok(tj, d->P);
+  m->packs = tj_pack_layout_ok(tj, d->P);
   return m;
 }
 
@@ -1005,10 +1009,11 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   if (m == NULL) m = lookup(d, c, &k);
   keyed_release(&k);
   /* buf holds this call's parameters where the variant found is the one whose launcher's
-     layout packed them: its key equals this call's, so every value fits its slot. The hint
+     layout packed them: its key equals this call's, so every value fits its slot (an
+     annotated parameter's was checked: unfit). The hint
      is found by identity; an equal constexpr that is another object (a computed BLOCK,
      another call site's literal) finds the same entry through memo_find. */
-  const int packed = m != NULL && lay_tj != NULL && m->tj == lay_tj;
+  const int packed = m != NULL && lay_tj != NULL && m->tj == lay_tj && !k.unfit;
   Py_XDECREF(hcap); /* where packed, m (the memo's entry) holds the capsule */
   if (m == NULL) return NULL;
   if (k.nsub > 0 && !(m->tj->flags & TJ_LAUNCH_F_TUPLES)) return NULL; /* its launcher takes no tuples */
@@ -1446,9 +1451,6 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     d->P = i + 1;
   }
   d->P = P;
-  d->packs = 1;
-  for (Py_ssize_t i = 0; i < P; i++)
-    if (d->ps[i].flags & (F_ANN_FIXED | F_ANN_REMAP)) d->packs = 0;
   d->div = div;
   d->div_mask = (div > 0 && (div & (div - 1)) == 0) ? (uint64_t)(div - 1) : 0;
   d->device_mode = mode;
