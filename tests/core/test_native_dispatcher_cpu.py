@@ -807,3 +807,93 @@ def test_packed_launches_with_equal_constexprs_of_other_objects():
         calls = variant.launcher.calls
         assert [c[0] for c in calls] == ["python", "native", "packed", "packed", "packed", "packed"]
         assert [c[3][3] for c in calls[2:]] == [(2, n) for n in (1002, 1003, 1004, 1005)]
+
+
+# ---- the current device in C (the device reader) -------------------------------------------------
+@triton.jit
+def no_tensor_kernel(n, BLOCK: tl.constexpr):
+    pass
+
+
+class _GuardedBackend(RecordingBackend):
+    """A recording backend whose plugin names a device type for the dispatcher's C read
+    of the current device (TorchDevices.native_device_type), and counts the Python calls
+    of its current-device reader."""
+
+    def __init__(self, name: str, guard: str | None) -> None:
+        super().__init__(name, devices=2)
+        self.guard, self.asked, self.here = guard, 0, 0
+
+    def native_device_type(self) -> str | None:
+        return self.guard
+
+    def current_device_reader(self) -> Any:
+        def read() -> int:
+            self.asked += 1
+            return self.here
+        return read
+
+
+@pytest.fixture
+def device_reader():
+    """The torch tensor reader set, with the test device reader as its companion for the
+    device type "recguard"; ``set(device)`` changes what it answers (-1: it declines)."""
+    from tritonjit._native import torch_reader
+
+    d = _native.dispatch
+    before = d.tensor_reader()
+    cap = torch_reader.start(wait=True)
+    assert cap is not None, torch_reader.status()
+    d.set_tensor_reader(cap)
+
+    def answer(device: int) -> None:
+        d.set_tensor_reader(cap)
+        d.register_device_reader(d.test_device_reader(cap, "recguard", device))
+
+    answer(0)
+    try:
+        yield answer
+    finally:
+        d.register_device_reader(torch_reader.device_reader())
+        d.set_tensor_reader(before)
+
+
+def test_the_current_device_is_read_in_c_after_python_answered_once(device_reader):
+    """A kernel without tensor arguments keys its launch by the current device. Where the
+    plugin names a device type with a device guard, the dispatcher asks Python once (the
+    framework's lazy initialization) and reads the device in C from then on: its own
+    answer, not the Python hook's; where the C read declines, Python answers again."""
+    backend = _GuardedBackend("rec-guarded", "recguard")
+    with installed_as_current(backend):
+        f = _fresh(no_tensor_kernel)
+        for _ in range(4):
+            f[(1,)](5, BLOCK=4)
+        first = backend.asked
+        assert first >= 1
+        for _ in range(20):
+            variant = f[(1,)](5, BLOCK=4)
+        assert backend.asked == first  # read in C
+        assert variant.launcher.calls[-1][0] == "native"
+        d = f._dispatcher
+        assert d.key(5, BLOCK=4)[1] == 0
+        device_reader(1)  # the guard says device 1 (the hook still says 0): the C read wins
+        assert d.key(5, BLOCK=4)[1] == 1 and backend.asked == first
+        device_reader(-1)  # it declines: the hook answers
+        assert d.key(5, BLOCK=4)[1] == 0 and backend.asked == first + 1
+        device_reader(1)
+        _native.dispatch.set_tensor_reader(None)  # no reader, no companion: the hook
+        assert d.key(5, BLOCK=4)[1] == 0 and backend.asked == first + 2
+
+
+@pytest.mark.parametrize("guard", [None, "no-such-device"])
+def test_the_current_device_stays_python_without_a_guard(device_reader, guard):
+    """No device type named, or one the device reader does not know: every launch of a
+    kernel without tensor arguments asks the plugin's reader in Python."""
+    backend = _GuardedBackend("rec-unguarded", guard)
+    with installed_as_current(backend):
+        f = _fresh(no_tensor_kernel)
+        f[(1,)](5, BLOCK=4)
+        before = backend.asked
+        for _ in range(5):
+            assert f[(1,)](5, BLOCK=4).launcher.calls[-1][0] == "native"
+        assert backend.asked == before + 5

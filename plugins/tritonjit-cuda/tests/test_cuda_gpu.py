@@ -142,6 +142,61 @@ def test_packed_launches_reach_the_kernel():
     assert f._dispatcher.stats()["native"] == len(calls) * 2 - 1
 
 
+@triton.jit
+def annotated_kernel(Out, a: tl.int64, s: tl.float32, q: tl.int32):
+    tl.store(Out + 0, a.to(tl.float64))
+    tl.store(Out + 1, s.to(tl.float64))
+    tl.store(Out + 2, q.to(tl.float64))
+
+
+def test_annotated_kernels_launch_packed_with_every_value():
+    """Annotated parameters are checked value by value against their packed slots: a float
+    for ``s: tl.float32`` packs, an int for it goes to the launcher (converted there); an
+    int past i32 for ``q: tl.int32`` is the launcher's error, and the caches stay intact."""
+    f = tritonjit.function(annotated_kernel)
+    calls = [(3, 0.5, 7), (3, 0.5, 7), (2**40 + 3, -2.25, -9), (5, 4, 11), (5, 4, 11), (6, 1.5, 2**31 - 1)]
+    for a, s, q in calls * 2:
+        o = torch.zeros(3, device="cuda", dtype=torch.float64)
+        f[(1,)](o, a, s, q)
+        assert o.tolist() == [float(a), float(s), float(q)], (a, s, q)
+    (variant,) = f.variants()
+    assert variant.launcher.info["packed"] is True
+    with pytest.raises(TypeError, match=r"annotated_kernel.*out of range"):
+        f[(1,)](torch.zeros(3, device="cuda", dtype=torch.float64), 3, 0.5, 2**40)
+    assert f.variants() == [variant]
+
+
+@triton.jit
+def no_tensor_kernel(n, BLOCK: tl.constexpr):
+    pass
+
+
+def test_no_tensor_kernels_read_the_current_device_in_c(monkeypatch):
+    """A kernel without tensor arguments keys each launch by the current device: after
+    one Python answer the dispatcher reads it through torch's CUDA device guard in C (the
+    device reader), which answers what torch.cuda.current_device() does."""
+    from tritonjit._native import dispatch, install_tensor_reader
+
+    assert install_tensor_reader(wait=True)
+    assert dispatch.device_reader() is not None
+    assert dispatch.current_device("cuda") == torch.cuda.current_device()
+    plugin = tritonjit.current_backend().plugin
+    asked = []
+    read = plugin.current_device_reader()
+    monkeypatch.setattr(plugin, "current_device_reader", lambda: lambda: asked.append(1) or read())
+    f = tritonjit.function(triton.jit(no_tensor_kernel.fn))
+    for _ in range(3):
+        f[(1,)](5, BLOCK=4)
+    first = len(asked)
+    for _ in range(50):
+        f[(1,)](5, BLOCK=4)
+    torch.cuda.synchronize()
+    assert len(asked) == first
+    assert f._dispatcher.stats()["native"] >= 50
+    with torch.cuda.device(0):
+        assert f._dispatcher.key(5, BLOCK=4)[1] == 0
+
+
 def test_softmax_matches_torch():
     x = torch.randn(64, 1000, device="cuda")
     out = torch.empty_like(x)
