@@ -162,7 +162,7 @@ def test_annotated_kernels_launch_packed_with_every_value():
     (variant,) = f.variants()
     assert variant.launcher.info["packed"] is True
     with pytest.raises(tritonjit.HookError, match=r"annotated_kernel.*out of range"):
-        f[(1,)](torch.zeros(3, device="cuda", dtype=torch.float64), 3, 0.5, 2**40)
+        f[(1,)](torch.zeros(3, device="cuda", dtype=torch.float64), 3, 0.5, 2**40 + 3)  # keyed i32: this variant
     assert f.variants() == [variant]
 
 
