@@ -151,8 +151,9 @@ def annotated_kernel(Out, a: tl.int64, s: tl.float32, q: tl.int32):
 
 def test_annotated_kernels_launch_packed_with_every_value():
     """Annotated parameters are checked value by value against their packed slots: a float
-    for ``s: tl.float32`` packs, an int for it goes to the launcher (converted there); an
-    int past i32 for ``q: tl.int32`` is the launcher's error (as a HookError naming it), and the caches stay intact."""
+    for ``s: tl.float32`` packs, an int for it goes to the launcher (converted there). An
+    int past i32 for ``q: tl.int32`` is the launcher's ArgumentError naming the kernel, on
+    a hit (native path) as on a miss (Python path), and the caches keep their variant."""
     f = tritonjit.function(annotated_kernel)
     calls = [(3, 0.5, 7), (3, 0.5, 7), (2**40 + 3, -2.25, -9), (5, 4, 11), (5, 4, 11), (6, 1.5, 2**31 - 1)]
     for a, s, q in calls * 2:
@@ -161,9 +162,13 @@ def test_annotated_kernels_launch_packed_with_every_value():
         assert o.tolist() == [float(a), float(s), float(q)], (a, s, q)
     (variant,) = f.variants()
     assert variant.launcher.info["packed"] is True
-    with pytest.raises(tritonjit.HookError, match=r"annotated_kernel.*out of range"):
-        f[(1,)](torch.zeros(3, device="cuda", dtype=torch.float64), 3, 0.5, 2**40 + 3)  # keyed i32: this variant
+    o = torch.zeros(3, device="cuda", dtype=torch.float64)
+    with pytest.raises(tritonjit.ArgumentError, match=r"kernel 'annotated_kernel'.*out of range"):
+        f[(1,)](o, 3, 0.5, 2**40 + 3)  # keyed i32 (not divisible by 16): this variant, a hit
     assert f.variants() == [variant]
+    fresh = tritonjit.function(triton.jit(annotated_kernel.fn))
+    with pytest.raises(tritonjit.ArgumentError, match=r"kernel 'annotated_kernel'.*out of range"):
+        fresh[(1,)](o, 3, 0.5, 2**40 + 3)  # a miss: the Python path launches it
 
 
 @triton.jit

@@ -434,8 +434,18 @@ static int digest(PyObject *o, tj_arg *a) {
 static int pack_error(PyObject *kernel, int index, const char *fmt, const char *tyname, PyObject *o) {
   PyObject *rest = PyUnicode_FromFormat(fmt, Py_TYPE(o)->tp_name, o);
   if (rest == NULL) return -1;
-  PyErr_Format(PyExc_TypeError, "kernel '%S', runtime argument %d (%s): %U", kernel ? kernel : Py_None, index,
-               tyname, rest);
+  if (ArgumentError != NULL && kernel != NULL) { /* ArgumentError(kernel, message): the same on every path */
+    PyObject *msg = PyUnicode_FromFormat("runtime argument %d (%s): %U", index, tyname, rest);
+    PyObject *e = msg ? PyObject_CallFunctionObjArgs(ArgumentError, kernel, msg, NULL) : NULL;
+    Py_XDECREF(msg);
+    if (e != NULL) {
+      PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+      Py_DECREF(e);
+    }
+  } else {
+    PyErr_Format(PyExc_TypeError, "kernel '%S', runtime argument %d (%s): %U", kernel ? kernel : Py_None, index,
+                 tyname, rest);
+  }
   Py_DECREF(rest);
   return -1;
 }
