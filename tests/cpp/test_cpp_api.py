@@ -37,6 +37,15 @@ def kernel():
 
 
 @pytest.fixture
+def interpreter():
+    """Triton's interpreter as the backend, as on a machine without an accelerator: the
+    tests that launch CPU tensors then pass on a GPU machine too (where CUDA is the default)."""
+    tritonjit.set_backend("interpreter")
+    yield
+    tritonjit.set_backend(None)
+
+
+@pytest.fixture
 def recording():
     if not _native.available():
         pytest.skip(f"native dispatcher: {_native.reason}")
@@ -70,7 +79,7 @@ def test_cmake_find_package(tmp_path):
     assert f"TRITONJIT_INC={tritonjit.get_include()}" in out.stdout
 
 
-def test_interpreter_launch_matches_torch_and_shares_variants(ext, kernel):
+def test_interpreter_launch_matches_torch_and_shares_variants(ext, kernel, interpreter):
     x, y = torch.randn(1000), torch.randn(1000)
     torch.testing.assert_close(ext.add(KERNELS, x, y, 128), x + y)
     assert [v.signature for v in kernel.variants()] == ["*fp32:16,*fp32:16,*fp32:16,i32,128"]
@@ -170,7 +179,7 @@ def test_frozen_raises_from_cpp(ext, kernel, recording):
     assert len(kernel.variants()) == 2
 
 
-def test_frozen_raises_from_python(kernel):
+def test_frozen_raises_from_python(kernel, interpreter):
     x = torch.randn(64)
     kernel[(1,)](x, x, x, 64, BLOCK=64)
     tritonjit.freeze()
@@ -182,7 +191,7 @@ def test_frozen_raises_from_python(kernel):
         tritonjit.unfreeze()
 
 
-def test_errors_are_cpp_exceptions_with_the_python_message(ext):
+def test_errors_are_cpp_exceptions_with_the_python_message(ext, interpreter):
     assert "kernel 'add_kernel' takes 5 arguments (X, Y, Out, n, BLOCK), got 4" in ext.error_of(KERNELS, "count")
     msg = ext.error_of(KERNELS, "constexpr")
     assert "parameter 'BLOCK' of kernel 'add_kernel' is a tl.constexpr" in msg
