@@ -171,37 +171,6 @@ def test_annotated_kernels_launch_packed_with_every_value():
         fresh[(1,)](o, 3, 0.5, 2**40 + 3)  # a miss: the Python path launches it
 
 
-@triton.jit
-def no_tensor_kernel(n, BLOCK: tl.constexpr):
-    pass
-
-
-def test_no_tensor_kernels_read_the_current_device_in_c(monkeypatch):
-    """A kernel without tensor arguments keys each launch by the current device: after
-    one Python answer the dispatcher reads it through torch's CUDA device guard in C (the
-    device reader), which answers what torch.cuda.current_device() does."""
-    from tritonjit._native import dispatch, install_tensor_reader
-
-    assert install_tensor_reader(wait=True)
-    assert dispatch.device_reader() is not None
-    assert dispatch.current_device("cuda") == torch.cuda.current_device()
-    plugin = tritonjit.current_backend().plugin
-    asked = []
-    read = plugin.current_device_reader()
-    monkeypatch.setattr(plugin, "current_device_reader", lambda: lambda: asked.append(1) or read())
-    f = tritonjit.function(triton.jit(no_tensor_kernel.fn))
-    for _ in range(3):
-        f[(1,)](5, BLOCK=4)
-    first = len(asked)
-    for _ in range(50):
-        f[(1,)](5, BLOCK=4)
-    torch.cuda.synchronize()
-    assert len(asked) == first
-    assert f._dispatcher.stats()["native"] >= 50
-    with torch.cuda.device(0):
-        assert f._dispatcher.key(5, BLOCK=4)[1] == 0
-
-
 def test_softmax_matches_torch():
     x = torch.randn(64, 1000, device="cuda")
     out = torch.empty_like(x)

@@ -416,28 +416,3 @@ def test_the_native_dispatcher_reads_the_current_device_in_c(monkeypatch):
     assert _current_device_fn(Resolved(stand_in, stand_in.current_device)) == stand_in.current_device
     hook = lambda: 0  # noqa: E731
     assert _current_device_fn(Resolved(object(), hook)) is hook  # no reader offered: the hook
-
-
-def test_the_plugin_names_cuda_for_the_dispatchers_device_guard_read():
-    """Over torch.cuda the plugin names "cuda": torch.cuda.current_device() is the CUDA
-    device guard's answer, which the dispatcher then reads in C (the device reader); a
-    plugin over another torch module (a test's stand-in) or none names nothing."""
-    from tritonjit._native import _guard_device_type
-    from tritonjit_cuda._backend import CudaBackend
-
-    plugin = CudaBackend()
-    assert plugin.native_device_type() == "cuda"
-    stand_in = CudaBackend()
-    stand_in._torch = object()
-    assert stand_in.native_device_type() is None
-    absent = CudaBackend()
-    absent._torch = None
-    assert absent.native_device_type() is None
-
-    class Resolved:
-        def __init__(self, plugin):
-            self.plugin = plugin
-
-    assert _guard_device_type(Resolved(plugin)) == "cuda"
-    assert _guard_device_type(Resolved(stand_in)) is None
-    assert _guard_device_type(Resolved(object())) is None

@@ -163,17 +163,6 @@ class CudaBackend(TorchDevices):
         read = getattr(torch._C, "_cuda_getDevice", None) if mod is torch.cuda else None
         return read if read is not None else self.current_device
 
-    def native_device_type(self) -> str | None:
-        """torch.cuda's current device is its CUDA device guard's (``torch.cuda.current_device()``
-        reads ``c10::cuda::current_device()``): the dispatcher may read it in C. None where
-        the torch module is another (a test's)."""
-        mod = self.torch_device_module()
-        if mod is None:
-            return None
-        import torch
-
-        return "cuda" if mod is torch.cuda else None
-
     def raw_stream(self, mod: Any, device: int) -> int:
         """torch's C reader of the raw stream: no stream object per call."""
         return _torch_glue.raw_stream_fn()(device)

@@ -48,24 +48,4 @@ typedef struct {
   int (*read_unchecked)(PyObject *v, uint64_t *ptr, PyObject **dtype, int *device);
 } tj_tensor_reader_batch;
 
-/* An optional companion of a reader that answers the framework's current device in C,
- * for a launch whose device no tensor says (a kernel without tensor arguments): what
- * ``torch.cuda.current_device()`` answers, without the Python call. ``device_type``
- * maps a torch device type name ("cuda") to its c10::DeviceType value, or -1 where
- * torch has no device guard for it. ``current_device`` answers 0 with *out set, or 1
- * where it cannot answer with certainty (no guard, no index, a device in a bad fork):
- * the caller asks Python then. The caller asks Python at least once first, so that the
- * framework's lazy initialization has run. Published as a capsule named
- * TJ_DEVICE_READER_CAPSULE whose ``base`` is the reader it belongs to. Neither function
- * raises. */
-#define TJ_DEVICE_READER_CAPSULE "tritonjit.device_reader.v1"
-#define TJ_DEVICE_READER_ABI 1
-
-typedef struct {
-  int abi; /* TJ_DEVICE_READER_ABI */
-  const tj_tensor_reader *base;
-  int (*device_type)(const char *name);
-  int (*current_device)(int device_type, int *out);
-} tj_device_reader;
-
 #endif

@@ -97,7 +97,7 @@ def make_dispatcher(fn: Any, state: Any) -> Any:
     return dispatch.Dispatcher(
         fn._run, state.caches, params, div, tokens, _pointer_tokens, _constexpr_key, annotate,
         _current_device_fn(backend), backend.current_stream, registry.current_cell, backend, device_mode, _NO_DEFAULT,
-        elem_flags, TupleToken, _guard_device_type(backend),
+        elem_flags, TupleToken,
     )
 
 
@@ -107,15 +107,6 @@ def _current_device_fn(backend: Any) -> Any:
     reader = getattr(backend.plugin, "current_device_reader", None)
     fn = reader() if callable(reader) else None
     return fn if callable(fn) else backend.current_device
-
-
-def _guard_device_type(backend: Any) -> str | None:
-    """The torch device type whose device guard answers the plugin's current device
-    (``TorchDevices.native_device_type``), which the dispatcher then reads in C for a
-    kernel without tensor arguments; None: it calls :func:`_current_device_fn`'s answer."""
-    ask = getattr(backend.plugin, "native_device_type", None)
-    name = ask() if callable(ask) else None
-    return name if isinstance(name, str) and name else None
 
 
 def install_tensor_reader(wait: bool = False) -> bool:
@@ -139,13 +130,11 @@ _reader_hooked = False
 
 
 def _use_reader(capsule: Any) -> None:
-    """The reader for the dispatcher, with its companions where the module has them: the
-    batch one (one torch-function-mode check per launch instead of one per tensor) and the
-    device one (the current device in C)."""
+    """The reader for the dispatcher, with its batch companion (one torch-function-mode
+    check per launch instead of one per tensor) where the module has one."""
     from . import torch_reader
 
     dispatch.register_tensor_reader_batch(torch_reader.batch())
-    dispatch.register_device_reader(torch_reader.device_reader())
     dispatch.set_tensor_reader(capsule)
 
 

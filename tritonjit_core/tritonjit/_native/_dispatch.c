@@ -31,7 +31,6 @@
 _Static_assert(MAXP <= 64, "bind_call keeps a 64-bit mask of the parameters bound by keyword");
 #define MAXOPT 8  /* launch options (num_warps=...) handled natively */
 #define MEMO_N 4  /* recent (device, key) -> variant entries */
-#define GUARD_UNKNOWN (-2) /* Dispatcher.guard_type not looked up yet */
 #define MAXKW (MAXP + MAXOPT + 1) /* keyword names of a call resolved once per kwnames tuple */
 #define MAXSUB 128 /* elements of all tuple arguments of one call (nested ones included) */
 #define MAXDEPTH 8 /* tuples nested deeper take the Python path */
@@ -51,10 +50,6 @@ static PyObject *g_batch_capsule = NULL;
 /* what reader_read calls: g_batch's read_unchecked and modes_active, else g_reader's read
    and NULL (no read where g_reader is NULL) */
 static int (*g_read)(PyObject *v, uint64_t *ptr, PyObject **dtype, int *device) = NULL;
-/* the device reader registered (register_device_reader), and the one in use: that one
-   while its reader is set, else NULL (the current device through Python) */
-static const tj_device_reader *g_devices = NULL, *g_devices_registered = NULL;
-static PyObject *g_devices_capsule = NULL;
 static int (*g_modes_active)(void) = NULL;
 
 /* Counts the slow paths of keying that may run Python code (a Python-level call, an
@@ -117,11 +112,6 @@ typedef struct {
   PyObject *caches;        /* device -> {key -> Variant}: the Python path's own dicts */
   PyObject *run;           /* KernelFunction._run (bound): the reference path */
   PyObject *current_device_fn, *current_stream_fn;
-  /* the torch device type whose device guard answers current_device_fn (a str, or NULL),
-     and its c10::DeviceType through the device reader: GUARD_UNKNOWN until Python has
-     answered the current device once (the framework's lazy initialization has run) */
-  PyObject *guard_name;
-  int guard_type;
   PyObject *registry, *backend; /* registry: Registry.current_cell, a one-item list */
   Memo memo[MEMO_N];
   int memo_next;
@@ -732,28 +722,6 @@ static PyObject *tuple_token(Dispatcher *d, Py_ssize_t i, PyObject *v, PyObject 
   return tok;
 }
 
-/* The current device, for a call without tensor arguments: from the device reader in C
- * where the plugin names a torch device type whose guard answers it, else (and the first
- * time) from current_device_fn. -1: take the Python path, which names the backend and
- * the hook (a bool, a negative or a non-int, or a raising hook). */
-static int current_device(Dispatcher *d, int *out) {
-  if (d->guard_type >= 0 && g_devices != NULL && g_devices->current_device(d->guard_type, out) == 0) return 0;
-  PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
-  long dev = r && !PyBool_Check(r) ? PyLong_AsLong(r) : -1;
-  Py_XDECREF(r);
-  if (dev < 0 || dev > INT32_MAX) {
-    PyErr_Clear();
-    return -1;
-  }
-  *out = (int)dev;
-  if (d->guard_type == GUARD_UNKNOWN && g_devices != NULL) { /* Python answered: its lazy init has run */
-    const char *name = d->guard_name != NULL ? PyUnicode_AsUTF8(d->guard_name) : NULL;
-    d->guard_type = name != NULL ? g_devices->device_type(name) : -1;
-    PyErr_Clear();
-  }
-  return 0;
-}
-
 /* compute_key's hint when there is none: no key part is NULL, so every part differs */
 static PyObject *const no_hint[MAXP];
 /* compute_key's layout when the call will not be launched packed: every value to offset 0
@@ -828,9 +796,18 @@ static int compute_key(Dispatcher *d, Call *c, Keyed *k, PyObject *const *hint, 
   }
   k->differs = diff != 0 || hint == no_hint;
   k->device = run.device;
-  if (d->device_mode && k->device < 0 && current_device(d, &k->device) < 0) {
-    keyed_release(k);
-    return 1;
+  if (d->device_mode && k->device < 0) { /* no tensor argument: the current device */
+    PyObject *r = PyObject_CallNoArgs(d->current_device_fn);
+    /* a bool, a negative or a non-int (or a raising hook) goes to the Python path,
+       which names the backend and the hook */
+    long dev = r && !PyBool_Check(r) ? PyLong_AsLong(r) : -1;
+    Py_XDECREF(r);
+    if (dev < 0) {
+      PyErr_Clear();
+      keyed_release(k);
+      return 1;
+    }
+    k->device = (int)dev;
   }
   if (!d->device_mode) k->device = 0;
   return 0;
@@ -1383,7 +1360,6 @@ static int Dispatcher_traverse(PyObject *self, visitproc visit, void *arg) {
   Py_VISIT(d->cached_gl);
   Py_VISIT(d->kw_names);
   Py_VISIT(d->tuple_token_type);
-  Py_VISIT(d->guard_name);
   for (int n = 0; n < MEMO_N; n++) {
     Py_VISIT(d->memo[n].key);
     Py_VISIT(d->memo[n].variant);
@@ -1419,7 +1395,6 @@ static int Dispatcher_clear(PyObject *self) {
   Py_CLEAR(d->cached_gl);
   Py_CLEAR(d->kw_names);
   Py_CLEAR(d->tuple_token_type);
-  Py_CLEAR(d->guard_name);
   for (int n = 0; n < MEMO_N; n++) memo_clear(&d->memo[n]);
   return 0;
 }
@@ -1432,21 +1407,17 @@ static void Dispatcher_dealloc(PyObject *self) {
 
 /* Dispatcher(run, caches, params, div, tokens, ptr_token_fn, ck_fn, annotate_fn,
               current_device_fn, current_stream_fn, registry, backend, device_mode, no_default
-              [, elem_flags, tuple_token_type, guard_name])
+              [, elem_flags, tuple_token_type])
    params: tuple of (name, flags, default, forced_token); without tuple_token_type (None)
-   every call with a tuple argument takes the Python path; guard_name (a str or None): the
-   torch device type whose device guard answers current_device_fn, read in C from then
-   on (the device reader) */
+   every call with a tuple argument takes the Python path */
 static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
   PyObject *run, *caches, *params, *tokens, *ptf, *ck, *ann, *cdf, *csf, *reg, *be, *nodef, *ttype = Py_None;
-  PyObject *guard = Py_None;
   long div;
   int mode, elem_flags = 0;
-  if (!PyArg_ParseTuple(args, "OO!O!lO!OOOOOOOpO|iOO", &run, &PyDict_Type, &caches, &PyTuple_Type, &params, &div,
+  if (!PyArg_ParseTuple(args, "OO!O!lO!OOOOOOOpO|iO", &run, &PyDict_Type, &caches, &PyTuple_Type, &params, &div,
                         &PyTuple_Type, &tokens, &ptf, &ck, &ann, &cdf, &csf, &reg, &be, &mode, &nodef, &elem_flags,
-                        &ttype, &guard))
+                        &ttype))
     return NULL;
-  if (guard != Py_None && !PyUnicode_Check(guard)) return PyErr_Format(PyExc_TypeError, "guard_name must be a str or None");
   if (ttype != Py_None && !(PyType_Check(ttype) && PyType_IsSubtype((PyTypeObject *)ttype, &PyTuple_Type)))
     return PyErr_Format(PyExc_TypeError, "tuple_token_type must be a tuple subclass or None");
   Py_ssize_t P = PyTuple_GET_SIZE(params);
@@ -1498,8 +1469,6 @@ static PyObject *Dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
 #undef KEEP
   d->elem_flags = elem_flags & (F_ALIGN | F_EQ1);
   if (ttype != Py_None) d->tuple_token_type = Py_NewRef(ttype);
-  d->guard_name = guard != Py_None ? Py_NewRef(guard) : NULL;
-  d->guard_type = guard != Py_None ? GUARD_UNKNOWN : -1;
   PyObject_GC_Track(d);
   return (PyObject *)d;
 fail:
@@ -1690,9 +1659,6 @@ static void pick_batch(void) {
                                                                                                    : NULL;
   g_read = g_batch != NULL ? g_batch->read_unchecked : g_reader != NULL ? g_reader->read : NULL;
   g_modes_active = g_batch != NULL ? g_batch->modes_active : NULL;
-  g_devices = g_reader != NULL && g_devices_registered != NULL && g_devices_registered->base == g_reader
-                  ? g_devices_registered
-                  : NULL;
 }
 
 static PyObject *set_tensor_reader(PyObject *mod, PyObject *cap) {
@@ -1731,37 +1697,6 @@ static PyObject *register_tensor_reader_batch(PyObject *mod, PyObject *cap) {
   g_batch_registered = b;
   pick_batch();
   Py_RETURN_NONE;
-}
-
-/* register_device_reader(capsule or None): a reader's device companion, used whenever
- * that reader is the one set (as the batch companion). */
-static PyObject *register_device_reader(PyObject *mod, PyObject *cap) {
-  const tj_device_reader *r = NULL;
-  if (cap != Py_None) {
-    r = PyCapsule_GetPointer(cap, TJ_DEVICE_READER_CAPSULE);
-    if (r == NULL) return NULL;
-    if (r->abi != TJ_DEVICE_READER_ABI || r->base == NULL || r->device_type == NULL || r->current_device == NULL)
-      return PyErr_Format(PyExc_ValueError, "device reader ABI %d, expected %d", r->abi, TJ_DEVICE_READER_ABI);
-  }
-  Py_XINCREF(cap == Py_None ? NULL : cap);
-  Py_XSETREF(g_devices_capsule, cap == Py_None ? NULL : cap);
-  g_devices_registered = r;
-  pick_batch();
-  Py_RETURN_NONE;
-}
-
-static PyObject *get_device_reader(PyObject *mod, PyObject *unused) {
-  return Py_NewRef(g_devices != NULL ? g_devices_capsule : Py_None);
-}
-
-/* current_device(device_type_name) -> the device reader's current device of that torch
- * device type, or None where it does not answer (tests compare it with torch's). */
-static PyObject *reader_current_device(PyObject *mod, PyObject *name) {
-  const char *s = PyUnicode_AsUTF8(name);
-  if (s == NULL) return NULL;
-  int type = g_devices != NULL ? g_devices->device_type(s) : -1, dev;
-  if (type < 0 || g_devices->current_device(type, &dev) != 0) Py_RETURN_NONE;
-  return PyLong_FromLong(dev);
 }
 
 static PyObject *get_tensor_reader_batch(PyObject *mod, PyObject *unused) {
@@ -1821,12 +1756,6 @@ static PyMethodDef module_methods[] = {
      "while that reader is set"},
     {"tensor_reader_batch", get_tensor_reader_batch, METH_NOARGS,
      "the batch companion in use (that of the reader set), or None"},
-    {"register_device_reader", register_device_reader, METH_O,
-     "register_device_reader(capsule or None): a reader's device companion (tritonjit_tensor.h), used while "
-     "that reader is set"},
-    {"device_reader", get_device_reader, METH_NOARGS, "the device companion in use (that of the reader set), or None"},
-    {"current_device", reader_current_device, METH_O,
-     "current_device(device_type_name) -> the device reader's current device, or None"},
     {"read_tensor", read_tensor, METH_O, "read_tensor(t) -> (data_ptr, dtype, device) by the reader, or None"},
     {"current_stream", reader_current_stream, METH_VARARGS,
      "current_stream(device_type, device) -> the reader's current stream handle, or None"},

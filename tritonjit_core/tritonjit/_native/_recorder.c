@@ -2,7 +2,6 @@
  * instead of launching, for tests and benchmarks of the native path on machines without
  * an accelerator (tritonjit.testing.RecordingBackend). It simulates no vendor. Compiled
  * into the same module as the dispatcher (_dispatch.c), kept apart from its hot path.
- * Beside it, a device reader for tests (test_device_reader), for the same machines.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -14,7 +13,6 @@
 #include <string.h>
 
 #include "tritonjit_launch.h"
-#include "tritonjit_tensor.h"
 #include "_dispatch.h"
 
 /* ---- Recorder: a launch entry that records instead of launching ------------------------
@@ -329,47 +327,6 @@ static PyTypeObject RecorderType = {
               "slots out of range (tests that callers refuse such a layout)",
 };
 
-/* ---- a device reader for tests ----------------------------------------------------------
- * A tj_device_reader companion (tritonjit_tensor.h) whose one device type, by a name the
- * test picks, has the current device the test sets: how the dispatcher's C read of the
- * current device is tested where torch has no device guard that answers one (a CPU
- * build). Not torch's: named for what it is. */
-#define TEST_DEVICE_TYPE 99
-static char test_device_name[64];
-static int test_device = -1;
-
-static int test_device_type(const char *name) { return strcmp(name, test_device_name) == 0 ? TEST_DEVICE_TYPE : -1; }
-
-static int test_current_device(int type, int *out) {
-  if (type != TEST_DEVICE_TYPE || test_device < 0) return 1;
-  *out = test_device;
-  return 0;
-}
-
-static tj_device_reader test_devices = {TJ_DEVICE_READER_ABI, NULL, test_device_type, test_current_device};
-
-/* test_device_reader(reader_capsule, name, device) -> the test device reader's capsule,
- * the companion of that tensor reader, answering ``device`` (-1: declines) for ``name`` */
-static PyObject *test_device_reader(PyObject *mod, PyObject *args) {
-  PyObject *cap;
-  const char *name;
-  int dev;
-  if (!PyArg_ParseTuple(args, "Osi", &cap, &name, &dev)) return NULL;
-  const tj_tensor_reader *base = PyCapsule_GetPointer(cap, TJ_TENSOR_READER_CAPSULE);
-  if (base == NULL) return NULL;
-  if (strlen(name) >= sizeof test_device_name) return PyErr_Format(PyExc_ValueError, "name too long");
-  strcpy(test_device_name, name);
-  test_device = dev;
-  test_devices.base = base;
-  return PyCapsule_New(&test_devices, TJ_DEVICE_READER_CAPSULE, NULL);
-}
-
-static PyMethodDef test_methods[] = {
-    {"test_device_reader", test_device_reader, METH_VARARGS,
-     "test_device_reader(reader_capsule, name, device) -> a device reader for tests answering device (-1: it "
-     "declines) for the device type name, the companion of that tensor reader"},
-    {NULL}};
-
 int tj_add_recorder(PyObject *module) {
   if (PyType_Ready(&RecorderType) < 0) return -1;
   Py_INCREF(&RecorderType);
@@ -377,5 +334,5 @@ int tj_add_recorder(PyObject *module) {
     Py_DECREF(&RecorderType);
     return -1;
   }
-  return PyModule_AddFunctions(module, test_methods);
+  return 0;
 }

@@ -1,5 +1,4 @@
-// tritonjit._native._torch_tensor: the tensor reader (tritonjit_tensor.h) for torch, with
-// its companions (batch reads; the device reader: torch's current device in C).
+// tritonjit._native._torch_tensor: the tensor reader (tritonjit_tensor.h) for torch.
 //
 // Built on first use against the installed torch (see torch_reader.py), as Triton
 // builds its launchers: torch's headers are not there when tritonjit-core is built.
@@ -13,7 +12,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/version.h>
 
 #include "tritonjit_tensor.h"
@@ -64,35 +62,8 @@ int current_stream(int device_type, int device, uint64_t* out) {
 #endif
 }
 
-// the c10::DeviceType of a torch device type name where torch has a device guard for it
-int device_type(const char* name) {
-  try {
-    const c10::DeviceType type = c10::Device(std::string(name)).type();
-    if (type == c10::DeviceType::CPU || !c10::impl::hasDeviceGuardImpl(type)) return -1;
-    return static_cast<int>(type);
-  } catch (...) {  // not a device type torch knows
-    return -1;
-  }
-}
-
-// torch's current device of a device type, from its device guard: what the C++ API asks
-// (tritonjit::Function) and torch.cuda.current_device() answers once CUDA is initialized
-int current_device(int device_type, int* out) {
-  try {
-    const auto type = static_cast<c10::DeviceType>(device_type);
-    if (torch::utils::is_device_in_bad_fork(type)) return 1;  // Python raises torch's error
-    const c10::Device d = c10::impl::getDeviceGuardImpl(type)->getDevice();
-    if (!d.has_index() || d.index() < 0) return 1;
-    *out = static_cast<int>(d.index());
-    return 0;
-  } catch (...) {
-    return 1;
-  }
-}
-
 const tj_tensor_reader kReader = {TJ_TENSOR_READER_ABI, read_tensor, current_stream};
 const tj_tensor_reader_batch kBatch = {TJ_TENSOR_READER_BATCH_ABI, &kReader, modes_active, read_unchecked};
-const tj_device_reader kDevices = {TJ_DEVICE_READER_ABI, &kReader, device_type, current_device};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_tensor",
                        "tritonjit's tensor reader for torch (see tritonjit_tensor.h)", -1, nullptr};
@@ -110,12 +81,6 @@ PyMODINIT_FUNC PyInit__torch_tensor(void) {
   }
   cap = PyCapsule_New(const_cast<tj_tensor_reader_batch*>(&kBatch), TJ_TENSOR_READER_BATCH_CAPSULE, nullptr);
   if (cap == nullptr || PyModule_AddObject(m, "reader_batch", cap) < 0) {
-    Py_XDECREF(cap);
-    Py_DECREF(m);
-    return nullptr;
-  }
-  cap = PyCapsule_New(const_cast<tj_device_reader*>(&kDevices), TJ_DEVICE_READER_CAPSULE, nullptr);
-  if (cap == nullptr || PyModule_AddObject(m, "device_reader", cap) < 0) {
     Py_XDECREF(cap);
     Py_DECREF(m);
     return nullptr;

@@ -4,8 +4,8 @@ The native dispatcher reads three things from every tensor argument: its data
 pointer, its dtype and its device. Through Python (``t.data_ptr()``, ``t.dtype``)
 that is about a hundred nanoseconds per tensor, most of a launch's overhead for a
 kernel with many tensors. ``_torch_tensor.cpp`` reads them through torch's C++ API
-instead, and also answers torch's current stream for backend plugins and its current
-device for the dispatcher (tritonjit_tensor.h is the ABI). It is compiled against the torch in this process
+instead, and also answers torch's current stream for backend plugins
+(tritonjit_tensor.h is the ABI). It is compiled against the torch in this process
 by ``torch_build`` (once per torch version, 20-40 s, on a background thread), unless
 the installed wheel carries it prebuilt for this torch (``_prebuilt/``); until it is
 ready, and wherever it cannot be built, tensors are read through Python.
@@ -61,13 +61,6 @@ def batch() -> Any:
     loaded, or a prebuilt reader from before the companion)."""
     mod = _module.module if enabled() else None
     return getattr(mod, "reader_batch", None)
-
-
-def device_reader() -> Any:
-    """The loaded reader's device companion capsule (tritonjit_tensor.h), or None (not
-    loaded, or a prebuilt reader from before the companion)."""
-    mod = _module.module if enabled() else None
-    return getattr(mod, "device_reader", None)
 
 
 def status() -> str:

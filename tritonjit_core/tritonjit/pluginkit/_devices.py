@@ -73,16 +73,6 @@ class TorchDevices:
         few Python calls fewer per launch)."""
         return self.current_device
 
-    def native_device_type(self) -> str | None:
-        """The torch device type (``"cuda"``) whose C++ device guard answers
-        :meth:`current_device` as this plugin does, or None (the default). Where one is
-        named, the native dispatcher reads the current device through that guard in C
-        (torch's ``c10::impl::getDeviceGuardImpl(type)->getDevice()``, what the C++ API
-        asks too) once Python has answered it once, instead of calling
-        :meth:`current_device_reader`'s answer on every launch of a kernel without tensor
-        arguments. Name one only where the guard's answer is your hook's."""
-        return None
-
     @hookimpl
     def device_of(self, tensor: Any) -> int:
         dev = getattr(tensor, "device", None)
