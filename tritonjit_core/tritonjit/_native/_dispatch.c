@@ -1010,9 +1010,9 @@ static PyObject *dispatch(Dispatcher *d, PyObject *grid, Call *c, int *fallback)
   keyed_release(&k);
   /* buf holds this call's parameters where the variant found is the one whose launcher's
      layout packed them: its key equals this call's, so every value fits its slot (an
-     annotated parameter's was checked: unfit). The hint
-     is found by identity; an equal constexpr that is another object (a computed BLOCK,
-     another call site's literal) finds the same entry through memo_find. */
+     annotated parameter's value was checked: unfit). The hint is found by identity; an
+     equal constexpr that is another object (a computed BLOCK, another call site's
+     literal) finds the same entry through memo_find. */
   const int packed = m != NULL && lay_tj != NULL && m->tj == lay_tj && !k.unfit;
   Py_XDECREF(hcap); /* where packed, m (the memo's entry) holds the capsule */
   if (m == NULL) return NULL;
