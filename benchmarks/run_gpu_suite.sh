@@ -28,7 +28,8 @@ gpu_tests() {
         | grep '::' > "$tmp/ids"
     for i in $(seq 0 $((n - 1))); do
         mapfile -t ids < <(awk -v n="$n" -v i="$i" 'NR % n == i' "$tmp/ids")  # test ids may hold spaces
-        timeout "${STEP_TIMEOUT:-400}" python3 -m pytest -q -rfEs -p no:cacheprovider -W ignore "${ids[@]}" \
+        # -m gpu: a GPU process (conftest.py: any other selection runs the CPU tests on the interpreter)
+        timeout "${STEP_TIMEOUT:-400}" python3 -m pytest -q -rfEs -p no:cacheprovider -W ignore -m gpu "${ids[@]}" \
             > "$tmp/log$i" 2>&1 &
     done
     for i in $(seq 0 $((n - 1))); do wait -n || rc=1; done
