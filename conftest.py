@@ -21,16 +21,21 @@ import pytest
 #: why a GPU test is skipped in a run of the CPU tests on a machine with a GPU
 GPU_PROCESS = ("GPU tests run in a process of their own on a GPU machine (pytest -m gpu): this run's CPU "
                "tests use the interpreter backend")
+#: set with TRITONJIT_BACKEND by this file, so that pytest-xdist's workers (which inherit
+#: both) know the backend is this file's choice and not the user's
+CPU_RUN_ENV = "TRITONJIT_TESTS_CPU_RUN"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a GPU of the backend under test (skipped without one)")
     config.addinivalue_line("markers", "slow: slow tests (deselect with -m 'not slow')")
-    config._tritonjit_cpu_run = False  # type: ignore[attr-defined]
-    if _cuda_available() and _selects_cpu_tests(config.getoption("markexpr", "") or "") and \
+    cpu_run = os.environ.get(CPU_RUN_ENV) == "1"
+    if not cpu_run and _cuda_available() and _selects_cpu_tests(config.getoption("markexpr", "") or "") and \
             "TRITONJIT_BACKEND" not in os.environ:
         os.environ["TRITONJIT_BACKEND"] = "interpreter"  # before any test module imports tritonjit_ops
-        config._tritonjit_cpu_run = True  # type: ignore[attr-defined]
+        os.environ[CPU_RUN_ENV] = "1"
+        cpu_run = True
+    config._tritonjit_cpu_run = cpu_run  # type: ignore[attr-defined]
 
 
 def _selects_cpu_tests(markexpr: str) -> bool:

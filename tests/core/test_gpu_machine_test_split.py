@@ -42,16 +42,16 @@ def test_gpu():
 '''
 
 
-def _pytest(tmp_path: Path, *args: str, gpu: bool = True, backend: str | None = None) -> str:
+def _pytest(tmp_path: Path, *args: str, gpu: bool = True, backend: str | None = None, workers: bool = False) -> str:
     (tmp_path / "machine.py").write_text(PLUGIN.format(gpu=gpu))
     (tmp_path / "test_split.py").write_text(TESTS)
-    env = {k: v for k, v in os.environ.items() if k != "TRITONJIT_BACKEND"}
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITONJIT_BACKEND", "TRITONJIT_TESTS_CPU_RUN")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
     if backend is not None:
         env["TRITONJIT_BACKEND"] = backend
-    cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-rs", "-p", "machine", "-p", "no:cacheprovider",
-           "-p", "no:xdist", "--rootdir", str(tmp_path), "--confcutdir", str(tmp_path), str(tmp_path / "test_split.py"),
-           *args]
+    xdist = ("-n", "2") if workers else ("-p", "no:xdist")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-rs", "-p", "machine", "-p", "no:cacheprovider", *xdist,
+           "--rootdir", str(tmp_path), "--confcutdir", str(tmp_path), str(tmp_path / "test_split.py"), *args]
     out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode in (0, 5), out.stdout + out.stderr  # 5: everything deselected
     return out.stdout
@@ -73,6 +73,16 @@ def test_a_gpu_machine_runs_gpu_tests_on_the_device_with_m_gpu(tmp_path, markexp
 def test_selections_with_cpu_tests_use_the_interpreter(tmp_path, markexpr):
     out = _pytest(tmp_path, "-m", markexpr)
     assert "CPU-BACKEND interpreter" in out
+
+
+def test_xdist_workers_keep_the_split(tmp_path):
+    """The workers inherit the backend this file chose (and the mark that it chose it): they
+    too run the CPU tests on the interpreter and skip the GPU tests."""
+    pytest.importorskip("xdist")
+    out = _pytest(tmp_path, workers=True)
+    assert "1 passed, 1 skipped" in out and "process of their own" in out
+    out = _pytest(tmp_path, "-m", "gpu", workers=True)
+    assert "1 passed" in out and "skipped" not in out
 
 
 def test_a_backend_the_user_set_is_left_as_it_is(tmp_path):
