@@ -2,8 +2,9 @@
 interpreter backend, as in CI, and the GPU tests in a process of their own
 (``pytest -m gpu``), because the operator library registers its kernels for the backend
 active when it is imported. Checked without a GPU: pytest runs two tiny tests in a
-subprocess whose first plugin makes ``torch.cuda.is_available()`` answer True (a stand-in
-for the machine, nothing launches) and loads the conftest's hooks."""
+subprocess whose first plugin makes ``torch.cuda.is_available()`` answer True, or False (a
+stand-in for the machine, nothing launches; so the test means the same on a GPU machine)
+and loads the conftest's hooks."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ PLUGIN = f'''
 import importlib.util
 import torch
 
-if {{gpu}}:
-    torch.cuda.is_available = lambda: True  # the machine has a GPU (a stand-in: nothing launches)
+torch.cuda.is_available = lambda: {{gpu}}  # the machine has a GPU or not (a stand-in: nothing launches)
 spec = importlib.util.spec_from_file_location("repo_conftest", {str(ROOT / "conftest.py")!r})
 repo_conftest = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(repo_conftest)
