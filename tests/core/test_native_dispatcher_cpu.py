@@ -644,15 +644,19 @@ def _device_values(record: tuple, layout: tuple, runtime: tuple) -> list:
     return out
 
 
-def _run_packing_calls(backend: RecordingBackend, calls: list) -> tuple[list, list]:
-    """Each call's device values and the path it took, on ``backend``."""
+def _run_packing_calls(backend: RecordingBackend, calls: list, kernel: Any = packing_kernel,
+                       **constexprs: Any) -> tuple[list, list]:
+    """Each call's device values and the path it took, ``kernel[(1,)](*args, **constexprs)``
+    on ``backend`` (packing_kernel with K=4 by default)."""
+    constexprs = constexprs or {"K": 4}
     with installed_as_current(backend):
-        f = _fresh(packing_kernel)
+        f = _fresh(kernel)
         got, paths = [], []
         for args in calls:
-            variant = f[(1,)](*args, K=4)
+            variant = f[(1,)](*args, **constexprs)
             rec = variant.launcher.calls[-1]
             layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
+            assert layout is not None
             got.append(_device_values(rec, layout, variant.compiled.runtime_params))
             paths.append(rec[0])
         return got, paths
@@ -690,23 +694,10 @@ def test_annotated_kernels_launch_packed_where_the_values_fit():
     packed; one whose float parameter gets an int hands tj_args to the launcher, which
     converts it. Either way the device gets what a launcher packing tj_args gives it."""
     x = FakeTensor(1 << 20)
-    calls = [(1.5, 9), (1.5, 9), (1.5, 9), (2, 9), (1.5, 2**40), (-0.25, -3), (3, 2**40), (0.5, 2**40 + 16)]
-
-    def run(backend: RecordingBackend) -> tuple[list, list]:
-        with installed_as_current(backend):
-            f = _fresh(mixed_kernel)
-            got, paths = [], []
-            for s, q in calls:
-                variant = f[(1,)](x, 3, 5, 7, s, q, K=2)
-                rec = variant.launcher.calls[-1]
-                layout = tritonjit.testing.pack_layout(variant.signature, variant.compiled.runtime_params)
-                assert layout is not None
-                got.append(_device_values(rec, layout, variant.compiled.runtime_params))
-                paths.append(rec[0])
-            return got, paths
-
-    packed, packed_paths = run(RecordingBackend("rec-packed-ann", packed=True))
-    plain, _ = run(RecordingBackend("rec-plain-ann"))
+    sq = [(1.5, 9), (1.5, 9), (1.5, 9), (2, 9), (1.5, 2**40), (-0.25, -3), (3, 2**40), (0.5, 2**40 + 16)]
+    calls = [(x, 3, 5, 7, s, q) for s, q in sq]
+    packed, packed_paths = _run_packing_calls(RecordingBackend("rec-packed-ann", packed=True), calls, mixed_kernel, K=2)
+    plain, _ = _run_packing_calls(RecordingBackend("rec-plain-ann"), calls, mixed_kernel, K=2)
     assert packed == plain
     # a miss (Python), then a native launch that sets the layout to pack by; a float for s
     # fits and packs; an int for s is keyed alike (fp32) but does not fit: tj_args. q's
