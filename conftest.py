@@ -29,8 +29,9 @@ CPU_RUN_ENV = "TRITONJIT_TESTS_CPU_RUN"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a GPU of the backend under test (skipped without one)")
     config.addinivalue_line("markers", "slow: slow tests (deselect with -m 'not slow')")
+    gpu = config._tritonjit_gpu = _cuda_available()  # type: ignore[attr-defined]
     cpu_run = os.environ.get(CPU_RUN_ENV) == "1"
-    if not cpu_run and _cuda_available() and _selects_cpu_tests(config.getoption("markexpr", "") or "") and \
+    if not cpu_run and gpu and _selects_cpu_tests(config.getoption("markexpr", "") or "") and \
             "TRITONJIT_BACKEND" not in os.environ:
         os.environ["TRITONJIT_BACKEND"] = "interpreter"  # before any test module imports tritonjit_ops
         os.environ[CPU_RUN_ENV] = "1"
@@ -64,9 +65,10 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _cuda_available() and not getattr(config, "_tritonjit_cpu_run", False):
+    gpu = config._tritonjit_gpu  # type: ignore[attr-defined]
+    if gpu and not config._tritonjit_cpu_run:  # type: ignore[attr-defined]
         return
-    reason = GPU_PROCESS if _cuda_available() else "needs a GPU (none on this machine)"
+    reason = GPU_PROCESS if gpu else "needs a GPU (none on this machine)"
     skip = pytest.mark.skip(reason=reason)
     for item in items:
         if item.get_closest_marker("gpu") is not None:  # the mark, not a keyword (a parameter id "gpu")
