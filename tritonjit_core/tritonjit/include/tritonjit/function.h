@@ -299,8 +299,9 @@ struct Entry {
 /// Function lays them out (TJ_LAUNCH_F_PACKED): written while the arguments are digested,
 /// launched as they are where the call's key turns out to be that launch's. Each value
 /// is checked against its slot's code (tj_pack_fits; ``bad``: launch through the tj_args
-/// instead, where the launcher converts it or raises its precise error). Without such a launcher every write goes to
-/// offset 0 of ``buf`` (``layout`` is no_layout) and nothing is launched from it.
+/// instead, where the launcher converts it or raises its precise error). Without such a
+/// launcher every write goes to offset 0 of ``buf`` (``layout`` is no_layout) and nothing
+/// is launched from it.
 struct Packer {
   static constexpr size_t kMaxParams = kMaxWords / 2;
   const tj_pack_slot* layout;
