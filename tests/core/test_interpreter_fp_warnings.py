@@ -24,14 +24,10 @@ def _row_softmax(x, out, n, BLOCK: tl.constexpr):
     tl.store(out + offs, e / tl.sum(e, axis=0) + tl.where(m, 0.0, z), mask=m)
 
 
-def test_masked_lanes_raise_no_numpy_warnings():
+def test_masked_lanes_raise_no_numpy_warnings(interpreter_backend):  # the interpreter's, on a GPU machine too
     x = torch.randn(5)
     out = torch.empty(5)
-    tritonjit.set_backend("interpreter")  # the interpreter's behaviour, on a GPU machine too
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a RuntimeWarning fails the test
-            tritonjit.function(_row_softmax)[(1,)](x, out, 5, BLOCK=8)
-    finally:
-        tritonjit.set_backend(None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning fails the test
+        tritonjit.function(_row_softmax)[(1,)](x, out, 5, BLOCK=8)
     torch.testing.assert_close(out, torch.softmax(x, 0))
