@@ -309,7 +309,7 @@ def run_generate(modes: list[str], z: Sizes, device: str, dtype: torch.dtype) ->
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    gpu = torch.cuda.is_available()
+    gpu = M.backend_device() != "cpu"
     names = list(cases(Sizes(gpu)))
     ap.add_argument("--models", default=",".join(names), help=f"of {','.join(names)}; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
         ap.error(f"unknown models or modes: {bad}")
-    device, dtype = ("cuda" if gpu else "cpu"), DTYPES[a.dtype]
+    device, dtype = M.backend_device(), DTYPES[a.dtype]
     global INCLUDE
     if extra := [n for n in a.include.split(",") if n]:
         if bad := sorted(set(extra) - set(T.default_ops("CPU"))):  # the CPU default is the whole table

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         print("transformers is not installed: pip install transformers", file=sys.stderr)
         return 2
     M.quiet()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = M.backend_device()
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else torch.bfloat16
     shapes = M.SMOKE_SHAPES if smoke else M.SHAPES

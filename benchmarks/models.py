@@ -59,9 +59,16 @@ for sub in ("operators", "tritonjit_core"):
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import tritonjit  # noqa: E402
 import tritonjit_ops as T  # noqa: E402
 from _timing import Rounds  # noqa: E402
 from tritonjit_ops import _audit  # noqa: E402
+
+def backend_device() -> str:
+    """The torch device type of the active backend's tensors: where the model must live for
+    enable() to route its calls (the interpreter's are on the CPU, also on a GPU machine)."""
+    return tritonjit.current_backend().info.device_type or "cpu"
+
 
 MODELS = ("llama", "qwen2", "gpt2", "bert")
 #: further architectures, measured on request (--models): sliding-window attention
@@ -562,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         print("transformers is not installed: pip install transformers", file=sys.stderr)
         return 2
     quiet()
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = backend_device()
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else DTYPES[args.dtype or "bf16"]
     models = expand_models(args.models)

@@ -34,6 +34,7 @@ for sub in ("operators", "tritonjit_core", "benchmarks"):  # benchmarks: _timing
     if str(_ROOT / sub) not in sys.path:
         sys.path.insert(0, str(_ROOT / sub))
 
+import tritonjit  # noqa: E402
 import tritonjit_ops as T  # noqa: E402
 from _timing import Rounds  # noqa: E402
 
@@ -400,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inplace-sweep", action="store_true",
                    help="also time every planned in-place overload under enable() against eager")
     args = p.parse_args(argv)
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = tritonjit.current_backend().info.device_type or "cpu"  # the interpreter's tensors live on the CPU
     from tritonjit import _native
     from tritonjit_ops import _native_ops, _prologue
 

@@ -788,6 +788,11 @@ def _split(v: float) -> tuple[float, float]:
     return hi, float(torch.tensor(v - hi, dtype=torch.float32))
 
 
+#: torch before 2.13 divides by zero in int64 arange's size when the step truncates to 0
+#: (SIGFPE on x86, pytorch issue 175761); from 2.13 it raises ValueError("step must be nonzero")
+_ARANGE_DIVIDES_BY_ZERO = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
+
+
 def _arange_spec(start: Any, end: Any, step: Any, dtype: Any) -> tuple[Any, int, tuple]:
     """arange's dtype, size and kernel arguments (start and step: hi/lo fp32 pairs for a float
     dtype), as aten computes them; raises _refuse where aten raises or we do not serve it."""
@@ -808,6 +813,8 @@ def _arange_spec(start: Any, end: Any, step: Any, dtype: Any) -> tuple[Any, int,
         # (end - start + step - sign(step)) / step in C's truncating division
         start, end, step = int(start), int(end), int(step)
         if step == 0:
+            if _ARANGE_DIVIDES_BY_ZERO:  # aten would kill the process (SIGFPE): raise what later versions raise
+                raise ValueError("step must be nonzero")
             raise _refuse("arange", "a step that truncates to 0")  # aten's "step must be nonzero"
         num = end - start + step - (1 if step > 0 else -1)
         size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)

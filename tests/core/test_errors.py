@@ -166,6 +166,7 @@ def test_unknown_backend_from_environment(monkeypatch):
 
 
 def test_plugin_whose_import_fails(plugin_modules, monkeypatch):
+    monkeypatch.delenv("TRITONJIT_BACKEND", raising=False)  # the default choice (a GPU host's CPU run sets it)
     plugin_modules("tj_fake_good", PLUGIN.format(name="good"))
     plugin_modules("tj_fake_broken", "import tj_this_module_does_not_exist\n")
     monkeypatch.setattr("tritonjit._registry._entry_points", lambda: [

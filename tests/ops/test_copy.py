@@ -174,8 +174,10 @@ def test_arange_float_bounds_integer_dtype(args, dtype):
     """aten's int64 arange truncates start, end and step before it computes the size (other
     dtypes take the size from the float bounds): arange(0., -8.000001, -4., dtype=int64) has 2
     elements, int32's has 3."""
+    from _util import aten_arange
+
     try:
-        ref = torch.arange(*args, dtype=dtype)
+        ref = aten_arange(*args, dtype=dtype)
     except (RuntimeError, ValueError) as e:  # int64 with a step that truncates to 0
         with pytest.raises(type(e), match="step must be nonzero"):
             with T.enable(include=["arange.start_step"]):
@@ -185,6 +187,18 @@ def test_arange_float_bounds_integer_dtype(args, dtype):
         got = torch.arange(*args, dtype=dtype)
     assert got.dtype == ref.dtype and got.shape == ref.shape, (got, ref)
     torch.testing.assert_close(got, ref)
+
+
+def test_arange_step_truncating_to_zero_raises_where_old_aten_would_crash(monkeypatch):
+    """Where the installed torch divides by zero in that size (before 2.13: SIGFPE, the process
+    dies), the operator raises the ValueError that later versions raise instead of falling back."""
+    from tritonjit_ops import copy as C
+
+    monkeypatch.setattr(C, "_ARANGE_DIVIDES_BY_ZERO", True)
+    with T.enable(include=["arange.start_step"]):
+        with pytest.raises(ValueError, match="step must be nonzero"):
+            torch.arange(0, 5, 0.5, dtype=torch.int64)
+        assert torch.arange(0, 5, 1.5, dtype=torch.int64).tolist() == [0, 1, 2, 3, 4]  # step 1 after truncation
 
 
 _LAYOUTS = {

@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import native_ops_disabled, needs_cxx, routed, stats_delta
+from _util import aten_arange, native_ops_disabled, needs_cxx, routed, stats_delta
 from tritonjit_ops import _native_ops, _plan, copy
 
 pytestmark = needs_cxx
@@ -105,7 +105,7 @@ def test_arange_refusals_raise_atens_errors(args):
     truncates to 0) goes to the Python implementation and from there to aten: its error."""
     kw = {"dtype": torch.int64} if args == (0.0, 1.0, 0.5) else {}
     with pytest.raises((RuntimeError, ValueError)) as want:
-        torch.arange(*args, **kw)
+        aten_arange(*args, **kw)
     with T.enable(include=ARANGE, wait_native=True):
         with pytest.raises(type(want.value), match=str(want.value)[:20]):
             torch.arange(*args, **kw)
