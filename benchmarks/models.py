@@ -64,6 +64,7 @@ import tritonjit_ops as T  # noqa: E402
 from _timing import Rounds  # noqa: E402
 from tritonjit_ops import _audit  # noqa: E402
 
+
 def backend_device() -> str:
     """The torch device type of the active backend's tensors: where the model must live for
     enable() to route its calls (the interpreter's are on the CPU, also on a GPU machine)."""

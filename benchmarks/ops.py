@@ -423,8 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         inplace = inplace_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         sweep = inplace_sweep(dev, n=2000, reps=3 if args.quick else 5) if args.inplace_sweep else []
         large = large_cases(dev, impls)
-    import tritonjit
-
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
                 backend=tritonjit.current_backend().name)
     print(table(small, large))

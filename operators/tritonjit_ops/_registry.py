@@ -432,7 +432,8 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     "gt_.Scalar", "gt_.Tensor", "ge_.Scalar", "ge_.Tensor",
     # x[idx] with one integer index tensor (MoE's token gathers; 2026-12-02, H200 audit of Mixtral and
     # Qwen3-MoE prefill: 0.80-0.93x eager per call, two bf16 row gathers at 1.03x and 1.09x, within the
-    # replay's spread; both models' prefill and training steps 0.74-0.85x eager with it routed)
+    # replay's spread; both models' prefill and training steps 0.74-0.85x eager with it routed); also
+    # several index tensors at adjacent dims (a padding mask's mask[batch_idx, kv_idx], beam search)
     "index.Tensor",
     # x[idx] = v with one 1-D index (MoE routing's inverse permutation): 0.70-0.73x eager in the same audits;
     # _index_put_impl_, the accumulating write of x[..., [i], :]'s backward (Falcon's multi-query split)

@@ -1,8 +1,8 @@
 """Writes through an index: ``scatter`` (src and value), ``scatter_add``, ``index_add``,
 ``index_copy``, ``index_put`` (one 1-D index tensor at one dim, the others None: the form of
 ``x[idx] = v``, ``x[:, idx] += v`` and of the backward of ``x[..., [i], :]``), each with its
-in-place variant; and the read through an index, ``x[idx]`` (``index.Tensor``, one integer
-index tensor at any dim).
+in-place variant; and the read through an index, ``x[idx]`` (``index.Tensor``: integer index
+tensors at adjacent dims, broadcast together, as ``mask[batch_idx, kv_idx]``).
 
 One kernel walks the iteration space (the index's shape for scatter, the source's for
 index_add/index_copy, self's with the indexed dim replaced by the index's for index_put; rank
@@ -384,6 +384,148 @@ def _take_plan(x: Tensor, k: int, index: Tensor, xref: Any, iref: Any, check: bo
     return Plan(out, (L1,), contiguous=contiguous)
 
 
+@triton.jit
+def _index_term(index, l0, l1, l2, l3, s0, s1, s2, s3, size, mask):
+    """One index tensor's value at the broadcast position (l0..l3) (stride 0 where it is
+    broadcast), wrapped as aten wraps a negative index, and whether it lies in range."""
+    i = tl.load(index + l0 * s0 + l1 * s1 + l2 * s2 + l3 * s3, mask=mask, other=0).to(tl.int64)
+    i = tl.where(i < 0, i + size, i)
+    return i, (i >= 0) & (i < size)
+
+
+@triton.jit
+def _take_n_offset(lpos, mask, b1, b2, b3,
+                   p0, z0, k0, s00, s01, s02, s03, p1, z1, k1, s10, s11, s12, s13,
+                   p2, z2, k2, s20, s21, s22, s23, p3, z3, k3, s30, s31, s32, s33, NIDX: tl.constexpr):
+    """x's offset for broadcast position ``lpos`` of NIDX index tensors (pointer, x's size and
+    stride at its dim, 4 strides over the broadcast shape (.., b1, b2, b3)), and whether every
+    index lies in range."""
+    l0, l1, l2, l3 = unravel4(lpos, b1, b2, b3)
+    i, ok = _index_term(p0, l0, l1, l2, l3, s00, s01, s02, s03, z0, mask)
+    off = i * k0
+    if NIDX > 1:
+        i, o = _index_term(p1, l0, l1, l2, l3, s10, s11, s12, s13, z1, mask)
+        off += i * k1
+        ok = ok & o
+    if NIDX > 2:
+        i, o = _index_term(p2, l0, l1, l2, l3, s20, s21, s22, s23, z2, mask)
+        off += i * k2
+        ok = ok & o
+    if NIDX > 3:
+        i, o = _index_term(p3, l0, l1, l2, l3, s30, s31, s32, s33, z3, mask)
+        off += i * k3
+        ok = ok & o
+    return off, ok
+
+
+@triton.jit
+def _take_n_kernel(x, out, n, L, Q, sxp, sxq, b1, b2, b3,
+                   p0, z0, k0, s00, s01, s02, s03, p1, z1, k1, s10, s11, s12, s13,
+                   p2, z2, k2, s20, s21, s22, s23, p3, z3, k3, s30, s31, s32, s33,
+                   NIDX: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """out[p, l, q] = x[p, index_0[l], .., index_{NIDX-1}[l], q] element by element, the index
+    tensors broadcast to one shape of L positions (``mask[batch_idx, kv_idx]``)."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    q = offs % Q
+    t = offs // Q
+    off, ok = _take_n_offset(t % L, mask, b1, b2, b3, p0, z0, k0, s00, s01, s02, s03, p1, z1, k1, s10, s11, s12, s13,
+                             p2, z2, k2, s20, s21, s22, s23, p3, z3, k3, s30, s31, s32, s33, NIDX)
+    if CHECK:
+        tl.device_assert(ok | ~mask, "tritonjit index: index out of range")
+    v = tl.load(x + (t // L) * sxp + off + q * sxq, mask=mask & ok)
+    tl.store(out + offs, v, mask=mask)
+
+
+@triton.jit
+def _take_n_rows_kernel(x, out, L, Q, sxp, sxq, b1, b2, b3,
+                        p0, z0, k0, s00, s01, s02, s03, p1, z1, k1, s10, s11, s12, s13,
+                        p2, z2, k2, s20, s21, s22, s23, p3, z3, k3, s30, s31, s32, s33,
+                        NIDX: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
+    """_take_n_kernel a row of Q elements per program row (grid (P * L, cdiv(Q, BLOCK))): the
+    indices read once a row (``hidden[batch_idx, last_idx]`` with hidden's rows of H)."""
+    row = tl.program_id(0).to(tl.int64)
+    off, ok = _take_n_offset(row % L, row >= 0, b1, b2, b3, p0, z0, k0, s00, s01, s02, s03, p1, z1, k1, s10, s11,
+                             s12, s13, p2, z2, k2, s20, s21, s22, s23, p3, z3, k3, s30, s31, s32, s33, NIDX)
+    if CHECK:
+        tl.device_assert(ok, "tritonjit index: index out of range")
+    cols = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + (row // L) * sxp + off + cols * sxq, mask=(cols < Q) & ok)
+    tl.store(out + row * Q + cols, v, mask=cols < Q)
+
+
+_take_n = jit(_take_n_kernel)
+_take_n_rows = jit(_take_n_rows_kernel)
+_MAX_INDICES = 4  # index tensors a _take_n launch reads (their broadcast shape: rank <= 4)
+
+
+def _contiguous_strides(shape: Any) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(list(shape)):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+def _take_n_plan(x: Tensor, k: int, indices: list[Tensor], xref: Any, irefs: list[Any], check: bool) -> Plan:
+    """The plan of ``x[(slice(None),) * k + tuple(indices)]``, adjacent index tensors that
+    broadcast to one shape B (rank <= 4): out (pre, B, post), x viewed (P, .., Q) in its own
+    strides where pre and post nest (else made contiguous first)."""
+    m = len(indices)
+    B = list(torch.broadcast_shapes(*(t.shape for t in indices)))
+    pre, post = list(x.shape[:k]), list(x.shape[k + m:])
+    P, Q, L = math.prod(pre), math.prod(post), math.prod(B)
+    out = (Buffer((*pre, *B, *post), x.dtype),)
+    if P * L * Q == 0:
+        return Plan(out, ())
+    xs = list(x.stride())
+    sp, sq = flat_stride(pre, xs[:k]), flat_stride(post, xs[k + m:])
+    contiguous: tuple[int, ...] = ()
+    if sp is None or sq is None:
+        contiguous, xs = (0,), _contiguous_strides(x.shape)
+        sp, sq = flat_stride(pre, xs[:k]), flat_stride(post, xs[k + m:])
+    Bp = [1] * (4 - len(B)) + B
+    args: list[Any] = []
+    for j in range(_MAX_INDICES):
+        t, ref = (indices[j], irefs[j]) if j < m else (indices[0], irefs[0])
+        st = [0] * (4 - len(B)) + list(t.expand(B).stride())
+        st = [s if n > 1 else 0 for s, n in zip(st, Bp)]  # a size-1 dim's stride never counts
+        args += [ref, x.shape[k + j], xs[k + j]] + st if j < m else [ref, 1, 0, 0, 0, 0, 0]
+    opts = DEVICE_ASSERT if check else {}
+    if Q >= _ROWS_FROM:
+        block = min(next_pow2(Q), 1024)
+        L1 = launch(_take_n_rows, (P * L, cdiv(Q, block)), xref, Out(0), L, Q, sp, sq, *Bp[1:], *args, NIDX=m,
+                    CHECK=check, BLOCK=block, num_warps=4 if block >= 512 else 1, **opts)
+    else:
+        n = P * L * Q
+        L1 = launch(_take_n, (cdiv(n, _BLOCK),), xref, Out(0), n, L, Q, sp, sq, *Bp[1:], *args, NIDX=m, CHECK=check,
+                    BLOCK=_BLOCK, **opts)
+    return Plan(out, (L1,), contiguous=contiguous)
+
+
+def _adjacent_indices(x: Any, indices: Any) -> tuple[int, list[Tensor]] | None:
+    """(k, index tensors) where ``indices`` holds 1 to 4 integer index tensors on x's device at
+    adjacent dims from k (the others None), broadcasting to a shape of rank <= 4: the form of
+    ``mask[batch_idx, kv_idx]`` and ``logits[arange, last]``; None for any other (boolean masks,
+    index tensors with a None between them: aten moves their dims first)."""
+    if not isinstance(x, Tensor) or x.dtype not in _REAL or x.dim() == 0 or x.layout != torch.strided:
+        return None
+    idx = list(indices)
+    pos = [k for k, t in enumerate(idx) if t is not None]
+    if not pos or len(pos) > _MAX_INDICES or len(idx) > x.dim() or pos != list(range(pos[0], pos[0] + len(pos))):
+        return None
+    ts = [idx[k] for k in pos]
+    if any(not isinstance(t, Tensor) or t.dtype not in (torch.int64, torch.int32) or t.device != x.device
+           for t in ts):
+        return None
+    try:
+        if len(torch.broadcast_shapes(*(t.shape for t in ts))) > 4:
+            return None
+    except RuntimeError:  # shapes that do not broadcast: aten's error
+        return None
+    return pos[0], ts
+
+
 def _one_index(x: Any, indices: Any) -> tuple[int, Tensor] | None:
     """(k, index) where ``indices`` is one integer index tensor on x's device at dim k (the
     others None): the form of ``x[idx]`` and ``x[:, idx]``; None for any other."""
@@ -405,24 +547,36 @@ def plan_index_tensor(x: Any, indices: Any) -> Plan | None:
     """aten::index.Tensor's plan on a device: one integer index tensor, range-checked by the
     kernel (the C++ key describes the Tensor?[] list: None or a tensor's words per item)."""
     one = _one_index(x, indices)
-    if one is None or host_check_allowed(one[1]):
+    if one is not None:
+        if host_check_allowed(one[1]):
+            return None
+        k, index = one
+        return _take_plan(x, k, index, In(0), InItem(1, k), True)
+    several = _adjacent_indices(x, indices)
+    if several is None or host_check_allowed(several[1][0]):
         return None
-    k, index = one
-    return _take_plan(x, k, index, In(0), InItem(1, k), True)
+    k, ts = several
+    return _take_n_plan(x, k, ts, In(0), [InItem(1, k + j) for j in range(len(ts))], True)
 
 
 def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
-    """aten::index.Tensor with one integer index tensor (any shape) at one dim: ``x[:, idx]``.
-    Boolean masks (their result size needs a device sync) and several index tensors go to aten."""
+    """aten::index.Tensor with integer index tensors at adjacent dims: ``x[:, idx]``,
+    ``mask[batch_idx, kv_idx]`` (up to 4, broadcast together to a rank of at most 4). Boolean
+    masks (their result size needs a device sync) and index tensors with a None between them
+    go to aten."""
     one = _one_index(x, indices)
-    if one is None:
-        raise _refuse("index", "indices other than one integer index tensor on self's device")
-    k, index = one
-    size = x.shape[k]
-    check = not host_check_allowed(index)
-    if not check and index.numel() and bool(torch.any((index < -size) | (index >= size))):
-        raise _refuse("index", "an index out of range")  # aten's error
-    return run(_take_plan(x, k, index, In(0), InItem(1, k), check), [x, list(indices)])
+    several = None if one is not None else _adjacent_indices(x, indices)
+    if one is None and several is None:
+        raise _refuse("index", "indices other than integer index tensors on self's device at adjacent dims")
+    k, ts = (one[0], [one[1]]) if one is not None else several  # type: ignore[misc]
+    check = not host_check_allowed(ts[0])
+    for j, t in enumerate(ts):
+        size = x.shape[k + j]
+        if not check and t.numel() and bool(torch.any((t < -size) | (t >= size))):
+            raise _refuse("index", "an index out of range")  # aten's error
+    if one is not None:
+        return run(_take_plan(x, k, ts[0], In(0), InItem(1, k), check), [x, list(indices)])
+    return run(_take_n_plan(x, k, ts, In(0), [InItem(1, k + j) for j in range(len(ts))], check), [x, list(indices)])
 
 
 PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_,

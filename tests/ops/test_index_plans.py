@@ -1,4 +1,5 @@
-"""``x[idx]`` (aten::index.Tensor with one integer index tensor) on the C++ operator path: its
+"""``x[idx]`` and ``x[i, j]`` (aten::index.Tensor with integer index tensors at adjacent dims,
+broadcast together) on the C++ operator path: its
 ``Tensor?[]`` indices are a key the C++ path describes (None, or a tensor's words, per item),
 and the plan reads ``x`` in its own strides where they nest. On a device the kernel checks the
 index range itself; here (the interpreter) ``host_check_allowed`` answers as on a device, so
@@ -48,13 +49,29 @@ CASES = {
     "2-D index": lambda: (torch.randn(10, 70, generator=_g()), [_ids(6, 10, (2, 3))]),
     "0-dim index": lambda: (torch.randn(10, 4, generator=_g()), [torch.tensor(-3)]),
     "int32 index": lambda: (torch.randn(10, 4, generator=_g()), [_ids(5, 10, dtype=torch.int32)]),
-    "transposed x (copied first)": lambda: (torch.randn(70, 10, generator=_g()).t(), [_ids(8, 10)]),
+    "transposed x (read in its strides)": lambda: (torch.randn(70, 10, generator=_g()).t(), [_ids(8, 10)]),
     "row-strided x (nests)": lambda: (torch.randn(20, 80, generator=_g())[::2], [_ids(8, 10)]),
     "column-strided x, middle index": lambda: (torch.randn(4, 6, 10, generator=_g())[:, :, ::2], [None, _ids(5, 6)]),
     "bf16 rows": lambda: (torch.randn(16, 128, generator=_g()).to(torch.bfloat16), [_ids(9, 16)]),
     "bool x": lambda: (torch.randn(10, 3, generator=_g()) > 0, [_ids(4, 10)]),
     "int64 x (MoE's token ids)": lambda: (torch.arange(50), [_ids(33, 50)]),
     "empty index": lambda: (torch.randn(10, 3, generator=_g()), [torch.zeros(0, dtype=torch.int64)]),
+    # several index tensors at adjacent dims, broadcast together
+    "mask[batch_idx, kv_idx] (a transformers padding mask)": lambda: (
+        torch.randn(2, 8, generator=_g()) > 0, [torch.arange(2).view(2, 1, 1, 1), torch.arange(8).view(1, 1, 1, 8)]),
+    "x[arange, last] rows kernel": lambda: (torch.randn(4, 6, 96, generator=_g()), [torch.arange(4), _ids(4, 6)]),
+    "x[arange, last] flat kernel": lambda: (torch.randn(4, 6, 5, generator=_g()), [torch.arange(4), _ids(4, 6)]),
+    "x[:, i, j] middle pair": lambda: (torch.randn(3, 10, 5, 4, generator=_g()), [None, _ids(6, 10), _ids(6, 5)]),
+    "three broadcast indices": lambda: (torch.randn(5, 6, 7, 3, generator=_g()),
+                                        [_ids(2, 5, (2, 1)), _ids(3, 6, (1, 3)), _ids(3, 7)]),
+    "four indices, int32 and int64": lambda: (torch.randn(3, 4, 5, 6, generator=_g()),
+                                              [_ids(5, 3), _ids(5, 4, dtype=torch.int32), _ids(5, 5), _ids(5, 6)]),
+    "pair after a transposed pre (copied first)": lambda: (torch.randn(4, 5, 6, 7, generator=_g()).permute(1, 0, 2, 3),
+                                                            [None, None, _ids(3, 6), _ids(3, 7)]),
+    "expanded (stride 0) and transposed indices": lambda: (
+        torch.randn(6, 7, 2, generator=_g()), [_ids(3, 6).expand(4, 3), _ids(12, 7, (3, 4)).t()]),
+    "pair, bf16 rows": lambda: (torch.randn(3, 4, 128, generator=_g()).to(torch.bfloat16), [_ids(5, 3), _ids(5, 4)]),
+    "pair, empty broadcast": lambda: (torch.randn(3, 4, generator=_g()), [_ids(0, 3), _ids(1, 4)]),
 }
 
 
@@ -72,7 +89,7 @@ def test_index_matches_eager_and_is_planned(native, device_rules, case):
     close(again, ref)
     assert got.is_contiguous()
     assert d["python_calls"] == 0, f"{case}: the call went to the Python implementation"
-    assert d["plans_made"] == 0 and d["plan_hits"] == 1
+    assert d["plans_made"] == 0 and d["plan_hits"] == (2 if "copied first" in case else 1)  # + the copy's plan
 
 
 def test_getitem_under_enable_is_planned(native, device_rules):
@@ -86,42 +103,63 @@ def test_getitem_under_enable_is_planned(native, device_rules):
 
 
 @pytest.mark.parametrize("indices", [
-    lambda: [torch.tensor([0, 1]), torch.tensor([1, 0])],  # two index tensors: aten broadcasts them
     lambda: [torch.tensor([True, False, True, False])],  # a mask: its result size needs a sync
-    lambda: [torch.tensor([[0, 1], [2, 3]]).t()],  # an index that is not flat in memory
-])
+    lambda: [torch.tensor([0, 1]), None, torch.tensor([1, 0])],  # a None between: aten moves B first
+    lambda: [torch.tensor([0, 1]).view(2, 1, 1, 1, 1), torch.tensor([1, 0])],  # broadcast to rank 5
+], ids=["mask", "none-between", "rank-5-broadcast"])
 def test_other_index_forms_are_eagers(native, device_rules, indices):
-    x = torch.randn(4, 4, generator=_g())
+    x = torch.randn(4, 4, 4, generator=_g())
     idx = indices()
     T.disable()
-    ref = x[tuple(idx)] if len(idx) > 1 else x[idx[0]]
+    ref = x[tuple(slice(None) if i is None else i for i in idx)]
     T.enable(wait_native=True)
     close(torch.ops.aten.index.Tensor(x, idx), ref)
 
 
 @pytest.mark.parametrize("bad", [10, -11, 2**40])
 @pytest.mark.parametrize("width", [3, 96])  # the flat kernel and the rows kernel
-def test_out_of_range_index_is_asserted_by_the_kernel(native, device_rules, bad, width):
-    x = torch.randn(10, width, generator=_g())
+@pytest.mark.parametrize("pair", [False, True], ids=["one index", "second of two"])
+def test_out_of_range_index_is_asserted_by_the_kernel(native, device_rules, bad, width, pair):
+    x = torch.randn(2, 10, width, generator=_g()) if pair else torch.randn(10, width, generator=_g())
+    idx = [torch.tensor([0, bad, 1])]
     with pytest.raises(Exception, match="tritonjit index: index out of range"):
-        torch.ops.aten.index.Tensor(x, [torch.tensor([0, bad, 1])])
+        torch.ops.aten.index.Tensor(x, [torch.tensor([1, 0, 1])] + idx if pair else idx)
 
 
-def test_out_of_range_index_on_the_host_path_is_atens_error(native):
-    x = torch.randn(10, 3)
+@pytest.mark.parametrize("pair", [False, True], ids=["one index", "second of two"])
+def test_out_of_range_index_on_the_host_path_is_atens_error(native, pair):
+    x = torch.randn(2, 10, 3)
     with pytest.raises(IndexError, match="out of bounds"):
-        x[torch.tensor([0, 10])]
+        x[torch.tensor([0, 1]), torch.tensor([0, 10])] if pair else x[torch.tensor([0, 10])]
 
 
-def test_index_gradient_matches_eager(native, device_rules):
+def test_several_indices_on_the_host_path_match_eager(monkeypatch):
+    """The Python implementation (the CPU: index values checked on the host) serves the
+    broadcast forms too, through the several-index kernel, with aten's values."""
+    x = torch.randn(5, 6, 7, generator=_g())
+    idx = (_ids(4, 5, (4, 1)), _ids(3, 6))
+    ref = x[idx]
+    plans = []
+    real = scatter._take_n_plan
+    monkeypatch.setattr(scatter, "_take_n_plan", lambda *a: plans.append(a[1]) or real(*a))
+    with T.enable(include=["index.Tensor"]):
+        got = x[idx]
+    close(got, ref)
+    assert plans == [0]
+
+
+@pytest.mark.parametrize("pair", [False, True], ids=["one index", "two indices"])
+def test_index_gradient_matches_eager(native, device_rules, pair):
     x0, ids = torch.randn(12, 96, generator=_g()), _ids(30, 12)
+    idx = (ids, _ids(30, 96)) if pair else ids
+    w = torch.randn(30, generator=_g()) if pair else torch.randn(30, 96, generator=_g())
     T.disable()
     x = x0.clone().requires_grad_()
-    (x[ids] * 2).sum().backward()
+    (x[idx] * w).sum().backward()
     want = x.grad
     T.enable(wait_native=True)
     x = x0.clone().requires_grad_()
-    (x[ids] * 2).sum().backward()
+    (x[idx] * w).sum().backward()
     close(x.grad, want)
 
 
@@ -136,6 +174,23 @@ def test_gpu_index_rows_and_flat():
     want_h, want_w = h[ids], w[ids.clamp(min=0)]
     (got_h, got_w), d = routed(lambda: (h[ids], w[ids.clamp(min=0)]), ["index.Tensor"])
     assert torch.equal(got_h, want_h) and torch.equal(got_w, want_w)
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 2
+
+
+@pytest.mark.gpu
+def test_gpu_several_indices_planned():
+    """A padding mask's ``mask[batch_idx, kv_idx]`` and ``hidden[arange, last]`` on the device:
+    planned (no Python call), eager's values."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    mask = torch.rand(4, 512, device="cuda", generator=g) > 0.2
+    b, kv = torch.arange(4, device="cuda").view(4, 1, 1, 1), torch.arange(512, device="cuda").view(1, 1, 1, 512)
+    h = torch.randn(4, 300, 2048, device="cuda", dtype=torch.bfloat16, generator=g)
+    last = torch.randint(-300, 300, (4,), device="cuda", generator=g)
+    want_m, want_h = mask[b, kv], h[torch.arange(4, device="cuda"), last]
+    (got_m, got_h), d = routed(lambda: (mask[b, kv], h[torch.arange(4, device="cuda"), last]), ["index.Tensor"])
+    assert torch.equal(got_m, want_m) and torch.equal(got_h, want_h)
     assert d["python_calls"] == 0 and d["plan_hits"] >= 2
 
 
@@ -415,3 +470,15 @@ def test_index_write_kernels_cross_compile_for_sm90():
         scatter._put_sum.compile("*bf16:16,*i64:16,*bf16:16," + "i32," * 17 + f"{dim},True,512", target="cuda:90")
     scatter._index.compile("*fp32:16,*i64:16,*fp32:16," + "i32," * 18 + "i32,1,True,False,True,True,True,512",
                            target="cuda:90")
+
+
+def test_several_index_kernels_cross_compile_for_sm90():
+    """The several-index reads (flat and rows, two int64 index tensors and two int32 ones) with
+    their device asserts compile for an H100/H200 target here, with no GPU."""
+    idx = "*i64:16," + "i32," * 6
+    idx32 = "*i32:16," + "i32," * 6
+    for nidx, tail in ((2, idx * 2 + idx32 * 2), (4, idx * 2 + idx32 * 2)):
+        scatter._take_n.compile("*bf16:16,*bf16:16," + "i32," * 8 + tail + f"{nidx},True,512", target="cuda:90",
+                                **_common.DEVICE_ASSERT)
+        scatter._take_n_rows.compile("*bf16:16,*bf16:16," + "i32," * 7 + tail + f"{nidx},True,1024",
+                                     target="cuda:90", **_common.DEVICE_ASSERT)
