@@ -93,13 +93,21 @@ def _on_python_path() -> bool:
     return registry is None or registry._State.native is None
 
 
+def final(exc: Exception) -> Exception:
+    """``exc`` marked as the call's answer: the Python path raises it instead of handing the
+    call to aten's kernel, where aten would fail worse (torch before 2.13 divides by zero in
+    an int64 arange whose step truncates to 0 and kills the process)."""
+    exc._tritonjit_final = True  # type: ignore[attr-defined]
+    return exc
+
+
 def _wrap(impl: Callable[..., Any], kernel: Any, keyset: Any,
           slots: tuple[tuple[int, str], ...] = ()) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return impl(*args, **kwargs)
-        except Exception:
-            if not _on_python_path():
+        except Exception as e:
+            if not _on_python_path() or getattr(e, "_tritonjit_final", False):
                 raise
             return kernel.call_boxed(keyset, *_unwrapped(args, slots), **kwargs)
 

@@ -22,7 +22,7 @@ import triton.language as tl
 import tritonjit
 
 from ._common import cdiv, is_cuda_like, jit, next_pow2, row_tile, unravel4
-from ._fallback import with_aten_fallback
+from ._fallback import final, with_aten_fallback
 from ._layout import memory_order
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
@@ -814,7 +814,7 @@ def _arange_spec(start: Any, end: Any, step: Any, dtype: Any) -> tuple[Any, int,
         start, end, step = int(start), int(end), int(step)
         if step == 0:
             if _ARANGE_DIVIDES_BY_ZERO:  # aten would kill the process (SIGFPE): raise what later versions raise
-                raise ValueError("step must be nonzero")
+                raise final(ValueError("step must be nonzero"))
             raise _refuse("arange", "a step that truncates to 0")  # aten's "step must be nonzero"
         num = end - start + step - (1 if step > 0 else -1)
         size = abs(num) // abs(step) * (1 if (num >= 0) == (step > 0) else -1)

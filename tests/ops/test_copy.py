@@ -199,6 +199,13 @@ def test_arange_step_truncating_to_zero_raises_where_old_aten_would_crash(monkey
         with pytest.raises(ValueError, match="step must be nonzero"):
             torch.arange(0, 5, 0.5, dtype=torch.int64)
         assert torch.arange(0, 5, 1.5, dtype=torch.int64).tolist() == [0, 1, 2, 3, 4]  # step 1 after truncation
+    # the Python path (before the C++ path is built) raises it too, instead of handing it to aten
+    from tritonjit_ops import _fallback
+
+    monkeypatch.setattr(_fallback, "_on_python_path", lambda: True)
+    with pytest.raises(ValueError, match="step must be nonzero") as e:
+        C.ATEN["arange.start_step"](0, 5, 0.5, dtype=torch.int64)
+    assert getattr(e.value, "_tritonjit_final", False), "aten's error, not the operator's"
 
 
 _LAYOUTS = {
