@@ -134,6 +134,15 @@ def test_generated_cpp_loops_on_the_interpreter(tmp_path_factory, interpreter):
 _SHIM = "int cuStreamSynchronize(void *stream) { (void)stream; return 0; }\n"
 
 
+def _real_cuda_driver_loaded() -> bool:
+    """Whether this process has a libcuda.so mapped (the CUDA plugin opened the real driver)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            return any("libcuda.so" in line for line in maps)
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
 def simulated_floor(tmp_path_factory):
     """The floor library linked against tritonjit's SIMULATED CUDA driver (one instance
@@ -146,6 +155,9 @@ def simulated_floor(tmp_path_factory):
 
     if shutil.which("gcc") is None:
         pytest.skip("no gcc")
+    if _real_cuda_driver_loaded():
+        pytest.skip("the real CUDA driver is loaded in this process (a GPU machine): the floor's libcuda.so.1 "
+                    "would bind to it, not to the simulated one; the GPU run measures the real floor")
     tmp = tmp_path_factory.mktemp("sim_floor")
     spec = DriverSpec(vendor="CUDA (simulated)", prefix="cu", libraries=("libcuda.so.1",), env_var="UNUSED",
                       contexts=True)
