@@ -112,8 +112,12 @@ def test_other_index_forms_are_eagers(native, device_rules, indices):
     idx = indices()
     T.disable()
     ref = x[tuple(slice(None) if i is None else i for i in idx)]
-    T.enable(wait_native=True)
+    T.enable(include=["index.Tensor"], wait_native=True)
     close(torch.ops.aten.index.Tensor(x, idx), ref)
+    before = native.stats()
+    close(torch.ops.aten.index.Tensor(x, idx), ref)
+    d = stats_delta(before, native.stats())
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d  # the key's plan: aten's kernel
 
 
 @pytest.mark.parametrize("bad", [10, -11, 2**40])
