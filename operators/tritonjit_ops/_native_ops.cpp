@@ -82,6 +82,25 @@ PyObject* checked(PyObject* o) {
   return o;
 }
 
+// Whether the pending Python error is one an implementation raised in aten's place
+// (_fallback.final: aten would fail worse), which the caller gets instead of aten's kernel.
+bool final_error() {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  bool final = false;
+  if (value != nullptr) {
+    PyObject* mark = PyObject_GetAttrString(value, "_tritonjit_final");
+    if (mark != nullptr) {
+      final = PyObject_IsTrue(mark) == 1;
+      Py_DECREF(mark);
+    }
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, tb);
+  return final;
+}
+
 // ---- kernels: one tritonjit::Function per KernelFunction, for the process's lifetime -------
 tritonjit::Function* function_of(PyObject* kf) {
   static std::unordered_map<PyObject*, std::unique_ptr<tritonjit::Function>> fns;  // GIL guards it
@@ -888,7 +907,7 @@ class OpKernel final : public c10::OperatorKernel {
     c10::IValue* args = stack->data() + (stack->size() - nargs_);
     auto [pargs, kwargs] = sig_.python_args(args);
     PyObject* result = PyObject_Call(impl_, pargs.p, kwargs.p);
-    if (result == nullptr && redispatch_) {
+    if (result == nullptr && redispatch_ && !final_error()) {
       PyErr_Clear();
       return false;
     }

@@ -195,9 +195,10 @@ def test_arange_step_truncating_to_zero_raises_where_old_aten_would_crash(monkey
     from tritonjit_ops import copy as C
 
     monkeypatch.setattr(C, "_ARANGE_DIVIDES_BY_ZERO", True)
-    with T.enable(include=["arange.start_step"]):
-        with pytest.raises(ValueError, match="step must be nonzero"):
+    with T.enable(include=["arange.start_step"], wait_native=True):  # the C++ path, where it builds
+        with pytest.raises(ValueError, match="step must be nonzero") as e:
             torch.arange(0, 5, 0.5, dtype=torch.int64)
+        assert getattr(e.value, "_tritonjit_final", False), "aten's error, not the operator's"
         assert torch.arange(0, 5, 1.5, dtype=torch.int64).tolist() == [0, 1, 2, 3, 4]  # step 1 after truncation
     # the Python path (before the C++ path is built) raises it too, instead of handing it to aten
     from tritonjit_ops import _fallback

@@ -7,6 +7,8 @@ the plans are the device's, and Triton's interpreter honours their device assert
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import tritonjit_ops as T
@@ -486,3 +488,24 @@ def test_several_index_kernels_cross_compile_for_sm90():
                                 **_common.DEVICE_ASSERT)
         scatter._take_n_rows.compile("*bf16:16,*bf16:16," + "i32," * 7 + tail + f"{nidx},True,1024",
                                      target="cuda:90", **_common.DEVICE_ASSERT)
+
+
+def test_an_error_raised_in_atens_place_reaches_the_caller(native, monkeypatch):
+    """On the C++ path a Python implementation's error sends the call to aten's kernel, except
+    one marked ``_fallback.final`` (raised where aten would fail worse): the caller gets it."""
+    from tritonjit_ops._fallback import final
+
+    x, ids = torch.randn(6, 3, generator=_g()), torch.tensor([0, 2])
+    want = x[ids]
+
+    def raise_(exc: Exception) -> Any:
+        def take(*args: Any, **kwargs: Any) -> Any:
+            raise exc
+        return take
+
+    with T.enable(include=["index.Tensor"], wait_native=True):
+        monkeypatch.setattr(scatter, "_take_plan", raise_(final(ValueError("tritonjit test: in aten's place"))))
+        with pytest.raises(ValueError, match="in aten's place"):
+            x[ids]
+        monkeypatch.setattr(scatter, "_take_plan", raise_(ValueError("tritonjit test: a plain error")))
+        assert torch.equal(x[ids], want)  # aten's kernel served it
