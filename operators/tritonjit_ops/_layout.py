@@ -34,6 +34,15 @@ def dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """The strides torch.empty gives ``shape`` (row-major)."""
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return st
+
+
 def flat_stride(shape: Sequence[int], strides: Sequence[int]) -> int | None:
     """The stride of ``shape``'s dims seen as one flat dim, as ``reshape`` would view them
     without a copy (1 where there are none): the dims of size 2 or more nest in order. None

@@ -23,7 +23,7 @@ import tritonjit
 
 from ._common import cdiv, is_cuda_like, jit, next_pow2, row_tile, unravel4
 from ._fallback import final, with_aten_fallback
-from ._layout import memory_order
+from ._layout import contiguous_strides, memory_order
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
 from ._plan import run as _run_plan
 from .elementwise import _BLOCK, _CT, _INT32_MAX, _REAL, _is_scalar, _launch, _operands, _refuse, _to_out, _writable, plan, run
@@ -499,14 +499,6 @@ _CAT_MAX_INPUTS = _CAT_NIN
 _CatItem = tuple[Any, tuple[int, ...], tuple[int, ...]]
 
 
-def _contiguous_strides(shape: Any) -> list[int]:
-    st, acc = [0] * len(shape), 1
-    for i in range(len(shape) - 1, -1, -1):
-        st[i] = acc
-        acc *= shape[i]
-    return st
-
-
 def _cat_launch(items: list[_CatItem], d: int, shape: tuple[int, ...], base: int) -> Any:
     """The launch writing ``items`` (at most _CAT_NIN, each non-empty along ``d``) into the
     contiguous output of ``shape`` from cat coordinate ``base`` on; None beyond rank 4.
@@ -517,7 +509,7 @@ def _cat_launch(items: list[_CatItem], d: int, shape: tuple[int, ...], base: int
     sizes = [s[d] for _, s, _ in items]
     space = list(shape)
     space[d] = sum(sizes)
-    ostr = _contiguous_strides(shape)
+    ostr = contiguous_strides(shape)
     keep = [i for i in range(len(space)) if i == d or space[i] != 1]
     strs = [[st[i] for i in keep] for _, _, st in items] + [[ostr[i] for i in keep]]
     groups: list[tuple[int, list[int], bool]] = []  # (size, stride of each operand, holds the cat dim), inner first
@@ -562,7 +554,7 @@ def _slice_copies(items: list[_CatItem], dtypes: list[torch.dtype], d: int, shap
     kernel, its output offset the slice's start): where the inputs' dims do not merge into
     the cat kernel's rank 4 (a stack at the last dim of (B, H, S, D) attention views is
     rank 5). None beyond that kernel's rank."""
-    ostr = _contiguous_strides(shape)
+    ostr = contiguous_strides(shape)
     out = []
     for (ref, sh, st), dt in zip(items, dtypes):
         src = torch.empty_strided(sh, st, dtype=dt, device="meta")

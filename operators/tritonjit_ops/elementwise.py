@@ -26,7 +26,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._layout import bstrides, iter_strides, new_output
+from ._layout import bstrides, contiguous_strides, iter_strides, new_output
 from ._math import (
     activation_backward,
     atan2,
@@ -458,14 +458,7 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
     for d in shape:
         n *= d
     given = out.stride() if isinstance(out, Tensor) else out.strides
-    ostr = [0] * len(shape)
-    if given is not None:
-        ostr = list(given)
-    else:  # contiguous strides of a plan buffer
-        acc = 1
-        for i in range(len(shape) - 1, -1, -1):
-            ostr[i] = acc
-            acc *= shape[i]
+    ostr = list(given) if given is not None else contiguous_strides(shape)  # a plan buffer's: contiguous
     strides = [bstrides(t, shape) for t in operands] + [ostr]
     dims, cstr = coalesce(list(shape), strides)
     if len(dims) > 6:

@@ -31,7 +31,7 @@ import triton.language as tl
 
 from ._common import DEVICE_ASSERT, cdiv, deterministic, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
-from ._layout import flat_stride
+from ._layout import contiguous_strides, flat_stride
 from ._plan import Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
@@ -459,14 +459,6 @@ _take_n_rows = jit(_take_n_rows_kernel)
 _MAX_INDICES = 4  # index tensors a _take_n launch reads (their broadcast shape: rank <= 4)
 
 
-def _contiguous_strides(shape: Any) -> list[int]:
-    out, acc = [], 1
-    for n in reversed(list(shape)):
-        out.append(acc)
-        acc *= n
-    return out[::-1]
-
-
 def _take_n_plan(x: Tensor, k: int, indices: list[Tensor], xref: Any, irefs: list[Any], check: bool) -> Plan:
     """The plan of ``x[(slice(None),) * k + tuple(indices)]``, adjacent index tensors that
     broadcast to one shape B (rank <= 4): out (pre, B, post), x viewed (P, .., Q) in its own
@@ -482,15 +474,15 @@ def _take_n_plan(x: Tensor, k: int, indices: list[Tensor], xref: Any, irefs: lis
     sp, sq = flat_stride(pre, xs[:k]), flat_stride(post, xs[k + m:])
     contiguous: tuple[int, ...] = ()
     if sp is None or sq is None:
-        contiguous, xs = (0,), _contiguous_strides(x.shape)
+        contiguous, xs = (0,), contiguous_strides(x.shape)
         sp, sq = flat_stride(pre, xs[:k]), flat_stride(post, xs[k + m:])
     Bp = [1] * (4 - len(B)) + B
     args: list[Any] = []
-    for j in range(_MAX_INDICES):
-        t, ref = (indices[j], irefs[j]) if j < m else (indices[0], irefs[0])
+    for j, (t, ref) in enumerate(zip(indices, irefs)):
         st = [0] * (4 - len(B)) + list(t.expand(B).stride())
         st = [s if n > 1 else 0 for s, n in zip(st, Bp)]  # a size-1 dim's stride never counts
-        args += [ref, x.shape[k + j], xs[k + j]] + st if j < m else [ref, 1, 0, 0, 0, 0, 0]
+        args += [ref, x.shape[k + j], xs[k + j], *st]
+    args += [irefs[0], 1, 0, 0, 0, 0, 0] * (_MAX_INDICES - m)  # the unused slots (NIDX skips them)
     opts = DEVICE_ASSERT if check else {}
     if Q >= _ROWS_FROM:
         block = min(next_pow2(Q), 1024)
