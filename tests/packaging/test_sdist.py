@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -26,14 +27,27 @@ TESTS = {"tritonjit_core": ["conftest.py", "tests/core/test_signature.py", "test
          "tritonjit_cuda": ["tests/conftest.py", "tests/test_plugin_cpu.py", "tritonjit_cuda/_driver.c"]}
 
 
+#: what a checkout holds that no sdist is built from: build outputs, caches, environments
+NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", ".tox", ".nox", "build", "dist", "*.egg-info", "__pycache__",
+                                    "*.so", "*.pyc", ".*_cache", ".hypothesis", ".gpu_*")
+
+
 @pytest.fixture(scope="module")
 def sdists(tmp_path_factory) -> dict[str, Path]:
-    """Each distribution's sdist, built by its own build backend, unpacked."""
+    """Each distribution's sdist, built by its own build backend, unpacked.
+
+    Built from a copy of the checkout without its build outputs: an in-place install
+    (``pip install ./operators``) leaves ``build/`` and ``*.egg-info`` beside the sources,
+    and setuptools makes its release tree in the folder it builds, which other processes
+    of the same checkout may be using."""
+    src = tmp_path_factory.mktemp("checkout") / "repo"
+    shutil.copytree(ROOT, src, ignore=NOT_SOURCE, symlinks=True)
     out = tmp_path_factory.mktemp("sdist")
     code = "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))"
     unpacked = {}
     for name, folder in FOLDERS.items():
-        p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=folder, capture_output=True, text=True)
+        p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src / folder.relative_to(ROOT),
+                           capture_output=True, text=True)
         assert p.returncode == 0, f"sdist of {name} failed:\n{p.stderr[-3000:]}"
         archive = out / p.stdout.strip().splitlines()[-1]
         with tarfile.open(archive) as tar:
