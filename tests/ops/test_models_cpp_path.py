@@ -1,6 +1,10 @@
 """More transformers architectures than the models benchmark's four, under enable() on the
 C++ operator path (the interpreter on CPU): an encoder-decoder (T5), a vision model
-(ViT), a mixture of experts (Mixtral), OPT and Falcon. Logits and gradients agree with
+(ViT), a mixture of experts (Mixtral), OPT and Falcon; and op mixes that no benchmark
+makes: a speech encoder's strided convolutions, group norm and weight-normed positional
+convolution (Wav2Vec2), relative position bias gathered by an index (BEiT), two-stream
+relative attention (XLNet), pooled queries (Funnel), a gated linear recurrence
+(RecurrentGemma) and a chunked state-space scan (Mamba2). Logits and gradients agree with
 eager: the operators' general paths (other argument layouts, other op mixes) are right,
 not only those of the four benchmarked models."""
 from __future__ import annotations
@@ -13,7 +17,39 @@ from tritonjit_ops import _native_ops
 tf = pytest.importorskip("transformers")
 
 
+#: name -> (model class, config class, config kwargs, inputs); every dropout of the config is 0
+MORE = {
+    "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, feat_extract_norm="group", mask_time_prob=0.0), "wave"),
+    "beit": ("BeitForImageClassification", "BeitConfig", dict(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=16,
+        patch_size=4, num_labels=5, use_relative_position_bias=True), "image"),
+    "xlnet": ("XLNetLMHeadModel", "XLNetConfig", dict(vocab_size=97, d_model=32, n_layer=1, n_head=4, d_inner=64),
+              "ids"),
+    "funnel": ("FunnelForMaskedLM", "FunnelConfig", dict(
+        vocab_size=97, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1), "ids"),
+    "recurrent_gemma": ("RecurrentGemmaForCausalLM", "RecurrentGemmaConfig", dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+        intermediate_size=64, lru_width=32, attention_window_size=4, block_types=["recurrent", "attention"]), "ids"),
+    "mamba2": ("Mamba2ForCausalLM", "Mamba2Config", dict(
+        vocab_size=97, hidden_size=32, num_hidden_layers=1, state_size=8, num_heads=8, head_dim=8, expand=2,
+        n_groups=1, chunk_size=4), "ids"),
+}
+
+
+def _no_dropout(cfg: object) -> object:
+    for k, v in list(vars(cfg).items()):
+        if isinstance(v, float) and ("drop" in k or k.endswith("_pdrop")):
+            setattr(cfg, k, 0.0)
+    return cfg
+
+
 def _tiny(name: str) -> torch.nn.Module:
+    if name in MORE:
+        cls, cfg_cls, kw, _ = MORE[name]
+        return getattr(tf, cls)(_no_dropout(getattr(tf, cfg_cls)(**kw)))
     common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64)
     if name == "t5":
         return tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=1,
@@ -34,7 +70,10 @@ def _tiny(name: str) -> torch.nn.Module:
 
 def _inputs(name: str) -> dict:
     g = torch.Generator().manual_seed(0)
-    if name == "vit":
+    kind = MORE[name][3] if name in MORE else name
+    if kind == "wave":
+        return dict(input_values=torch.randn(2, 800, generator=g))
+    if kind in ("vit", "image"):
         return dict(pixel_values=torch.randn(2, 3, 16, 16, generator=g))
     ids = torch.randint(1, 97, (2, 7), generator=g)
     if name == "t5":
@@ -50,7 +89,7 @@ def _step(model: torch.nn.Module, kw: dict) -> tuple[torch.Tensor, list[torch.Te
     return logits.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 
-@pytest.mark.parametrize("name", ["t5", "vit", "mixtral", "opt", "falcon"])
+@pytest.mark.parametrize("name", ["t5", "vit", "mixtral", "opt", "falcon", *MORE])
 def test_architecture_agrees_with_eager(name):
     if _native_ops.module(wait=True) is None:
         pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
