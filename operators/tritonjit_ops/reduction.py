@@ -273,7 +273,11 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     split = 1
     if r >= _SPLIT_MIN_R and o * nk < 64 and not narrow:
         split = min(cdiv(r, block_r * 8), 1024)
-    if o * nk < _FEW_PROGRAMS and r >= _SPLIT_MIN_TILES * block_r and not narrow:
+    # the fewest tiles of R one program loops over before the axis is split: from
+    # _NARROW_PROGRAMS programs up, a short loop in one launch costs less than a second
+    # launch (a bias gradient of (316, 8000): 2 launches at 1.37x aten's wall time)
+    min_tiles = _SPLIT_MIN_TILES if o * nk < _NARROW_PROGRAMS or not on_gpu else _NARROW_MAX_TILES + 1
+    if o * nk < _FEW_PROGRAMS and r >= min_tiles * block_r and not narrow:
         # few programs for a long reduced axis (a bias gradient: a column sum of (12544, 96)
         # was 2 programs looping over all rows, 2.8x aten's time on the H200): split it so
         # that about _FEW_PROGRAMS programs share it, each _SPLIT_MIN_TILES tiles or more

@@ -278,8 +278,23 @@ def test_mid_sized_column_sums_narrow_their_tiles_on_a_device(shape, grid):
                                           lambda s, dt: torch.empty(s, device="meta", dtype=dt))) == 2
 
 
+@pytest.mark.parametrize("shape, launches", [((316, 8000), 1), ((512, 6144), 1), ((1024, 8000), 2), ((300, 96), 1)])
+def test_wide_column_sums_split_only_past_a_short_loop_on_a_device(shape, launches):
+    """On a device, a column sum whose columns already give enough programs (a bias gradient
+    of a wide layer) loops over up to 8 row tiles in one launch instead of a second launch
+    for partial sums; a longer one still splits. (Planned on the meta device.)"""
+    from tritonjit_ops import reduction
+
+    r, k = shape
+    x = torch.empty(shape, device="meta", dtype=torch.bfloat16)
+    out = torch.empty(k, device="meta", dtype=torch.bfloat16)
+    got = reduction._reduce_launches("sum", x, 1, r, k, x, out, None,
+                                     lambda s, dt: torch.empty(s, device="meta", dtype=dt))
+    assert len(got) == launches, [tuple(L.grid) for L in got]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(784, 384), (3136, 768), (196, 3072), (4096, 1024)])
+@pytest.mark.parametrize("shape", [(784, 384), (3136, 768), (196, 3072), (4096, 1024), (316, 8000)])
 def test_gpu_mid_sized_column_sums(shape):
     """The narrowed one-launch column sums (bias gradients of mid-sized layers) against torch."""
     from _util import native_ops_or_skip, routed
