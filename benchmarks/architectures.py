@@ -21,6 +21,7 @@ not the host, is the cost. ``--audit model:fwd`` prints the
 per-call audit of a case. On a CPU (the interpreter) the configs are tiny and untimed.
 
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
+    python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
 """
 from __future__ import annotations
@@ -164,6 +165,65 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
         "convnext": ("ConvNextForImageClassification", "ConvNextConfig", None, "image", dict(
             hidden_sizes=[max(16, H // 16), max(32, H // 8)], depths=[1, 1], num_stages=2, num_labels=10,
             image_size=z.image)),
+        **more_cases(z),
+    }
+
+
+def more_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
+    """``--models more``: twenty architectures run once to look for what the cases above miss
+    (docs/benchmarks.md, 2026-12-04): speech, vision and segmentation encoders, relative and
+    sparse attention, pooled queries, bottlenecked layers, MoE, recurrences and scans."""
+    H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
+    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+               max_position_embeddings=max(512, z.tokens + 2))
+    llama = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=2,
+                 intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens))
+    patch = 8 if z.image >= 32 else 4
+    return {
+        "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", None, "wave", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4, feat_extract_norm="group", mask_time_prob=0.0)),
+        "dinov2": ("Dinov2ForImageClassification", "Dinov2Config", None, "image", dict(
+            hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, image_size=z.image, patch_size=patch,
+            num_labels=10, mlp_ratio=2)),
+        "beit": ("BeitForImageClassification", "BeitConfig", None, "image", dict(
+            hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H, image_size=z.image,
+            patch_size=patch, num_labels=10, use_relative_position_bias=True)),
+        "segformer": ("SegformerForImageClassification", "SegformerConfig", None, "image", dict(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], num_labels=10, decoder_hidden_size=32)),
+        "mt5": ("MT5ForConditionalGeneration", "MT5Config", None, "s2s", dict(
+            vocab_size=V, d_model=H, d_kv=H // NH, d_ff=2 * H, num_layers=L, num_heads=NH, decoder_start_token_id=0)),
+        "pegasus": ("PegasusForConditionalGeneration", "PegasusConfig", None, "s2s", dict(
+            vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=NH,
+            decoder_attention_heads=NH, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
+            max_position_embeddings=max(512, z.tokens))),
+        "xlnet": ("XLNetLMHeadModel", "XLNetConfig", None, "lm", dict(vocab_size=V, d_model=H, n_layer=L, n_head=NH,
+                                                                       d_inner=2 * H)),
+        "funnel": ("FunnelForMaskedLM", "FunnelConfig", None, "mlm", dict(
+            vocab_size=V, d_model=H, n_head=NH, d_head=H // NH, d_inner=2 * H, block_sizes=[1, 1],
+            num_decoder_layers=1)),
+        "mobilebert": ("MobileBertForMaskedLM", "MobileBertConfig", None, "mlm", dict(
+            enc, embedding_size=16, intra_bottleneck_size=H, true_hidden_size=H)),
+        "big_bird": ("BigBirdForMaskedLM", "BigBirdConfig", None, "mlm", dict(enc, attention_type="original_full")),
+        "nemotron": ("NemotronForCausalLM", "NemotronConfig", "sdpa", "lm", llama),
+        "persimmon": ("PersimmonForCausalLM", "PersimmonConfig", "eager", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H)),
+        "olmoe": ("OlmoeForCausalLM", "OlmoeConfig", "sdpa", "lm", dict(llama, num_experts=4, num_experts_per_tok=2)),
+        "granitemoe": ("GraniteMoeForCausalLM", "GraniteMoeConfig", "sdpa", "lm", dict(
+            llama, num_local_experts=4, num_experts_per_tok=2)),
+        "mamba2": ("Mamba2ForCausalLM", "Mamba2Config", None, "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=L, state_size=8, num_heads=8, head_dim=2 * H // 8,
+            expand=2, n_groups=1, chunk_size=4)),
+        "recurrent_gemma": ("RecurrentGemmaForCausalLM", "RecurrentGemmaConfig", None, "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=2, num_attention_heads=NH, num_key_value_heads=1,
+            intermediate_size=2 * H, lru_width=H, attention_window_size=8, block_types=["recurrent", "attention"])),
+        "xglm": ("XGLMForCausalLM", "XGLMConfig", None, "lm", dict(vocab_size=V, d_model=H, num_layers=L,
+                                                                   attention_heads=NH, ffn_dim=2 * H)),
+        "biogpt": ("BioGptForCausalLM", "BioGptConfig", None, "lm", enc),
+        "helium": ("HeliumForCausalLM", "HeliumConfig", "sdpa", "lm", dict(llama, head_dim=H // NH)),
+        "glm": ("GlmForCausalLM", "GlmConfig", "sdpa", "lm", dict(llama, head_dim=H // NH, pad_token_id=0)),
     }
 
 
@@ -188,6 +248,9 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
         size = getattr(model.config, "image_size", z.image)
         x = {"pixel_values": torch.randn(z.batch, 3, size, size, generator=g).to(device, dtype)}
         return x, {**x, "labels": torch.randint(0, 10, (z.batch,), generator=g).to(device)}
+    if kind == "wave":  # raw audio samples; CTC targets
+        x = {"input_values": torch.randn(z.batch, 800, generator=g).to(device, dtype)}
+        return x, {**x, "labels": torch.randint(1, z.vocab, (z.batch, 5), generator=g).to(device)}
     if kind == "audio":  # log-mel frames, twice the encoder's positions; decoder tokens
         feats = torch.randn(z.batch, 80, z.tokens, generator=g).to(device, dtype)
         dec = ids[:, :16]
@@ -311,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     gpu = M.backend_device() != "cpu"
     names = list(cases(Sizes(gpu)))
-    ap.add_argument("--models", default=",".join(names), help=f"of {','.join(names)}; empty: none")
+    more = list(more_cases(Sizes(gpu)))
+    base = [n for n in names if n not in more]
+    ap.add_argument("--models", default=",".join(base),
+                    help=f"of {','.join(names)}; 'more' for the last {len(more)}, 'all' for every one; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
@@ -322,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
                     "comma-separated (opt-in ones such as _grouped_mm)")
     a = ap.parse_args(argv)
-    models = [m for m in a.models.split(",") if m]
+    groups = {"more": more, "all": names}
+    models = [n for m in a.models.split(",") if m for n in groups.get(m, [m])]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
         ap.error(f"unknown models or modes: {bad}")

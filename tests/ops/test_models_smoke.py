@@ -147,6 +147,28 @@ def test_architectures_script_takes_sizes_and_dtype(capsys):
     assert len(rows) == 4 and all("error" not in r for r in rows), rows
 
 
+def test_architectures_script_groups_the_more_cases(capsys, monkeypatch):
+    """--models more runs the twenty extra architectures (not in the default list), 'all' every
+    case; names that are neither a case nor a group are refused before anything runs."""
+    A = bench_module("architectures")
+    more = list(A.more_cases(A.Sizes(False)))
+    assert len(more) == 20 and "wav2vec2" in more and set(more) <= set(A.cases(A.Sizes(False)))
+    ran: list[str] = []
+    monkeypatch.setattr(A, "run_model", lambda name, *a: ran.append(name) or [f"| {name} | ok |"])
+    assert A.main(["--models", "more", "--generate", ""]) == 0
+    assert ran == more
+    ran.clear()
+    assert A.main(["--generate", ""]) == 0
+    assert "bloom" in ran and not set(more) & set(ran)
+    ran.clear()
+    assert A.main(["--models", "all", "--generate", ""]) == 0
+    assert ran == list(A.cases(A.Sizes(False)))
+    with pytest.raises(SystemExit):
+        A.main(["--models", "more,nosuch", "--generate", ""])
+    err = capsys.readouterr().err
+    assert "nosuch" in err and "wav2vec2" not in err
+
+
 def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, monkeypatch):
     """benchmarks/causal_lm_sweep.py: two architectures agree under enable() (exit 0); with a
     tolerance no fp32 run can meet, the same rows are MISMATCHes and the exit status is 1."""
