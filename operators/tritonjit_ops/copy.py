@@ -90,13 +90,15 @@ def to_copy(x: Tensor, *, dtype: torch.dtype | None = None, layout: Any = None, 
 
 def _plan_to_copy(x: Any, *, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None,
                   non_blocking: bool = False, memory_format: Any = None) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
-        return None
-    if _elsewhere(x, device):
+    """The copy kernel's plan; aten's for what ``to_copy`` refuses (a copy to another device,
+    such as a model's lengths moved to the host for CTC loss, a complex dtype, another layout,
+    pinned memory), which the key holds: no trip through the Python implementation per call
+    (it cost 1.7x aten's time on the H200)."""
+    if not isinstance(x, Tensor):
         return None
     dt = x.dtype if dtype is None else dtype
-    if dt not in _REAL:
-        return None
+    if x.dtype not in _REAL or dt not in _REAL or not _strided(layout) or pin_memory or _elsewhere(x, device):
+        return aten_plan()
     return _plan_copy_as(x, dt, _mf(memory_format))
 
 
@@ -107,8 +109,10 @@ def clone(x: Tensor, *, memory_format: torch.memory_format | None = None) -> Ten
 
 
 def _plan_clone(x: Any, *, memory_format: Any = None) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dtype not in _REAL:
+    if not isinstance(x, Tensor):
         return None
+    if x.dtype not in _REAL:  # complex: aten's kernel
+        return aten_plan()
     return _plan_copy_as(x, x.dtype, _mf(memory_format))
 
 
