@@ -489,6 +489,8 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
         else:
             return None
     rdtype = torch.result_type(x, y)
+    if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call
+        return aten_plan()
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype == torch.bool and op in _BOOL_OPS and isinstance(x, Tensor) and isinstance(y, Tensor) and not (xs or ys):
@@ -560,6 +562,8 @@ def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rd
 def plan_unary(op: str, x: Any) -> Plan | None:
     if not isinstance(x, Tensor):
         return None
+    if x.is_complex():  # aten's kernel (the key holds the dtype): no Python per call
+        return aten_plan()
     dt = x.dtype
     kop = op
     if op in _FLOAT_UNARY:
@@ -586,6 +590,8 @@ def plan_where(condition: Any, x: Any, y: Any) -> Plan | None:
     if not (condition.device == x.device == y.device):
         return None
     rdtype = torch.result_type(x, y)
+    if rdtype.is_complex:
+        return aten_plan()
     if rdtype not in _ARITH_DTYPES:
         return None
     shape = list(condition.shape)

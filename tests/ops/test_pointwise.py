@@ -485,3 +485,28 @@ def test_sign_of_half_compiles_to_minus_one_for_sm90(dtype, minus_one):
     with T.enable(include=["sign"]):
         got = torch.sign(torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan")], dtype=dtype))
     assert torch.equal(got, torch.sign(torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan")], dtype=dtype)))
+
+
+@pytest.mark.parametrize("call", ["mul", "add", "rotary", "where", "exp", "neg", "mul by a real tensor"])
+def test_complex_calls_run_atens_kernel_without_python(call):
+    """Complex operands (the complex RoPE some models write as view_as_complex(q) * freqs_cis)
+    are planned as aten's on the C++ path: aten's result, and no trip through the Python
+    implementation per call, which refused them each time (about twice eager's cost)."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 4, 16, generator=g)
+    z = torch.view_as_complex(q.reshape(2, 8, 4, 8, 2))
+    freqs = torch.polar(torch.ones(8, 1, 8), torch.randn(8, 1, 8, generator=g))
+    fn = {"mul": lambda: z * freqs, "add": lambda: z + z, "exp": lambda: torch.exp(z), "neg": lambda: -z,
+          "rotary": lambda: torch.view_as_real(torch.view_as_complex(q.reshape(2, 8, 4, 8, 2)) * freqs).flatten(3),
+          "where": lambda: torch.where(q[..., :8] > 0, z, freqs), "mul by a real tensor": lambda: z * q[..., :8]}[call]
+    ref = fn()
+    with T.enable(include=["mul.Tensor", "add.Tensor", "exp", "neg", "where.self"], wait_native=True):
+        fn()  # the first call makes the plans
+        before = native.stats()
+        got = fn()
+        delta = stats_delta(before, native.stats())
+    assert got.dtype == ref.dtype and torch.equal(got, ref)
+    assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
