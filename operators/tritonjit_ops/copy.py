@@ -252,6 +252,18 @@ def _plan_fill_(x: Any, value: Any) -> Plan | None:
     return None if L is None else Plan((), (L,), (In(0),), fits=_fill_fits(ref, x.dtype))
 
 
+def _plan_fill_tensor_(x: Any, value: Any) -> Plan | None:
+    """fill_.Tensor: what aten does, ``x.copy_(value)`` for a 0-dim value on ``x``'s device
+    (one broadcast launch; a value that is a view of ``x`` goes to aten per call, as copy_'s
+    overlap does); aten's kernel for a value on the host (aten reads it there) and for one
+    with dimensions (aten's error). Before, every call ran the Python implementation."""
+    if not isinstance(x, Tensor) or not isinstance(value, Tensor):
+        return None
+    if value.dim() != 0:
+        return aten_plan()
+    return _plan_copy_(x, value)
+
+
 def _plan_zero_(x: Any) -> Plan | None:
     """zero_: fill_ with a literal 0."""
     if not isinstance(x, Tensor) or x.dtype not in _REAL:
@@ -1139,7 +1151,7 @@ if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
     del ATEN["copy_"]
 PLANNERS: dict[str, Callable] = {
     "_to_copy": _plan_to_copy, "clone": _plan_clone, "repeat": _plan_repeat, "cat": _plan_cat, "stack": _plan_stack,
-    "fill_.Scalar": _plan_fill_, "zero_": _plan_zero_, "copy_": _plan_copy_,
+    "fill_.Scalar": _plan_fill_, "fill_.Tensor": _plan_fill_tensor_, "zero_": _plan_zero_, "copy_": _plan_copy_,
     "arange": _plan_arange, "arange.start": _plan_arange, "arange.start_step": _plan_arange,
     "zeros": _plan_factory("zeros", 0), "ones": _plan_factory("ones", 1), "full": _plan_factory("full", None),
     "scalar_tensor": _plan_factory("scalar_tensor", None),

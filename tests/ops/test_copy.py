@@ -157,6 +157,41 @@ def test_to_copy_and_clone_refusals_run_atens_kernel_without_python(call):
     assert delta["python_calls"] == 0 and delta["aten_calls"] == 1, delta
 
 
+@pytest.mark.parametrize("case", ["fp32", "int into transposed fp32", "fp32 into bf16", "a view of self"])
+def test_fill_tensor_is_planned_as_a_broadcast_copy(case):
+    """fill_.Tensor (a 0-dim value tensor) is aten's ``self.copy_(value)``: one planned launch
+    on the C++ path, cast and into any strides; a value that is a view of ``self`` goes to aten
+    per call (copy_'s overlap rule). Before, every call ran the Python implementation."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+
+    def make():
+        if case == "a view of self":
+            x = torch.arange(6.0)
+            return x, x[2]
+        return {"fp32": lambda: (torch.zeros(4, 6), torch.tensor(3.5)),
+                "int into transposed fp32": lambda: (torch.zeros(6, 4).t(), torch.tensor(7)),
+                "fp32 into bf16": lambda: (torch.zeros(3, 5, dtype=torch.bfloat16), torch.tensor(1.2345))}[case]()
+
+    x, v = make()
+    ref = x.fill_(v)
+    with T.enable(include=["fill_.Tensor"], wait_native=True):
+        x, v = make()
+        x.fill_(v)  # the first call makes the plan
+        x, v = make()
+        before = native.stats()
+        got = x.fill_(v)
+        delta = stats_delta(before, native.stats())
+    assert got is x and torch.equal(got, ref)
+    if case == "a view of self":
+        assert delta["aten_calls"] == 1, delta
+    else:
+        assert delta["python_calls"] == 0 and delta["launches"] == 1, delta
+    with T.enable(include=["fill_.Tensor"], wait_native=True), pytest.raises(RuntimeError, match="0-dimension"):
+        torch.zeros(3).fill_(torch.ones(2))
+
+
 def test_copy_plan_leaves_large_transposing_copies_to_aten():
     """On a device, a copy of 4M+ elements that reads src across dst's rows (a transpose) is
     aten's (its kernel tiles the reads; ours measured 1.04-1.08x); a large copy in dst's
