@@ -77,14 +77,20 @@ def _build(cls: str, cfg_cls: str, attn: str | None, device: str, dtype: torch.d
     return getattr(tf, cls)(cfg).to(device, dtype)
 
 
+def _encoder(z: Sizes) -> dict[str, Any]:
+    """The config kwargs of a BERT-like encoder at ``z``'s sizes."""
+    return dict(vocab_size=z.vocab, hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads,
+                intermediate_size=2 * z.hidden,
+                max_position_embeddings=max(512, z.tokens + 2))  # RoBERTa's positions start at pad + 1
+
+
 def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
     """name -> (model class, config class, attention, inputs kind, config kwargs)."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
     pos = max(2048, 2 * z.tokens)
     llama = dict(vocab_size=V, hidden_size=H, intermediate_size=2 * H, num_hidden_layers=L, num_attention_heads=NH,
                  num_key_value_heads=NH // 2, max_position_embeddings=pos, pad_token_id=0)
-    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
-               max_position_embeddings=max(512, z.tokens + 2))  # RoBERTa's positions start at pad + 1
+    enc = _encoder(z)
     return {
         "bloom": ("BloomForCausalLM", "BloomConfig", "eager", "lm", dict(vocab_size=V, hidden_size=H, n_layer=L,
                                                                          n_head=NH)),
@@ -174,8 +180,7 @@ def more_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str,
     (docs/benchmarks.md, 2026-12-04): speech, vision and segmentation encoders, relative and
     sparse attention, pooled queries, bottlenecked layers, MoE, recurrences and scans."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
-    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
-               max_position_embeddings=max(512, z.tokens + 2))
+    enc = _encoder(z)
     llama = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=2,
                  intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens))
     patch = 8 if z.image >= 32 else 4

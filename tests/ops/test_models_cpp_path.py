@@ -9,47 +9,33 @@ eager: the operators' general paths (other argument layouts, other op mixes) are
 not only those of the four benchmarked models."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import tritonjit_ops as T
+from _util import bench_module
 from tritonjit_ops import _native_ops
 
 tf = pytest.importorskip("transformers")
 
 
-#: name -> (model class, config class, config kwargs, inputs); every dropout of the config is 0
-MORE = {
-    "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
-        conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4, feat_extract_norm="group", mask_time_prob=0.0), "wave"),
-    "beit": ("BeitForImageClassification", "BeitConfig", dict(
-        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, image_size=16,
-        patch_size=4, num_labels=5, use_relative_position_bias=True), "image"),
-    "xlnet": ("XLNetLMHeadModel", "XLNetConfig", dict(vocab_size=97, d_model=32, n_layer=1, n_head=4, d_inner=64),
-              "ids"),
-    "funnel": ("FunnelForMaskedLM", "FunnelConfig", dict(
-        vocab_size=97, d_model=32, n_head=4, d_head=8, d_inner=64, block_sizes=[1, 1], num_decoder_layers=1), "ids"),
-    "recurrent_gemma": ("RecurrentGemmaForCausalLM", "RecurrentGemmaConfig", dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
-        intermediate_size=64, lru_width=32, attention_window_size=4, block_types=["recurrent", "attention"]), "ids"),
-    "mamba2": ("Mamba2ForCausalLM", "Mamba2Config", dict(
-        vocab_size=97, hidden_size=32, num_hidden_layers=1, state_size=8, num_heads=8, head_dim=8, expand=2,
-        n_groups=1, chunk_size=4), "ids"),
-}
+#: op mixes of ``benchmarks/architectures.py --models more``, built by that script at its
+#: interpreter sizes (every dropout 0)
+MORE = ("wav2vec2", "beit", "xlnet", "funnel", "recurrent_gemma", "mamba2")
 
 
-def _no_dropout(cfg: object) -> object:
-    for k, v in list(vars(cfg).items()):
-        if isinstance(v, float) and ("drop" in k or k.endswith("_pdrop")):
-            setattr(cfg, k, 0.0)
-    return cfg
+def _more(name: str) -> tuple[Any, Any, tuple]:
+    """(the architectures script, its sizes, the case) of ``name`` in MORE."""
+    A = bench_module("architectures")
+    z = A.Sizes(False)
+    return A, z, A.more_cases(z)[name]
 
 
 def _tiny(name: str) -> torch.nn.Module:
     if name in MORE:
-        cls, cfg_cls, kw, _ = MORE[name]
-        return getattr(tf, cls)(_no_dropout(getattr(tf, cfg_cls)(**kw)))
+        A, _, (cls, cfg_cls, attn, _, kw) = _more(name)
+        return A._build(cls, cfg_cls, attn, "cpu", torch.float32, **kw)
     common = dict(vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64)
     if name == "t5":
         return tf.T5ForConditionalGeneration(tf.T5Config(vocab_size=97, d_model=32, d_kv=8, d_ff=64, num_layers=1,
@@ -68,12 +54,12 @@ def _tiny(name: str) -> torch.nn.Module:
                                                 num_attention_heads=4))
 
 
-def _inputs(name: str) -> dict:
+def _inputs(name: str, model: torch.nn.Module) -> dict:
+    if name in MORE:
+        A, z, (_, _, _, kind, _) = _more(name)
+        return A._inputs(kind, model, z, "cpu", torch.float32)[0]
     g = torch.Generator().manual_seed(0)
-    kind = MORE[name][3] if name in MORE else name
-    if kind == "wave":
-        return dict(input_values=torch.randn(2, 800, generator=g))
-    if kind in ("vit", "image"):
+    if name == "vit":
         return dict(pixel_values=torch.randn(2, 3, 16, 16, generator=g))
     ids = torch.randint(1, 97, (2, 7), generator=g)
     if name == "t5":
@@ -95,7 +81,7 @@ def test_architecture_agrees_with_eager(name):
         pytest.skip(f"C++ operator path: {_native_ops.native().reason}")
     torch.manual_seed(0)
     model = _tiny(name).float().train()
-    kw = _inputs(name)
+    kw = _inputs(name, model)
     ref, ref_grads = _step(model, kw)
     before = _native_ops.stats()
     with T.enable(wait_native=True):
