@@ -1,7 +1,8 @@
 """End-to-end benchmark: transformers models, eager against tritonjit_ops.enable().
 
     python benchmarks/models.py [--models llama,qwen2,gpt2,bert|more|zoo|all] [--shapes decode,prefill,train,generate]
-                                [--rounds R] [--include all|OPS] [--exclude OPS] [--json FILE] [--smoke [--timed]]
+                                [--rounds R] [--include all|OPS] [--exclude OPS] [--dtype D | --amp bf16|fp16]
+                                [--json FILE] [--smoke [--timed]]
 
 The real-model measure of the operator library. Each model is built from a config
 with random weights (no download): a Llama decoder, a Qwen2 decoder (biased q/k/v), a
@@ -18,7 +19,8 @@ model's LM/MLM loss) and generate (greedy ``model.generate`` of 32 tokens after 
 and extend the cache; decoder and encoder-decoder models only). Eager and enable() run the same inputs in one process: one call
 each to compare (tritonjit compiles and tunes here), warm-up calls, then rounds that
 time each path in turn (benchmarks/_timing.py); the table shows the best round, the
-JSON the median too.
+JSON the median too. ``--amp`` keeps the parameters in fp32 and runs every call under
+``torch.autocast`` to bf16 or fp16, as mixed-precision training does.
 
 Agreement: the logits under enable() against eager (max abs diff, that relative to
 max |eager|, and the share of positions off by more than 5% of it: a few where an MoE
@@ -87,6 +89,9 @@ GENERATIVE = ("lm", "seq2seq")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 #: smoke-mode agreement bounds (fp32): relative logits / gradient error, gradient cosine
 SMOKE_TOL = {"logits_rel": 1e-4, "grad_rel": 1e-3, "grad_cos": 0.9999}
+#: the same under --amp: each autocast product is rounded to 8 (bf16) or 11 (fp16) bits, and
+#: the two paths round in another order (tests/ops/test_autocast.py's bounds)
+SMOKE_TOL_AMP = {"logits_rel": 3e-2, "grad_rel": 5e-2, "grad_cos": 0.999}
 
 
 # ------------------------------------------------------------------ models
@@ -416,14 +421,30 @@ def eager_vs_enabled(fn: Callable[[], Any], sync: Callable[[], None], calls: int
     return best, {k: statistics.median(v) for k, v in timer.samples.items()}
 
 
+def autocast_fn(fn: Callable[[], Any], device: str, amp: torch.dtype) -> Callable[[], Any]:
+    """``fn`` under ``torch.autocast(device, amp)``: fp32 parameters, the products in ``amp``
+    (mixed-precision training and inference as most models run them). The residual stream
+    stays fp32 while the linears return ``amp``: the mixed-dtype adds, the casts and the
+    fp32 norms and softmaxes that autocast makes are what such a step costs."""
+    def under_autocast() -> Any:
+        with torch.autocast(device_type=device, dtype=amp):
+            return fn()
+
+    return under_autocast
+
+
 def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype, rounds: int,
-             timed: bool = True, include: str | list[str] | None = None, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+             timed: bool = True, include: str | list[str] | None = None, exclude: tuple[str, ...] = (),
+             amp: torch.dtype | None = None) -> dict[str, Any]:
     """One model and shape: agreement, coverage and (``timed``) eager against
-    ``enable(include, exclude)`` in interleaved rounds."""
+    ``enable(include, exclude)`` in interleaved rounds. With ``amp``, the model's parameters
+    are fp32 (``dtype`` is ignored) and every call runs under autocast to ``amp``."""
     batch, tokens = (SMOKE_SHAPES if smoke else SHAPES)[shape]
-    model = build_model(name, smoke, device, dtype)
+    model = build_model(name, smoke, device, torch.float32 if amp is not None else dtype)
     inputs = make_inputs(name, model, batch, tokens, device)
     fn = step_fn(name, model, shape, inputs, smoke)
+    if amp is not None:
+        fn = autocast_fn(fn, device, amp)
     sync = _sync(device)
     train = shape == "train"
     row: dict[str, Any] = {"model": name, "shape": shape, "batch": batch, "tokens": tokens}
@@ -431,6 +452,8 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     ref = fn()
     if isinstance(ref, GenerateResult):
         row["new_tokens"] = ref.tokens.shape[1]
+    logits = ref.logits if isinstance(ref, GenerateResult) else ref[0] if isinstance(ref, tuple) else ref
+    row["logits_dtype"] = str(logits.dtype).replace("torch.", "")  # the lm head's: autocast's dtype under --amp
     ref_grads = _grads(model) if train else None
     t0 = time.perf_counter()
     with T.enable(include, exclude):
@@ -456,14 +479,15 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     return row
 
 
-def smoke_ok(row: dict[str, Any]) -> bool:
-    """The smoke mode's agreement check (fp32 through the interpreter)."""
-    if "error" in row or row["logits_rel"] > SMOKE_TOL["logits_rel"]:
+def smoke_ok(row: dict[str, Any], tol: dict[str, float] = SMOKE_TOL) -> bool:
+    """The smoke mode's agreement check (fp32 through the interpreter; ``tol``
+    SMOKE_TOL_AMP under autocast)."""
+    if "error" in row or row["logits_rel"] > tol["logits_rel"]:
         return False
     if row["shape"] == "generate":
         return row["tokens_same"] == 1.0
     if row["shape"] == "train":
-        return row["grad_rel"] <= SMOKE_TOL["grad_rel"] and row["grad_cos"] >= SMOKE_TOL["grad_cos"]
+        return row["grad_rel"] <= tol["grad_rel"] and row["grad_cos"] >= tol["grad_cos"]
     return True
 
 
@@ -562,8 +586,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exclude", default="", help="enable()'s exclude: comma-separated overloads")
     p.add_argument("--dtype", choices=tuple(DTYPES), default=None,
                    help="the models' dtype on a GPU (default bf16; the smoke mode runs fp32)")
+    p.add_argument("--amp", choices=("bf16", "fp16"), default=None,
+                   help="mixed precision: fp32 parameters, every call under torch.autocast to this dtype "
+                        "(replaces --dtype; also in the smoke mode)")
     p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = p.parse_args(argv)
+    if args.amp and args.dtype:
+        p.error("--amp and --dtype exclude each other: --amp keeps the parameters in fp32")
     try:
         import transformers
     except ImportError:
@@ -573,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     device = backend_device()
     smoke = args.smoke or device == "cpu"
     dtype = torch.float32 if smoke else DTYPES[args.dtype or "bf16"]
+    amp = DTYPES[args.amp] if args.amp else None
+    tol = SMOKE_TOL_AMP if amp is not None else SMOKE_TOL
     models = expand_models(args.models)
     shapes = [s for s in args.shapes.split(",") if s]
     for s in shapes:
@@ -585,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
 
     meta = dict(device=torch.cuda.get_device_name() if device == "cuda" else "cpu", torch=torch.__version__,
                 transformers=transformers.__version__, backend=tritonjit.current_backend().name,
-                dtype=str(dtype).replace("torch.", ""), smoke=smoke, include=args.include, exclude=args.exclude)
+                dtype="fp32 parameters, autocast to " + args.amp if amp is not None else str(dtype).replace("torch.", ""),
+                smoke=smoke, include=args.include, exclude=args.exclude)
     from tritonjit_ops import _native_ops
 
     # the C++ operator path is built in the background on first use: measure it in use
@@ -608,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 row = run_case(m, s, smoke, device, dtype, args.rounds, timed=not smoke or args.timed,
-                               include=routing(args.include), exclude=tuple(x for x in args.exclude.split(",") if x))
+                               include=routing(args.include), exclude=tuple(x for x in args.exclude.split(",") if x),
+                               amp=amp)
             except Exception as exc:  # one broken case must not hide the others
                 traceback.print_exc()
                 b, n = (SMOKE_SHAPES if smoke else SHAPES)[s]
@@ -623,13 +656,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {m}/{s}: {row['wall_s']:.1f} s{ratio}" + (f" ERROR {row['error']}" if "error" in row else ""),
                   flush=True)
             if args.json:  # after every case: a run cut short still leaves the rows it finished
-                Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=SMOKE_TOL), indent=2))
+                Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=tol), indent=2))
     print(table(rows))
-    failed = [f"{r['model']}/{r['shape']}" for r in rows if smoke and not smoke_ok(r)]
+    failed = [f"{r['model']}/{r['shape']}" for r in rows if smoke and not smoke_ok(r, tol)]
     if failed:
-        print(f"smoke: disagreement or error in {', '.join(failed)} (bounds {SMOKE_TOL})")
+        print(f"smoke: disagreement or error in {', '.join(failed)} (bounds {tol})")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=SMOKE_TOL), indent=2))
+        Path(args.json).write_text(json.dumps(dict(meta=meta, rows=rows, smoke_tolerance=tol), indent=2))
     return 1 if failed else 0
 
 

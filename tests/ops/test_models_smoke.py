@@ -31,6 +31,32 @@ def test_models_smoke(model, tmp_path):
     assert rc == 0
 
 
+def test_models_smoke_under_autocast(tmp_path):
+    """--amp: fp32 parameters, every call under autocast to bf16 (the mixed-precision step
+    most models train with): the products come out in bf16 on both paths, which agree within
+    bf16's rounding, and tritonjit kernels run the covered calls (the mixed-dtype adds of an
+    fp32 residual stream and a bf16 linear output, autocast's casts, the fp32 norms)."""
+    out = tmp_path / "amp.json"
+    rc = M.main(["--smoke", "--amp", "bf16", "--models", "llama", "--shapes", "train,decode", "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert data["meta"]["dtype"] == "fp32 parameters, autocast to bf16"
+    assert data["smoke_tolerance"] == M.SMOKE_TOL_AMP
+    for r in data["rows"]:
+        assert "error" not in r, r
+        assert r["logits_dtype"] == "bfloat16", r  # autocast ran the lm head in bf16
+        assert r["logits_rel"] <= M.SMOKE_TOL_AMP["logits_rel"], r
+        if r["shape"] == "train":
+            assert r["grad_rel"] <= M.SMOKE_TOL_AMP["grad_rel"] and r["grad_cos"] >= M.SMOKE_TOL_AMP["grad_cos"], r
+        assert r["covered_routed_calls"] == r["covered_calls"] > 0, r
+    assert rc == 0
+
+
+def test_amp_and_dtype_exclude_each_other(capsys):
+    with pytest.raises(SystemExit):
+        M.main(["--smoke", "--amp", "bf16", "--dtype", "fp16"])
+    assert "--amp and --dtype exclude each other" in capsys.readouterr().err
+
+
 def test_table_counts_and_marks_the_calls_aten_measured_faster_on():
     row = dict(model="llama", shape="train", batch=4, tokens=256, calls=600, kernel_calls=497, covered_calls=479,
                routed_calls=436, covered_routed_calls=419, policy_calls=41, logits_max_abs=0.0, logits_rel=0.0,
