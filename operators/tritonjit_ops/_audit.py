@@ -292,8 +292,10 @@ def coverage(fn: Callable[..., Any], *args: Any, include: Iterable[str] | str | 
     ``not_routed``: op -> kernel calls that launched none (the policy's included);
     ``policy``: op -> those of them a measured policy gave to aten. Count a call after a
     first one: the measured policies (mm, SDPA) time tritonjit's kernel on a shape's first
-    call, even where aten's kernel serves the shape from then on."""
-    with _registry.enable(include, exclude), _count_launches() as launches, _RoutedRecorder(launches) as rec:
+    call, even where aten's kernel serves the shape from then on. Waits for the C++
+    operator path's build (``enable(wait_native=True)``): it counts the routing that
+    serves from then on, not the default selection's wait on aten during the build."""
+    with _registry.enable(include, exclude, wait_native=True), _count_launches() as launches, _RoutedRecorder(launches) as rec:
         result = fn(*args, **kwargs)
     return result, {**rec.counts, "not_routed": _by_count(rec.not_routed), "policy": _by_count(rec.policy)}
 
@@ -500,13 +502,14 @@ def audit(fn: Callable[..., Any], *args: Any, rounds: int = 3, min_time_s: float
     at most ``max_reps`` calls each; the best round counts). ``include``/``exclude`` are
     enable()'s (e.g. ``include="all"``: what the opt-in families would cost). Returns an :class:`Audit`
     (a list of :class:`AuditRow`, costliest gap first) whose ``str()`` is a table.
-    Call it outside ``enable()``: it switches routing on and off itself.
+    Call it outside ``enable()``: it switches routing on and off itself (waiting for the
+    C++ operator path's build, as :func:`coverage` does).
     """
     if _registry.enabled_ops():
         raise RuntimeError("tritonjit_ops.audit: call it outside enable(); it compares eager against enable() itself")
     calls = capture(fn, *args, **kwargs)
     sync = _sync_for(calls)
-    route = functools.partial(_registry.enable, include, exclude)
+    route = functools.partial(_registry.enable, include, exclude, wait_native=True)
     rows = [_replay(c, sync, rounds, min_time_s, max_reps, route) for c in calls]
     return Audit(sorted(rows, key=_gap_key, reverse=True))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -488,6 +489,9 @@ _PLANNERS = {n: _plan_float64_scalars(p) for n, p in _PLANNERS.items()}
 _TJ_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _TJ_PLANNERS.items()}
 
 
+log = logging.getLogger("tritonjit_ops")
+
+
 class _State:
     lib: torch.library.Library | None = None  # Python kernels
     native: Any = None  # the C++ kernels' registration (_native_ops)
@@ -495,6 +499,7 @@ class _State:
     key: str = ""
     depth: int = 0
     generation: int = 0
+    deferred: bool = False  # lib holds no kernel: aten's serve the ops until the C++ path is built
 
 
 class _Enabled:
@@ -521,8 +526,13 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
 
     The operators run on the C++ operator path (``_native_ops``: plans cached per call
     shape, launched without Python) once it is built: in the background on first use,
-    once per torch version; until then on their Python kernels. ``wait_native=True``
-    waits for the build, so that the first calls already take the C++ path.
+    once per torch version. Until then, on a device backend, the default selection stays
+    on aten's kernels (its Python kernels cost 20-50 us of host time a call, slower than
+    eager: they are chosen for the C++ path's cost) and an explicit ``include`` runs on
+    the Python kernels; where the C++ path cannot be built or is turned off
+    (``TRITONJIT_OPS_NATIVE=0``), every selection runs on the Python kernels.
+    ``wait_native=True`` waits for the build, so that the first calls already take the
+    C++ path.
     """
     _State.depth += 1
     if _State.lib is None and _State.native is None:
@@ -544,14 +554,27 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
         if _native_ops.module(wait=wait_native) is not None:
             _register_native()
         else:
+            _State.deferred = include is None and _native_building()
+            if _State.deferred:
+                log.info("enable(): the C++ operator path is still building; aten's kernels serve the default "
+                         "operators until it is ready (enable(wait_native=True) or `tritonjit warmup --native` "
+                         "waits for it)")
             lib = torch.library.Library("aten", "IMPL")
             with _quiet_override():  # replacing aten's kernels is the point: no torch warning about it
-                for n in names:
+                for n in () if _State.deferred else names:
                     lib.impl(n, _ATEN[n], _State.key)
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
     return _Enabled()
+
+
+def _native_building() -> bool:
+    """Whether the C++ operator path is being built for a device backend: the window in
+    which the default selection waits on aten's kernels. Not on the interpreter (a
+    correctness backend, whose selection is the whole table, run from Python anyway)."""
+    nat = _native_ops.native()
+    return _State.key != "CPU" and nat is not None and nat.reason == "building"
 
 
 @contextlib.contextmanager
@@ -577,14 +600,14 @@ def _swap_to_native(generation: int) -> None:
     if generation != _State.generation or _State.lib is None:
         return  # disabled (or enabled again) since
     _register_native()
-    lib, _State.lib = _State.lib, None
+    lib, _State.lib, _State.deferred = _State.lib, None, False
     lib._destroy()
 
 
 def disable() -> None:
     """Undo enable(): aten operators go back to their own kernels."""
     lib, native = _State.lib, _State.native
-    _State.lib, _State.native, _State.ops, _State.depth = None, None, (), 0
+    _State.lib, _State.native, _State.ops, _State.depth, _State.deferred = None, None, (), 0, False
     _State.generation += 1
     if lib is not None:
         lib._destroy()
@@ -598,11 +621,13 @@ def enabled_ops() -> list[str]:
 
 
 def native_path() -> str:
-    """Where enable()'s operators run: "C++" (the C++ operator path), "Python" (its build is
-    not ready, failed or is turned off: see the reason) or "disabled"."""
+    """Where enable()'s operators run: "C++" (the C++ operator path), "aten" (the default
+    selection while the C++ path builds), "Python" (its build is not ready, failed or is
+    turned off: see the reason) or "disabled"."""
     if _State.native is not None:
         return "C++"
     if _State.lib is not None:
         nat = _native_ops.native()
-        return f"Python ({'C++ path off' if nat is None else nat.reason})"
+        reason = "C++ path off" if nat is None else nat.reason
+        return f"aten (until the C++ path is built: {reason})" if _State.deferred else f"Python ({reason})"
     return "disabled"

@@ -182,3 +182,48 @@ def test_device_default_is_the_measured_set_and_all_routes_everything():
         assert set(T.enabled_ops()) >= set(_registry._ATEN)
     with T.enable(include="mm"):
         assert T.enabled_ops() == ["mm"]
+
+
+class _Building:
+    """The C++ operator path's build as _native_ops.native() gives it, with a set reason."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+@pytest.mark.parametrize("reason, include, python", [
+    ("building", None, False),  # the default selection waits on aten's kernels
+    ("building", ["add.Tensor"], True),  # an explicit selection runs on the Python kernels
+    ("not available: no C++ compiler", None, True),  # nothing to wait for: the Python kernels
+])
+def test_default_selection_stays_on_aten_while_the_cpp_path_builds(monkeypatch, reason, include, python):
+    """On a device backend, the default operators are chosen for the C++ path's cost; their
+    Python kernels cost 20-50 us of host time a call. While that path builds (the first
+    minute of a fresh install), enable() leaves them on aten's kernels, then swaps the C++
+    kernels in when the build is done. (A CUDA registration is visible on a CPU build of
+    torch, which has no CUDA kernels of its own.)"""
+    from tritonjit_ops import _native_ops, _registry
+
+    ready, registered = [], []
+    monkeypatch.setattr(_registry, "dispatch_key", lambda: "CUDA")
+    monkeypatch.setattr(_native_ops, "module", lambda wait=False: None)
+    monkeypatch.setattr(_native_ops, "native", lambda: _Building(reason))
+    monkeypatch.setattr(_native_ops, "on_ready", ready.append)
+    monkeypatch.setattr(_native_ops, "register", lambda *a, **k: registered.append(a[2]) or "handle")
+    monkeypatch.setattr(_native_ops, "release", lambda handle: None)
+
+    def has_cuda_kernel() -> bool:
+        return torch._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", "CUDA")
+
+    assert not has_cuda_kernel()
+    with T.enable(include):
+        assert has_cuda_kernel() is python
+        path = T._registry.native_path()
+        assert path.startswith("Python" if python else "aten (until the C++ path is built: building)"), path
+        assert len(ready) == 1
+        ready[0](object())  # the build is done: the C++ kernels replace the Python ones (or aten's)
+        assert T._registry.native_path() == "C++" and not has_cuda_kernel()
+        assert [e[0] for e in registered[0]] == list(T._registry.enabled_ops())
+        assert ("add.Tensor" in T._registry.enabled_ops()) and (include is not None or
+                                                                  "mm" in T._registry.enabled_ops())
+    assert T._registry.native_path() == "disabled" and not has_cuda_kernel()
