@@ -3,8 +3,10 @@
 One row kernel gives the input gradient of a row in one read of ``grad`` and ``x``
 (plus the residual branch's gradient, for fused_add_rms_norm), and per-program partial
 sums of the weight and bias gradients over its rows; a column kernel adds those
-partials up. Statistics come from the forward (aten's mean/rstd) or are recomputed in
-the kernel (the tritonjit ops and direct entries, whose forward does not return them).
+partials up. A call of up to SMALL_ROWS rows with the forward's statistics is one launch
+instead: dx programs and column programs side by side (_norm_bwd_small_kernel).
+Statistics come from the forward (aten's mean/rstd) or are recomputed in the kernel (the
+tritonjit ops and direct entries, whose forward does not return them).
 """
 from __future__ import annotations
 
@@ -195,7 +197,93 @@ def _col_sum_kernel(part, dw, db, G, N, NEED_W: tl.constexpr, NEED_B: tl.constex
             tl.store(db + cols, total.to(db.dtype.element_ty), mask=cm)
 
 
+@triton.jit
+def _small_dx_rows(dy, x, w, mean_in, rstd_in, dx, M, N, R, pid, ACC: tl.constexpr, RMS: tl.constexpr,
+                   HAS_W: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """_norm_bwd_small_kernel's dx: row blocks pid, pid + R, ... (as _norm_bwd_rows_kernel,
+    without partial sums)."""
+    cols = tl.arange(0, BLOCK_N)
+    cm = cols < N
+    if HAS_W:
+        wv = tl.load(w + cols, mask=cm, other=0.0).to(ACC)
+    for blk in range(pid, tl.cdiv(M, BLOCK_M), R):
+        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        rm = rows < M
+        m = rm[:, None] & cm[None, :]
+        offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+        xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
+        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+        rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
+        if RMS:
+            xhat = tl.where(m, xv * rstd[:, None], 0.0)
+        else:
+            mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
+            xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+        if HAS_W:
+            wg = g * wv[None, :]
+        else:
+            wg = g
+        c1 = tl.sum(xhat * wg, 1) / N
+        if RMS:
+            dxv = (wg - xhat * c1[:, None]) * rstd[:, None]
+        else:
+            c2 = tl.sum(wg, 1) / N
+            dxv = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+        tl.store(dx + offs, dxv.to(dx.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constexpr, RMS: tl.constexpr,
+                      NEED_W: tl.constexpr, NEED_B: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr):
+    """_norm_bwd_small_kernel's weight and bias gradients of column block ``cb``, summed over
+    all M rows, ROWS_C rows a step."""
+    cols = cb * BLOCK_C + tl.arange(0, BLOCK_C)
+    cm = cols < N
+    dw_acc = tl.zeros([ROWS_C, BLOCK_C], ACC)
+    db_acc = tl.zeros([ROWS_C, BLOCK_C], ACC)
+    for r0 in range(0, M, ROWS_C):
+        rows = r0 + tl.arange(0, ROWS_C)
+        rm = rows < M
+        m = rm[:, None] & cm[None, :]
+        offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
+        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+        if NEED_W:
+            xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
+            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
+            if RMS:
+                xhat = tl.where(m, xv * rstd[:, None], 0.0)
+            else:
+                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
+                xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+            dw_acc += g * xhat
+        if NEED_B:
+            db_acc += g
+    if NEED_W:
+        tl.store(dw + cols, tl.sum(dw_acc, 0).to(dw.dtype.element_ty), mask=cm)
+    if NEED_B:
+        tl.store(db + cols, tl.sum(db_acc, 0).to(db.dtype.element_ty), mask=cm)
+
+
+@triton.jit
+def _norm_bwd_small_kernel(
+    dy, x, w, mean_in, rstd_in, dx, dw, db, M, N, R,
+    RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    """A few rows with the forward's statistics, in one launch: programs [0, R) give dx of
+    their row blocks; each program after them sums dw and db of its BLOCK_C columns over all M
+    rows and stores them. No partial rows and no second launch: at a few hundred rows those
+    cost more than the rows themselves."""
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
+    pid = tl.program_id(0)
+    if pid < R:
+        _small_dx_rows(dy, x, w, mean_in, rstd_in, dx, M, N, R, pid, ACC, RMS, HAS_W, BLOCK_M, BLOCK_N)
+    else:
+        _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, pid - R, ACC, RMS, NEED_W, NEED_B, ROWS_C, BLOCK_C)
+
+
 _norm_bwd_rows = jit(_norm_bwd_rows_kernel)
+_norm_bwd_small = jit(_norm_bwd_small_kernel)
 _norm_bwd_wide = jit(_norm_bwd_wide_kernel)
 _col_sum = jit(_col_sum_kernel)
 
@@ -203,6 +291,11 @@ _col_sum = jit(_col_sum_kernel)
 TILE_ELEMS = 4096
 #: row-kernel programs per SM: enough to hide latency, few partial rows to add up
 PROGRAMS_PER_SM = 2
+#: up to this many rows (with the forward's statistics and a row in registers), one launch:
+#: _norm_bwd_small_kernel (H200, bf16, device time against aten's: layer norm 0.67-0.86x at
+#: 256-1024 x 1024 rows, 0.81-0.96x at 512-1024 x 4096; rms norm 0.54-0.71x; the two launches
+#: read 0.91-1.14x; docs/benchmarks.md)
+SMALL_ROWS = 1024
 #: up to this many elements (rows x n), one program per SM: a small call's partial rows cost
 #: more than the latency a second program hides (H200, bf16 layer norm backward against
 #: aten, 2 and 1 per SM: 256x4096 1.32x and 1.11x, 512x1024 1.09x and 1.03x, 2048x1024 0.99x
@@ -225,7 +318,8 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
     mean, rstd, dres; ``shapes``: (shape, dtype) of the outputs dx, dw, db; ``need``:
     which of dx, dw, db the call returns (an output not needed is returned as None).
     Two launches at most: the rows (dx and per-program partial sums), then one column
-    kernel for both dw and db."""
+    kernel for both dw and db; one, where the call has few rows and the forward's
+    statistics (_norm_bwd_small_kernel)."""
     on_gpu = device.type != "cpu"
     one_pass = n <= (8192 if on_gpu else 2048)  # a row and its weight in registers (more live vectors than forward)
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
@@ -257,6 +351,19 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         outs.append(Buffer(*shapes["db"]))
     result = (0 if need[0] else -1, 1 if need_w else -1, (2 if need_w else 1) if need_b else -1)
     launches: list[Launch] = []
+    if m and n and one_pass and kinds and refs["rstd"] is not None and refs["dres"] is None and m <= SMALL_ROWS:
+        x = refs["x"]
+        r = max(1, min(cdiv(m, block_m), _sms(on_gpu, device)))
+        block_c = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs
+        rows_c = max(1, min(next_pow2(m), (TILE_ELEMS if on_gpu else 2048) // block_c))
+        tile = block_m * block_n
+        warps = 4 if not on_gpu else (16 if tile >= 8192 else 8 if tile >= 2048 else 4)
+        launches.append(launch(
+            _norm_bwd_small, (r + cdiv(n, block_c),), refs["dy"], x, refs["w"] if refs["w"] is not None else x,
+            refs["mean"] if refs["mean"] is not None else x, refs["rstd"], Out(0), dw_out, db_out, m, n, r,
+            RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b, BLOCK_M=block_m, BLOCK_N=block_n,
+            ROWS_C=rows_c, BLOCK_C=block_c, num_warps=warps))
+        return Plan(tuple(outs), tuple(launches), result=result, contiguous=contiguous)
     if m and n:
         x = refs["x"]
         common = (refs["dy"], x, refs["w"] if refs["w"] is not None else x,

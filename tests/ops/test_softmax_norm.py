@@ -149,15 +149,14 @@ def test_softmax_and_norm_plans_are_bounded():
 
 
 @pytest.mark.parametrize("m,n,programs,rows_a_step", [
-    (1024, 1024, 132, 4), (512, 1024, 132, 1), (4096, 1024, 132, 4), (16384, 256, 132, 16), (4096, 2048, 264, 2),
-    (2048, 4096, 264, 1), (8192, 1024, 264, 4), (100, 1024, 100, 1)])
+    (1536, 1024, 132, 4), (4096, 1024, 132, 4), (16384, 256, 132, 16), (4096, 2048, 264, 2),
+    (2048, 4096, 264, 1), (8192, 1024, 264, 4)])
 def test_norm_backward_programs_and_rows_a_step(m, n, programs, rows_a_step):
     """On a device (here the meta device: 132 SMs), the row kernel of the norm backward runs
     one program per SM up to 4M elements and two above (fewer partial rows to add where the
     call is small), never more programs than row blocks. Each takes a tile's worth of rows a
-    step (4096 elements), or one row where that would not give each program a row block
-    (512x1024). Its weight and bias sums: one partial row per program, added by the second
-    launch."""
+    step (4096 elements). Its weight and bias sums: one partial row per program, added by the
+    second launch."""
     from tritonjit_ops import norm_backward as NB
 
     x = torch.empty(m, n, device="meta", dtype=torch.bfloat16)
@@ -170,19 +169,60 @@ def test_norm_backward_programs_and_rows_a_step(m, n, programs, rows_a_step):
     assert cols.fn is NB._col_sum
 
 
-@pytest.mark.parametrize("m,n", [(512, 64), (40, 64)])
-def test_norm_backward_values_with_many_and_one_row_a_step(m, n):
-    """Both forms of the row kernel (16 rows a step on the interpreter at 512x64, one at
-    40x64) give aten's dx, dw and db; RMS norm's backward shares the kernel."""
+@pytest.mark.parametrize("m,n,programs,rows_a_step,columns", [
+    (512, 1024, 132, 1, 32), (100, 1024, 100, 1, 32), (768, 4096, 132, 1, 64), (300, 256, 132, 1, 8),
+    (1024, 1024, 132, 4, 32)])
+def test_norm_backward_of_few_rows_is_one_launch(m, n, programs, rows_a_step, columns):
+    """A few hundred rows with the forward's statistics (aten's backward ops): one launch, in
+    which one program per SM (at most one per row) gives dx, one row a step where a tile's
+    worth would leave programs without rows, and the programs after them sum the weight and
+    bias gradients of 32 or 64 columns each over every row: no partial rows, no second launch.
+    Without the statistics (tritonjit's own backward recomputes them) or above SMALL_ROWS
+    rows, the two launches."""
+    from tritonjit_ops import norm_backward as NB
+
+    x = torch.empty(m, n, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(n, device="meta", dtype=torch.bfloat16)
+    stats = torch.empty(m, 1, device="meta")
+    p = NB.plan_native_layer_norm_backward(x, x, [n], stats, stats, w, w, [True, True, True])
+    (one,) = p.launches
+    assert one.fn is NB._norm_bwd_small and not p.temps
+    assert launch_arg(one, "BLOCK_M") == rows_a_step and launch_arg(one, "BLOCK_C") * columns >= n
+    assert one.grid == (programs + columns, 1, 1)
+    p = NB.plan_fused_rms_norm_backward(x, x, [n], stats, w, [True, True])
+    assert [L.fn for L in p.launches] == [NB._norm_bwd_small]
+    p = NB.plan_norm_backward(x, x, w, None, n, 1e-5, False, True)
+    assert [L.fn for L in p.launches] == [NB._norm_bwd_rows, NB._col_sum]
+    big = torch.empty(NB.SMALL_ROWS + 1, n, device="meta", dtype=torch.bfloat16)
+    stats = torch.empty(NB.SMALL_ROWS + 1, 1, device="meta")
+    p = NB.plan_native_layer_norm_backward(big, big, [n], stats, stats, w, w, [True, True, True])
+    assert [L.fn for L in p.launches] == [NB._norm_bwd_rows, NB._col_sum]
+
+
+@pytest.mark.parametrize("m,n,kernel,rows_a_step", [
+    (1536, 64, "_norm_bwd_rows", 16), (512, 64, "_norm_bwd_small", 16), (40, 64, "_norm_bwd_small", 1),
+    (37, 200, "_norm_bwd_small", 1)])
+def test_norm_backward_values_with_many_and_one_row_a_step(m, n, kernel, rows_a_step):
+    """The row kernel (16 rows a step on the interpreter at 1536x64) and the one-launch kernel
+    of few rows (16 rows a step at 512x64, one at 40x64 and at 37x200, whose columns and rows
+    do not fill their blocks) give aten's dx, dw and db, also where the call asks for some of
+    them only; RMS norm's backward shares the kernels."""
     from tritonjit_ops import norm_backward as NB
 
     g = torch.Generator().manual_seed(5)
     x, dy = torch.randn(m, n, generator=g), torch.randn(m, n, generator=g)
     w, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
     _, mean, rstd = torch.ops.aten.native_layer_norm(x, [n], w, b, 1e-5)
+    for mask in ([False, True, False], [True, False, True]):
+        part = (dy, x, [n], mean, rstd, w, b, mask)
+        for got, want in zip(NB.native_layer_norm_backward(*part), torch.ops.aten.native_layer_norm_backward(*part)):
+            assert (got is None) == (want is None)
+            if want is not None:
+                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     args = (dy, x, [n], mean, rstd, w, b, [True, True, True])
     p = NB.plan_native_layer_norm_backward(*args)
-    assert launch_arg(p.launches[0], "BLOCK_M") == (16 if m == 512 else 1)
+    assert p.launches[0].fn is getattr(NB, kernel)
+    assert launch_arg(p.launches[0], "BLOCK_M") == rows_a_step
     for got, want in zip(NB.native_layer_norm_backward(*args), torch.ops.aten.native_layer_norm_backward(*args)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -191,3 +231,16 @@ def test_norm_backward_values_with_many_and_one_row_a_step(m, n):
     got = NB.fused_rms_norm_backward(dy, x, [n], rrstd, w, [True, True])
     for a, b_ in zip(got, want):
         torch.testing.assert_close(a, b_, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rms, need_w, need_b, rows_a_step, n, block_c", [
+    (False, True, True, 1, 1024, 32), (True, True, False, 1, 4096, 64), (False, False, True, 4, 1024, 32)])
+def test_norm_backward_of_few_rows_cross_compiles_for_sm90(rms, need_w, need_b, rows_a_step, n, block_c):
+    """The one-launch kernel's two kinds of program share nothing but the launch: Triton's
+    compiler (not the interpreter) checks that the branches' values agree in type."""
+    from tritonjit_ops import norm_backward as NB
+
+    rows_c = NB.TILE_ELEMS // block_c
+    sig = (f"*bf16:16,*bf16:16,*bf16:16,*fp32:16,*fp32:16,*bf16:16,*bf16:16,*bf16:16,i32:16,i32:16,i32:16,"
+           f"{rms},True,{need_w},{need_b},{rows_a_step},{n},{rows_c},{block_c}")
+    assert NB._norm_bwd_small.compile(sig, target="cuda:90", num_warps=8).binary, sig
