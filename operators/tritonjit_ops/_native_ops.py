@@ -6,7 +6,8 @@ tritonjit._native.torch_prebuilt), else it is compiled on first use against the
 installed torch by tritonjit's torch_build, on a background thread, once per torch
 version (``tritonjit warmup --native`` builds it ahead of time). Until it is ready,
 and wherever no C++ compiler exists, the operators are registered as Python kernels
-instead. ``TRITONJIT_OPS_NATIVE=0`` (or
+instead (except enable()'s default selection on a device while the build runs: aten's
+kernels serve it, see _registry.enable). ``TRITONJIT_OPS_NATIVE=0`` (or
 ``TRITONJIT_NO_NATIVE=1``) keeps the Python kernels.
 """
 from __future__ import annotations
