@@ -530,7 +530,9 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
     on aten's kernels (its Python kernels cost 20-50 us of host time a call, slower than
     eager: they are chosen for the C++ path's cost) and an explicit ``include`` runs on
     the Python kernels; where the C++ path cannot be built or is turned off
-    (``TRITONJIT_OPS_NATIVE=0``), every selection runs on the Python kernels.
+    (``TRITONJIT_OPS_NATIVE=0``), every selection runs on the Python kernels (a build that
+    fails while an enable() waits leaves that enable() on aten's kernels; the next one
+    takes the Python kernels).
     ``wait_native=True`` waits for the build, so that the first calls already take the
     C++ path.
     """
