@@ -48,6 +48,8 @@ step bench_warmstart python3 -m tritonjit bench warmstart --json "$out/warmstart
 step bench_autotune python3 -m tritonjit bench autotune --json "$out/autotune.json"
 step bench_warmup python3 -m tritonjit bench warmup --json "$out/warmup.json" --jobs 1,2,4,8,16 --variants 144
 step bench_models python3 -m tritonjit bench models --json "$out/models.json"
+step bench_models_amp python3 -m tritonjit bench models --amp bf16 --shapes train,prefill,decode --rounds 5 \
+    --json "$out/models_amp.json"
 step bench_audit python3 -m tritonjit bench audit --json "$out/audit.json"
 step bench_attention python3 -m tritonjit bench attention --json "$out/attention.json"
 step bench_grouped_mm python3 benchmarks/grouped_mm.py --json "$out/grouped_mm.json"
