@@ -489,7 +489,7 @@ _PLANNERS = {n: _plan_float64_scalars(p) for n, p in _PLANNERS.items()}
 _TJ_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _TJ_PLANNERS.items()}
 
 
-log = logging.getLogger("tritonjit_ops")
+log = logging.getLogger(__name__)
 
 
 class _State:
