@@ -296,6 +296,8 @@ PROGRAMS_PER_SM = 2
 #: 256-1024 x 1024 rows, 0.81-0.96x at 512-1024 x 4096; rms norm 0.54-0.71x; the two launches
 #: read 0.91-1.14x; docs/benchmarks.md)
 SMALL_ROWS = 1024
+#: ... and up to this many elements (rows x n): the largest call measured (1024 x 4096, 0.96x)
+SMALL_ELEMS = 4 << 20
 #: up to this many elements (rows x n), one program per SM: a small call's partial rows cost
 #: more than the latency a second program hides (H200, bf16 layer norm backward against
 #: aten, 2 and 1 per SM: 256x4096 1.32x and 1.11x, 512x1024 1.09x and 1.03x, 2048x1024 0.99x
@@ -351,7 +353,8 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         outs.append(Buffer(*shapes["db"]))
     result = (0 if need[0] else -1, 1 if need_w else -1, (2 if need_w else 1) if need_b else -1)
     launches: list[Launch] = []
-    if m and n and one_pass and kinds and refs["rstd"] is not None and refs["dres"] is None and m <= SMALL_ROWS:
+    if (m and n and one_pass and kinds and refs["rstd"] is not None and refs["dres"] is None and m <= SMALL_ROWS
+            and m * n <= SMALL_ELEMS):
         x = refs["x"]
         r = max(1, min(cdiv(m, block_m), _sms(on_gpu, device)))
         block_c = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs

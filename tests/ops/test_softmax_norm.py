@@ -197,6 +197,10 @@ def test_norm_backward_of_few_rows_is_one_launch(m, n, programs, rows_a_step, co
     stats = torch.empty(NB.SMALL_ROWS + 1, 1, device="meta")
     p = NB.plan_native_layer_norm_backward(big, big, [n], stats, stats, w, w, [True, True, True])
     assert [L.fn for L in p.launches] == [NB._norm_bwd_rows, NB._col_sum]
+    wide = torch.empty(m, NB.SMALL_ELEMS // m + 1, device="meta", dtype=torch.bfloat16)  # past the elements measured
+    ww, stats = torch.empty(wide.shape[1], device="meta", dtype=torch.bfloat16), torch.empty(m, 1, device="meta")
+    p = NB.plan_native_layer_norm_backward(wide, wide, [wide.shape[1]], stats, stats, ww, ww, [True, True, True])
+    assert NB._norm_bwd_small not in [L.fn for L in p.launches]
 
 
 @pytest.mark.parametrize("m,n,kernel,rows_a_step", [
