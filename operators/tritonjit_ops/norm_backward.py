@@ -23,6 +23,19 @@ Tensor = torch.Tensor
 
 
 @triton.jit
+def _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC: tl.constexpr, RMS: tl.constexpr):
+    """A row block's xhat from the forward's statistics (``m`` its mask, ``rm`` its rows'),
+    and the rows' rstd."""
+    rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
+    if RMS:
+        xhat = tl.where(m, xv * rstd[:, None], 0.0)
+    else:
+        mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
+        xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+    return xhat, rstd
+
+
+@triton.jit
 def _norm_bwd_rows_kernel(
     dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps: tl.float64, G,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
@@ -31,8 +44,17 @@ def _norm_bwd_rows_kernel(
     """Rows that fit in registers, BLOCK_M of them per step (their reductions run side by
     side, not one after another): dx of row blocks pid, pid + G, ...; part[0, pid] and
     part[1, pid] (part[0, pid] without a weight) = their sums of dy * xhat and of dy."""
+    _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, tl.program_id(0), RMS, HAS_W, NEED_W, NEED_B,
+               HAS_STATS, HAS_DRES, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, pid, RMS: tl.constexpr,
+               HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr, HAS_STATS: tl.constexpr,
+               HAS_DRES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """_norm_bwd_rows_kernel's work as program ``pid`` of ``G``; also the dx programs of
+    _norm_bwd_small_kernel (statistics given, no partial sums)."""
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
-    pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     cm = cols < N
     if HAS_W:
@@ -49,12 +71,7 @@ def _norm_bwd_rows_kernel(
         xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
         g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
         if HAS_STATS:
-            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
-            if RMS:
-                xhat = tl.where(m, xv * rstd[:, None], 0.0)
-            else:
-                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
-                xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+            xhat, rstd = _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC, RMS)
         else:
             if RMS:
                 rstd = 1.0 / tl.sqrt(tl.sum(xv * xv, 1) / N + tl.full([], eps, ACC))
@@ -198,41 +215,6 @@ def _col_sum_kernel(part, dw, db, G, N, NEED_W: tl.constexpr, NEED_B: tl.constex
 
 
 @triton.jit
-def _small_dx_rows(dy, x, w, mean_in, rstd_in, dx, M, N, R, pid, ACC: tl.constexpr, RMS: tl.constexpr,
-                   HAS_W: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """_norm_bwd_small_kernel's dx: row blocks pid, pid + R, ... (as _norm_bwd_rows_kernel,
-    without partial sums)."""
-    cols = tl.arange(0, BLOCK_N)
-    cm = cols < N
-    if HAS_W:
-        wv = tl.load(w + cols, mask=cm, other=0.0).to(ACC)
-    for blk in range(pid, tl.cdiv(M, BLOCK_M), R):
-        rows = blk * BLOCK_M + tl.arange(0, BLOCK_M)
-        rm = rows < M
-        m = rm[:, None] & cm[None, :]
-        offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
-        xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
-        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
-        rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
-        if RMS:
-            xhat = tl.where(m, xv * rstd[:, None], 0.0)
-        else:
-            mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
-            xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
-        if HAS_W:
-            wg = g * wv[None, :]
-        else:
-            wg = g
-        c1 = tl.sum(xhat * wg, 1) / N
-        if RMS:
-            dxv = (wg - xhat * c1[:, None]) * rstd[:, None]
-        else:
-            c2 = tl.sum(wg, 1) / N
-            dxv = (wg - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-        tl.store(dx + offs, dxv.to(dx.dtype.element_ty), mask=m)
-
-
-@triton.jit
 def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constexpr, RMS: tl.constexpr,
                       NEED_W: tl.constexpr, NEED_B: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr):
     """_norm_bwd_small_kernel's weight and bias gradients of column block ``cb``, summed over
@@ -249,12 +231,7 @@ def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constex
         g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
         if NEED_W:
             xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
-            rstd = tl.load(rstd_in + rows, mask=rm, other=0.0).to(ACC)
-            if RMS:
-                xhat = tl.where(m, xv * rstd[:, None], 0.0)
-            else:
-                mu = tl.load(mean_in + rows, mask=rm, other=0.0).to(ACC)
-                xhat = tl.where(m, (xv - mu[:, None]) * rstd[:, None], 0.0)
+            xhat, _ = _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC, RMS)
             dw_acc += g * xhat
         if NEED_B:
             db_acc += g
@@ -271,13 +248,14 @@ def _norm_bwd_small_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """A few rows with the forward's statistics, in one launch: programs [0, R) give dx of
-    their row blocks; each program after them sums dw and db of its BLOCK_C columns over all M
-    rows and stores them. No partial rows and no second launch: at a few hundred rows those
-    cost more than the rows themselves."""
+    their row blocks (_rows_body, without partial sums); each program after them sums dw
+    and db of its BLOCK_C columns over all M rows and stores them. No partial rows and no
+    second launch: at a few hundred rows those cost more than the rows themselves."""
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     pid = tl.program_id(0)
     if pid < R:
-        _small_dx_rows(dy, x, w, mean_in, rstd_in, dx, M, N, R, pid, ACC, RMS, HAS_W, BLOCK_M, BLOCK_N)
+        _rows_body(dy, x, w, mean_in, rstd_in, x, dx, dx, M, N, 0.0, R, pid, RMS, HAS_W, False, False, True, False,
+                   BLOCK_M, BLOCK_N)
     else:
         _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, pid - R, ACC, RMS, NEED_W, NEED_B, ROWS_C, BLOCK_C)
 
