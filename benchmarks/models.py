@@ -439,10 +439,6 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     """One model and shape: agreement, coverage and (``timed``) eager against
     ``enable(include, exclude)`` in interleaved rounds. With ``amp``, the model's parameters
     are fp32 (``dtype`` is ignored) and every call runs under autocast to ``amp``."""
-    if not smoke:  # the C++ operator path in use (without it, enable()'s default waits on aten)
-        from tritonjit_ops import _native_ops
-
-        _native_ops.module(wait=True)
     batch, tokens = (SMOKE_SHAPES if smoke else SHAPES)[shape]
     model = build_model(name, smoke, device, torch.float32 if amp is not None else dtype)
     inputs = make_inputs(name, model, batch, tokens, device)
