@@ -379,7 +379,10 @@ def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,
         out["grad_rel"] = max(float((x - y).abs().max()) for x, y in zip(ref_grads, got_grads)) / max(scale, 1e-30)
         a = torch.cat([x.flatten() for x in ref_grads]).double()
         b = torch.cat([y.flatten() for y in got_grads]).double()
-        out["grad_cos"] = float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+        # identical gradients agree, zero ones included (a one-token causal LM has no target:
+        # its gradients are all zero on both paths, and a cosine of two zero vectors reads 0)
+        same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+        out["grad_cos"] = 1.0 if same else float(torch.nn.functional.cosine_similarity(a, b, dim=0))
     return out
 
 

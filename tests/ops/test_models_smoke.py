@@ -144,6 +144,19 @@ def test_agreement_counts_the_rows_off():
     assert M.agreement(ref, ref + 1e-4)["logits_rows_off"] == 0
 
 
+def test_agreement_of_gradients_reads_identical_zero_ones_as_agreeing():
+    """A one-token causal LM has no target: its gradients are all zero on both paths; that
+    agrees (cosine 1), where zero against nonzero gradients does not."""
+    import torch
+
+    zero, some = [torch.zeros(3, 2), torch.zeros(4)], [torch.zeros(3, 2), torch.ones(4)]
+    logits = torch.randn(2, 3)
+    assert M.agreement(logits, logits, zero, [z.clone() for z in zero])["grad_cos"] == 1.0
+    assert M.agreement(logits, logits, zero, some)["grad_cos"] == 0.0
+    assert M.agreement(logits, logits, some, [s * 2 for s in some])["grad_cos"] == pytest.approx(1.0)
+    assert M.agreement(logits, logits, some, [-s for s in some])["grad_cos"] == pytest.approx(-1.0)
+
+
 def test_architectures_script_runs_a_model_and_a_generate_mode(capsys):
     """benchmarks/architectures.py on the interpreter: a BLOOM's forward and training step and a
     beam search, every covered call on a tritonjit kernel (beam search and some transformers
