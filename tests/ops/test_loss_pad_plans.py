@@ -82,6 +82,30 @@ def test_nll_forward_backward(native, request, dt, red, weighted, shape, path):
                                    equal_nan=True, **_tol(dt))
 
 
+@pytest.mark.parametrize("n", [129, loss.SPLIT_ROWS, loss.SPLIT_ROWS + 1, 3 * loss.SPLIT_ROWS + 5])
+@pytest.mark.parametrize("red", ["mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_reduction_of_many_rows(native, device_like, n, red, weighted):
+    """Up to SPLIT_ROWS rows one program reads them all; more split over programs whose partial
+    sums a second launch adds: both agree with aten, ignored targets and weights included."""
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, 7, generator=g).log_softmax(-1)
+    t = torch.randint(0, 7, (n,), generator=g)
+    t[torch.rand(n, generator=g) < 0.3] = -100
+    w = torch.rand(7, generator=g) if weighted else None
+    ref = torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+    with T.enable(include=NLL, wait_native=True):
+        torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+        s0 = native.stats()
+        got = torch.ops.aten.nll_loss_forward(x, t, w, RED[red], -100)
+        d = stats_delta(s0, native.stats())
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-6, atol=0)
+    assert d["python_calls"] == 0 and d["launches"] == (2 if n > loss.SPLIT_ROWS else 1)
+    py = loss.nll_loss_forward(x, t, w, RED[red], -100)  # the Python executor of the same plan
+    torch.testing.assert_close(py[0], ref[0], rtol=1e-5, atol=1e-5)
+
+
 def test_nll_strided_self_and_cross_entropy(native, device_like):
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(16, 40, generator=g).bfloat16()
@@ -237,6 +261,11 @@ def test_sm90_cross_compiles():
                       target="cuda:90")
     loss._nll.compile("*fp32:16,*i64:16,*fp32:16,*fp32:16,*fp32:16,i32,i32,i32,i32,i32,True,False,False,True,1024",
                       target="cuda:90")
+    loss._nll.compile("*fp32:16,*i64:16,*fp32:16,*fp32:16,*fp32:16,i32,i32,i32,i32,i32,False,True,True,True,4096",
+                      target="cuda:90", num_warps=16)
+    loss._nll_partial.compile("*bf16:16,*i64:16,*bf16:16,*fp32:16,i32,i32,i32,i32,i32,True,True,1024",
+                              target="cuda:90", num_warps=8)
+    loss._nll_finish.compile("*fp32:16,*bf16:16,*bf16:16,i32,True,32", target="cuda:90")
     loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
                                         "4096", target="cuda:90")
     copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 16 + "fp32,i32,True,1,1024", target="cuda:90")
