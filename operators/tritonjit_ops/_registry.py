@@ -503,12 +503,32 @@ class _State:
 
 
 class _Enabled:
-    """Returned by enable(): already active; leaving a ``with`` block undoes it."""
+    """Returned by enable(): already active; leaving a ``with`` block undoes it. The object
+    may be entered again (``e = enable(); with e: ...; with e: ...``): a ``with`` entered
+    after its activation was undone (by a block's end or by disable()) enables again with
+    the same arguments, and the end of a block whose activation disable() already undid
+    leaves the enables made since alone."""
+
+    def __init__(self, include: Iterable[str] | str | None, exclude: Iterable[str], wait_native: bool) -> None:
+        self._args = (include, tuple(exclude), wait_native)
+        self._generation = _State.generation  # of the activation this object made
+        self._active = True
+
+    def _undone(self) -> bool:
+        return not self._active or self._generation != _State.generation
 
     def __enter__(self) -> _Enabled:
+        if self._undone():
+            include, exclude, wait_native = self._args
+            enable(include, exclude, wait_native=wait_native)
+            self._generation, self._active = _State.generation, True
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._undone():
+            self._active = False
+            return
+        self._active = False
         _State.depth -= 1
         if _State.depth <= 0:
             disable()
@@ -536,6 +556,9 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
     ``wait_native=True`` waits for the build, so that the first calls already take the
     C++ path.
     """
+    exclude = tuple(exclude)  # read twice: here and by the _Enabled that may enable again
+    if include is not None and not isinstance(include, str):
+        include = tuple(include)
     _State.depth += 1
     if _State.lib is None and _State.native is None:
         if include is None:
@@ -568,7 +591,7 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
-    return _Enabled()
+    return _Enabled(include, exclude, wait_native)
 
 
 def _native_building() -> bool:

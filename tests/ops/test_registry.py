@@ -65,6 +65,39 @@ def test_enable_context_and_global_switch():
     assert T.enabled_ops() == []
 
 
+def test_an_enable_object_entered_again_enables_again():
+    """``e = enable(...)`` entered by several ``with`` blocks routes inside each (it used to
+    route only in the first and leave the nesting count below zero, so that the end of an
+    inner block later disabled an outer enable())."""
+    e = T.enable(include=(n for n in ["mm", "addmm"]), exclude=(n for n in ["addmm"]))
+    with e:
+        assert T.enabled_ops() == ["mm"]
+    assert T.enabled_ops() == []
+    for _ in range(2):
+        with e:
+            assert T.enabled_ops() == ["mm"]
+        assert T.enabled_ops() == []
+    outer = T.enable(include=["mm"])
+    try:
+        with T.enable():  # nested: keeps the first selection; its end leaves the outer one
+            assert T.enabled_ops() == ["mm"]
+        assert T.enabled_ops() == ["mm"]
+    finally:
+        T.disable()
+    with outer:  # undone by disable(): entering it enables again
+        assert T.enabled_ops() == ["mm"]
+    assert T.enabled_ops() == []
+    stale = T.enable(include=["mm"])
+    T.disable()
+    later = T.enable(include=["addmm"])
+    try:
+        stale.__exit__(None, None, None)  # its activation was undone: the later enable stays
+        assert T.enabled_ops() == ["addmm"]
+    finally:
+        later.__exit__(None, None, None)
+    assert T.enabled_ops() == []
+
+
 class _Counter:
     """Counts the launches of a tritonjit launcher on the interpreter, where every launch,
     from Python or from the C++ operator path, runs its ``_run``."""
