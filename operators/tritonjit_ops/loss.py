@@ -38,10 +38,14 @@ from .elementwise import _refuse
 Tensor = torch.Tensor
 #: rows a program of ``reduction="none"`` or of a split reduction reads
 _BLOCK = 1024
-#: the most rows a reduction reads in one program (one launch): its block is the rows rounded
-#: up to a power of two (from 128), 4-16 warps. H200, bf16/fp32 log-probs of 32k classes,
-#: device time x aten's: 0.3-0.5x to 1k rows, 0.6x at 4k (one block of 4096 rows, 16 warps)
-SPLIT_ROWS = 4096
+#: the most rows a reduction reads in one program (one launch): a block of the rows rounded up
+#: to a power of two (from 128, at most _ONE_BLOCK: 8k rows take two), 4-16 warps. Above it,
+#: the split (two launches and a buffer of partial sums: about 5 us more host time a call on
+#: the H200, which a one-program loop costs in device time from about 8k rows). H200, bf16 and
+#: fp32 log-probs of 32k classes, device time x aten's: one program 0.3-0.4x to 2k rows, 0.6x
+#: at 4k, 0.86x at 8k; the split 0.4x at 4k-8k rows, 0.26x at 16k, 0.15x at 32k, 0.05x at 128k
+SPLIT_ROWS = 8192
+_ONE_BLOCK = 4096
 
 
 @triton.jit
@@ -180,7 +184,7 @@ def _plan(x: Tensor, target: Tensor, weight: Tensor | None, reduction: int, igno
         return Plan(outs, (parts, finish), (0, 1), temps=(part,), contiguous=contiguous)
     else:  # a reduction, or a (C,) input (its "none" is the sum of one row): one block of the rows
         out = Buffer((), x.dtype)
-        block = min(max(next_pow2(n), 128), SPLIT_ROWS)
+        block = min(max(next_pow2(n), 128), _ONE_BLOCK)
         L = launch(_nll, (1,), In(0), In(1), w, Out(0), Out(1), n, c, sx0, sx1, ignore_index,
                    HAS_W=weight is not None, REDUCE=True, MEAN=reduction == 1, CHECK=check, BLOCK=block,
                    num_warps=min(max(block // 256, 4), 16), **opts)
