@@ -5,12 +5,13 @@ this). Output and ``total_weight`` as aten computes them: per row ``-w[t] * x[i,
 ``reduction="none"`` over (N, C); a (C,) input with ``reduction="none"`` is its sum (a 0-dim
 output, ``total_weight`` the target's weight), as aten's kernels compute it.
 
-A reduction of up to ``SPLIT_ROWS`` rows runs as one program over one block of the rows
-(one launch); more rows split over programs of ``_BLOCK`` rows, whose partial sums a second
+A reduction of up to ``SPLIT_ROWS`` rows runs as one program (one launch) over blocks of up
+to 4096 rows; more rows split over programs of ``_BLOCK`` rows, whose partial sums a second
 one-program launch adds in order (no atomics: the same result every run). One program
-looping over many rows is latency-bound: on the H200 it read 1.3-1.9x aten's device time from
-8k rows, where the split reads a fraction of it. ``reduction="none"`` is one program per
-block of rows (program 0 also writes the zero ``total_weight``). Targets out of range: where the host may read them
+looping over many rows is latency-bound: on the H200, with blocks of 1024 rows and 4 warps,
+it read 1.3-1.9x aten's device time from 8k rows, where the split reads a fraction of it.
+``reduction="none"`` is one program per block of rows (program 0 also writes the zero
+``total_weight``). Targets out of range: where the host may read them
 (CPU: the interpreter backend) the Python implementation checks them and hands such calls
 to aten, which raises its error, and the planner returns None (so CPU calls run the
 Python implementation, which does that check). On a device nothing reads them on the host
