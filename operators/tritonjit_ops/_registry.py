@@ -503,31 +503,25 @@ class _State:
 
 
 class _Enabled:
-    """Returned by enable(): already active; leaving a ``with`` block undoes it. The object
-    may be entered again (``e = enable(); with e: ...; with e: ...``): a ``with`` entered
-    after its activation was undone (by a block's end or by disable()) enables again with
-    the same arguments, and the end of a block whose activation disable() already undid
-    leaves the enables made since alone."""
+    """Returned by enable(): already active; leaving a ``with`` block undoes it (and every
+    enable() made since: the end of the outermost block disables). The object may be entered
+    again (``e = enable(); with e: ...; with e: ...``): a ``with`` entered after its
+    activation was undone (by a block's end or by disable()) enables again with the same
+    arguments."""
 
     def __init__(self, include: Iterable[str] | str | None, exclude: Iterable[str], wait_native: bool) -> None:
         self._args = (include, tuple(exclude), wait_native)
         self._generation = _State.generation  # of the activation this object made
         self._active = True
 
-    def _undone(self) -> bool:
-        return not self._active or self._generation != _State.generation
-
     def __enter__(self) -> _Enabled:
-        if self._undone():
+        if not self._active or self._generation != _State.generation:
             include, exclude, wait_native = self._args
             enable(include, exclude, wait_native=wait_native)
             self._generation, self._active = _State.generation, True
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._undone():
-            self._active = False
-            return
         self._active = False
         _State.depth -= 1
         if _State.depth <= 0:

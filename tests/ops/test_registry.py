@@ -66,9 +66,9 @@ def test_enable_context_and_global_switch():
 
 
 def test_an_enable_object_entered_again_enables_again():
-    """``e = enable(...)`` entered by several ``with`` blocks routes inside each (it used to
-    route only in the first and leave the nesting count below zero, so that the end of an
-    inner block later disabled an outer enable())."""
+    """``e = enable(...)`` entered by several ``with`` blocks routes inside each. It used to
+    route only in the first; a later block ran aten's kernels, and its end disabled an
+    enable() made outside it."""
     e = T.enable(include=(n for n in ["mm", "addmm"]), exclude=(n for n in ["addmm"]))
     with e:
         assert T.enabled_ops() == ["mm"]
@@ -77,24 +77,19 @@ def test_an_enable_object_entered_again_enables_again():
         with e:
             assert T.enabled_ops() == ["mm"]
         assert T.enabled_ops() == []
-    outer = T.enable(include=["mm"])
+    outer = T.enable(include=["addmm"])
     try:
-        with T.enable():  # nested: keeps the first selection; its end leaves the outer one
-            assert T.enabled_ops() == ["mm"]
-        assert T.enabled_ops() == ["mm"]
+        with e:  # nested in outer: keeps the first selection; its end leaves outer on
+            assert T.enabled_ops() == ["addmm"]
+        assert T.enabled_ops() == ["addmm"]
     finally:
         T.disable()
     with outer:  # undone by disable(): entering it enables again
-        assert T.enabled_ops() == ["mm"]
-    assert T.enabled_ops() == []
-    stale = T.enable(include=["mm"])
-    T.disable()
-    later = T.enable(include=["addmm"])
-    try:
-        stale.__exit__(None, None, None)  # its activation was undone: the later enable stays
         assert T.enabled_ops() == ["addmm"]
-    finally:
-        later.__exit__(None, None, None)
+    assert T.enabled_ops() == []
+    with T.enable(include=["mm"]):  # a block's end disables what was enabled inside it too
+        T.disable()
+        T.enable(include=["addmm"])
     assert T.enabled_ops() == []
 
 
