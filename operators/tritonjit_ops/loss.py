@@ -50,6 +50,24 @@ _ONE_BLOCK = 4096
 
 
 @triton.jit
+def _row_terms(x, target, weight, rows, N, C, sx0, sx1, ignore, ACC: tl.constexpr, HAS_W: tl.constexpr,
+               CHECK: tl.constexpr):
+    """The rows' loss terms ``-w[t] * x[row, t]`` and weights ``w[t]`` in ACC, 0 where a row is
+    past N or its target is ignored (the one gather every program of this file makes)."""
+    m = rows < N
+    t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
+    if CHECK:
+        tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
+    ok = m & (t != ignore) & (t >= 0) & (t < C)
+    v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
+    if HAS_W:
+        w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
+    else:
+        w = ok.to(ACC)
+    return tl.where(ok, -v * w, 0.0), tl.where(ok, w, 0.0)
+
+
+@triton.jit
 def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl.constexpr, REDUCE: tl.constexpr,
                 MEAN: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
     ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
@@ -57,19 +75,10 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
         acc = tl.zeros([BLOCK], ACC)
         wacc = tl.zeros([BLOCK], ACC)
         for start in range(0, N, BLOCK):
-            rows = start + tl.arange(0, BLOCK)
-            m = rows < N
-            t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
-            if CHECK:
-                tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
-            ok = m & (t != ignore) & (t >= 0) & (t < C)
-            v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
-            if HAS_W:
-                w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
-            else:
-                w = ok.to(ACC)
-            acc += tl.where(ok, -v * w, 0.0)
-            wacc += tl.where(ok, w, 0.0)
+            loss, w = _row_terms(x, target, weight, start + tl.arange(0, BLOCK), N, C, sx0, sx1, ignore, ACC, HAS_W,
+                                 CHECK)
+            acc += loss
+            wacc += w
         s = tl.sum(acc, 0)
         tw = tl.sum(wacc, 0)
         if MEAN:
@@ -79,17 +88,8 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
     else:
         pid = tl.program_id(0)
         rows = pid * BLOCK + tl.arange(0, BLOCK)
-        m = rows < N
-        t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
-        if CHECK:
-            tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
-        ok = m & (t != ignore) & (t >= 0) & (t < C)
-        v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
-        if HAS_W:
-            w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
-        else:
-            w = ok.to(ACC)
-        tl.store(out + rows, tl.where(ok, -v * w, 0.0).to(out.dtype.element_ty), mask=m)
+        loss, w = _row_terms(x, target, weight, rows, N, C, sx0, sx1, ignore, ACC, HAS_W, CHECK)
+        tl.store(out + rows, loss.to(out.dtype.element_ty), mask=rows < N)
         if pid == 0:
             tl.store(total, tl.zeros([], ACC).to(total.dtype.element_ty))
 
@@ -104,19 +104,10 @@ def _nll_partial_kernel(x, target, weight, part, N, C, sx0, sx1, ignore, HAS_W: 
     part[P + p] (part in the opmath type)."""
     ACC: tl.constexpr = part.dtype.element_ty
     pid = tl.program_id(0)
-    rows = pid * BLOCK + tl.arange(0, BLOCK)
-    m = rows < N
-    t = tl.load(target + rows, mask=m, other=ignore).to(tl.int64)
-    if CHECK:
-        tl.device_assert((t == ignore) | ((t >= 0) & (t < C)), "nll_loss: target out of bounds")
-    ok = m & (t != ignore) & (t >= 0) & (t < C)
-    v = tl.load(x + rows.to(tl.int64) * sx0 + t * sx1, mask=ok, other=0.0).to(ACC)
-    if HAS_W:
-        w = tl.load(weight + t, mask=ok, other=0.0).to(ACC)
-    else:
-        w = ok.to(ACC)
-    tl.store(part + pid, tl.sum(tl.where(ok, -v * w, 0.0), 0))
-    tl.store(part + tl.num_programs(0) + pid, tl.sum(tl.where(ok, w, 0.0), 0))
+    loss, w = _row_terms(x, target, weight, pid * BLOCK + tl.arange(0, BLOCK), N, C, sx0, sx1, ignore, ACC, HAS_W,
+                         CHECK)
+    tl.store(part + pid, tl.sum(loss, 0))
+    tl.store(part + tl.num_programs(0) + pid, tl.sum(w, 0))
 
 
 @triton.jit
