@@ -510,3 +510,38 @@ def test_complex_calls_run_atens_kernel_without_python(call):
         delta = stats_delta(before, native.stats())
     assert got.dtype == ref.dtype and torch.equal(got, ref)
     assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
+
+
+_Z = {"z": lambda: torch.view_as_complex(torch.randn(4, 8, 2, generator=torch.Generator().manual_seed(1))),
+      "w": lambda: torch.view_as_complex(torch.randn(4, 8, 2, generator=torch.Generator().manual_seed(2)))}
+COMPLEX_CALLS = {
+    "cat": lambda z, w: torch.cat([z, w]), "stack": lambda z, w: torch.stack([z, w]),
+    "zeros_like": lambda z, w: torch.zeros_like(z), "ones_like": lambda z, w: torch.ones_like(z),
+    "any": lambda z, w: z.any(), "mul by a float": lambda z, w: z * 2.5, "mul by a complex": lambda z, w: z * 1j,
+    "eq": lambda z, w: z == w, "masked_fill": lambda z, w: z.masked_fill(z.real > 0, 0),
+    "repeat": lambda z, w: z.repeat(2, 1), "pad": lambda z, w: torch.nn.functional.pad(z, (1, 1)),
+    "index_select": lambda z, w: z.index_select(0, torch.tensor([1, 0])), "zero_": lambda z, w: z.clone().zero_(),
+    "fill_": lambda z, w: z.clone().fill_(1.0), "cumsum": lambda z, w: z.cumsum(0), "mm": lambda z, w: z @ w.t(),
+    "reciprocal": lambda z, w: z.reciprocal(), "gather": lambda z, w: z.gather(1, torch.zeros(4, 2, dtype=torch.long)),
+    "to a complex dtype": lambda z, w: z.real.to(torch.complex64),
+}
+
+
+@pytest.mark.parametrize("call", sorted(COMPLEX_CALLS))
+def test_complex_calls_of_every_planned_op_run_atens_kernel_without_python(call):
+    """Every planned overload (cat, fills, comparisons, index ops, mm, ...) plans a call that
+    involves a complex dtype as aten's kernel on the C++ path: aten's result, and no trip
+    through the Python implementation per call (which refused it each time)."""
+    from _util import native_ops_or_skip, stats_delta
+
+    native = native_ops_or_skip()
+    z, w = _Z["z"](), _Z["w"]()
+    fn = COMPLEX_CALLS[call]
+    ref = fn(z, w)
+    with T.enable(include="all", wait_native=True):
+        fn(z, w)  # the first call makes the plans
+        before = native.stats()
+        got = fn(z, w)
+        delta = stats_delta(before, native.stats())
+    assert got.dtype == ref.dtype and torch.equal(got, ref)
+    assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
