@@ -68,6 +68,18 @@ def _row_terms(x, target, weight, rows, N, C, sx0, sx1, ignore, ACC: tl.constexp
 
 
 @triton.jit
+def _store_reduced(acc, wacc, out, total, MEAN: tl.constexpr):
+    """The loss terms' sum (divided by the weights' sum for a mean) into ``out``, the weights'
+    sum into ``total``: the last step of every reduction of this file."""
+    s = tl.sum(acc, 0)
+    tw = tl.sum(wacc, 0)
+    if MEAN:
+        s = s / tw
+    tl.store(out, s.to(out.dtype.element_ty))
+    tl.store(total, tw.to(total.dtype.element_ty))
+
+
+@triton.jit
 def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl.constexpr, REDUCE: tl.constexpr,
                 MEAN: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
     ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
@@ -79,12 +91,7 @@ def _nll_kernel(x, target, weight, out, total, N, C, sx0, sx1, ignore, HAS_W: tl
                                  CHECK)
             acc += loss
             wacc += w
-        s = tl.sum(acc, 0)
-        tw = tl.sum(wacc, 0)
-        if MEAN:
-            s = s / tw
-        tl.store(out, s.to(out.dtype.element_ty))
-        tl.store(total, tw.to(total.dtype.element_ty))
+        _store_reduced(acc, wacc, out, total, MEAN)
     else:
         pid = tl.program_id(0)
         rows = pid * BLOCK + tl.arange(0, BLOCK)
@@ -122,12 +129,7 @@ def _nll_finish_kernel(part, out, total, P, MEAN: tl.constexpr, BLOCK: tl.conste
         m = i < P
         acc += tl.load(part + i, mask=m, other=0.0)
         wacc += tl.load(part + P + i, mask=m, other=0.0)
-    s = tl.sum(acc, 0)
-    tw = tl.sum(wacc, 0)
-    if MEAN:
-        s = s / tw
-    tl.store(out, s.to(out.dtype.element_ty))
-    tl.store(total, tw.to(total.dtype.element_ty))
+    _store_reduced(acc, wacc, out, total, MEAN)
 
 
 _nll_partial = jit(_nll_partial_kernel)
