@@ -331,14 +331,14 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         outs.append(Buffer(*shapes["db"]))
     result = (0 if need[0] else -1, 1 if need_w else -1, (2 if need_w else 1) if need_b else -1)
     launches: list[Launch] = []
+    x = refs["x"]
+    tile = block_m * block_n
+    warps = 4 if not on_gpu else (16 if tile >= 8192 else 8 if tile >= 2048 else 4)
+    block_c = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs
     if (m and n and one_pass and kinds and refs["rstd"] is not None and refs["dres"] is None and m <= SMALL_ROWS
             and m * n <= SMALL_ELEMS):
-        x = refs["x"]
         r = max(1, min(cdiv(m, block_m), _sms(on_gpu, device)))
-        block_c = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs
         rows_c = max(1, min(next_pow2(m), (TILE_ELEMS if on_gpu else 2048) // block_c))
-        tile = block_m * block_n
-        warps = 4 if not on_gpu else (16 if tile >= 8192 else 8 if tile >= 2048 else 4)
         launches.append(launch(
             _norm_bwd_small, (r + cdiv(n, block_c),), refs["dy"], x, refs["w"] if refs["w"] is not None else x,
             refs["mean"] if refs["mean"] is not None else x, refs["rstd"], Out(0), dw_out, db_out, m, n, r,
@@ -346,23 +346,19 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
             ROWS_C=rows_c, BLOCK_C=block_c, num_warps=warps))
         return Plan(tuple(outs), tuple(launches), result=result, contiguous=contiguous)
     if m and n:
-        x = refs["x"]
         common = (refs["dy"], x, refs["w"] if refs["w"] is not None else x,
                   refs["mean"] if refs["mean"] is not None else x, refs["rstd"] if refs["rstd"] is not None else x,
                   refs["dres"] if refs["dres"] is not None else x, Out(0), Tmp(0) if kinds else Out(0), m, n,
                   float(eps))
         flags = dict(RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b,
                      HAS_STATS=refs["rstd"] is not None, HAS_DRES=refs["dres"] is not None, BLOCK_N=block_n)
-        tile = block_m * block_n
-        warps = 4 if not on_gpu else (16 if tile >= 8192 else 8 if tile >= 2048 else 4)
         if one_pass:
             launches.append(launch(_norm_bwd_rows, (g,), *common, g, BLOCK_M=block_m, num_warps=warps, **flags))
         else:
             launches.append(launch(_norm_bwd_wide, (g,), *common, rows, g, num_warps=warps, **flags))
         if kinds:
-            bn = min(next_pow2(n), (64 if n >= 4096 else 32) if on_gpu else 256)  # many column programs
-            launches.append(launch(_col_sum, (cdiv(n, bn), kinds), Tmp(0), dw_out, db_out, g, n, NEED_W=need_w,
-                                   NEED_B=need_b, BLOCK_G=min(next_pow2(g), 64 if on_gpu else 8), BLOCK_N=bn))
+            launches.append(launch(_col_sum, (cdiv(n, block_c), kinds), Tmp(0), dw_out, db_out, g, n, NEED_W=need_w,
+                                   NEED_B=need_b, BLOCK_G=min(next_pow2(g), 64 if on_gpu else 8), BLOCK_N=block_c))
     elif m == 0 and n:  # no rows: zero weight/bias gradients
         for k, want in enumerate((need_w, need_b)):
             if want:
