@@ -530,12 +530,29 @@ class OpKernel final : public c10::OperatorKernel {
         return execute(*plan, args, dev, stack);
       }
     }
+    // a lazily conjugated or negated view (autograd's complex mul backward, ``x.conj().imag``):
+    // no key describes it and no tritonjit kernel reads it; aten's kernel resolves it, without
+    // the Python implementation's call to be refused first
+    if (redispatch_ && lazy_view(args)) return to_aten(op, ks, stack);
     g_fallback_calls++;
     if (!call_python(op, stack)) to_aten(op, ks, stack);  // the implementation could not: aten's, as eager
   }
 
  private:
   static constexpr int kOnBackend = 1, kOtherBackend = 0, kNoTensors = -1;
+
+  // Whether a tensor argument (in a list too) is a conjugate or negative view (off the hot path:
+  // asked only of calls without a plan).
+  bool lazy_view(const c10::IValue* args) const {
+    auto lazy = [](const at::Tensor& t) { return t.defined() && (t.is_conj() || t.is_neg()); };
+    for (size_t i = 0; i < nargs_; i++) {
+      if (args[i].isTensor() && lazy(args[i].toTensor())) return true;
+      if (args[i].isTensorList())
+        for (const c10::IValue& v : args[i].toListRef())
+          if (lazy(v.toTensor())) return true;
+    }
+    return false;
+  }
 
   // Whether a tensor-list argument holds more than list_limit_ tensors.
   bool longer_list(const c10::IValue* args) const {

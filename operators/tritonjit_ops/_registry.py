@@ -370,15 +370,20 @@ def _refuse_float64_scalars(name: str, impl: Callable) -> Callable:
 def _plan_float64_scalars(planner: Callable) -> Callable:
     """``planner``, None for a float64 call with any float scalar: the C++ key holds a Scalar's
     type, not its value, so the Python implementation decides (see _refuse_float64_scalars).
-    A value-keyed planner (arange's: its key holds the values) decides by value itself."""
+    A value-keyed planner's key holds the values (arange's, constant_pad_nd's): a value float32
+    holds exactly is planned as any other, one it does not is aten's plan, as the Python
+    implementation would refuse it on every call."""
     by_value = getattr(planner, "value_keyed_scalars", False)
 
     @functools.wraps(planner)  # its marks too (_plan.value_keyed)
     def plan(*args, **kwargs):
         values = (*args, *kwargs.values())
         floats = [v for v in values if isinstance(v, float)]
-        if floats and _has_float64(values) and not (by_value and all(fp32_exact(v) for v in floats)):
-            return None
+        if floats and _has_float64(values):
+            if not by_value:
+                return None
+            if not all(fp32_exact(v) for v in floats):
+                return aten_plan()
         return planner(*args, **kwargs)
 
     return plan

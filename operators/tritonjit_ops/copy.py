@@ -14,7 +14,7 @@ under ``enable()`` hands the call to aten's own kernel.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
@@ -276,9 +276,9 @@ def _plan_zero_(x: Any) -> Plan | None:
 
 def _plan_like(x: Any, value: Any, ref: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any,
                memory_format: Any) -> Plan | None:
-    """zeros_like/ones_like/full_like: a new buffer, filled. Planned where aten's output is
-    contiguous (``empty_like``'s layout rule asked on the meta device, once per call key:
-    ``preserve_format`` keeps a dense input's strides, which a plan buffer cannot)."""
+    """zeros_like/ones_like/full_like: a new buffer, filled, laid out by ``empty_like``'s rule
+    (asked on the meta device, once per call key): ``preserve_format`` keeps a dense input's
+    strides (a transposed or channels_last one), a plan buffer with them."""
     if not isinstance(x, Tensor) or x.dtype not in _REAL or not _strided(layout) or pin_memory:
         return None
     if _elsewhere(x, device):
@@ -294,9 +294,9 @@ def _plan_like(x: Any, value: Any, ref: Any, dtype: Any, layout: Any, device: An
         like = torch.empty_like(x, dtype=dt, memory_format=_mf(memory_format), device="meta")
     except RuntimeError:
         return None  # (a memory format of another rank: aten's error, from the Python implementation)
-    if not like.is_contiguous():
+    buf = Buffer.like(like)  # contiguous, or a dense input's strides (preserve_format)
+    if buf is None:
         return None
-    buf = Buffer(tuple(x.shape), dt)
     if x.numel() == 0:
         return Plan((buf,), (), fits=_fill_fits(ref, dt))
     L = _plan_fill(x, value, ref, dt, buf, Out(0))
@@ -860,23 +860,37 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, lay
 # ----------------------------------------------------------------- constant_pad_nd
 @triton.jit
 def _pad_kernel(x, out, nrows, d1, d2, d3, s0, s1, s2, s3, n0, n1, n2, n3, b0, b1, b2, b3, value, COL_BLOCKS,
-                UPCAST: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    """out (contiguous, rank 4 padded, nrows rows of d3) = x at (i - b) where that lies inside
-    x's (n0..n3), else value. A program writes BLOCK columns of ROWS output rows: each row's
-    index is split once (integer division per element is what a flat kernel would pay), and
-    narrow rows come ROWS to a program (the gradient of ``x[:, :, i, :]`` over 8 state columns:
-    one program per 8 elements ran 12x aten's time)."""
+                UPCAST: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, K0: tl.constexpr = 1,
+                K1: tl.constexpr = 1, K2: tl.constexpr = 1, K3: tl.constexpr = 1):
+    """out (contiguous, rank 4 padded, nrows rows of d3) = x at (i - b) / K where that lies
+    inside x's (n0..n3) at a multiple of K, else value. K is 1 for a pad (the code then the
+    same as without it) and the step of a stepped slice's gradient (``x[..., ::2]``:
+    interleaved rotary embeddings, patch merging). A program writes BLOCK columns of ROWS
+    output rows: each row's index is split once (integer division per element is what a flat
+    kernel would pay), and narrow rows come ROWS to a program (the gradient of ``x[:, :, i, :]``
+    over 8 state columns: one program per 8 elements ran 12x aten's time)."""
     pid = tl.program_id(0)
     rows = (pid // COL_BLOCKS) * ROWS + tl.arange(0, ROWS)
     cols = (pid % COL_BLOCKS) * BLOCK + tl.arange(0, BLOCK)
     i2 = rows % d2
     t = rows // d2
-    j0, j1, j2 = t // d1 - b0, t % d1 - b1, i2 - b2
+    r0, r1, r2 = t // d1 - b0, t % d1 - b1, i2 - b2  # positions past the pad before
     rm = rows < nrows
-    row_in = rm & (j0 >= 0) & (j0 < n0) & (j1 >= 0) & (j1 < n1) & (j2 >= 0) & (j2 < n2)
-    j3 = cols - b3
+    row_in = rm & (r0 >= 0) & (r0 < n0 * K0) & (r1 >= 0) & (r1 < n1 * K1) & (r2 >= 0) & (r2 < n2 * K2)
+    if K0 > 1:  # a stepped slice's gradient: only every K-th position holds an input element
+        row_in = row_in & (r0 % K0 == 0)
+    if K1 > 1:
+        row_in = row_in & (r1 % K1 == 0)
+    if K2 > 1:
+        row_in = row_in & (r2 % K2 == 0)
+    j0, j1, j2 = r0 // K0, r1 // K1, r2 // K2
+    r3 = cols - b3
     cm = cols < d3
-    inside = row_in[:, None] & ((j3 >= 0) & (j3 < n3))[None, :]
+    col_in = (r3 >= 0) & (r3 < n3 * K3)
+    if K3 > 1:
+        col_in = col_in & (r3 % K3 == 0)
+    j3 = r3 // K3
+    inside = row_in[:, None] & col_in[None, :]
     base = j0.to(tl.int64) * s0 + j1.to(tl.int64) * s1 + j2.to(tl.int64) * s2
     v = tl.load(x + base[:, None] + (j3.to(tl.int64) * s3)[None, :], mask=cm[None, :] & inside)
     if UPCAST:  # 16-bit floats meet the fp32 value in fp32 (exact both ways)
@@ -889,38 +903,46 @@ _pad_k = jit(_pad_kernel)
 _PAD_TILE = 1024  # elements a program of the pad kernel writes (fewer where the output is smaller)
 
 
-def _pad_geometry(x: Tensor, pad: Any) -> tuple[list[int], list[tuple[int, int, int, int]]] | None:
-    """aten's output shape, and per dim (after merging unpadded dims x's strides allow and
-    padding to rank 4) (output size, input stride, input size, pad before); None beyond."""
+#: one dim of the pad kernel: (output size, input stride, input size, pad before, step)
+_PadDim = tuple[int, int, int, int, int]
+
+
+def _pad_geometry(shape: Sequence[int], strides: Sequence[int], pad: Any, steps: Sequence[int] | None = None
+                  ) -> tuple[list[int], list[_PadDim]] | None:
+    """aten's output shape for an input of ``shape`` and ``strides``, and per dim (after merging
+    unpadded dims the strides allow and padding to rank 4) (output size, input stride, input
+    size, pad before, step); None beyond. ``steps`` (per input dim, default 1): the input's
+    elements sit every step positions of the output (a stepped slice's gradient)."""
     pad = [int(p) for p in pad]
-    nd = x.dim()
+    nd = len(shape)
+    ks = [1] * nd if steps is None else [int(k) for k in steps]
     if len(pad) % 2 or len(pad) // 2 > nd:
         return None
     before = [0] * nd
     after = [0] * nd
     for k in range(len(pad) // 2):
         before[nd - 1 - k], after[nd - 1 - k] = pad[2 * k], pad[2 * k + 1]
-    shape = [s + b + a for s, b, a in zip(x.shape, before, after)]
-    if any(s < 0 for s in shape):
+    out = [((s - 1) * k + 1 if s else 0) + b + a for s, k, b, a in zip(shape, ks, before, after)]
+    if any(s < 0 for s in out):
         return None  # aten's error
-    dims: list[tuple[int, int, int, int]] = []
-    for k in range(nd):
-        o, st, sz, b = shape[k], x.stride(k), x.shape[k], before[k]
+    dims: list[_PadDim] = []
+    for d in range(nd):
+        o, st, sz, b, k = out[d], strides[d], shape[d], before[d], ks[d]
         if sz == 1 and o == 1 and b == 0:
             continue
-        if dims and b == 0 and o == sz:
-            po, pst, psz, pb = dims[-1]
-            if pb == 0 and po == psz and pst == st * sz:
-                dims[-1] = (po * o, st, psz * sz, 0)
+        if dims and b == 0 and o == sz and k == 1:
+            po, pst, psz, pb, pk = dims[-1]
+            if pb == 0 and po == psz and pk == 1 and pst == st * sz:
+                dims[-1] = (po * o, st, psz * sz, 0, 1)
                 continue
-        dims.append((o, st, sz, b))
+        dims.append((o, st, sz, b, k))
     if len(dims) > 4:
         return None
-    geo = [(1, 0, 1, 0)] * (4 - len(dims)) + dims
+    geo = [(1, 0, 1, 0, 1)] * (4 - len(dims)) + dims
     d3 = geo[3][0]
     if math.prod(g[0] for g in geo[:3]) * cdiv(d3, min(_PAD_TILE, next_pow2(max(d3, 1)))) >= 2**31:
         return None  # more row programs than a launch grid holds
-    return shape, geo
+    return out, geo
 
 
 def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
@@ -934,14 +956,15 @@ def _pad_layout_ok(x: Tensor, pad: Any) -> bool:
         return False
 
 
-def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[tuple[int, int, int, int]], n: int, value: Any) -> Any:
-    (d0, s0, n0, b0), (d1, s1, n1, b1), (d2, s2, n2, b2), (d3, s3, n3, b3) = geo
+def _pad_launch(x_ref: Any, dt: torch.dtype, geo: list[_PadDim], n: int, value: Any) -> Any:
+    (d0, s0, n0, b0, k0), (d1, s1, n1, b1, k1), (d2, s2, n2, b2, k2), (d3, s3, n3, b3, k3) = geo
     nrows = d0 * d1 * d2
     block, rows = row_tile(d3, nrows, _PAD_TILE)
     col_blocks = cdiv(d3, block)
+    steps = {f"K{i}": k for i, k in enumerate((k0, k1, k2, k3)) if k != 1}  # a pad's variants keep their key
     return launch(_pad_k, (cdiv(nrows, rows) * col_blocks,), x_ref, Out(0), nrows, d1, d2, d3, s0, s1, s2, s3, n0, n1,
                   n2, n3, b0, b1, b2, b3, value, col_blocks, UPCAST=dt in (torch.float16, torch.bfloat16), ROWS=rows,
-                  BLOCK=block)
+                  BLOCK=block, **steps)
 
 
 def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
@@ -950,7 +973,7 @@ def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
     ref = _keyed_value(value, x.dtype)  # the value is known per call here, as in a value-keyed plan
     if ref is None:
         raise _refuse("constant_pad_nd", f"value {value!r} for {x.dtype}")
-    g = _pad_geometry(x, pad)
+    g = _pad_geometry(x.shape, x.stride(), pad)
     if g is None or not _pad_layout_ok(x, pad):
         raise _refuse("constant_pad_nd", "a pad, rank or layout")
     shape, geo = g
@@ -960,11 +983,13 @@ def constant_pad_nd(x: Tensor, pad: list[int], value: Any = 0) -> Tensor:
     return _run_plan(Plan((buf,), launches), [x, pad, value])
 
 
-def _slice_pad(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> list[int] | None:
-    """slice_backward as constant_pad_nd: the pad list that puts ``g`` at [start, end) of dim
-    ``dim`` of a zero tensor of ``input_sizes`` (start and end normalized as aten's slice does);
-    None for a step other than 1 or a ``g`` of another shape than that slice."""
-    if not isinstance(g, Tensor) or g.dtype not in _REAL or g.layout != torch.strided or step != 1:
+def _slice_pad(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int
+               ) -> tuple[list[int], list[int]] | None:
+    """slice_backward as a pad: (the pad list, the steps per dim) that put ``g`` at
+    [start, end) every ``step`` positions of dim ``dim`` of a zero tensor of ``input_sizes``
+    (start and end normalized as aten's slice does); None for a ``g`` of another shape than
+    that slice (aten broadcasts it)."""
+    if not isinstance(g, Tensor) or g.dtype not in _REAL or g.layout != torch.strided or step < 1:
         return None
     sizes = [int(s) for s in input_sizes]
     nd = len(sizes)
@@ -976,9 +1001,13 @@ def _slice_pad(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: i
     end = end + size if end < 0 else end
     start = min(max(start, 0), size)
     end = min(max(end, start), size)
-    if list(g.shape) != sizes[:dim] + [end - start] + sizes[dim + 1:]:
+    n = cdiv(end - start, step)
+    if list(g.shape) != sizes[:dim] + [n] + sizes[dim + 1:]:
         return None
-    return [0, 0] * (nd - 1 - dim) + [start, size - end]
+    span = (n - 1) * step + 1 if n else 0
+    steps = [1] * nd
+    steps[dim] = step if n else 1
+    return [0, 0] * (nd - 1 - dim) + [start, size - start - span], steps
 
 
 #: outputs of this many elements or more take aten's slice and select backward on a device
@@ -989,34 +1018,46 @@ _ATEN_SLICE_BACKWARD_NUMEL = 1 << 23
 
 def _slice_backward_plan(g: Any, input_sizes: Any, dim: int, start: int, end: int, step: int) -> Plan | None:
     """aten::slice_backward (the gradient of ``x[..., a:b]``: rotate_half's halves, a fused QKV's
-    split): zeros with ``g`` written at the slice, in one launch over the output where aten
-    fills and then copies; the output contiguous, as aten's ``zeros(input_sizes)``."""
-    pad = _slice_pad(g, input_sizes, dim, start, end, step)
-    geo = None if pad is None else _pad_geometry(g, pad)
-    if geo is None:
+    split; of ``x[..., ::2]``: interleaved rotary embeddings, patch merging): zeros with ``g``
+    written at the slice, in one launch over the output where aten fills and then copies; the
+    output contiguous, as aten's ``zeros(input_sizes)``. A ``g`` whose strides leave more than
+    the kernel's four dims is made contiguous first (a fused QKV's permuted gradient); aten's
+    kernel serves what no plan does (a broadcast ``g``, a large output), decided once per call
+    key rather than by the Python implementation on every call."""
+    if not isinstance(g, Tensor):
         return None
+    spec = _slice_pad(g, input_sizes, dim, start, end, step)
+    if spec is None:
+        return aten_plan()
+    pad, steps = spec
+    contiguous: tuple[int, ...] = ()
+    geo = _pad_geometry(g.shape, g.stride(), pad, steps)
+    if geo is None and not g.is_contiguous():
+        contiguous = (0,)
+        geo = _pad_geometry(g.shape, contiguous_strides(g.shape), pad, steps)
+    if geo is None:
+        return aten_plan()
     shape, dims = geo
     n = math.prod(shape)
     if n >= _ATEN_SLICE_BACKWARD_NUMEL and is_cuda_like(g):
         return aten_plan()
-    return Plan((Buffer(tuple(shape), g.dtype),), (_pad_launch(In(0), g.dtype, dims, n, 0),) if n else ())
+    launches = (_pad_launch(In(0), g.dtype, dims, n, 0),) if n else ()
+    return Plan((Buffer(tuple(shape), g.dtype),), launches, contiguous=contiguous if n else ())
 
 
 def _run_backward(op: str, plan_: Plan | None, args: list[Any], unplanned: str) -> Tensor:
     """The slice/select backward ``plan_`` run for ``args``; aten's kernel (a refusal) where
-    there is none (``unplanned`` says why) or where it is aten's (a large output)."""
-    if plan_ is None:
+    there is none or where it is aten's (``unplanned`` says which calls)."""
+    if plan_ is None or plan_.aten:
         raise _refuse(op, unplanned)
-    if plan_.aten:
-        raise _refuse(op, "an output this large: aten's fill and copy serve it")
     return _run_plan(plan_, args)
 
 
 def slice_backward(g: Tensor, input_sizes: list[int], dim: int, start: int, end: int, step: int) -> Tensor:
-    """aten::slice_backward with step 1 (other steps go to aten): one launch."""
+    """aten::slice_backward, any step: one launch (two for a ``g`` of many strided dims)."""
     return _run_backward("slice_backward", _slice_backward_plan(g, input_sizes, dim, start, end, step),
                          [g, input_sizes, dim, start, end, step],
-                         "a step other than 1, or a gradient of another shape than the slice")
+                         "a gradient of another shape than the slice, or an output this large")
 
 
 def _select_backward_plan(g: Any, input_sizes: Any, dim: int, index: int) -> Plan | None:
@@ -1036,7 +1077,8 @@ def _select_backward_plan(g: Any, input_sizes: Any, dim: int, index: int) -> Pla
 def select_backward(g: Tensor, input_sizes: list[int], dim: int, index: int) -> Tensor:
     """aten::select_backward: one launch."""
     return _run_backward("select_backward", _select_backward_plan(g, input_sizes, dim, index),
-                         [g, input_sizes, dim, index], "a gradient of another shape, or an index out of range")
+                         [g, input_sizes, dim, index],
+                         "a gradient of another shape, an index out of range, or an output this large")
 
 
 def _keyed_value(value: Any, dt: torch.dtype) -> Any:
@@ -1062,9 +1104,14 @@ def _plan_constant_pad_nd(x: Any, pad: Any, value: Any = 0) -> Plan | None:
     if not isinstance(x, Tensor) or x.dtype not in _REAL or x.layout != torch.strided:
         return None
     ref = _keyed_value(value, x.dtype)
-    g = None if ref is None else _pad_geometry(x, pad)
+    g = None if ref is None else _pad_geometry(x.shape, x.stride(), pad)
     if g is None or not _pad_layout_ok(x, pad):
-        return None
+        # aten's kernel, decided once per key (which holds the value) instead of by a Python
+        # call each time: a value the kernel's argument cannot carry (a float64 pad value) or
+        # that aten refuses, a layout aten keeps (channels_last; a strided input's zero or
+        # crop-only pad, which aten serves as a clone), more than four dims after merging, or
+        # aten's error
+        return aten_plan()
     shape, geo = g
     n = math.prod(shape)
     buf = Buffer(tuple(shape), x.dtype)

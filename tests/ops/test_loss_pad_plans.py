@@ -222,9 +222,79 @@ def test_slice_backward_is_one_plan(native, case):
     assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] == 1, d
 
 
+# (grad, input_sizes, dim, start, end, step): stepped slices' gradients, as models make them
+STEP_CASES = {
+    # GLM / GPT-J / CodeGen / Cohere's interleaved rotary halves, x[..., ::2] and x[..., 1::2],
+    # the gradient arriving transposed from the attention's (B, S, H, D) layout
+    "every other column, transposed grad": (lambda: torch.randn(2, 5, 4, 3).transpose(1, 2), [2, 4, 5, 6], 3, 1,
+                                            2**63 - 1, 2),
+    "every other column, bf16": (lambda: torch.randn(2, 4, 8, 4).bfloat16(), [2, 4, 8, 8], 3, 0, 2**63 - 1, 2),
+    # Swin's patch merging, x[:, 0::2, 1::2, :]: a stepped dim in the middle
+    "every other row": (lambda: torch.randn(2, 4, 8, 6), [2, 8, 8, 6], 1, 1, 2**63 - 1, 2),
+    "step 3, a bounded end, negative start": (lambda: torch.randn(3, 4, 2), [3, 12, 2], 1, -11, 11, 3),
+    "step past the end": (lambda: torch.randn(5, 1), [5, 3], 1, 1, 2**63 - 1, 7),
+    "an empty stepped slice": (lambda: torch.randn(3, 0), [3, 4], 1, 4, 9, 2),
+    # a permuted gradient of more dims than the kernel's four: made contiguous, then one launch
+    "5-d permuted grad": (lambda: torch.randn(2, 2, 5, 4, 3).permute(0, 1, 2, 4, 3), [2, 3, 5, 3, 4], 1, 0, -1, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEP_CASES))
+def test_stepped_slice_backward_is_one_plan(native, case):
+    """slice_backward of any step is a plan (before, each call ran the Python implementation to be
+    refused there, then aten's kernel): eager's values and strides, no Python call."""
+    make, sizes, dim, start, end, step = STEP_CASES[case]
+    g = make()
+    ref = torch.ops.aten.slice_backward(g, sizes, dim, start, end, step)
+    assert torch.equal(copy.slice_backward(g, sizes, dim, start, end, step), ref)  # the Python implementation
+    with T.enable(include=["slice_backward"], wait_native=True):
+        torch.ops.aten.slice_backward(g, sizes, dim, start, end, step)
+        s0 = native.stats()
+        got = torch.ops.aten.slice_backward(g, sizes, dim, start, end, step)
+        d = stats_delta(s0, native.stats())
+    assert torch.equal(got, ref) and got.stride() == ref.stride() and got.dtype == ref.dtype
+    assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] == 1, d
+
+
+def test_unplanned_slice_backward_is_atens_without_python(native):
+    """A gradient aten broadcasts into the slice, and one of another shape (aten's error): aten's
+    kernel, decided by the plan once per call key, with aten's result or error."""
+    g = torch.randn(3, 1)
+    ref = torch.ops.aten.slice_backward(g, [3, 8], 1, 0, 8, 2)  # broadcast over the 4 positions
+    bad = torch.randn(3, 5)
+    with pytest.raises(RuntimeError) as eager:
+        torch.ops.aten.slice_backward(bad, [3, 8], 1, 0, 8, 2)
+    with T.enable(include=["slice_backward"], wait_native=True):
+        torch.ops.aten.slice_backward(g, [3, 8], 1, 0, 8, 2)
+        s0 = native.stats()
+        got = torch.ops.aten.slice_backward(g, [3, 8], 1, 0, 8, 2)
+        d = stats_delta(s0, native.stats())
+        with pytest.raises(RuntimeError) as routed:
+            torch.ops.aten.slice_backward(bad, [3, 8], 1, 0, 8, 2)
+    assert torch.equal(got, ref) and str(routed.value) == str(eager.value)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1 and d["plan_hits"] == 1, d
+
+
+def test_select_backward_of_a_permuted_5d_grad(native):
+    """BLOOM's fused QKV, ``qkv.view(b, s, h, 3, d)[..., 0, :]``: select_backward into 5 dims of a
+    gradient that arrives permuted; one plan (the gradient made contiguous first)."""
+    g = torch.randn(2, 4, 8, 8).transpose(1, 2)  # (b, s, h, d) from a (b, h, s, d) gradient
+    sizes = [2, 8, 4, 3, 8]
+    for index in (0, 2):
+        ref = torch.ops.aten.select_backward(g, sizes, 3, index)
+        with T.enable(include=["select_backward"], wait_native=True):
+            torch.ops.aten.select_backward(g, sizes, 3, index)
+            s0 = native.stats()
+            got = torch.ops.aten.select_backward(g, sizes, 3, index)
+            d = stats_delta(s0, native.stats())
+        assert torch.equal(got, ref) and got.stride() == ref.stride()
+        assert d["python_calls"] == 0 and d["aten_calls"] == 0 and d["plan_hits"] == 1, d
+
+
 def test_slice_and_select_backward_through_autograd(native):
-    """x[..., :h] / x[..., h:] (rotate_half) and x[:, 0] (a first-token pool) under enable(): their
-    backwards run the plans; gradients are eager's. A step other than 1 is aten's."""
+    """x[..., :h] / x[..., h:] (rotate_half), x[..., ::2] / x[..., 1::2] (interleaved rotary) and
+    x[:, 0] (a first-token pool) under enable(): their backwards run the plans; gradients are
+    eager's."""
     x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(1))
     gy = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(2))
     g0 = torch.randn(2, 8, generator=torch.Generator().manual_seed(3))
@@ -232,7 +302,8 @@ def test_slice_and_select_backward_through_autograd(native):
     def grads():
         xr = x.clone().requires_grad_()
         y = torch.cat((-xr[..., 4:], xr[..., :4]), -1)[..., :4] * gy
-        return torch.autograd.grad(y.sum() + (xr[:, 0] * g0).sum(), xr)[0]
+        z = torch.stack((-xr[..., 1::2], xr[..., ::2]), -1).flatten(-2)[..., :4] * gy
+        return torch.autograd.grad(y.sum() + z.sum() + (xr[:, 0] * g0).sum(), xr)[0]
 
     want = grads()
     with T.enable(include=["slice_backward", "select_backward"], wait_native=True):
@@ -243,17 +314,30 @@ def test_slice_and_select_backward_through_autograd(native):
         assert torch.equal(torch.ops.aten.slice_backward(gy[..., :2], [2, 3, 4], 2, 0, 4, 2),
                            torch.zeros(2, 3, 4).index_copy_(2, torch.tensor([0, 2]), gy[..., :2]))
     assert torch.equal(got, want)
-    assert d["python_calls"] == 0 and d["plan_hits"] >= 3, d
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 5, d
     ref = torch.ops.aten.select_backward(g0, [2, 3, 8], 1, -3)
     assert torch.equal(copy.select_backward(g0, [2, 3, 8], 1, -3), ref)
 
 
-def test_channels_last_goes_to_aten(native):
-    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+@pytest.mark.parametrize("x, pad, value", [
+    (torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last), (1, 1), 0.0),
+    # Mamba2's chunked scan: a zero pad of a transposed tensor (aten: a clone keeping its strides)
+    (torch.randn(2, 8, 8, 8).transpose(1, 3), (0, 0, 0, 0), 0.0),
+    # RecurrentGemma's convolution state: a crop of a transposed tensor
+    (torch.randn(2, 8, 32).transpose(1, 2), (-5, 0), 0.0),
+    (torch.randn(3, 4, dtype=torch.float64), (1, 1), 0.1),  # a value fp32 would round
+], ids=["channels_last", "zero pad, transposed", "crop, transposed", "float64 value"])
+def test_layouts_aten_keeps_go_to_aten_without_python(native, x, pad, value):
+    """Calls whose output layout aten keeps (or whose value the kernel's fp32 argument would
+    round): aten's kernel, decided once per call key, with no Python call per call."""
+    ref = torch.constant_pad_nd(x, pad, value)
     with T.enable(include=["constant_pad_nd"], wait_native=True):
-        got = torch.constant_pad_nd(x, (1, 1), 0.0)
-    ref = torch.constant_pad_nd(x, (1, 1), 0.0)
+        torch.constant_pad_nd(x, pad, value)
+        s0 = native.stats()
+        got = torch.constant_pad_nd(x, pad, value)
+        d = stats_delta(s0, native.stats())
     assert torch.equal(got, ref) and got.stride() == ref.stride()
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
 
 
 def test_sm90_cross_compiles():
@@ -268,8 +352,11 @@ def test_sm90_cross_compiles():
     loss._nll_finish.compile("*fp32:16,*bf16:16,*bf16:16,i32,True,32", target="cuda:90")
     loss_backward._nll_backward.compile("*bf16:16,*i64:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,False,True,True,"
                                         "4096", target="cuda:90")
-    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 16 + "fp32,i32,True,1,1024", target="cuda:90")
-    copy._pad_k.compile("*fp32:16,*fp32:16," + "i32," * 16 + "fp32,i32,False,128,8", target="cuda:90")
+    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 16 + "fp32,i32,True,1,1024,1,1,1,1", target="cuda:90")
+    copy._pad_k.compile("*fp32:16,*fp32:16," + "i32," * 16 + "fp32,i32,False,128,8,1,1,1,1", target="cuda:90")
+    # a stepped slice's gradient: every other column (interleaved rotary), every other row
+    copy._pad_k.compile("*bf16:16,*bf16:16," + "i32," * 16 + "fp32,i32,True,8,128,1,1,1,2", target="cuda:90")
+    copy._pad_k.compile("*fp32:16,*fp32:16," + "i32," * 16 + "fp32,i32,False,1,1024,1,2,1,1", target="cuda:90")
 
 
 def test_a_one_dim_mean_on_a_device_goes_to_aten():

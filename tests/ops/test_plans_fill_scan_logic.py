@@ -78,19 +78,21 @@ def test_like_with_dtype_and_memory_format(op):
 
 
 @pytest.mark.parametrize("op", ["zeros_like", "ones_like", "full_like"])
-def test_like_keeping_the_inputs_strides_takes_the_python_implementation(op):
-    """preserve_format on a dense non-contiguous input: aten's output takes its strides,
-    which a plan's (contiguous) buffer cannot; likewise channels_last."""
+def test_like_keeping_the_inputs_strides_is_planned(op):
+    """preserve_format on a dense non-contiguous input (a transposed state, RecurrentGemma's
+    ``zeros_like`` of a transposed convolution input): aten's output takes its strides, and so
+    does the plan's buffer; likewise channels_last asked for."""
     x = _tensor((4, 6), torch.float32).t()
+    x3 = _tensor((2, 32, 8), torch.bfloat16).transpose(1, 2)
     x4 = _tensor((2, 3, 4, 5), torch.float32)
     extra = (3.0,) if op == "full_like" else ()
-    for fn in (lambda: getattr(torch, op)(x, *extra),
+    for fn in (lambda: getattr(torch, op)(x, *extra), lambda: getattr(torch, op)(x3, *extra),
                lambda: getattr(torch, op)(x4, *extra, memory_format=torch.channels_last)):
         want = fn()
         got, d = routed(fn, [op])
         close(got, want)
-        assert got.stride() == want.stride()
-        assert d["python_calls"] == 1 and d["plan_hits"] == 0
+        assert got.stride() == want.stride() and not got.is_contiguous()
+        _assert_planned(d)
 
 
 def test_full_like_value_is_a_runtime_argument():

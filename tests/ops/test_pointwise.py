@@ -524,6 +524,12 @@ COMPLEX_CALLS = {
     "fill_": lambda z, w: z.clone().fill_(1.0), "cumsum": lambda z, w: z.cumsum(0), "mm": lambda z, w: z @ w.t(),
     "reciprocal": lambda z, w: z.reciprocal(), "gather": lambda z, w: z.gather(1, torch.zeros(4, 2, dtype=torch.long)),
     "to a complex dtype": lambda z, w: z.real.to(torch.complex64),
+    # lazily conjugated and negated views (autograd's complex mul backward multiplies by
+    # ``other.conj()``; ``z.conj().imag`` is a real tensor with the negative bit): no call key
+    # describes them, and the C++ path hands them to aten's kernel itself
+    "clone of a conjugate view": lambda z, w: z.conj().clone(), "mul by a conjugate": lambda z, w: z * w.conj(),
+    "clone of a negative view": lambda z, w: z.conj().imag.clone(),
+    "cat of negative views": lambda z, w: torch.cat([z.conj().imag, w.conj().imag]),
 }
 
 
