@@ -22,6 +22,7 @@ per-call audit of a case. On a CPU (the interpreter) the configs are tiny and un
 
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
     python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
+    python benchmarks/architectures.py --models wider --generate ""  # twenty-five beyond those
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
 """
 from __future__ import annotations
@@ -172,6 +173,7 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
             hidden_sizes=[max(16, H // 16), max(32, H // 8)], depths=[1, 1], num_stages=2, num_labels=10,
             image_size=z.image)),
         **more_cases(z),
+        **wider_cases(z),
     }
 
 
@@ -229,6 +231,78 @@ def more_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str,
         "biogpt": ("BioGptForCausalLM", "BioGptConfig", None, "lm", enc),
         "helium": ("HeliumForCausalLM", "HeliumConfig", "sdpa", "lm", dict(llama, head_dim=H // NH)),
         "glm": ("GlmForCausalLM", "GlmConfig", "sdpa", "lm", dict(llama, head_dim=H // NH, pad_token_id=0)),
+    }
+
+
+def wider_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
+    """``--models wider``: twenty-five more (2026-12-04), run on the interpreter to look for the
+    general paths the cases above miss: multi-head latent attention with grouped expert routing
+    (DeepSeek-V3; V2's rotary in complex numbers), unpadded local/global attention (ModernBERT), interleaved rotary halves
+    (Cohere, GLM-4), ALiBi (MPT), hybrids of attention, state-space scans, MoE and short
+    convolutions (Jamba, Bamba, LFM2, Qwen3-Next's gated delta rule), attention sinks (GPT-OSS),
+    speech and vision encoders (HuBERT, RegNet, EfficientNet, Swin-v2) and more."""
+    H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
+    hd = H // NH
+    ll = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=2,
+              intermediate_size=2 * H, max_position_embeddings=512)
+    enc = _encoder(z)
+    img = dict(num_labels=10)
+    return {
+        "modernbert": ("ModernBertForMaskedLM", "ModernBertConfig", "sdpa", "mlm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=2, num_attention_heads=NH, intermediate_size=2 * H,
+            local_attention=4, global_attn_every_n_layers=2, pad_token_id=0)),
+        "deepseek_v3": ("DeepseekV3ForCausalLM", "DeepseekV3Config", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=2, num_attention_heads=NH, num_key_value_heads=NH,
+            intermediate_size=2 * H, moe_intermediate_size=H, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+            topk_group=1, first_k_dense_replace=1, q_lora_rank=H // 2, kv_lora_rank=H // 2, qk_rope_head_dim=hd // 2,
+            qk_nope_head_dim=hd // 2, v_head_dim=hd, max_position_embeddings=512, rope_scaling=None)),
+        "deepseek_v2": ("DeepseekV2ForCausalLM", "DeepseekV2Config", "sdpa", "lm", dict(
+            vocab_size=V, hidden_size=H, num_hidden_layers=2, num_attention_heads=NH, num_key_value_heads=NH,
+            intermediate_size=2 * H, moe_intermediate_size=H, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+            topk_group=1, first_k_dense_replace=1, q_lora_rank=H // 2, kv_lora_rank=H // 2, qk_rope_head_dim=hd // 2,
+            qk_nope_head_dim=hd // 2, v_head_dim=hd, max_position_embeddings=512)),
+        "phi3": ("Phi3ForCausalLM", "Phi3Config", "sdpa", "lm", dict(ll, pad_token_id=0)),
+        "cohere": ("CohereForCausalLM", "CohereConfig", "sdpa", "lm", dict(ll, use_qk_norm=True, pad_token_id=0)),
+        "stablelm": ("StableLmForCausalLM", "StableLmConfig", "sdpa", "lm", dict(ll, partial_rotary_factor=0.25,
+                                                                              qk_layernorm=True, use_qkv_bias=True)),
+        "mpt": ("MptForCausalLM", "MptConfig", None, "lm", dict(vocab_size=V, d_model=H, n_heads=NH, n_layers=L,
+                                                                expansion_ratio=2)),
+        "jamba": ("JambaForCausalLM", "JambaConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, attn_layer_period=2,
+            attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1, num_experts=4, mamba_d_state=8,
+            mamba_dt_rank=8)),
+        "esm": ("EsmForMaskedLM", "EsmConfig", None, "mlm", dict(enc, position_embedding_type="rotary", pad_token_id=1,
+                                                                  mask_token_id=2)),
+        "hubert": ("HubertForCTC", "HubertConfig", None, "wave", dict(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+            num_attention_heads=NH, intermediate_size=2 * H, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0)),
+        "gemma": ("GemmaForCausalLM", "GemmaConfig", "sdpa", "lm", dict(ll, head_dim=hd)),
+        "phimoe": ("PhimoeForCausalLM", "PhimoeConfig", "sdpa", "lm", dict(ll, num_local_experts=4, num_experts_per_tok=2)),
+        "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2MoeConfig", "sdpa", "lm", dict(ll, num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=H, shared_expert_intermediate_size=H)),
+        "glm4": ("Glm4ForCausalLM", "Glm4Config", "sdpa", "lm", dict(ll, head_dim=hd, pad_token_id=0)),
+        "falcon_mamba": ("FalconMambaForCausalLM", "FalconMambaConfig", None, "lm", dict(vocab_size=V, hidden_size=H,
+            num_hidden_layers=L, state_size=8, expand=2, conv_kernel=4, use_mambapy=True)),
+        "marian": ("MarianMTModel", "MarianConfig", None, "s2s", dict(vocab_size=V, d_model=H, encoder_layers=L,
+            decoder_layers=L, encoder_attention_heads=NH, decoder_attention_heads=NH, encoder_ffn_dim=2 * H,
+            decoder_ffn_dim=2 * H, pad_token_id=0, decoder_start_token_id=0)),
+        "convbert": ("ConvBertForMaskedLM", "ConvBertConfig", None, "mlm", dict(enc, embedding_size=H)),
+        "roformer": ("RoFormerForMaskedLM", "RoFormerConfig", None, "mlm", dict(enc, embedding_size=H)),
+        "regnet": ("RegNetForImageClassification", "RegNetConfig", None, "image", dict(embedding_size=16,
+            hidden_sizes=[16, 32], depths=[1, 1], groups_width=8, **img)),
+        "efficientnet": ("EfficientNetForImageClassification", "EfficientNetConfig", None, "image", dict(
+            image_size=z.image, width_coefficient=0.25, depth_coefficient=0.2, hidden_dim=320, **img)),
+        "swinv2": ("Swinv2ForImageClassification", "Swinv2Config", None, "image", dict(image_size=z.image, patch_size=4,
+            embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4, **img)),
+        "gpt_oss": ("GptOssForCausalLM", "GptOssConfig", "eager", "lm", dict(ll, num_local_experts=4, num_experts_per_tok=2,
+            head_dim=hd, sliding_window=z.tokens // 2, layer_types=(["sliding_attention", "full_attention"] * L)[:L])),
+        "lfm2": ("Lfm2ForCausalLM", "Lfm2Config", "sdpa", "lm", dict(vocab_size=V, hidden_size=H, num_hidden_layers=2,
+            num_attention_heads=NH, num_key_value_heads=2, intermediate_size=2 * H, full_attn_idxs=[1])),
+        "bamba": ("BambaForCausalLM", "BambaConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, attn_layer_indices=[1],
+            mamba_n_heads=4, mamba_d_head=H // 2, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4)),
+        "qwen3_next": ("Qwen3NextForCausalLM", "Qwen3NextConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            head_dim=hd, layer_types=["linear_attention", "full_attention"], num_experts=4, num_experts_per_tok=2,
+            moe_intermediate_size=H, shared_expert_intermediate_size=H, linear_num_value_heads=2, linear_num_key_heads=2,
+            linear_key_head_dim=hd, linear_value_head_dim=hd)),
     }
 
 
@@ -379,10 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     gpu = M.backend_device() != "cpu"
     names = list(cases(Sizes(gpu)))
-    more = list(more_cases(Sizes(gpu)))
-    base = [n for n in names if n not in more]
+    more, wider = list(more_cases(Sizes(gpu))), list(wider_cases(Sizes(gpu)))
+    base = [n for n in names if n not in more and n not in wider]
     ap.add_argument("--models", default=",".join(base),
-                    help=f"of {','.join(names)}; 'more' for the last {len(more)}, 'all' for every one; empty: none")
+                    help=f"of {','.join(names)}; 'more' for {len(more)} more, 'wider' for {len(wider)} beyond those, "
+                         "'all' for every one; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
@@ -393,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
                     "comma-separated (opt-in ones such as _grouped_mm)")
     a = ap.parse_args(argv)
-    groups = {"more": more, "all": names}
+    groups = {"more": more, "wider": wider, "all": names}
     models = [n for m in a.models.split(",") if m for n in groups.get(m, [m])]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
