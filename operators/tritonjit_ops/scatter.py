@@ -300,11 +300,14 @@ def plan_index_put_(x: Any, indices: Any, values: Any, accumulate: bool = False,
     calls): written into x in its own strides, the index range asserted by the kernel. An
     exclusive in-place plan: a call whose index or values share x's memory goes to the
     implementation (aten's overlap rules). Deterministic mode: _put_sum's ordered sums (a short
-    index), else aten's kernel."""
+    index), else aten's kernel. A call no kernel here takes (a 16-bit accumulation through more
+    than _SUM_MAX_INDEX indices: an MoE layer's token gather, backward, in bf16; several index
+    tensors; values of another dtype) is aten's: each reason is a property of the call key, so
+    the plan decides once what the Python implementation refused on every call."""
     try:
         k, index, space, v = _put_space("index_put_", x, indices, values, accumulate)
     except NotImplementedError:
-        return None
+        return aten_plan()
     if deterministic() and not _ordered(accumulate, index):
         return aten_plan()
     if host_check_allowed(index):
