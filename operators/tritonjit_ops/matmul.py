@@ -945,8 +945,17 @@ def _mm_ok(a: Any, b: Any, rank: int) -> bool:
             and a.dtype == b.dtype and a.dtype in _DTYPES and a.device == b.device)
 
 
+def _atens_dtype(*ts: Any) -> bool:
+    """Tensors of one dtype no kernel here multiplies (integers, float64): aten's kernel, planned
+    as such once per call key instead of a Python refusal on every call."""
+    return (all(isinstance(t, Tensor) for t in ts) and len({t.dtype for t in ts}) == 1
+            and ts[0].dtype not in _DTYPES and not ts[0].is_complex())
+
+
 @P.tf32_keyed
 def plan_mm(a: Any, b: Any) -> P.Plan | None:
+    if _atens_dtype(a, b):
+        return P.aten_plan()
     if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0]:
         return None
     return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], b.shape[1]),
@@ -955,6 +964,8 @@ def plan_mm(a: Any, b: Any) -> P.Plan | None:
 
 @P.tf32_keyed
 def plan_bmm(a: Any, b: Any) -> P.Plan | None:
+    if _atens_dtype(a, b):
+        return P.aten_plan()
     if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
         return None
     return _matmul_plan(a, b, None, (P.In(0), P.In(1), None), 1.0, 0.0, False, (a.shape[0], a.shape[1], b.shape[2]),
@@ -965,6 +976,8 @@ def plan_bmm(a: Any, b: Any) -> P.Plan | None:
 def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
     """addmm: beta and alpha are passed at run time; the key says whether beta is 0 (the bias
     is ignored, NaN too) and alpha 1 (no scaling)."""
+    if _atens_dtype(bias, a, b):
+        return P.aten_plan()
     if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0] or not isinstance(bias, Tensor) or bias.dtype != a.dtype:
         return None
     if bias.device != a.device or isinstance(beta, complex) or isinstance(alpha, complex):

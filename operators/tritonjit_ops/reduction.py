@@ -584,16 +584,17 @@ def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | 
 def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | None:
     """any/all over all dims (``dim`` None) or one block of dims: the reduction kernel's
     any/all (max/min of x != 0), to bool (uint8 for a uint8 input, as aten). A 0-dim input
-    is one element; an empty reduction writes its identity (False/True). None: dims that
-    are not one block, an empty dim list (aten reduces nothing), a dim out of range."""
+    is one element; an empty reduction writes its identity (False/True). aten's plan: an empty
+    dim list (aten reduces nothing) and a dim out of range (aten's error), which the key holds;
+    None (the Python implementation): dims that are not one block."""
     if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES + INT_DTYPES + (torch.bool,):
         return None
     if isinstance(dim, (list, tuple)) and len(dim) == 0:
-        return None
+        return aten_plan()
     try:
         dims = normalize_dims(op, dim, x.dim())
     except (IndexError, RuntimeError):
-        return None  # aten's error, from the Python implementation
+        return aten_plan()
     if x.dim() == 0:
         dims = ()
     elif not _one_block(dims):

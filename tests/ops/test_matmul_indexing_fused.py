@@ -95,6 +95,24 @@ def test_mm_empty():
     close(T.mm(torch.randn(2, 0), torch.randn(0, 4)), torch.zeros(2, 4))
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_matmuls_of_other_dtypes_are_atens_without_python(dtype):
+    """Integer and float64 matmuls (no kernel here takes them): aten's kernel, planned as such
+    on the C++ path once per call key, instead of the Python implementation refusing each call."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randint(-3, 4, (5, 6), generator=g).to(dtype) for _ in range(2))
+    a3, b3 = (torch.randint(-3, 4, (2, 5, 6), generator=g).to(dtype) for _ in range(2))
+    bias = torch.randint(-3, 4, (6,), generator=g).to(dtype)
+    for fn, op in ((lambda: a @ b.t(), "mm"), (lambda: a3 @ b3.transpose(1, 2), "bmm"),
+                   (lambda: torch.addmm(bias, a.t(), b), "addmm")):
+        got, d = routed(fn, [op])
+        assert torch.equal(got, fn())
+        assert d["python_calls"] == 0 and d["aten_calls"] == 1, (op, d)
+
+
 def test_mm_bad_input():
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         T.mm(torch.randn(2, 3), torch.randn(4, 5))

@@ -350,13 +350,14 @@ def test_large_logic_reductions_split():
 
 def test_logic_reductions_not_planned():
     x = torch.ones(2, 3, 4, dtype=torch.bool)
-    assert reduction.plan_logic("all", x, (0, 2)) is None  # not one block of dims
-    assert reduction.plan_logic("any", x, ()) is None  # aten reduces nothing
-    assert reduction.plan_logic("any", x, 5) is None  # aten's IndexError
+    assert reduction.plan_logic("all", x, (0, 2)) is None  # not one block of dims: the Python implementation
+    assert reduction.plan_logic("any", x, ()).aten  # aten reduces nothing: its kernel, planned as such
+    assert reduction.plan_logic("any", x, 5).aten  # aten's IndexError
     assert reduction.plan_logic("any", torch.tensor([1j])) is None
     want = torch.any(x, dim=())
-    got, _ = routed(lambda: torch.any(x, dim=()), ["any.dims"])
+    got, d = routed(lambda: torch.any(x, dim=()), ["any.dims"])
     close(got, want)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
 
 
 # ----------------------------------------------------------------- the H200's kernels
