@@ -20,6 +20,7 @@ import pytest
 import torch
 import tritonjit_ops as T
 from _util import bench_module, native_ops_or_skip, needs_cxx, stats_delta
+from tritonjit_ops import _registry
 
 pytest.importorskip("transformers")
 pytestmark = needs_cxx
@@ -29,13 +30,19 @@ CASES = ["glm", "bloom", "mamba2", "recurrent_gemma", "deepseek_v2"]
 
 @pytest.fixture
 def device_like(monkeypatch):
-    """host_check_allowed answering as on a device, in every module that asks it."""
+    """host_check_allowed answering as on a device, in every module that asks it; the C++
+    path's plans made before (with host checks: the index ops unplanned) and during (without)
+    are forgotten, so neither kind serves a call of the other."""
     import tritonjit_ops
+    from tritonjit_ops import _native_ops
 
     for info in pkgutil.iter_modules(tritonjit_ops.__path__):
         mod = importlib.import_module(f"tritonjit_ops.{info.name}")
         if hasattr(mod, "host_check_allowed"):
             monkeypatch.setattr(mod, "host_check_allowed", lambda t: False)
+    _native_ops.clear_plans()
+    yield
+    _native_ops.clear_plans()
 
 
 def _device_default() -> list[str]:
@@ -43,7 +50,7 @@ def _device_default() -> list[str]:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_training_step_takes_no_python_path(device_like, name):
+def test_training_step_takes_no_python_path(device_like, monkeypatch, name):
     native = native_ops_or_skip()
     A = bench_module("architectures")
     M = bench_module("models")
@@ -60,11 +67,22 @@ def test_training_step_takes_no_python_path(device_like, name):
 
     ref = step()
     ref_grads = M._grads(model)
+    python: list[str] = []  # the overloads whose Python implementation ran, for the message
+
+    def counted(name, impl):
+        def call(*args, **kwargs):
+            python.append(name)
+            return impl(*args, **kwargs)
+        return call
+
+    for name in _registry._ATEN:
+        monkeypatch.setitem(_registry._ATEN, name, counted(name, _registry._ATEN[name]))
     with T.enable(_device_default(), wait_native=True):
         step()
         before = native.stats()
+        python.clear()
         got = step()
         d = stats_delta(before, native.stats())
-    assert d["python_calls"] == 0 and d["plan_hits"] > 100, d
+    assert d["python_calls"] == 0 and d["plan_hits"] > 100, (python, d)
     a = M.agreement(ref, got, ref_grads, M._grads(model))
     assert a["logits_rel"] < 1e-5 and a["grad_cos"] > 0.99999, a
