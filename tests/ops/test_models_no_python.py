@@ -8,7 +8,8 @@ The calls that did (a CPU probe of 58 architectures, 2026-12-04): stepped slice 
 (GLM's interleaved rotary halves, ``x[..., ::2]``), a fused QKV's permuted select gradient into
 five dims (BLOOM), zero and crop pads of transposed tensors and a 5-d slice gradient (Mamba2),
 ``zeros_like`` of a transposed input (RecurrentGemma), the complex rotary's conjugate views in
-backward (DeepSeek-V2). Index checks are made as on a device (by the kernels, not the host), so
+backward (DeepSeek-V2), bf16 accumulating ``index_put`` through many indices (Mixtral's
+experts, backward). Index checks are made as on a device (by the kernels, not the host), so
 the index ops plan as they do there; SDPA's CPU overloads are left to aten (a device has its
 own). Logits, loss and gradients agree with eager."""
 from __future__ import annotations
@@ -25,7 +26,10 @@ from tritonjit_ops import _registry
 pytest.importorskip("transformers")
 pytestmark = needs_cxx
 
-CASES = ["glm", "bloom", "mamba2", "recurrent_gemma", "deepseek_v2"]
+#: (architecture, dtype): Mixtral in bf16 for its experts' token gather, whose backward is an
+#: accumulating index_put through many indices (bf16 has no atomics: aten's plan)
+CASES = [("glm", torch.float32), ("bloom", torch.float32), ("mamba2", torch.float32),
+         ("recurrent_gemma", torch.float32), ("deepseek_v2", torch.float32), ("mixtral", torch.bfloat16)]
 
 
 @pytest.fixture
@@ -49,15 +53,15 @@ def _device_default() -> list[str]:
     return [op for op in T.default_ops("CUDA") if "_for_cpu" not in op]
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_training_step_takes_no_python_path(device_like, monkeypatch, name):
+@pytest.mark.parametrize("name, dtype", CASES, ids=[f"{n}-{str(d)[6:]}" for n, d in CASES])
+def test_training_step_takes_no_python_path(device_like, monkeypatch, name, dtype):
     native = native_ops_or_skip()
     A = bench_module("architectures")
     M = bench_module("models")
     z = A.Sizes(False)
     cls, cfg_cls, attn, kind, kw = A.cases(z)[name]
-    model = A._build(cls, cfg_cls, attn, "cpu", torch.float32, **kw).train()
-    _, inputs = A._inputs(kind, model, z, "cpu", torch.float32)
+    model = A._build(cls, cfg_cls, attn, "cpu", dtype, **kw).train()
+    _, inputs = A._inputs(kind, model, z, "cpu", dtype)
 
     def step():
         model.zero_grad(set_to_none=True)
@@ -85,4 +89,5 @@ def test_training_step_takes_no_python_path(device_like, monkeypatch, name):
         d = stats_delta(before, native.stats())
     assert d["python_calls"] == 0 and d["plan_hits"] > 100, (python, d)
     a = M.agreement(ref, got, ref_grads, M._grads(model))
-    assert a["logits_rel"] < 1e-5 and a["grad_cos"] > 0.99999, a
+    fp32 = dtype == torch.float32
+    assert a["logits_rel"] < (1e-5 if fp32 else 2e-2) and a["grad_cos"] > (0.99999 if fp32 else 0.999), a
