@@ -85,6 +85,13 @@ def _encoder(z: Sizes) -> dict[str, Any]:
                 max_position_embeddings=max(512, z.tokens + 2))  # RoBERTa's positions start at pad + 1
 
 
+def _decoder(z: Sizes) -> dict[str, Any]:
+    """The config kwargs of a Llama-like decoder with two key/value heads at ``z``'s sizes (the
+    ``more`` and ``wider`` cases; the first cases' own ``llama`` halves the heads instead)."""
+    return dict(vocab_size=z.vocab, hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads,
+                num_key_value_heads=2, intermediate_size=2 * z.hidden, max_position_embeddings=max(512, z.tokens))
+
+
 def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
     """name -> (model class, config class, attention, inputs kind, config kwargs)."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
@@ -183,8 +190,7 @@ def more_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str,
     sparse attention, pooled queries, bottlenecked layers, MoE, recurrences and scans."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
     enc = _encoder(z)
-    llama = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=2,
-                 intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens))
+    llama = _decoder(z)
     patch = 8 if z.image >= 32 else 4
     return {
         "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", None, "wave", dict(
@@ -243,8 +249,7 @@ def wider_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str
     speech and vision encoders (HuBERT, RegNet, EfficientNet, Swin-v2) and more."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
     hd = H // NH
-    ll = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, num_key_value_heads=2,
-              intermediate_size=2 * H, max_position_embeddings=512)
+    ll = _decoder(z)
     enc = _encoder(z)
     img = dict(num_labels=10)
     return {
