@@ -67,6 +67,32 @@ def native_ops_enabled() -> Iterator[Any]:
         yield native
 
 
+def index_checks_as_on_a_device(monkeypatch: Any, *, kernel_asserts: bool = False) -> Iterator[None]:
+    """A fixture's body: ``host_check_allowed`` answers as on a device in every tritonjit_ops
+    module that asks it (index values are checked by the kernels, not read on the host), so
+    the planners plan as they do there. The C++ path's plans made before (with host checks)
+    and during (without) are forgotten, so neither kind serves a call of the other. With
+    ``kernel_asserts`` Triton's interpreter honours the kernels' device asserts, as a kernel
+    compiled with debug=True does on a GPU."""
+    import importlib
+    import pkgutil
+
+    import tritonjit_ops
+    from tritonjit_ops import _common, _native_ops
+
+    for info in pkgutil.iter_modules(tritonjit_ops.__path__):
+        mod = importlib.import_module(f"tritonjit_ops.{info.name}")
+        if hasattr(mod, "host_check_allowed"):
+            monkeypatch.setattr(mod, "host_check_allowed", lambda t: False)
+    if kernel_asserts:
+        import triton.runtime.interpreter as interp
+
+        monkeypatch.setattr(interp.interpreter_builder, "options", interp.InterpreterOptions(**_common.DEVICE_ASSERT))
+    _native_ops.clear_plans()
+    yield
+    _native_ops.clear_plans()
+
+
 def bench_module(stem: str) -> Any:
     """benchmarks/<stem>.py imported as a module (the benchmarks folder is no package), once per
     process: tests use its cases and entry points."""

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritonjit_ops as T
-from _util import native_ops_or_skip, needs_cxx, stats_delta
+from _util import index_checks_as_on_a_device, native_ops_or_skip, needs_cxx, stats_delta
 from tritonjit_ops import copy, loss, loss_backward
 
 pytestmark = needs_cxx
@@ -25,9 +25,7 @@ def native():
 
 @pytest.fixture
 def device_like(monkeypatch):
-    monkeypatch.setattr(loss, "host_check_allowed", lambda t: False)
-    monkeypatch.setattr(loss_backward, "host_check_allowed", lambda t: False)
-
+    yield from index_checks_as_on_a_device(monkeypatch)
 
 
 def _tol(dt):

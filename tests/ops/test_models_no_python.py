@@ -14,13 +14,10 @@ the index ops plan as they do there; SDPA's CPU overloads are left to aten (a de
 own). Logits, loss and gradients agree with eager."""
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import bench_module, native_ops_or_skip, needs_cxx, stats_delta
+from _util import bench_module, index_checks_as_on_a_device, native_ops_or_skip, needs_cxx, stats_delta
 from tritonjit_ops import _registry
 
 pytest.importorskip("transformers")
@@ -34,19 +31,7 @@ CASES = [("glm", torch.float32), ("bloom", torch.float32), ("mamba2", torch.floa
 
 @pytest.fixture
 def device_like(monkeypatch):
-    """host_check_allowed answering as on a device, in every module that asks it; the C++
-    path's plans made before (with host checks: the index ops unplanned) and during (without)
-    are forgotten, so neither kind serves a call of the other."""
-    import tritonjit_ops
-    from tritonjit_ops import _native_ops
-
-    for info in pkgutil.iter_modules(tritonjit_ops.__path__):
-        mod = importlib.import_module(f"tritonjit_ops.{info.name}")
-        if hasattr(mod, "host_check_allowed"):
-            monkeypatch.setattr(mod, "host_check_allowed", lambda t: False)
-    _native_ops.clear_plans()
-    yield
-    _native_ops.clear_plans()
+    yield from index_checks_as_on_a_device(monkeypatch)
 
 
 def _device_default() -> list[str]:

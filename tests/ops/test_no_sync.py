@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import tritonjit
 import tritonjit_ops as T
 from _sync_cases import aten_cases, aten_name, close, direct_cases, missing_aten, missing_direct
+from _util import index_checks_as_on_a_device
 from tritonjit_ops import _common, fused, indexing
 
 # ------------------------------------------------------------ clear errors on CPU
@@ -233,12 +234,7 @@ def test_device_path_checks_indices_in_the_kernel(monkeypatch):
 def device_path_with_interpreter_asserts(monkeypatch):
     """The device path on CPU, with Triton's interpreter honouring tl.device_assert (as
     a GPU kernel compiled with debug=True does): the kernels' own checks run."""
-    import triton.runtime.interpreter as interp
-
-    monkeypatch.setattr(indexing, "host_check_allowed", lambda t: False)
-    monkeypatch.setattr(fused, "host_check_allowed", lambda t: False)
-    monkeypatch.setattr(interp.interpreter_builder, "options",
-                        interp.InterpreterOptions(**_common.DEVICE_ASSERT))
+    yield from index_checks_as_on_a_device(monkeypatch, kernel_asserts=True)
 
 
 def test_kernel_asserts_reject_out_of_range_indices(device_path_with_interpreter_asserts):
