@@ -849,7 +849,7 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
     if m * n * bsz == 0:
         return P.Plan(out, ())
     if k == 0:
-        return None  # a fill: the Python implementation
+        return P.aten_plan()  # a fill (beta * bias for addmm): aten's kernel, decided by the shapes
     c = torch.empty(out_shape, dtype=a.dtype, device=a.device)  # only for tuning, on a plan miss
     plan = choose(m, n, k, bsz, a.dtype, a.stride(), b.stride(), bias is not None, a.device, scale=scale,
                   aligned=False, operands=(a, b, c, bias))

@@ -530,8 +530,12 @@ def _planned_dtype(op: str, xdt: torch.dtype, dtype: Any) -> torch.dtype | None:
 
 
 def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dim() == 0:
+    """sum/mean/amax/amin over dims. aten's plan (decided by the key: ndim and shape) for a 0-dim
+    input (the value itself, cast) and an empty reduction (an identity, NaN or aten's error)."""
+    if not isinstance(x, Tensor):
         return None
+    if x.dim() == 0:
+        return aten_plan()
     odt = _planned_dtype(op, x.dtype, dtype)
     if odt is None:
         return None
@@ -549,7 +553,7 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
         r *= x.shape[d]
     out = (Buffer(tuple(_out_shape(x, dims, keepdim)), odt),)
     if r == 0:
-        return None
+        return aten_plan()
     n_out = 1
     for s in out[0].shape:
         n_out *= s
@@ -566,8 +570,11 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
 
 
 def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | None:
-    if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0 or x.dtype not in FLOAT_DTYPES + INT_DTYPES:
+    """argmax/argmin; aten's plan for a 0-dim input (index 0) and an empty one (aten's error)."""
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES + INT_DTYPES:
         return None
+    if x.dim() == 0 or x.numel() == 0:
+        return aten_plan()
     contiguous = () if x.is_contiguous() else (0,)
     temps = _Temps()
     if dim is None:

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, jit, next_pow2, normalize_dims
-from ._plan import Buffer, In, Out, Plan, launch
+from ._plan import Buffer, In, Out, Plan, aten_plan, launch
 
 Tensor = torch.Tensor
 
@@ -187,11 +187,13 @@ log_softmax = _make(True, "log_softmax", "x - max - log(sum(exp(x - max))), in f
 # ----------------------------------------------------------------- plans
 def plan_softmax(log: bool, x: Any, dim: int, dtype: Any = None) -> Plan | None:
     """softmax / log_softmax into ``dtype`` (None: x's) for the C++ operator path (see _plan.py)."""
-    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or x.dim() == 0 or not -x.dim() <= dim < x.dim():
+    if not isinstance(x, Tensor) or x.dtype not in FLOAT_DTYPES or not -max(x.dim(), 1) <= dim < max(x.dim(), 1):
         return None
     odt = x.dtype if dtype is None else dtype
     if odt not in FLOAT_DTYPES:
         return None
+    if x.dim() == 0:  # one value (1, or 0 for log_softmax): aten's kernel, decided by the key
+        return aten_plan()
     out = (Buffer(tuple(x.shape), odt),)
     contiguous = () if x.is_contiguous() else (0,)
     if x.numel() == 0:

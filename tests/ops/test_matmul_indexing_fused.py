@@ -113,6 +113,21 @@ def test_matmuls_of_other_dtypes_are_atens_without_python(dtype):
         assert d["python_calls"] == 0 and d["aten_calls"] == 1, (op, d)
 
 
+def test_matmuls_with_an_empty_inner_dim_are_atens_without_python():
+    """K = 0: a fill (zeros, or beta * bias for addmm): aten's kernel, decided by the key's shapes,
+    not the Python implementation on every call."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    bias = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    for fn, op in ((lambda: torch.randn(4, 0) @ torch.randn(0, 5), "mm"),
+                   (lambda: torch.randn(2, 4, 0).bmm(torch.randn(2, 0, 5)), "bmm"),
+                   (lambda: torch.addmm(bias, torch.randn(4, 0), torch.randn(0, 5), beta=0.5), "addmm")):
+        got, d = routed(fn, [op])
+        close(got, fn())
+        assert d["python_calls"] == 0 and d["aten_calls"] == 1, (op, d)
+
+
 def test_mm_bad_input():
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         T.mm(torch.randn(2, 3), torch.randn(4, 5))

@@ -428,7 +428,46 @@ def test_max_propagates_nan_and_refuses_empty_and_0_dim_as_aten():
     with T.enable(include=["max"], wait_native=True):
         with pytest.raises(RuntimeError, match="max"):
             torch.max(torch.empty(0, 3))
-        assert torch.max(torch.tensor(2.5)).item() == 2.5  # 0-dim: the Python implementation
+        assert torch.max(torch.tensor(2.5)).item() == 2.5  # 0-dim: aten's plan
+
+
+#: (ops routed, call): reductions whose result is the input itself, an identity or aten's error
+DEGENERATE = {
+    "sum 0-dim": (["sum"], lambda: torch.tensor(3.5).sum()),
+    "sum 0-dim to f64": (["sum"], lambda: torch.tensor(3.5).sum(dtype=torch.float64)),
+    "mean 0-dim": (["mean"], lambda: torch.tensor(-2.0).mean()),
+    "sum dim of 0-dim": (["sum.dim_IntList"], lambda: torch.tensor(3.5).sum(0, keepdim=True)),
+    "mean dim of 0-dim": (["mean.dim"], lambda: torch.tensor(3.5).mean(-1)),
+    "amax 0-dim": (["amax"], lambda: torch.tensor(7, dtype=torch.int32).amax()),
+    "argmax 0-dim": (["argmax"], lambda: torch.tensor(3.5).argmax()),
+    "softmax 0-dim": (["_softmax"], lambda: torch.tensor(3.5).softmax(0)),
+    "log_softmax 0-dim": (["_log_softmax"], lambda: torch.tensor(3.5).log_softmax(-1)),
+    "sum over an empty dim": (["sum.dim_IntList"], lambda: torch.ones(3, 0, 2).sum(1)),
+    "mean over an empty dim": (["mean.dim"], lambda: torch.ones(3, 0, 2).mean(1)),
+}
+
+
+@pytest.mark.parametrize("case", list(DEGENERATE))
+def test_degenerate_reductions_are_atens_without_python(case):
+    """A 0-dim input or an empty reduction: aten's kernel, decided once per call key (the key
+    holds the dims and sizes), not the Python implementation on every call."""
+    ops, fn = DEGENERATE[case]
+    want = fn()
+    got, d = routed(fn, ops)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert d["python_calls"] == 0 and d["aten_calls"] >= 1 and d["plan_hits"] >= 1, d
+
+
+@pytest.mark.parametrize("op, fn", [("argmax", lambda: torch.empty(2, 0).argmax()),
+                                    ("amax", lambda: torch.empty(0, 3).amax(0))])
+def test_empty_reductions_raise_atens_error(op, fn):
+    with pytest.raises(Exception) as eager:
+        fn()
+    with T.enable(include=[op], wait_native=True):
+        for _ in range(2):
+            with pytest.raises(type(eager.value), match=op):
+                fn()
 
 
 def test_max_of_a_large_tensor_on_a_device_is_left_to_aten():
