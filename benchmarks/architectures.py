@@ -364,7 +364,8 @@ def _coverage(fn: Callable[[], Any]) -> str:
     _, cov = _audit.coverage(fn, include=INCLUDE)
     ok = cov["covered_routed_calls"] + cov.get("policy_calls", 0)
     top = ",".join(f"{k}:{v}" for k, v in list(cov["not_routed"].items())[:6])
-    return f"{ok}/{cov['covered_calls']} | {top or '-'}"
+    host = f" (+{cov['other_device_calls']} on host tensors)" if cov.get("other_device_calls") else ""
+    return f"{ok}/{cov['covered_calls']}{host} | {top or '-'}"
 
 
 def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, audit: set[str]) -> list[str]:

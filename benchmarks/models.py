@@ -469,7 +469,7 @@ def run_case(name: str, shape: str, smoke: bool, device: str, dtype: torch.dtype
     row.update(agreement(ref, got, ref_grads, _grads(model) if train else None))
     del ref, got, ref_grads
     row.update({k: cov[k] for k in ("calls", "kernel_calls", "covered_calls", "routed_calls", "covered_routed_calls",
-                                    "policy_calls")})
+                                    "policy_calls", "other_device_calls")})
     row["not_routed"], row["policy"] = cov["not_routed"], cov["policy"]
     if not timed:
         return row

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
+import tritonjit
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -131,6 +132,13 @@ def _computes_nothing(out: Any) -> bool:
     enable() (a zero-sized allocation such as ``zeros([0])`` is not a call left to aten)."""
     tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, Tensor)]
     return bool(tensors) and all(t.numel() == 0 for t in tensors)
+
+
+def _on_backend(tree: Any, device_type: str) -> bool:
+    """Whether a call's tensors (arguments or results) include one on the backend's device type:
+    enable() routes only those; a call of host tensors alone in a device model is aten's CPU
+    kernel's, not a covered call left to aten."""
+    return any(isinstance(t, Tensor) and t.device.type == device_type for t in pytree.tree_leaves(tree))
 
 
 def _aten_key(func: Any) -> str:
@@ -257,9 +265,10 @@ class _RoutedRecorder(TorchDispatchMode):
         super().__init__()
         self.launches = launches
         self.counts = {"calls": 0, "kernel_calls": 0, "covered_calls": 0, "routed_calls": 0, "covered_routed_calls": 0,
-                       "policy_calls": 0}
+                       "policy_calls": 0, "other_device_calls": 0}
         self.not_routed: dict[str, int] = {}
         self.policy: dict[str, int] = {}
+        self.device_type = tritonjit.current_backend().info.device_type or "cpu"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = self.launches[0]
@@ -267,7 +276,9 @@ class _RoutedRecorder(TorchDispatchMode):
         call = Call(func, (), {})
         c = self.counts
         c["calls"] += 1
-        if call.has_kernel and not _computes_nothing(out):
+        if call.has_kernel and not _computes_nothing(out) and not _on_backend((args, kwargs, out), self.device_type):
+            c["other_device_calls"] += 1  # a host tensor's op in a device model (a mask built on the CPU)
+        elif call.has_kernel and not _computes_nothing(out):
             c["kernel_calls"] += 1
             covered = call.covered
             c["covered_calls"] += covered
@@ -289,6 +300,8 @@ def coverage(fn: Callable[..., Any], *args: Any, include: Iterable[str] | str | 
     covers, those that launched tritonjit kernels (and those of them covered), and
     ``policy_calls``: covered calls that launched none because a measured policy gave them
     to aten (aten measured faster on their shape; allowed, and told apart from fallbacks).
+    ``other_device_calls``: kernel calls whose tensors all lie on another device type than the
+    backend's (host tensors in a device model), counted apart from the rest;
     ``not_routed``: op -> kernel calls that launched none (the policy's included);
     ``policy``: op -> those of them a measured policy gave to aten. Count a call after a
     first one: the measured policies (mm, SDPA) time tritonjit's kernel on a shape's first
@@ -425,6 +438,16 @@ def _run_enabled(func: Any, args_kwargs: tuple[tuple, dict], route: Callable[[],
         return func(*args_kwargs[0], **args_kwargs[1])
 
 
+def _other_device(call: Call, device_type: str) -> bool:
+    """A captured call whose tensors (or, for a factory, ``device=``) are all on another device
+    type than the backend's: enable() does not cover it (see :func:`_on_backend`)."""
+    specs = [s for s in pytree.tree_leaves((call.args, call.kwargs)) if isinstance(s, _TensorSpec)]
+    if specs:
+        return all(s.device.type != device_type for s in specs)
+    dev = call.kwargs.get("device")
+    return dev is not None and torch.device(dev).type != device_type
+
+
 def _on_cuda(call: Call) -> bool:
     return any(isinstance(s, _TensorSpec) and s.device.type == "cuda"
                for s in pytree.tree_leaves((call.args, call.kwargs)))
@@ -455,7 +478,8 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
     """The row of one distinct call: replayed eager and under ``route()`` (an enable())."""
     args, kwargs = _materialize(call)
     func = call.func
-    row = AuditRow(call.op, _describe(call), call.count, call.covered, False, 0, math.nan, math.nan,
+    covered = call.covered and not _other_device(call, tritonjit.current_backend().info.device_type or "cpu")
+    row = AuditRow(call.op, _describe(call), call.count, covered, False, 0, math.nan, math.nan,
                    has_kernel=call.has_kernel)
     try:
         ea, ek = _clone((args, kwargs))
@@ -471,10 +495,10 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
             got = func(*ta, **tk)
             sync()
         row.launches = launches[0]
-        if not row.launches and call.covered and _on_cuda(call):
+        if not row.launches and covered and _on_cuda(call):
             row.launches = _device_launches(lambda: _run_enabled(func, _clone((args, kwargs)), route), sync) or 0
         row.routed = row.launches > 0
-        row.aten_measured = call.covered and not row.routed and _policy.chose_aten(_aten_key(func), ta)
+        row.aten_measured = covered and not row.routed and _policy.chose_aten(_aten_key(func), ta)
         row.max_err = _max_err(*_results(func, ref, got))
         del ref, got, ea, ek, ta, tk
         call_once = lambda: func(*args, **kwargs)  # noqa: E731

@@ -123,6 +123,26 @@ def test_calls_that_compute_nothing_are_not_counted_as_calls_left_to_aten():
     assert not next(r for r in rows if r.op == "aten::add.Tensor").has_kernel
 
 
+def test_calls_on_another_device_type_are_counted_apart():
+    """A device model's host tensors (older Swin-v2 builds its shifted-window mask on the CPU):
+    enable() routes only the backend's device type, so such calls are neither covered calls
+    nor calls left to aten. Here the backend is the CPU and meta tensors stand for the other
+    device."""
+    x, m = torch.randn(3, 4), torch.ones(3, 4, device="meta")
+
+    def step():
+        return x * 2, m * 2, (m >= 1).long(), torch.arange(4, device="meta")
+
+    _, cov = _audit.coverage(step)
+    assert cov["other_device_calls"] == 4, cov
+    assert cov["kernel_calls"] == cov["covered_calls"] == cov["covered_routed_calls"] == 1, cov
+    assert cov["not_routed"] == {}
+    rows = T.audit(step, rounds=1)
+    covered = [(r.op, r.args, r.calls) for r in rows if r.covered]
+    assert covered == [("aten::mul.Tensor", "f32[3,4], 2", 1)], covered
+    assert sum(r.calls for r in rows if r.has_kernel) == 5  # the meta calls are rows, not covered ones
+
+
 def test_audit_refuses_to_run_inside_enable():
     with T.enable():
         with pytest.raises(RuntimeError, match="outside enable"):
