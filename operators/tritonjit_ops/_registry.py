@@ -497,6 +497,14 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # aten's CUTLASS one, whichever measured faster (grouped_mm.aten_serves; H200, bf16: ours
     # 0.88-1.01x aten's time on Qwen3-MoE-like layers, 0.95-1.21x on Mixtral-like ones)
     "_grouped_mm",
+    # reductions over the trailing dims, one launch from C++ (2026-12-05, H200, wall time per call
+    # against eager in a loop at the shapes models make): max.dim/min.dim (an MoE router's
+    # scores.max(-1)) 0.84-0.89x, linalg_vector_norm (F.normalize: Swin-v2's cosine attention,
+    # embedding heads) 0.82-0.97x, logsumexp 0.13-0.15x, var/var_mean 0.48-0.92x; the row
+    # counts and lengths where aten's kernel measured faster are planned as aten's
+    # (rowwise._aten_serves)
+    "max.dim", "min.dim", "linalg_vector_norm", "logsumexp", "var.correction", "std.correction",
+    "var_mean.correction", "std_mean.correction",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -1,0 +1,144 @@
+"""Reductions over the trailing dims on the C++ operator path: ``max.dim``/``min.dim`` (an MoE
+router's ``scores.max(-1)``), ``linalg_vector_norm`` (``F.normalize``: cosine attention,
+embedding heads), ``logsumexp`` (a router's z-loss) and var/std (with their means): one launch
+of the row kernel, a program per row, against eager; an input in another layout is made
+contiguous first. aten's plan for 0-dim inputs, empty reductions and rows past MAX_N, the
+Python implementation for other dims."""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import pytest
+import torch
+import tritonjit_ops as T
+from _util import native_ops_disabled, needs_cxx, routed
+from tritonjit_ops import rowwise
+
+pytestmark = needs_cxx
+OPS = ["max.dim", "min.dim", "linalg_vector_norm", "logsumexp", "var.correction", "std.correction",
+       "var_mean.correction", "std_mean.correction"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def native():
+    yield from native_ops_disabled()
+
+
+def _x(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    if len(shape) > 1 and shape[0] > 1 and shape[-1] > 3:
+        x[1, ..., 3] = float("nan")  # NaN wins max/min (its index too) and poisons the others
+    return x.to(dtype)
+
+
+def _flat(r: Any) -> tuple:
+    return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+
+
+#: name -> call; each planned (one launch, no Python call)
+PLANNED: dict[str, Callable[[], Any]] = {
+    "max(-1)": lambda: _x(4, 6, 16).max(-1),
+    "min(-1, keepdim)": lambda: _x(4, 6, 16).min(-1, keepdim=True),
+    "max bf16": lambda: _x(3, 40, dtype=torch.bfloat16).max(dim=1),
+    "max int32 with ties": lambda: torch.randint(-3, 3, (5, 33), generator=torch.Generator().manual_seed(1),
+                                                dtype=torch.int32).max(-1),
+    "max of a transposed input": lambda: _x(16, 6, 4).transpose(0, 2).max(-1),
+    "max of one column": lambda: _x(7, 1).max(-1),
+    "normalize": lambda: torch.nn.functional.normalize(_x(2, 4, 8, 32), dim=-1),
+    "norm bf16, keepdim": lambda: torch.linalg.vector_norm(_x(4, 64, dtype=torch.bfloat16), 2, -1, True),
+    "norm of all": lambda: torch.linalg.vector_norm(_x(6, 5)),
+    "norm 1 over two dims": lambda: torch.linalg.vector_norm(_x(3, 4, 5), 1, (-2, -1)),
+    "norm inf": lambda: torch.linalg.vector_norm(_x(3, 9), float("inf"), -1),
+    "norm 3": lambda: torch.linalg.vector_norm(_x(3, 9).abs(), 3, -1),
+    "norm to fp32": lambda: torch.linalg.vector_norm(_x(3, 9, dtype=torch.bfloat16), 2, -1, dtype=torch.float32),
+    "logsumexp": lambda: torch.logsumexp(_x(8, 16), -1),
+    "logsumexp bf16, keepdim": lambda: torch.logsumexp(_x(8, 16, dtype=torch.bfloat16), (-1,), keepdim=True),
+    "var": lambda: _x(4, 24).var(-1),
+    "var, correction 0": lambda: _x(4, 24).var(-1, correction=0, keepdim=True),
+    "std bf16": lambda: _x(4, 24, dtype=torch.bfloat16).std(-1),
+    "var_mean": lambda: torch.var_mean(_x(4, 24), -1),
+    "std_mean of all": lambda: torch.std_mean(_x(5, 7)),
+}
+
+
+def _assert_same(got: tuple, want: tuple) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        tol = dict(rtol=1.6e-2, atol=1e-2) if w.dtype == torch.bfloat16 else dict(rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g, w, equal_nan=True, **tol)
+
+
+@pytest.mark.parametrize("case", list(PLANNED))
+def test_trailing_dim_reductions_are_one_launch(case):
+    fn = PLANNED[case]
+    want = _flat(fn())
+    got, d = routed(fn, OPS)
+    _assert_same(_flat(got), want)
+    assert d["python_calls"] == 0 and d["launches"] >= 1 and d["aten_calls"] == 0, d
+
+
+@pytest.mark.parametrize("case, fn", [
+    ("0-dim", lambda: torch.tensor(2.5).max(0)),
+    ("rows past MAX_N", lambda: torch.linalg.vector_norm(_x(2, rowwise.MAX_N + 1), dim=-1)),
+    ("empty reduction", lambda: torch.linalg.vector_norm(torch.ones(3, 0), dim=-1)),
+], ids=["0-dim", "long rows", "empty"])
+def test_calls_the_kernel_does_not_take_are_atens_plan(case, fn):
+    want = _flat(fn())
+    got, d = routed(fn, OPS)
+    _assert_same(_flat(got), want)
+    assert d["python_calls"] == 0 and d["aten_calls"] >= 1 and d["launches"] == 0, d
+
+
+def test_another_dim_takes_the_python_implementation():
+    x = _x(4, 6, 16)
+    got, d = routed(lambda: x.max(1), OPS)
+    _assert_same(_flat(got), _flat(x.max(1)))
+    assert d["python_calls"] == 1, d
+
+
+def test_max_of_an_empty_dim_raises_atens_error():
+    with pytest.raises(IndexError) as eager:
+        torch.empty(3, 0).max(-1)
+    with T.enable(include=["max.dim"], wait_native=True):
+        for _ in range(2):
+            with pytest.raises(IndexError, match=re.escape(str(eager.value))):
+                torch.empty(3, 0).max(-1)
+
+
+def test_the_correction_and_ord_are_part_of_the_key():
+    """var's correction and the norm's ord pick the kernel's constants: calls that differ only
+    in them get plans of their own."""
+    x = _x(4, 24)
+    fns = [lambda: x.var(-1, correction=0), lambda: x.var(-1, correction=2),
+           lambda: torch.linalg.vector_norm(x, 1, -1), lambda: torch.linalg.vector_norm(x, 2, -1)]
+    wants = [f() for f in fns]
+    with T.enable(include=OPS, wait_native=True):
+        for _ in range(2):
+            for f, w in zip(fns, wants):
+                _assert_same(_flat(f()), _flat(w))
+
+
+def test_row_kernel_variants_cross_compile_for_sm90():
+    """The variants these plans launch compile for an H100/H200 target here, with no GPU."""
+    sig = "*bf16:16,*bf16:16,*i64:16,i32,fp32,'{op}','fp32',{block},False,True"
+    for op, block in (("max", 16), ("norm2", 64), ("logsumexp", 16), ("var_mean", 1024)):
+        k = rowwise._row.compile(sig.format(op=op, block=block), target="cuda:90", num_warps=4)
+        assert k.binary, op
+
+
+def test_on_a_device_aten_serves_many_short_rows_and_long_rows():
+    """max/min and the norms on a device leave to aten's kernel the shapes where it measured
+    faster (meta stands in for a device); logsumexp and var keep the kernel; the interpreter
+    plans them all."""
+    P = rowwise.PLANNERS
+    many_short = torch.empty(rowwise._ATEN_SHORT_ROWS[0] + 1, 32, device="meta")
+    long_rows = torch.empty(8, rowwise._ATEN_LONG_ROW + 1, device="meta")
+    few_short = torch.empty(1024, 16, device="meta")
+    for x in (many_short, long_rows):
+        assert P["max.dim"](x, -1).aten and P["min.dim"](x, -1).aten
+        assert P["linalg_vector_norm"](x, 2, -1).aten
+        assert not P["logsumexp"](x, [-1]).aten and not P["var.correction"](x, [-1]).aten
+    assert not P["max.dim"](few_short, -1).aten and not P["linalg_vector_norm"](few_short, 2, -1).aten
+    assert not P["max.dim"](torch.empty(many_short.shape), -1).aten
