@@ -6,6 +6,7 @@ contiguous first. aten's plan for 0-dim inputs, empty reductions and rows past M
 Python implementation for other dims."""
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Callable
 
@@ -25,11 +26,11 @@ def native():
     yield from native_ops_disabled()
 
 
-def _x(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0) -> torch.Tensor:
+def _x(*shape: int, dtype: torch.dtype = torch.float32, seed: int = 0, d: str = "cpu") -> torch.Tensor:
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
     if len(shape) > 1 and shape[0] > 1 and shape[-1] > 3:
         x[1, ..., 3] = float("nan")  # NaN wins max/min (its index too) and poisons the others
-    return x.to(dtype)
+    return x.to(d, dtype)
 
 
 def _flat(r: Any) -> tuple:
@@ -37,28 +38,28 @@ def _flat(r: Any) -> tuple:
 
 
 #: name -> call; each planned (one launch, no Python call)
-PLANNED: dict[str, Callable[[], Any]] = {
-    "max(-1)": lambda: _x(4, 6, 16).max(-1),
-    "min(-1, keepdim)": lambda: _x(4, 6, 16).min(-1, keepdim=True),
-    "max bf16": lambda: _x(3, 40, dtype=torch.bfloat16).max(dim=1),
-    "max int32 with ties": lambda: torch.randint(-3, 3, (5, 33), generator=torch.Generator().manual_seed(1),
-                                                dtype=torch.int32).max(-1),
-    "max of a transposed input": lambda: _x(16, 6, 4).transpose(0, 2).max(-1),
-    "max of one column": lambda: _x(7, 1).max(-1),
-    "normalize": lambda: torch.nn.functional.normalize(_x(2, 4, 8, 32), dim=-1),
-    "norm bf16, keepdim": lambda: torch.linalg.vector_norm(_x(4, 64, dtype=torch.bfloat16), 2, -1, True),
-    "norm of all": lambda: torch.linalg.vector_norm(_x(6, 5)),
-    "norm 1 over two dims": lambda: torch.linalg.vector_norm(_x(3, 4, 5), 1, (-2, -1)),
-    "norm inf": lambda: torch.linalg.vector_norm(_x(3, 9), float("inf"), -1),
-    "norm 3": lambda: torch.linalg.vector_norm(_x(3, 9).abs(), 3, -1),
-    "norm to fp32": lambda: torch.linalg.vector_norm(_x(3, 9, dtype=torch.bfloat16), 2, -1, dtype=torch.float32),
-    "logsumexp": lambda: torch.logsumexp(_x(8, 16), -1),
-    "logsumexp bf16, keepdim": lambda: torch.logsumexp(_x(8, 16, dtype=torch.bfloat16), (-1,), keepdim=True),
-    "var": lambda: _x(4, 24).var(-1),
-    "var, correction 0": lambda: _x(4, 24).var(-1, correction=0, keepdim=True),
-    "std bf16": lambda: _x(4, 24, dtype=torch.bfloat16).std(-1),
-    "var_mean": lambda: torch.var_mean(_x(4, 24), -1),
-    "std_mean of all": lambda: torch.std_mean(_x(5, 7)),
+PLANNED: dict[str, Callable[[str], Any]] = {
+    "max(-1)": lambda d: _x(4, 6, 16, d=d).max(-1),
+    "min(-1, keepdim)": lambda d: _x(4, 6, 16, d=d).min(-1, keepdim=True),
+    "max bf16": lambda d: _x(3, 40, dtype=torch.bfloat16, d=d).max(dim=1),
+    "max int32 with ties": lambda d: torch.randint(-3, 3, (5, 33), generator=torch.Generator().manual_seed(1),
+                                                dtype=torch.int32).to(d).max(-1),
+    "max of a transposed input": lambda d: _x(16, 6, 4, d=d).transpose(0, 2).max(-1),
+    "max of one column": lambda d: _x(7, 1, d=d).max(-1),
+    "normalize": lambda d: torch.nn.functional.normalize(_x(2, 4, 8, 32, d=d), dim=-1),
+    "norm bf16, keepdim": lambda d: torch.linalg.vector_norm(_x(4, 64, dtype=torch.bfloat16, d=d), 2, -1, True),
+    "norm of all": lambda d: torch.linalg.vector_norm(_x(6, 5, d=d)),
+    "norm 1 over two dims": lambda d: torch.linalg.vector_norm(_x(3, 4, 5, d=d), 1, (-2, -1)),
+    "norm inf": lambda d: torch.linalg.vector_norm(_x(3, 9, d=d), float("inf"), -1),
+    "norm 3": lambda d: torch.linalg.vector_norm(_x(3, 9, d=d).abs(), 3, -1),
+    "norm to fp32": lambda d: torch.linalg.vector_norm(_x(3, 9, dtype=torch.bfloat16, d=d), 2, -1, dtype=torch.float32),
+    "logsumexp": lambda d: torch.logsumexp(_x(8, 16, d=d), -1),
+    "logsumexp bf16, keepdim": lambda d: torch.logsumexp(_x(8, 16, dtype=torch.bfloat16, d=d), (-1,), keepdim=True),
+    "var": lambda d: _x(4, 24, d=d).var(-1),
+    "var, correction 0": lambda d: _x(4, 24, d=d).var(-1, correction=0, keepdim=True),
+    "std bf16": lambda d: _x(4, 24, dtype=torch.bfloat16, d=d).std(-1),
+    "var_mean": lambda d: torch.var_mean(_x(4, 24, d=d), -1),
+    "std_mean of all": lambda d: torch.std_mean(_x(5, 7, d=d)),
 }
 
 
@@ -72,7 +73,7 @@ def _assert_same(got: tuple, want: tuple) -> None:
 
 @pytest.mark.parametrize("case", list(PLANNED))
 def test_trailing_dim_reductions_are_one_launch(case):
-    fn = PLANNED[case]
+    fn = functools.partial(PLANNED[case], "cpu")
     want = _flat(fn())
     got, d = routed(fn, OPS)
     _assert_same(_flat(got), want)
@@ -142,3 +143,32 @@ def test_on_a_device_aten_serves_many_short_rows_and_long_rows():
         assert not P["logsumexp"](x, [-1]).aten and not P["var.correction"](x, [-1]).aten
     assert not P["max.dim"](few_short, -1).aten and not P["linalg_vector_norm"](few_short, 2, -1).aten
     assert not P["max.dim"](torch.empty(many_short.shape), -1).aten
+
+
+@pytest.mark.gpu
+def test_gpu_row_reductions_match_eager_and_capture_in_a_cuda_graph():
+    """On the GPU: the planned calls (and those left to aten by shape) agree with eager, run
+    from C++, and replay in a CUDA graph."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    for name, fn in PLANNED.items():
+        cuda_fn = functools.partial(fn, "cuda")
+        want = _flat(cuda_fn())
+        got, d = routed(cuda_fn, OPS)
+        _assert_same(_flat(got), want)
+        assert d["python_calls"] == 0 and d["plan_hits"] >= 1, (name, d)
+    x = torch.randn(rowwise._ATEN_SHORT_ROWS[0] * 2, 32, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(64, 24, device="cuda")
+    want = (torch.linalg.vector_norm(x, 2, -1), x.max(-1).values, torch.logsumexp(y, -1), y.var(-1))
+    with T.enable(include=OPS, wait_native=True):
+        step = lambda: (torch.linalg.vector_norm(x, 2, -1), x.max(-1).values, torch.logsumexp(y, -1),  # noqa: E731
+                        y.var(-1))
+        step()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = step()
+        graph.replay()
+        torch.cuda.synchronize()
+    _assert_same(tuple(outs), want)
+
