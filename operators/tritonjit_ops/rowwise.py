@@ -524,8 +524,8 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
     norm, a router's ``logsumexp``. aten's plan, decided by the key's sizes: a 0-dim input, an
     empty reduction, rows past MAX_N (the implementation hands those to aten on every call),
     and on a device the row counts and lengths where aten's kernel measured faster
-    (:func:`_aten_serves`). None (the Python implementation, which moves the dims last): other
-    dims."""
+    (:func:`_aten_serves`) and other dims than the trailing ones. None (the Python
+    implementation, which moves the dims last): other dims on the interpreter."""
     if not isinstance(keepdim, bool):
         return None
     if x.dim() == 0:
@@ -544,7 +544,9 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
             if len(dims) != len(ds):
                 return aten_plan()
     if dims != list(range(nd - len(dims), nd)):
-        return None
+        # other dims: the implementation's transposed copy and a launch, after 20-50 us of Python,
+        # cost more than aten's one kernel on a device (sentence embeddings' max over tokens)
+        return aten_plan() if is_cuda_like(x) else None
     n = 1
     for d in dims:
         n *= x.shape[d]

@@ -2,8 +2,8 @@
 router's ``scores.max(-1)``), ``linalg_vector_norm`` (``F.normalize``: cosine attention,
 embedding heads), ``logsumexp`` (a router's z-loss) and var/std (with their means): one launch
 of the row kernel, a program per row, against eager; an input in another layout is made
-contiguous first. aten's plan for 0-dim inputs, empty reductions and rows past MAX_N, the
-Python implementation for other dims."""
+contiguous first. aten's plan for 0-dim inputs, empty reductions and rows past MAX_N; other
+dims take the Python implementation on the interpreter and aten's plan on a device."""
 from __future__ import annotations
 
 import functools
@@ -131,8 +131,8 @@ def test_row_kernel_variants_cross_compile_for_sm90():
 
 def test_on_a_device_aten_serves_many_short_rows_and_long_rows():
     """max/min and the norms on a device leave to aten's kernel the shapes where it measured
-    faster (meta stands in for a device); logsumexp and var keep the kernel; the interpreter
-    plans them all."""
+    faster (meta stands in for a device); logsumexp and var keep the kernel; every op leaves
+    other dims than the trailing ones to aten there; the interpreter plans them all."""
     P = rowwise.PLANNERS
     many_short = torch.empty(rowwise._ATEN_SHORT_ROWS[0] + 1, 32, device="meta")
     long_rows = torch.empty(8, rowwise._ATEN_LONG_ROW + 1, device="meta")
@@ -142,6 +142,9 @@ def test_on_a_device_aten_serves_many_short_rows_and_long_rows():
         assert P["linalg_vector_norm"](x, 2, -1).aten
         assert not P["logsumexp"](x, [-1]).aten and not P["var.correction"](x, [-1]).aten
     assert not P["max.dim"](few_short, -1).aten and not P["linalg_vector_norm"](few_short, 2, -1).aten
+    tokens = torch.empty(2, 7, 64, device="meta")  # max pooling over tokens: a middle dim
+    assert P["max.dim"](tokens, 1).aten and P["var.correction"](tokens, [0]).aten
+    assert P["max.dim"](torch.empty(tokens.shape), 1) is None  # the interpreter: the implementation
     assert not P["max.dim"](torch.empty(many_short.shape), -1).aten
 
 
