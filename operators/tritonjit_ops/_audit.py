@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
-import tritonjit
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _native_ops, _policy, _registry
+from ._common import backend_device_type
 
 __all__ = ["AuditRow", "Audit", "audit", "audit_table", "capture", "coverage"]
 
@@ -268,7 +268,7 @@ class _RoutedRecorder(TorchDispatchMode):
                        "policy_calls": 0, "other_device_calls": 0}
         self.not_routed: dict[str, int] = {}
         self.policy: dict[str, int] = {}
-        self.device_type = tritonjit.current_backend().info.device_type or "cpu"
+        self.device_type = backend_device_type()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         before = self.launches[0]
@@ -276,9 +276,11 @@ class _RoutedRecorder(TorchDispatchMode):
         call = Call(func, (), {})
         c = self.counts
         c["calls"] += 1
-        if call.has_kernel and not _computes_nothing(out) and not _on_backend((args, kwargs, out), self.device_type):
+        if not call.has_kernel or _computes_nothing(out):
+            return out
+        if not _on_backend((args, kwargs, out), self.device_type):
             c["other_device_calls"] += 1  # a host tensor's op in a device model (a mask built on the CPU)
-        elif call.has_kernel and not _computes_nothing(out):
+        else:
             c["kernel_calls"] += 1
             covered = call.covered
             c["covered_calls"] += covered
@@ -478,7 +480,7 @@ def _replay(call: Call, sync: Callable[[], None], rounds: int, min_time_s: float
     """The row of one distinct call: replayed eager and under ``route()`` (an enable())."""
     args, kwargs = _materialize(call)
     func = call.func
-    covered = call.covered and not _other_device(call, tritonjit.current_backend().info.device_type or "cpu")
+    covered = call.covered and not _other_device(call, backend_device_type())
     row = AuditRow(call.op, _describe(call), call.count, covered, False, 0, math.nan, math.nan,
                    has_kernel=call.has_kernel)
     try:

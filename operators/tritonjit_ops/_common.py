@@ -18,6 +18,7 @@ __all__ = [
     "FLOAT_DTYPES",
     "INT_DTYPES",
     "is_cuda_like",
+    "backend_device_type",
     "check_dtype",
     "check_same_device",
     "check_out",
@@ -73,6 +74,12 @@ def jit(kernel: Callable, key_buckets: dict | None = None) -> tritonjit.KernelFu
     ``key_buckets`` is passed to ``tritonjit.function`` (autotuned kernels).
     """
     return tritonjit.function(kernel, key_buckets=key_buckets)
+
+
+def backend_device_type() -> str:
+    """The active backend's torch device type ("cuda", "npu", ...; "cpu" for the interpreter):
+    the tensors enable() and the tritonjit:: ops serve."""
+    return tritonjit.current_backend().info.device_type or "cpu"
 
 
 def is_cuda_like(t: torch.Tensor) -> bool:

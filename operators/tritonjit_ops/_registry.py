@@ -22,7 +22,7 @@ import tritonjit
 
 from . import _direct, _native_ops, _packets, fused, indexing, matmul, norm, pointwise, reduction, softmax
 from . import autograd as _autograd
-from ._common import fp32_exact
+from ._common import backend_device_type, fp32_exact
 from ._fallback import with_aten_fallback
 from ._plan import aten_plan
 from .copy import ATEN as _COPY_ATEN
@@ -227,7 +227,7 @@ class _TritonjitOps:
     def register(cls, mod: Any) -> None:
         if cls.handle is None:
             entries = [(name, _TJ_PLANNERS.get(name), impl) for name, _, impl, _ in _OPS]
-            device = tritonjit.current_backend().info.device_type or "cpu"
+            device = backend_device_type()
             cls.handle = _native_ops.register("tritonjit", _KEY, entries, device_type=device)
         if cls.gates is None:
             gates = [(q.partition("::")[2], k) for q, k in _autograd.AUTOGRAD_KERNELS.items()
@@ -243,7 +243,7 @@ def install_direct(namespace: dict[str, Any]) -> None:
     ``namespace`` by C callables that run the ``tritonjit::`` ops' plans, and give the
     ``torch.ops.tritonjit`` packets the same for plain calls (see _direct.py)."""
     def install(mod: Any) -> None:
-        device = tritonjit.current_backend().info.device_type or "cpu"
+        device = backend_device_type()
         ops = [o[0] for o in _OPS]
         _direct.install(mod, namespace, ops, _TJ_PLANNERS, device)
         _direct.install_packets(mod, ops, _TJ_PLANNERS, device)
@@ -647,7 +647,7 @@ def _register_native() -> None:
     """The C++ kernels at BackendSelect, over aten's kernels of every backend: calls of the
     active backend's tensors take tritonjit's plans, the others go on to aten's own."""
     entries = [(n, _PLANNERS.get(n), _ATEN[n]) for n in _State.ops]
-    device = tritonjit.current_backend().info.device_type or "cpu"
+    device = backend_device_type()
     _State.native = _native_ops.register("aten", "BackendSelect", entries, redispatch=True, device_type=device)
 
 

@@ -19,9 +19,8 @@ from typing import Any, Callable, Sequence
 import torch
 import triton
 import triton.language as tl
-import tritonjit
 
-from ._common import cdiv, is_cuda_like, jit, next_pow2, row_tile, unravel4
+from ._common import backend_device_type, cdiv, is_cuda_like, jit, next_pow2, row_tile, unravel4
 from ._fallback import final, with_aten_fallback
 from ._layout import contiguous_strides, memory_order
 from ._plan import Arg, Buffer, In, InItem, Out, Plan, aten_plan, execute, launch, list_limit, scalar_fits, value_keyed
@@ -1192,7 +1191,7 @@ ATEN: dict[str, Callable] = {
     "triu": _triu, "tril": _tril, "triu_": _triu_, "tril_": _tril_,
     "constant_pad_nd": constant_pad_nd,
 }
-if (tritonjit.current_backend().info.device_type or "cpu") == "cpu":
+if backend_device_type() == "cpu":
     # Triton's interpreter writes every kernel argument back with copy_ after a launch (a
     # storage onto itself): routed, each launch would pay two Python calls of copy_.
     del ATEN["copy_"]

@@ -531,18 +531,10 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
     if x.dim() == 0:
         return aten_plan()
     nd = x.dim()
-    if dim is None:
-        dims = list(range(nd))
-    else:
-        ds = [dim] if isinstance(dim, int) else list(dim)
-        if not ds:
-            dims = list(range(nd))
-        else:
-            if not all(isinstance(d, int) and -nd <= d < nd for d in ds):
-                return aten_plan()  # aten's error
-            dims = sorted({d % nd for d in ds})
-            if len(dims) != len(ds):
-                return aten_plan()
+    try:
+        dims = _dims(op, x, dim)
+    except NotImplementedError:  # a dim out of range or repeated: aten's error
+        return aten_plan()
     if dims != list(range(nd - len(dims), nd)):
         # other dims: the implementation's transposed copy and a launch, after 20-50 us of Python,
         # cost more than aten's one kernel on a device (sentence embeddings' max over tokens)
