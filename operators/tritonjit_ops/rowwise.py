@@ -3,7 +3,8 @@
 var/std (and their means).
 
 The dims an op works along are moved last and the input made contiguous, so a row of N
-elements is one block of ``next_pow2(N)`` lanes. Bounds (larger rows go to aten's kernel):
+elements is one block of ``next_pow2(N)`` lanes; the plans of cumsum and of the reductions
+over trailing dims read a strided view in place instead (``_row``'s layout arguments). Bounds (larger rows go to aten's kernel):
 N <= 16384 for the scans and reductions, N <= 4096 for sort and topk. Sorting packs each
 element's order-preserving 32-bit key and its index into one int64 and sorts those
 (``tl.sort``): stable, NaN last as in aten; for dtypes of at most 32 bits (float64 and
@@ -48,32 +49,35 @@ def _order_key(v, IS_FLOAT: tl.constexpr):
 
 
 @triton.jit
-def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK: tl.constexpr,
-                DESC: tl.constexpr = False, IS_FLOAT: tl.constexpr = True):
+def _row_kernel(x, out, out2, N, corr, S1, S2, T0, T1, T2, TC, OP: tl.constexpr, CT: tl.constexpr,
+                BLOCK: tl.constexpr, DESC: tl.constexpr = False, IS_FLOAT: tl.constexpr = True):
+    """Row ``row`` of x is ``N`` elements ``TC`` apart from ``x + r0*T0 + r1*T1 + r2*T2``, where
+    ``row = (r0*S1 + r1)*S2 + r2`` (:func:`_row_layout`; a contiguous (M, N) input: S1 = S2 =
+    TC = 1, T0 = N, which the compiler folds). Outputs are contiguous, a row after another."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     m = cols < N
-    base = x + row * N
+    base = x + (row // (S1 * S2)) * T0 + ((row // S2) % S1) * T1 + (row % S2) * T2
     if OP == "cumsum":
-        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        v = _cast(tl.load(base + cols * TC, mask=m, other=0), CT)
         tl.store(out + row * N + cols, tl.cumsum(v, 0).to(out.dtype.element_ty), mask=m)
     elif OP == "cumprod":
-        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        v = _cast(tl.load(base + cols * TC, mask=m, other=0), CT)
         v = tl.where(m, v, 1)  # (not other=1: Triton's interpreter reads a bf16 `other` as raw bits)
         tl.store(out + row * N + cols, tl.cumprod(v, 0).to(out.dtype.element_ty), mask=m)
     elif OP == "sort":
-        key = _order_key(tl.load(base + cols, mask=m), IS_FLOAT)
+        key = _order_key(tl.load(base + cols * TC, mask=m), IS_FLOAT)
         if DESC:
             key = ~key
         key = tl.where(m, key, 2147483647)
         packed = (key.to(tl.int64) << 32) | cols.to(tl.int64)
         packed = tl.sort(packed, 0)
         idx = (packed - ((packed >> 32) << 32)).to(tl.int32)  # the low word: the index
-        vals = tl.load(base + idx, mask=m)
+        vals = tl.load(base + idx * TC, mask=m)
         tl.store(out + row * N + cols, vals, mask=m)
         tl.store(out2 + row * N + cols, idx.to(tl.int64), mask=m)
     elif OP == "max" or OP == "min":
-        v = _cast(tl.load(base + cols, mask=m), CT)
+        v = _cast(tl.load(base + cols * TC, mask=m), CT)
         if IS_FLOAT:
             lo = -float("inf")
             hi = float("inf")
@@ -93,22 +97,22 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
         tl.store(out + row, best.to(out.dtype.element_ty))
         tl.store(out2 + row, bi.to(tl.int64))
     elif OP == "prod":
-        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), 1)
+        v = tl.where(m, _cast(tl.load(base + cols * TC, mask=m, other=0), CT), 1)
         tl.store(out + row, tl.reduce(v, 0, _mul).to(out.dtype.element_ty))
     elif OP == "any":
-        nz = (tl.load(base + cols, mask=m, other=0) != 0).to(tl.int32)
+        nz = (tl.load(base + cols * TC, mask=m, other=0) != 0).to(tl.int32)
         tl.store(out + row, tl.max(nz, 0).to(out.dtype.element_ty))
     elif OP == "all":
-        nz = tl.where(m, tl.load(base + cols, mask=m, other=0) != 0, 1).to(tl.int32)
+        nz = tl.where(m, tl.load(base + cols * TC, mask=m, other=0) != 0, 1).to(tl.int32)
         tl.store(out + row, tl.min(nz, 0).to(out.dtype.element_ty))
     elif OP == "logsumexp":
-        v = tl.where(m, _cast(tl.load(base + cols, mask=m, other=0), CT), -float("inf"))
+        v = tl.where(m, _cast(tl.load(base + cols * TC, mask=m, other=0), CT), -float("inf"))
         mx = tl.max(v, 0)
         ms = tl.where(tl.abs(mx) == float("inf"), 0.0, mx)
         s = tl.sum(tl.where(m, tl.exp(v - ms), 0.0), 0)
         tl.store(out + row, (ms + tl.log(s)).to(out.dtype.element_ty))
     elif OP == "norm2" or OP == "norm1" or OP == "norminf" or OP == "normninf" or OP == "norm0" or OP == "normp":
-        v = tl.abs(_cast(tl.load(base + cols, mask=m, other=0), CT))
+        v = tl.abs(_cast(tl.load(base + cols * TC, mask=m, other=0), CT))
         if OP == "norm2":
             r = tl.sqrt(tl.sum(v * v, 0))
         elif OP == "norm1":
@@ -125,7 +129,7 @@ def _row_kernel(x, out, out2, N, corr, OP: tl.constexpr, CT: tl.constexpr, BLOCK
             r = tl.exp2(tl.log2(tl.sum(tl.where(m & (v != 0), tl.exp2(corr * tl.log2(v)), 0.0), 0)) / corr)
         tl.store(out + row, r.to(out.dtype.element_ty))
     else:  # "var_mean": out = var (std with OP "std_mean"), out2 = mean
-        v = _cast(tl.load(base + cols, mask=m, other=0), CT)
+        v = _cast(tl.load(base + cols * TC, mask=m, other=0), CT)
         mean = tl.sum(v, 0) / N
         d = tl.where(m, v - mean, 0.0)
         var = tl.sum(d * d, 0) / tl.maximum(N - corr, 0.0)
@@ -205,8 +209,39 @@ def _run(op: str, rows: Tensor, m: int, n: int, out: Tensor, out2: Tensor | None
     if m == 0:
         return
     block = next_pow2(n)
-    execute(launch(_row, (m,), rows, out, out if out2 is None else out2, n, float(corr), OP=op, CT=ct, BLOCK=block,
-                   DESC=desc, IS_FLOAT=is_float, num_warps=_num_warps(block)))
+    execute(launch(_row, (m,), rows, out, out if out2 is None else out2, n, float(corr), *_contiguous_layout(n), OP=op,
+                   CT=ct, BLOCK=block, DESC=desc, IS_FLOAT=is_float, num_warps=_num_warps(block)))
+
+
+def _contiguous_layout(n: int) -> tuple[int, int, int, int, int, int]:
+    """``_row``'s layout arguments for a contiguous (M, n) input."""
+    return 1, 1, n, 0, 0, 1
+
+
+def _row_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
+    """``_row``'s layout arguments (S1, S2, T0, T1, T2, TC) that read x's rows along ``dims``
+    in place: the dims along must merge into one of stride TC, the others into at most three
+    (outermost first: a [B, H, L, D] view of a [B, L, H, D] tensor is three). None: x needs a
+    contiguous copy first. Size-1 dims are dropped; a stride-0 (expanded) dim is read as such."""
+    nd = x.dim()
+    shape, stride = x.shape, x.stride()
+    along = [(shape[d], stride[d]) for d in dims if shape[d] != 1]
+    if any(t != t2 * s2 for (_, t), (s2, t2) in zip(along, along[1:])):
+        return None
+    tc = along[-1][1] if along else 1
+    kept: list[tuple[int, int]] = []
+    for d in range(nd):
+        if d in dims or shape[d] == 1:
+            continue
+        if kept and kept[-1][1] == stride[d] * shape[d]:
+            kept[-1] = (kept[-1][0] * shape[d], stride[d])
+        else:
+            kept.append((shape[d], stride[d]))
+    if len(kept) > 3:
+        return None
+    kept += [(1, 0)] * (3 - len(kept))
+    (_, t0), (s1, t1), (s2, t2) = kept
+    return s1, s2, t0, t1, t2, tc
 
 
 def _ct_of(op: str, dt: torch.dtype) -> str:
@@ -270,8 +305,10 @@ def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
     ct = _CT[rd]
     block_n = next_pow2(n)
     if k == 1:
-        L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, OP="cumsum", CT=ct, BLOCK=block_n,
-                   IS_FLOAT=rd.is_floating_point, num_warps=_num_warps(block_n))
+        layout = _row_layout(x, [d])
+        contiguous = () if layout is not None else contiguous
+        L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, *(layout or _contiguous_layout(n)), OP="cumsum", CT=ct,
+                   BLOCK=block_n, IS_FLOAT=rd.is_floating_point, num_warps=_num_warps(block_n))
     else:
         block_k = max(1, min(next_pow2(k), 4096 // block_n))
         L = launch(_scan_k, (o, (k + block_k - 1) // block_k), In(0), Out(0), n, k, CT=ct, BLOCK_N=block_n,
@@ -517,15 +554,26 @@ def _aten_serves(op: str, x: Tensor, m: int, n: int) -> bool:
     return (m > _ATEN_SHORT_ROWS[0] and n < _ATEN_SHORT_ROWS[1]) or n > _ATEN_LONG_ROW
 
 
+def _aten_copies_less(op: str, x: Tensor) -> bool:
+    """A layout ``_row`` cannot read in place costs a copy kernel first: on a device, aten's
+    one strided kernel for max/min and the norms is then the cheaper (a copy and our kernel
+    measured 1.34x aten's norm, Swin-v2's cosine attention, H200 2026-12-05); logsumexp and
+    var/std (aten's are several kernels) keep the copy and ours."""
+    return is_cuda_like(x) and (op in ("max", "min") or op.startswith("norm"))
+
+
 def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str, corr: float = 0.0,
                two: torch.dtype | None = None) -> Plan | None:
-    """One ``_row`` launch, a program per row, for a reduction over the trailing dims of a
-    contiguous input (a strided one is made contiguous first): ``x.max(-1)``, ``F.normalize``'s
-    norm, a router's ``logsumexp``. aten's plan, decided by the key's sizes: a 0-dim input, an
-    empty reduction, rows past MAX_N (the implementation hands those to aten on every call),
-    and on a device the row counts and lengths where aten's kernel measured faster
-    (:func:`_aten_serves`) and other dims than the trailing ones. None (the Python
-    implementation, which moves the dims last): other dims on the interpreter."""
+    """One ``_row`` launch, a program per row, for a reduction over the trailing dims:
+    ``x.max(-1)``, ``F.normalize``'s norm (on an attention head's transposed view too), a
+    router's ``logsumexp``. The rows are read in place where :func:`_row_layout` finds a layout
+    (any view whose reduced dims merge into one and whose other dims into at most three); other
+    inputs are made contiguous first, or on a device go to aten (:func:`_aten_copies_less`).
+    aten's plan, decided by the key's sizes: a 0-dim input, an empty reduction, rows past MAX_N
+    (the implementation hands those to aten on every call), and on a device the row counts and
+    lengths where aten's kernel measured faster (:func:`_aten_serves`) and other dims than the
+    trailing ones. None (the Python implementation, which moves the dims last): other dims on
+    the interpreter."""
     if not isinstance(keepdim, bool):
         return None
     if x.dim() == 0:
@@ -552,10 +600,14 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
         return Plan(outs, (), result)
     if _aten_serves(op, x, m, n):
         return aten_plan()
+    layout = _row_layout(x, dims)
+    if layout is None and _aten_copies_less(op, x):
+        return aten_plan()
     block = next_pow2(n)
-    L = launch(_row, (m,), In(0), Out(0), Out(0) if two is None else Out(1), n, float(corr), OP=op, CT=ct,
-               BLOCK=block, DESC=False, IS_FLOAT=ct in ("fp32", "fp64"), num_warps=_num_warps(block))
-    return Plan(outs, (L,), result, contiguous=() if x.is_contiguous() else (0,))
+    L = launch(_row, (m,), In(0), Out(0), Out(0) if two is None else Out(1), n, float(corr),
+               *(layout or _contiguous_layout(n)), OP=op, CT=ct, BLOCK=block, DESC=False,
+               IS_FLOAT=ct in ("fp32", "fp64"), num_warps=_num_warps(block))
+    return Plan(outs, (L,), result, contiguous=() if layout is not None else (0,))
 
 
 def _plan_minmax(op: str) -> Callable:

@@ -369,7 +369,7 @@ def test_new_kernel_variants_compile_for_sm90():
     sigs = [
         (rowwise._scan_k, "*i1:16,*i64:16,i32,i32,'i64',8,512"),
         (rowwise._scan_k, "*bf16:16,*bf16:16,i32,i32,'fp32',16,256"),
-        (rowwise._row, "*i1:16,*i64:16,*i64:16,i32,fp32,'cumsum','i64',1024,False,False"),
+        (rowwise._row, "*i1:16,*i64:16,*i64:16,i32,fp32,i32:1,i32:1,i32:16,i32:16,i32:16,i32:1,'cumsum','i64',1024,False,False"),
         (reduction._reduce, "*i1:16,*i1:16,*i1:16,*i1:16,i32,i32,i32,i32,i32,i32,fp32,'all',64,64,False,True,False,"
                             "False"),
         (reduction._reduce, "*bf16:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,i32,fp32,'any',1,4096,False,"

@@ -1,8 +1,9 @@
 """Reductions over the trailing dims on the C++ operator path: ``max.dim``/``min.dim`` (an MoE
 router's ``scores.max(-1)``), ``linalg_vector_norm`` (``F.normalize``: cosine attention,
 embedding heads), ``logsumexp`` (a router's z-loss) and var/std (with their means): one launch
-of the row kernel, a program per row, against eager; an input in another layout is made
-contiguous first. aten's plan for 0-dim inputs, empty reductions and rows past MAX_N; other
+of the row kernel, a program per row, against eager; a strided view is read in place where
+the kernel can address its rows, and made contiguous first (or left to aten on a device) where
+it cannot. aten's plan for 0-dim inputs, empty reductions and rows past MAX_N; other
 dims take the Python implementation on the interpreter and aten's plan on a device."""
 from __future__ import annotations
 
@@ -99,6 +100,76 @@ def test_another_dim_takes_the_python_implementation():
     assert d["python_calls"] == 1, d
 
 
+def _heads(d: str = "cpu") -> torch.Tensor:
+    """An attention head's [B, H, L, D] view of a [B, L, H, D] tensor: three kept dims that
+    do not merge."""
+    return _x(2, 5, 3, 8, d=d).transpose(1, 2)
+
+
+#: name -> (input, dims): views ``_row`` reads in place (no contiguous copy)
+IN_PLACE: dict[str, tuple[Callable[[str], torch.Tensor], Any]] = {
+    "attention heads": (_heads, -1),
+    "rows sliced out of longer ones": (lambda d: _x(4, 6, 32, d=d)[:, :, :16], -1),
+    "a transposed input": (lambda d: _x(16, 6, 4, d=d).transpose(0, 2), -1),
+    "an expanded kept dim": (lambda d: _x(1, 6, 16, d=d).expand(3, 6, 16), -1),
+    "an expanded reduced dim": (lambda d: _x(5, 1, d=d).expand(5, 12), -1),
+    "two sliced dims that merge": (lambda d: _x(4, 5, 6, d=d)[:, :3], (-2, -1)),
+    "a column of a matrix": (lambda d: _x(12, 5, d=d).t()[1:4], -1),
+}
+
+
+@pytest.mark.parametrize("case", list(IN_PLACE))
+def test_strided_views_are_read_in_place(case):
+    """A view whose rows ``_row`` can address (reduced dims merging into one stride, the others
+    into at most three) takes no contiguous copy, and every reduction agrees with eager."""
+    make, dim = IN_PLACE[case]
+    x = make("cpu")
+    assert not x.is_contiguous()
+    P = rowwise.PLANNERS
+    plans = [P["max.dim"](x, dim) if isinstance(dim, int) else None, P["linalg_vector_norm"](x, 2, dim),
+             P["logsumexp"](x, dim), P["var_mean.correction"](x, dim)]
+    for p in plans:
+        assert p is None or (p.contiguous == () and len(p.launches) == 1), p
+    fns = [lambda: torch.linalg.vector_norm(x, 2, dim), lambda: torch.logsumexp(x, dim),
+           lambda: torch.var_mean(x, dim), lambda: x.std(dim, keepdim=True)]
+    if isinstance(dim, int):
+        fns.append(lambda: x.max(dim))
+    for fn in fns:
+        want = _flat(fn())
+        got, d = routed(fn, OPS)
+        _assert_same(_flat(got), want)
+        assert d["python_calls"] == 0 and d["aten_calls"] == 0, d
+
+
+def test_layouts_the_kernel_cannot_address_are_copied_or_atens_on_a_device():
+    """Reduced dims that do not merge (two dims of a transposed input) or four kept dims that do
+    not: the interpreter copies the input first; on a device (meta stands in) max/min and the
+    norms take aten's one strided kernel, logsumexp and var the copy and ours."""
+    P = rowwise.PLANNERS
+    t = _x(6, 4, 5).transpose(-1, -2)
+    four = _x(2, 3, 2, 3, 4).permute(0, 2, 1, 3, 4)[..., ::2]
+    for x, dim in ((t, (-2, -1)), (four, -1)):
+        assert rowwise._row_layout(x, [d % x.dim() for d in ((dim,) if isinstance(dim, int) else dim)]) is None
+        assert P["linalg_vector_norm"](x, 2, dim).contiguous == (0,)
+        want = torch.logsumexp(x, dim)
+        got, d = routed(functools.partial(torch.logsumexp, x, dim), OPS)
+        _assert_same((got,), (want,))
+        assert d["python_calls"] == 0 and d["aten_calls"] == 0, d
+        m = torch.empty(x.shape, device="meta").as_strided(x.shape, x.stride())
+        assert P["linalg_vector_norm"](m, 2, dim).aten
+        assert not P["logsumexp"](m, dim).aten and P["logsumexp"](m, dim).contiguous == (0,)
+    assert P["max.dim"](torch.empty(four.shape, device="meta").as_strided(four.shape, four.stride()), -1).aten
+
+
+def test_cumsum_reads_a_strided_last_dim_in_place():
+    from tritonjit_ops._plan import run
+
+    x = _x(6, 9).t()[:, 1:]  # rows 6 apart
+    p = rowwise.PLANNERS["cumsum"](x, -1)
+    assert p.contiguous == ()
+    torch.testing.assert_close(run(p, (x, -1)), x.cumsum(-1), equal_nan=True)
+
+
 def test_max_of_an_empty_dim_raises_atens_error():
     with pytest.raises(IndexError) as eager:
         torch.empty(3, 0).max(-1)
@@ -123,9 +194,12 @@ def test_the_correction_and_ord_are_part_of_the_key():
 
 def test_row_kernel_variants_cross_compile_for_sm90():
     """The variants these plans launch compile for an H100/H200 target here, with no GPU."""
-    sig = "*bf16:16,*bf16:16,*i64:16,i32,fp32,'{op}','fp32',{block},False,True"
-    for op, block in (("max", 16), ("norm2", 64), ("logsumexp", 16), ("var_mean", 1024)):
-        k = rowwise._row.compile(sig.format(op=op, block=block), target="cuda:90", num_warps=4)
+    contiguous = "i32:1,i32:1,i32:16,i32:16,i32:16,i32:1"
+    strided = "i32,i32,i32:16,i32,i32:16,i32:1"  # attention heads (S1, S2, T0, T1, T2, TC)
+    sig = "*bf16:16,*bf16:16,*i64:16,i32,fp32,{layout},'{op}','fp32',{block},False,True"
+    for op, block, layout in (("max", 16, contiguous), ("norm2", 64, contiguous), ("norm2", 8, strided),
+                              ("logsumexp", 16, contiguous), ("var_mean", 1024, strided)):
+        k = rowwise._row.compile(sig.format(op=op, block=block, layout=layout), target="cuda:90", num_warps=4)
         assert k.binary, op
 
 
@@ -160,6 +234,14 @@ def test_gpu_row_reductions_match_eager_and_capture_in_a_cuda_graph():
         got, d = routed(cuda_fn, OPS)
         _assert_same(_flat(got), want)
         assert d["python_calls"] == 0 and d["plan_hits"] >= 1, (name, d)
+    for name, (make, dim) in IN_PLACE.items():  # strided views, read in place
+        for x in (make("cuda"), make("cuda").to(torch.bfloat16)):
+            for fn in (functools.partial(torch.linalg.vector_norm, x, 2, dim), functools.partial(torch.logsumexp, x, dim),
+                       functools.partial(torch.var_mean, x, dim)):
+                want = _flat(fn())
+                got, d = routed(fn, OPS)
+                _assert_same(_flat(got), want)
+                assert d["python_calls"] == 0 and d["plan_hits"] >= 1, (name, d)
     x = torch.randn(rowwise._ATEN_SHORT_ROWS[0] * 2, 32, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(64, 24, device="cuda")
     want = (torch.linalg.vector_norm(x, 2, -1), x.max(-1).values, torch.logsumexp(y, -1), y.var(-1))
