@@ -147,3 +147,32 @@ def memory_order(strides: Sequence[int]) -> list[int]:
     only size-1 dimensions have, in index order): a tensor of these strides permuted so
     is contiguous."""
     return sorted(range(len(strides)), key=lambda d: (-strides[d], d))
+
+
+def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
+    """(S1, S2, T0, T1, T2, TC): how a kernel reads x's rows along ``dims`` in place, row
+    ``r = (r0*S1 + r1)*S2 + r2`` at ``r0*T0 + r1*T1 + r2*T2`` and its elements TC apart
+    (rowwise's ``_row``, the reduction kernel's last-dim case): the dims along must merge
+    into one of stride TC, the others into at most three (outermost first: a [B, H, L, D] view
+    of a [B, L, H, D] tensor is three), whose row-major order is the output's. None: x needs a
+    contiguous copy first. Size-1 dims are dropped; a stride-0 (expanded) dim is read as such.
+    A contiguous (M, N) input gives (1, 1, N, 0, 0, 1), which a kernel's compiler folds."""
+    nd = x.dim()
+    shape, stride = x.shape, x.stride()
+    along = [(shape[d], stride[d]) for d in dims if shape[d] != 1]
+    if any(t != t2 * s2 for (_, t), (s2, t2) in zip(along, along[1:])):
+        return None
+    tc = along[-1][1] if along else 1
+    kept: list[tuple[int, int]] = []
+    for d in range(nd):
+        if d in dims or shape[d] == 1:
+            continue
+        if kept and kept[-1][1] == stride[d] * shape[d]:
+            kept[-1] = (kept[-1][0] * shape[d], stride[d])
+        else:
+            kept.append((shape[d], stride[d]))
+    if len(kept) > 3:
+        return None
+    kept += [(1, 0)] * (3 - len(kept))
+    (_, t0), (s1, t1), (s2, t2) = kept
+    return s1, s2, t0, t1, t2, tc

@@ -3,7 +3,9 @@
 Every problem is mapped onto one kernel over a contiguous (O, R, K) view: O and K
 are the kept dims before and after the reduced block R. A dense input in another order
 (channels_last, a transposed matrix) is read in place in its memory order where the
-reduced dims are one block there; other layouts are copied first. A tile is [BLOCK_K kept
+reduced dims are one block there; a strided view reduced over its last dims (an attention
+head's [B, H, L, D] view) is read in place through its rows' layout; other layouts are
+copied first, or on a device left to aten's one strided kernel. A tile is [BLOCK_K kept
 positions, BLOCK_R reduced elements]; stride-1 specialization tells the compiler
 which axis is contiguous, so the same kernel serves the last-dim case (K := rows)
 and the middle-dim case (K contiguous). Where the kept dims give few programs, a column sum
@@ -21,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, is_cuda_like, jit, next_pow2, normalize_dims
+from ._layout import rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, aten_plan, execute, launch
 from .elementwise import _launch as _ew_launch
 
@@ -29,7 +32,7 @@ Tensor = torch.Tensor
 
 @triton.jit
 def _reduce_kernel(
-    x, out, idx_in, idx_out, K, R, CHUNK, sO, sK, sR, divisor,
+    x, out, idx_in, idx_out, K, R, CHUNK, sO, sK, sR, S1, S2, T1, T2, divisor,
     OP: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr,
     HAS_IDX_IN: tl.constexpr, FINAL: tl.constexpr, EVEN: tl.constexpr = False, ONE_TILE: tl.constexpr = False,
 ):
@@ -40,13 +43,17 @@ def _reduce_kernel(
     read once, so its loads are marked evict_first: on an H200 that took the
     last-dim sum of 32768x4096 bf16 from 91% to 97% of the copy bandwidth.
     ONE_TILE: one BLOCK_R tile covers all of R (one split): the loop gets constant
-    bounds and folds away."""
+    bounds and folds away. Kept position k sits at ``(k // (S1*S2))*sK + ((k // S2) % S1)*T1 +
+    (k % S2)*T2``: a strided view's rows read in place (_layout.rows_layout); S1 = S2 = 1
+    otherwise, which the compiler folds to ``k*sK``."""
     o = tl.program_id(0).to(tl.int64)
     kb = tl.program_id(1)
     z = tl.program_id(2)
     nz = tl.num_programs(2)
     ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
+    k64 = ks.to(tl.int64)
+    kofs = (k64 // (S1 * S2)) * sK + ((k64 // S2) % S1) * T1 + (k64 % S2) * T2
     base = x + o * sO
     if ONE_TILE:
         r_lo = 0
@@ -73,7 +80,7 @@ def _reduce_kernel(
     for r0 in range(r_lo, r_end, BLOCK_R):
         rs = r0 + tl.arange(0, BLOCK_R)
         m = kmask[:, None] & ((rs < R) & (rs < r_end))[None, :]
-        offs = ks[:, None].to(tl.int64) * sK + rs[None, :].to(tl.int64) * sR
+        offs = kofs[:, None] + rs[None, :].to(tl.int64) * sR
         if OP == "sum" or OP == "mean":
             if EVEN:
                 v = tl.load(base + offs, eviction_policy="evict_first")
@@ -241,14 +248,20 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
 
 
 def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out_ref: Any, idx_ref: Any,
-                     temp: Callable[[tuple, torch.dtype], Any]) -> list[Launch]:
+                     temp: Callable[[tuple, torch.dtype], Any],
+                     rows: tuple[int, int, int, int, int, int] | None = None) -> list[Launch]:
     """The launches reducing contiguous x (O, R, K) into out (O*K,): one, or a split over R
     and a second pass. ``*_ref`` are what the launches pass (tensors, or plan references);
-    ``temp(shape, dtype)`` gives a scratch buffer (a tensor, or a plan's Tmp)."""
+    ``temp(shape, dtype)`` gives a scratch buffer (a tensor, or a plan's Tmp). ``rows``: with
+    K = 1, a strided x's layout (_layout.rows_layout) its O rows are read in place by."""
     on_gpu = x.device.type != "cpu"
     narrow = False  # K tiles narrowed for programs: one launch, no split
+    nest = (1, 1, 0, 0)  # (S1, S2, T1, T2): the kept positions one flat axis of stride sK
     if k == 1:  # last-dim reduction: the O rows become the K (kept, tile-row) axis
         o, k, sO, sK, sR = 1, o, 0, r, 1
+        if rows is not None:
+            s1, s2, sK, t1, t2, sR = rows
+            nest = (s1, s2, t1, t2)
     else:
         sO, sK, sR = r * k, 1, k
     if sK == 1:  # contiguous kept axis: wide K tiles
@@ -289,7 +302,7 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     idx = idx_ref if is_arg else out_ref
     if split == 1:
         even = k % block_k == 0 and r % block_r == 0
-        return [launch(_reduce, (o, nk, 1), x_ref, out_ref, x_ref, idx, k, r, r, sO, sK, sR, divisor,
+        return [launch(_reduce, (o, nk, 1), x_ref, out_ref, x_ref, idx, k, r, r, sO, sK, sR, *nest, divisor,
                        OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=True,
                        EVEN=even, ONE_TILE=r == block_r, num_warps=warps)]
     chunk = cdiv(cdiv(r, split), block_r) * block_r
@@ -300,7 +313,7 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
         wdt = x.dtype
     part = temp((o, split, k), wdt)
     part_i = temp((o, split, k), torch.int64) if is_arg else part
-    first = launch(_reduce, (o, nk, split), x_ref, part, x_ref, part_i, k, r, chunk, sO, sK, sR, 1.0,
+    first = launch(_reduce, (o, nk, split), x_ref, part, x_ref, part_i, k, r, chunk, sO, sK, sR, *nest, 1.0,
                    OP=op, BLOCK_K=block_k, BLOCK_R=block_r, HAS_IDX_IN=False, FINAL=False, num_warps=warps)
     # Second stage: (o, split, k) -> (o, k), always with the kept axis contiguous... or rows.
     if k == 1:
@@ -310,7 +323,7 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     bk = min(next_pow2(kk), 32)
     br = min(next_pow2(split), 1024)
     second = launch(_reduce, (oo, cdiv(kk, bk), 1), part, out_ref, part_i, idx, kk, split, split,
-                    s_o, s_k, s_r, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
+                    s_o, s_k, s_r, 1, 1, 0, 0, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
                     HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
     return [first, second]
 
@@ -529,6 +542,21 @@ def _planned_dtype(op: str, xdt: torch.dtype, dtype: Any) -> torch.dtype | None:
     return None
 
 
+def _layout(x: Tensor, dims: tuple[int, ...], mv: Any = None
+            ) -> tuple[tuple[int, int, int, int, int, int] | None, tuple[int, ...]]:
+    """(rows, contiguous) of a plan over ``dims`` (one block, or read in memory order): a strided x reduced over its
+    last dims is read in place where _layout.rows_layout finds its rows (an attention head's
+    [B, H, L, D] view: gemma3's q/k norms, a mean over -1); x in memory order (``mv``) or
+    contiguous needs nothing; any other x is made contiguous first."""
+    if x.is_contiguous() or mv is not None:
+        return None, ()
+    if x.dim() and _outer_inner(x, dims[0], dims[-1])[1] == 1:
+        rows = rows_layout(x, dims)
+        if rows is not None:
+            return rows, ()
+    return None, (0,)
+
+
 def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
     """sum/mean/amax/amin over dims. aten's plan (decided by the key: ndim and shape) for a 0-dim
     input (the value itself, cast) and an empty reduction (an identity, NaN or aten's error)."""
@@ -557,15 +585,17 @@ def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: 
     n_out = 1
     for s in out[0].shape:
         n_out *= s
-    contiguous = () if x.is_contiguous() or mv is not None else (0,)
+    rows, contiguous = _layout(x, dims, mv) if is_block or mv is not None else (None, () if x.is_contiguous() else (0,))
     if n_out == 0:
         return Plan(out, (), contiguous=contiguous)
+    if contiguous and is_cuda_like(x):
+        return aten_plan()  # aten's one strided kernel, where ours would follow a copy kernel
     temps = _Temps()
     if mv is None and not is_block:  # runs of dims, one stage each (of a contiguous copy where x is not)
         launches = _staged_launches(op, x, dims, In(0), Out(0), temps)
         return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
     o, k = (mv[1], mv[3]) if mv is not None else _outer_inner(x, dims[0], dims[-1])
-    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
+    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps, rows)
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 
@@ -575,16 +605,19 @@ def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | 
         return None
     if x.dim() == 0 or x.numel() == 0:
         return aten_plan()
-    contiguous = () if x.is_contiguous() else (0,)
     temps = _Temps()
     if dim is None:
+        rows, contiguous = None, () if x.is_contiguous() else (0,)
         shape = tuple([1] * x.dim() if keepdim else [])
         launches = _reduce_launches(op, x, 1, x.numel(), 1, In(0), Out(0), Out(0), temps)
     else:
         (d,) = normalize_dims(op, dim, x.dim())
+        rows, contiguous = _layout(x, (d,))
         shape = tuple(_out_shape(x, (d,), keepdim))
         o, k = _outer_inner(x, d, d)
-        launches = _reduce_launches(op, x, o, x.shape[d], k, In(0), Out(0), Out(0), temps)
+        launches = _reduce_launches(op, x, o, x.shape[d], k, In(0), Out(0), Out(0), temps, rows)
+    if contiguous and is_cuda_like(x):
+        return aten_plan()  # aten's one strided kernel, where ours would follow a copy kernel
     return Plan((Buffer(shape, torch.int64),), tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 
@@ -621,9 +654,11 @@ def plan_logic(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan 
         L = _ew_launch("copy", [op == "all"], [op == "all"], out[0], Out(0), list(shape), "i1", [])
         return None if L is None else Plan(out, (L,))
     o, k = _outer_inner(x, dims[0], dims[-1]) if x.dim() else (1, 1)
-    contiguous = () if x.is_contiguous() else (0,)
+    rows, contiguous = _layout(x, dims) if x.dim() else (None, ())
+    if contiguous and is_cuda_like(x):
+        return aten_plan()  # aten's one strided kernel, where ours would follow a copy kernel
     temps = _Temps()
-    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps)
+    launches = _reduce_launches(op, x, o, r, k, In(0), Out(0), Out(0), temps, rows)
     return Plan(out, tuple(launches), temps=tuple(temps.buffers), contiguous=contiguous)
 
 

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, is_cuda_like, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._layout import flat_stride
+from ._layout import flat_stride, rows_layout
 from ._plan import Buffer, In, Out, Plan, aten_plan, execute, launch, run, value_keyed
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
@@ -52,8 +52,8 @@ def _order_key(v, IS_FLOAT: tl.constexpr):
 def _row_kernel(x, out, out2, N, corr, S1, S2, T0, T1, T2, TC, OP: tl.constexpr, CT: tl.constexpr,
                 BLOCK: tl.constexpr, DESC: tl.constexpr = False, IS_FLOAT: tl.constexpr = True):
     """Row ``row`` of x is ``N`` elements ``TC`` apart from ``x + r0*T0 + r1*T1 + r2*T2``, where
-    ``row = (r0*S1 + r1)*S2 + r2`` (:func:`_row_layout`; a contiguous (M, N) input: S1 = S2 =
-    TC = 1, T0 = N, which the compiler folds). Outputs are contiguous, a row after another."""
+    ``row = (r0*S1 + r1)*S2 + r2`` (:func:`~._layout.rows_layout`; a contiguous (M, N) input:
+    S1 = S2 = TC = 1, T0 = N, which the compiler folds). Outputs are contiguous, a row after another."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     m = cols < N
@@ -218,31 +218,6 @@ def _contiguous_layout(n: int) -> tuple[int, int, int, int, int, int]:
     return 1, 1, n, 0, 0, 1
 
 
-def _row_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
-    """``_row``'s layout arguments (S1, S2, T0, T1, T2, TC) that read x's rows along ``dims``
-    in place: the dims along must merge into one of stride TC, the others into at most three
-    (outermost first: a [B, H, L, D] view of a [B, L, H, D] tensor is three). None: x needs a
-    contiguous copy first. Size-1 dims are dropped; a stride-0 (expanded) dim is read as such."""
-    nd = x.dim()
-    shape, stride = x.shape, x.stride()
-    along = [(shape[d], stride[d]) for d in dims if shape[d] != 1]
-    if any(t != t2 * s2 for (_, t), (s2, t2) in zip(along, along[1:])):
-        return None
-    tc = along[-1][1] if along else 1
-    kept: list[tuple[int, int]] = []
-    for d in range(nd):
-        if d in dims or shape[d] == 1:
-            continue
-        if kept and kept[-1][1] == stride[d] * shape[d]:
-            kept[-1] = (kept[-1][0] * shape[d], stride[d])
-        else:
-            kept.append((shape[d], stride[d]))
-    if len(kept) > 3:
-        return None
-    kept += [(1, 0)] * (3 - len(kept))
-    (_, t0), (s1, t1), (s2, t2) = kept
-    return s1, s2, t0, t1, t2, tc
-
 
 def _ct_of(op: str, dt: torch.dtype) -> str:
     if dt not in _CT:
@@ -305,7 +280,7 @@ def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
     ct = _CT[rd]
     block_n = next_pow2(n)
     if k == 1:
-        layout = _row_layout(x, [d])
+        layout = rows_layout(x, [d])
         contiguous = () if layout is not None else contiguous
         L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, *(layout or _contiguous_layout(n)), OP="cumsum", CT=ct,
                    BLOCK=block_n, IS_FLOAT=rd.is_floating_point, num_warps=_num_warps(block_n))
@@ -566,9 +541,10 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
                two: torch.dtype | None = None) -> Plan | None:
     """One ``_row`` launch, a program per row, for a reduction over the trailing dims:
     ``x.max(-1)``, ``F.normalize``'s norm (on an attention head's transposed view too), a
-    router's ``logsumexp``. The rows are read in place where :func:`_row_layout` finds a layout
-    (any view whose reduced dims merge into one and whose other dims into at most three); other
-    inputs are made contiguous first, or on a device go to aten (:func:`_aten_copies_less`).
+    router's ``logsumexp``. The rows are read in place where :func:`~._layout.rows_layout` finds
+    a layout (any view whose reduced dims merge into one and whose other dims into at most
+    three); other inputs are made contiguous first, or on a device go to aten
+    (:func:`_aten_copies_less`).
     aten's plan, decided by the key's sizes: a 0-dim input, an empty reduction, rows past MAX_N
     (the implementation hands those to aten on every call), and on a device the row counts and
     lengths where aten's kernel measured faster (:func:`_aten_serves`) and other dims than the
@@ -600,7 +576,7 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
         return Plan(outs, (), result)
     if _aten_serves(op, x, m, n):
         return aten_plan()
-    layout = _row_layout(x, dims)
+    layout = rows_layout(x, dims)
     if layout is None and _aten_copies_less(op, x):
         return aten_plan()
     block = next_pow2(n)

@@ -366,16 +366,20 @@ def test_new_kernel_variants_compile_for_sm90():
     from tritonjit_ops import elementwise
 
     ints = "i32," * 16
+    nest = "i32:1,i32:1,i32:16,i32:16"  # the reduction kernel's (S1, S2, T1, T2) of a flat axis
     sigs = [
         (rowwise._scan_k, "*i1:16,*i64:16,i32,i32,'i64',8,512"),
         (rowwise._scan_k, "*bf16:16,*bf16:16,i32,i32,'fp32',16,256"),
         (rowwise._row, "*i1:16,*i64:16,*i64:16,i32,fp32,i32:1,i32:1,i32:16,i32:16,i32:16,i32:1,'cumsum','i64',1024,False,False"),
-        (reduction._reduce, "*i1:16,*i1:16,*i1:16,*i1:16,i32,i32,i32,i32,i32,i32,fp32,'all',64,64,False,True,False,"
+        (reduction._reduce, "*i1:16,*i1:16,*i1:16,*i1:16,i32,i32,i32,i32,i32,i32," + nest + ",fp32,'all',64,64,False,True,False,"
                             "False"),
-        (reduction._reduce, "*bf16:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,i32,fp32,'any',1,4096,False,"
+        (reduction._reduce, "*bf16:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,i32," + nest + ",fp32,'any',1,4096,False,"
                             "False,False,False"),
-        (reduction._reduce, "*bf16:16,*i1:16,*bf16:16,*i1:16,i32,i32,i32,i32,i32,i32,fp32,'any',32,128,False,"
+        (reduction._reduce, "*bf16:16,*i1:16,*bf16:16,*i1:16,i32,i32,i32,i32,i32,i32," + nest + ",fp32,'any',32,128,False,"
                             "True,True,False"),
+        # a mean over the last dim of an attention head's strided view (rows in three dims)
+        (reduction._reduce, "*bf16:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,i32:1,i32,i32,i32,i32:16,fp32,"
+                            "'mean',64,8,False,True,True,True"),
         (elementwise._ew, "fp32,i32,i32,*bf16:16,i32,i32,i32,i32,i32,i32,i32," + ints
          + "'copy',1,'fp32',True,True,True,True,1024,False,True,False"),
         (elementwise._ew, "i1,i32,i32,*i64:16,i32,i32,i32,i32,i32,i32,i32," + ints

@@ -1,3 +1,5 @@
+import functools
+
 import pytest
 import torch
 import tritonjit_ops as T
@@ -231,6 +233,90 @@ def test_dims_in_several_runs_reduce_in_stages(case, dtype):
     in_place = reduction._memory_view(xt, dims) is not None  # the dims one block in memory order
     assert reduction.plan_reduce("sum", xt, list(dims)).contiguous == (() if in_place else (0,))
     close(T.sum(xt, list(dims)), _ref("sum", xt, list(dims), False), **tol)
+
+
+#: strided views reduced over their last dims, read in place through their rows' layout:
+#: (base shape, the view, dims)
+ROWS_IN_PLACE = {
+    "attention heads, mean over -1 (q/k norms)": ((2, 5, 3, 8), lambda t: t.transpose(1, 2), (3,)),
+    "rows sliced out of longer ones": ((4, 6, 32), lambda t: t[:, :, :16], (2,)),
+    "a sliced matrix, the last two dims": ((4, 5, 6), lambda t: t[:, :3], (1, 2)),
+    "five dims, the last one sliced": ((2, 4, 2, 8, 8), lambda t: t[..., :5], (4,)),
+    "two long rows, every other element (a split over R)": ((2, 140000), lambda t: t[:, ::2], (1,)),
+    "a head view sliced (rotary halves)": ((2, 6, 4, 16), lambda t: t.transpose(1, 2)[..., :8], (3,)),
+}
+
+
+def _rows_case(case: str, device: str = "cpu", dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, tuple]:
+    shape, view, dims = ROWS_IN_PLACE[case]
+    return view(torch.randn(*shape, generator=torch.Generator().manual_seed(0)).to(device, dtype)), dims
+
+
+@pytest.mark.parametrize("case", list(ROWS_IN_PLACE))
+def test_strided_views_over_their_last_dims_are_read_in_place(case):
+    """sum/mean/amax/amin and argmax of a strided view over its last dims: no contiguous copy
+    (one launch, or a split's two), on the plan (the C++ executor's reference) and the C++
+    path, each equal to torch; on a device a layout the kernel cannot address goes to aten's
+    strided kernel instead of a copy and ours."""
+    from _util import native_ops_or_skip, routed
+    from tritonjit_ops import _plan, reduction
+
+    x, dims = _rows_case(case)
+    assert not x.is_contiguous() and reduction._memory_view(x, dims) is None
+    for op in ("sum", "mean", "amax", "amin"):
+        for keepdim in (False, True):
+            p = reduction.plan_reduce(op, x, list(dims), keepdim)
+            assert p.contiguous == () and not p.aten, (op, p)
+            close(_plan.run(p, [x, list(dims), keepdim]), _ref(op, x, list(dims), keepdim), rtol=1e-5, atol=1e-5)
+    if len(dims) == 1:
+        p = reduction.plan_arg("argmax", x, dims[0], True)
+        assert p.contiguous == ()
+        close(_plan.run(p, [x, dims[0], True]), x.argmax(dims[0], keepdim=True))
+    native_ops_or_skip()
+    got, d = routed(lambda: torch.mean(x, list(dims), True), ["mean.dim"])
+    close(got, x.mean(list(dims), True), rtol=1e-5, atol=1e-5)
+    assert d["python_calls"] == 0 and d["plan_hits"] == 1 and d["aten_calls"] == 0, d
+
+
+@pytest.mark.gpu
+def test_gpu_strided_views_are_read_in_place_and_others_go_to_aten():
+    """On the GPU, from C++: the strided views above reduce in place (a plan hit, no Python,
+    no aten call) in fp32 and bf16; a layout the kernel cannot address is aten's call."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    ops = ["sum.dim_IntList", "mean.dim", "amax", "argmax"]
+    for case in ROWS_IN_PLACE:
+        for dtype in (torch.float32, torch.bfloat16):
+            x, dims = _rows_case(case, "cuda", dtype)
+            fns = [functools.partial(torch.sum, x, list(dims)), functools.partial(torch.mean, x, list(dims), True),
+                   functools.partial(torch.amax, x, list(dims))]
+            if len(dims) == 1 and dtype == torch.float32:  # (bf16 rounding makes ties, whose index aten leaves open)
+                fns.append(functools.partial(torch.argmax, x, dims[0]))
+            for fn in fns:
+                want = fn()
+                got, d = routed(fn, ops)
+                close(got, want, dtype, rtol=2e-2, atol=2e-2)
+                assert d["python_calls"] == 0 and d["plan_hits"] == 1 and d["aten_calls"] == 0, (case, d)
+    x = torch.randn(2, 4, 8, 8, device="cuda").permute(0, 2, 1, 3)[..., :5]
+    got, d = routed(lambda: torch.sum(x, [0, 1], True), ops)
+    close(got, torch.sum(x, [0, 1], True), rtol=1e-5, atol=1e-5)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
+
+
+def test_a_layout_needing_a_copy_is_atens_on_a_device():
+    """A strided view the kernel cannot read in place (the sum over (0, 1) of a permuted head
+    view: a bias gradient) is copied first on the interpreter and left to aten's one kernel on
+    a device (meta stands in), for sum/mean/amax, argmax and any."""
+    from tritonjit_ops import reduction
+
+    x = torch.randn(2, 4, 8, 8).permute(0, 2, 1, 3)[..., :5]
+    m = torch.empty(x.shape, device="meta").as_strided(x.shape, x.stride())
+    assert reduction.plan_reduce("sum", x, [0, 1], True).contiguous == (0,)
+    assert reduction.plan_reduce("sum", m, [0, 1], True).aten
+    assert reduction.plan_reduce("amax", m, [1]).aten
+    assert reduction.plan_arg("argmax", m, 1).aten and reduction.plan_logic("any", m, 1).aten
+    assert not reduction.plan_reduce("sum", m, [3]).aten  # the last dim: read in place
 
 
 def test_memory_view_refuses_what_it_cannot_read_in_place():

@@ -16,6 +16,7 @@ import torch
 import tritonjit_ops as T
 from _util import native_ops_disabled, needs_cxx, routed
 from tritonjit_ops import rowwise
+from tritonjit_ops._layout import rows_layout
 
 pytestmark = needs_cxx
 OPS = ["max.dim", "min.dim", "linalg_vector_norm", "logsumexp", "var.correction", "std.correction",
@@ -149,7 +150,7 @@ def test_layouts_the_kernel_cannot_address_are_copied_or_atens_on_a_device():
     t = _x(6, 4, 5).transpose(-1, -2)
     four = _x(2, 3, 2, 3, 4).permute(0, 2, 1, 3, 4)[..., ::2]
     for x, dim in ((t, (-2, -1)), (four, -1)):
-        assert rowwise._row_layout(x, [d % x.dim() for d in ((dim,) if isinstance(dim, int) else dim)]) is None
+        assert rows_layout(x, [d % x.dim() for d in ((dim,) if isinstance(dim, int) else dim)]) is None
         assert P["linalg_vector_norm"](x, 2, dim).contiguous == (0,)
         want = torch.logsumexp(x, dim)
         got, d = routed(functools.partial(torch.logsumexp, x, dim), OPS)
