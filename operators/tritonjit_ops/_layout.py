@@ -149,13 +149,21 @@ def memory_order(strides: Sequence[int]) -> list[int]:
     return sorted(range(len(strides)), key=lambda d: (-strides[d], d))
 
 
+#: a view whose rows' elements lie a stride apart (TC > 1: a transposed matrix's rows) is read
+#: in place up to this many elements: each element then loads a memory sector of its own,
+#: which costs nothing next to the launch while the host is the cost; a larger one is copied
+#: first (a copy reads and writes in wide transactions)
+STRIDED_ROWS_MAX_NUMEL = 1 << 16
+
+
 def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
     """(S1, S2, T0, T1, T2, TC): how a kernel reads x's rows along ``dims`` in place, row
     ``r = (r0*S1 + r1)*S2 + r2`` at ``r0*T0 + r1*T1 + r2*T2`` and its elements TC apart
     (rowwise's ``_row``, the reduction kernel's last-dim case): the dims along must merge
     into one of stride TC, the others into at most three (outermost first: a [B, H, L, D] view
     of a [B, L, H, D] tensor is three), whose row-major order is the output's. None: x needs a
-    contiguous copy first. Size-1 dims are dropped; a stride-0 (expanded) dim is read as such.
+    contiguous copy first (also a large one whose rows are strided: STRIDED_ROWS_MAX_NUMEL).
+    Size-1 dims are dropped; a stride-0 (expanded) dim is read as such.
     A contiguous (M, N) input gives (1, 1, N, 0, 0, 1), which a kernel's compiler folds."""
     nd = x.dim()
     shape, stride = x.shape, x.stride()
@@ -163,6 +171,8 @@ def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int
     if any(t != t2 * s2 for (_, t), (s2, t2) in zip(along, along[1:])):
         return None
     tc = along[-1][1] if along else 1
+    if tc != 1 and x.numel() > STRIDED_ROWS_MAX_NUMEL:
+        return None
     kept: list[tuple[int, int]] = []
     for d in range(nd):
         if d in dims or shape[d] == 1:

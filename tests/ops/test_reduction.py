@@ -242,7 +242,8 @@ ROWS_IN_PLACE = {
     "rows sliced out of longer ones": ((4, 6, 32), lambda t: t[:, :, :16], (2,)),
     "a sliced matrix, the last two dims": ((4, 5, 6), lambda t: t[:, :3], (1, 2)),
     "five dims, the last one sliced": ((2, 4, 2, 8, 8), lambda t: t[..., :5], (4,)),
-    "two long rows, every other element (a split over R)": ((2, 140000), lambda t: t[:, ::2], (1,)),
+    "two long rows sliced (a split over R)": ((2, 140000), lambda t: t[:, :70001], (1,)),
+    "a small matrix's columns (elements 8 apart)": ((6, 8), lambda t: t.t()[1:], (1,)),
     "a head view sliced (rotary halves)": ((2, 6, 4, 16), lambda t: t.transpose(1, 2)[..., :8], (3,)),
 }
 
@@ -302,6 +303,20 @@ def test_gpu_strided_views_are_read_in_place_and_others_go_to_aten():
     got, d = routed(lambda: torch.sum(x, [0, 1], True), ops)
     close(got, torch.sum(x, [0, 1], True), rtol=1e-5, atol=1e-5)
     assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
+
+
+def test_large_views_with_strided_rows_are_copied_first():
+    """Rows whose elements lie a stride apart are read in place while small; past
+    STRIDED_ROWS_MAX_NUMEL elements (each element a memory sector of its own) they are copied
+    first, or on a device left to aten; rows of stride-1 elements are read in place at any size."""
+    from tritonjit_ops import _layout, reduction
+
+    big = torch.empty(2, _layout.STRIDED_ROWS_MAX_NUMEL).t()[1:]  # rows of 2 elements, far apart
+    assert _layout.rows_layout(big, [1]) is None
+    assert _layout.rows_layout(big[:16], [1]) is not None
+    assert reduction.plan_reduce("sum", big, [1]).contiguous == (0,)
+    wide = torch.empty(4, 2 * _layout.STRIDED_ROWS_MAX_NUMEL)[:, 1:]
+    assert reduction.plan_reduce("sum", wide, [1]).contiguous == ()
 
 
 def test_a_layout_needing_a_copy_is_atens_on_a_device():
