@@ -606,8 +606,9 @@ def plan_arg(op: str, x: Any, dim: Any = None, keepdim: bool = False) -> Plan | 
     if x.dim() == 0 or x.numel() == 0:
         return aten_plan()
     temps = _Temps()
+    contiguous: tuple[int, ...]
     if dim is None:
-        rows, contiguous = None, () if x.is_contiguous() else (0,)
+        contiguous = () if x.is_contiguous() else (0,)
         shape = tuple([1] * x.dim() if keepdim else [])
         launches = _reduce_launches(op, x, 1, x.numel(), 1, In(0), Out(0), Out(0), temps)
     else:
