@@ -2,7 +2,9 @@
 
 One row kernel serves all four: a row is a normalized slice (the trailing
 ``normalized_shape`` for layer/rms norm, one (sample, group) for group norm).
-Short rows are normalized from registers after one read; long rows loop.
+Short rows are normalized from registers after one read; long rows loop. A strided x
+(an attention head's [B, H, L, D] view for a q/k norm, a slice) is read in place where its
+rows have a layout (``_layout.rows_layout``); the output is contiguous, as aten's is.
 Statistics are in aten's opmath type: fp32, or fp64 for fp64 inputs (which compute in fp64).
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2, opmath
+from ._layout import rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -22,7 +25,7 @@ Tensor = torch.Tensor
 
 @triton.jit
 def _norm_kernel(
-    x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps: tl.float64, CPG, HW, G,
+    x, res, w, b, out, res_out, mean_out, rstd_out, M, N, eps: tl.float64, CPG, HW, G, S1, S2, T0, T1, T2, TC,
     RMS: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, HAS_RES: tl.constexpr,
     GROUP: tl.constexpr, STATS: tl.constexpr, ONE_PASS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -32,11 +35,21 @@ def _norm_kernel(
     # by tl.full: the compiler's value is an fp64 scalar, the interpreter's a Python float
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < M
-    base = rows.to(tl.int64)[:, None] * N
+    r64 = rows.to(tl.int64)
+    base = r64[:, None] * N  # the outputs' rows (and a residual's): contiguous
+    # x's rows, read in place from a strided view (_layout.rows_layout: an attention head's
+    # [B, H, L, D] view); for a contiguous x, S1 = S2 = TC = 1 and T0 = N fold to ``base``
+    xbase = ((r64 // (S1 * S2)) * T0 + ((r64 // S2) % S1) * T1 + (r64 % S2) * T2)[:, None]
+    if HAS_RES:
+        sbase = base  # later passes read the sum, stored contiguous in res_out
+        SC = 1
+    else:
+        sbase = xbase
+        SC = TC
     if ONE_PASS:
         cols = tl.arange(0, BLOCK_N)
         m = rmask[:, None] & (cols < N)[None, :]
-        v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(ACC)
+        v = tl.load(x + xbase + cols[None, :] * TC, mask=m, other=0.0).to(ACC)
         if HAS_RES:
             v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(ACC)
             tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
@@ -65,7 +78,7 @@ def _norm_kernel(
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = rmask[:, None] & (cols < N)[None, :]
-            v = tl.load(x + base + cols[None, :], mask=m, other=0.0).to(ACC)
+            v = tl.load(x + xbase + cols[None, :] * TC, mask=m, other=0.0).to(ACC)
             if HAS_RES:
                 v += tl.load(res + base + cols[None, :], mask=m, other=0.0).to(ACC)
                 tl.store(res_out + base + cols[None, :], v.to(res_out.dtype.element_ty), mask=m)
@@ -83,7 +96,7 @@ def _norm_kernel(
             for c0 in range(0, N, BLOCK_N):
                 cols = c0 + tl.arange(0, BLOCK_N)
                 m = rmask[:, None] & (cols < N)[None, :]
-                v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(ACC)
+                v = tl.load(src + sbase + cols[None, :] * SC, mask=m, other=0.0).to(ACC)
                 d = tl.where(m, v - mean[:, None], 0.0)
                 acc += d * d
             var = tl.sum(acc, 1) / N
@@ -91,7 +104,7 @@ def _norm_kernel(
         for c0 in range(0, N, BLOCK_N):
             cols = c0 + tl.arange(0, BLOCK_N)
             m = rmask[:, None] & (cols < N)[None, :]
-            v = tl.load(src + base + cols[None, :], mask=m, other=0.0).to(ACC)
+            v = tl.load(src + sbase + cols[None, :] * SC, mask=m, other=0.0).to(ACC)
             y = (v - mean[:, None]) * rstd[:, None]
             if GROUP:
                 ch = (rows % G)[:, None] * CPG + cols[None, :] // HW
@@ -171,16 +184,18 @@ def _launch(x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1,
     execute(_norm_launch(x.device.type != "cpu", x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group))
 
 
-def _norm_launch(on_gpu: bool, x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1)) -> Launch:
+def _norm_launch(on_gpu: bool, x, res, w, b, out, res_out, mean, rstd, m, n, eps, rms, group=(1, 1, 1),
+                 rows: tuple[int, int, int, int, int, int] | None = None) -> Launch:
     """The row kernel's launch; the tensor arguments are tensors or plan references, None
-    where absent (any valid pointer takes their place)."""
+    where absent (any valid pointer takes their place). ``rows``: a strided x's layout
+    (_layout.rows_layout), read in place; None: x is contiguous."""
     one_pass, block_n, block_m, warps = _plan(on_gpu, n)
     cpg, hw, g = group
     return launch(
         _norm, (cdiv(m, block_m),),
         x, res if res is not None else x, w if w is not None else x, b if b is not None else x,
         out, res_out if res_out is not None else out, mean if mean is not None else out,
-        rstd if rstd is not None else out, m, n, eps, cpg, hw, g,
+        rstd if rstd is not None else out, m, n, eps, cpg, hw, g, *(rows or (1, 1, n, 0, 0, 1)),
         RMS=rms, HAS_W=w is not None, HAS_B=b is not None, HAS_RES=res is not None,
         GROUP=g > 1 or hw > 1, STATS=mean is not None, ONE_PASS=one_pass,
         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
@@ -247,7 +262,8 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
             n, _, m, grid, one_pass, block_m, block_n, warps = p
             out = _prologue.like(x)
             _norm[grid](x, x, x if weight is None else weight, x if bias is None else bias, out, out, out, out,
-                        m, n, float(eps), 1, 1, 1, False, weight is not None, bias is not None, False, False,
+                        m, n, float(eps), 1, 1, 1, 1, 1, n, 0, 0, 1, False, weight is not None, bias is not None,
+                        False, False,
                         False, one_pass, block_m, block_n, num_warps=warps)
             return out
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
@@ -274,7 +290,8 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
                 n, _, m, grid, one_pass, block_m, block_n, warps = p
                 out = _prologue.like(x)
                 _norm[grid](x, x, x if weight is None else weight, x, out, out, out, out, m, n,
-                            deps if eps is None else eps, 1, 1, 1, True, weight is not None, False, False, False,
+                            deps if eps is None else eps, 1, 1, 1, 1, 1, n, 0, 0, 1, True, weight is not None, False,
+                            False, False,
                             False, one_pass, block_m, block_n, num_warps=warps)
                 return out
     n = _check_normalized("rms_norm", x, normalized_shape, weight)
@@ -404,11 +421,16 @@ def _row_norm_plan(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: A
         outs += [Buffer(stat, opmath(x.dtype)), Buffer(stat, opmath(x.dtype))]
         mean, rstd = (Out(2), Out(1)) if rms else (Out(1), Out(2))
     m = x.numel() // n if n else 0
+    nd = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    # a strided x (an attention head's view, a slice) is read in place where its rows allow
+    rows = None if x.is_contiguous() else rows_layout(x, range(x.dim() - nd, x.dim()))
     launches = () if m == 0 or n == 0 else (_norm_launch(
         not x.is_cpu, In(0), None, In(2) if weight is not None else None, In(3) if bias is not None else None,
-        Out(0), None, mean, rstd, m, n, float(default_rms_eps(x.dtype) if rms and eps is None else eps), rms),)
+        Out(0), None, mean, rstd, m, n, float(default_rms_eps(x.dtype) if rms and eps is None else eps), rms,
+        rows=rows),)
     result = (0,) if not stats else (0, 1) if rms else (0, 1, 2)
-    return Plan(tuple(outs), launches, result=result, contiguous=_contiguous((0, x), (2, weight), (3, bias)))
+    copied = _contiguous((0, x if rows is None else None), (2, weight), (3, bias))
+    return Plan(tuple(outs), launches, result=result, contiguous=copied)
 
 
 def plan_native_layer_norm(x: Any, normalized_shape: Any, weight: Any, bias: Any, eps: float) -> Plan | None:

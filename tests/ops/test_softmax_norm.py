@@ -248,3 +248,93 @@ def test_norm_backward_of_few_rows_cross_compiles_for_sm90(rms, need_w, need_b, 
     sig = (f"*bf16:16,*bf16:16,*bf16:16,*fp32:16,*fp32:16,*bf16:16,*bf16:16,*bf16:16,i32:16,i32:16,i32:16,"
            f"{rms},True,{need_w},{need_b},{rows_a_step},{n},{rows_c},{block_c}")
     assert NB._norm_bwd_small.compile(sig, target="cuda:90", num_warps=8).binary, sig
+
+
+#: strided inputs the norm kernel reads in place: (base shape, view, normalized dims)
+NORM_VIEWS = {
+    "q/k layer norm of attention heads": ((2, 5, 3, 16), lambda t: t.transpose(1, 2), 1),
+    "a slice of longer rows": ((4, 6, 48), lambda t: t[..., :32], 1),
+    "channels last, small (elements 64 apart)": ((2, 16, 4, 4), lambda t: t.permute(0, 2, 3, 1), 1),
+    "two normalized dims, sliced rows": ((3, 6, 4, 8), lambda t: t[:, :4], 2),
+}
+
+
+@pytest.mark.parametrize("case", list(NORM_VIEWS))
+@pytest.mark.parametrize("long_rows", [False, True], ids=["one pass", "looped"])
+def test_layer_and_rms_norm_read_strided_views_in_place(case, long_rows, monkeypatch):
+    """native_layer_norm's and _fused_rms_norm's plans read a strided x in place (no contiguous
+    copy: the plan asks for none), in the one-pass kernel and the looped one for long rows;
+    outputs, means and rstds equal aten's, and the output is contiguous, as aten's is."""
+    from tritonjit_ops import _plan, norm
+
+    if long_rows:  # every row longer than the one-pass bound: the looped kernel
+        monkeypatch.setattr(norm, "_plans", {})
+        real = norm._plan
+        monkeypatch.setattr(norm, "_plan", lambda on_gpu, n: (False, 8, *real(on_gpu, n)[2:]))
+    shape, view, nd = NORM_VIEWS[case]
+    x = view(torch.randn(*shape, generator=torch.Generator().manual_seed(0)))
+    assert not x.is_contiguous()
+    ns = list(x.shape[x.dim() - nd:])
+    w, b = torch.randn(ns), torch.randn(ns)
+    p = norm.plan_native_layer_norm(x, ns, w, b, 1e-5)
+    assert p.contiguous == (), p.contiguous
+    got = _plan.run(p, (x, ns, w, b, 1e-5))
+    for g, want in zip(got, torch.ops.aten.native_layer_norm(x, ns, w, b, 1e-5)):
+        torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-5)
+        assert g.is_contiguous()
+    p = norm.plan_fused_rms_norm(x, ns, w, 1e-6)
+    assert p.contiguous == ()
+    out, rstd = _plan.run(p, (x, ns, w, 1e-6))
+    torch.testing.assert_close(out, F.rms_norm(x, ns, w, 1e-6), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(rstd, torch.rsqrt(x.pow(2).mean(list(range(-nd, 0)), keepdim=True) + 1e-6),
+                               rtol=1e-5, atol=1e-5)
+    if not long_rows:  # and from C++ (the key holds the strides)
+        from _util import native_ops_or_skip, routed
+
+        native_ops_or_skip()
+        got, d = routed(lambda: F.layer_norm(x, ns, w, b), ["native_layer_norm"])
+        torch.testing.assert_close(got, F.layer_norm(x, ns, w, b), rtol=1e-5, atol=1e-5)
+        assert d["python_calls"] == 0 and d["plan_hits"] == 1, d
+
+
+def test_layer_norm_of_a_layout_without_rows_is_copied_first():
+    """Four kept dims that do not merge: the plan copies x first, and still agrees."""
+    from tritonjit_ops import _plan, norm
+
+    x = torch.randn(2, 3, 2, 3, 8).permute(0, 2, 1, 3, 4)[:, :, :, :2]
+    p = norm.plan_native_layer_norm(x, [8], None, None, 1e-5)
+    assert p.contiguous == (0,)
+    for g, want in zip(_plan.run(p, (x, [8], None, None, 1e-5)), torch.ops.aten.native_layer_norm(x, [8], None, None, 1e-5)):
+        torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_norm_variants_cross_compile_for_sm90():
+    """The one-pass and looped variants with a strided x's layout arguments compile for the
+    H200 (no GPU needed)."""
+    from tritonjit_ops import norm
+
+    ints = "i32,i32,i32,i32,i32,i32:16,i32,i32:16,i32:1"  # CPG, HW, G, S1, S2, T0, T1, T2, TC
+    for one_pass, block_m, block_n in ((True, 16, 64), (False, 1, 4096)):
+        sig = (f"*bf16:16,*bf16:16,*bf16:16,*bf16:16,*bf16:16,*bf16:16,*fp32:16,*fp32:16,i32,i32:16,fp64,{ints},"
+               f"False,True,True,False,False,True,{one_pass},{block_m},{block_n}")
+        assert norm._norm.compile(sig, target="cuda:90", num_warps=4).binary
+
+
+@pytest.mark.gpu
+def test_gpu_norms_of_strided_views_are_read_in_place():
+    """On the GPU, from C++: layer and RMS norms of the strided views above agree with eager
+    (fp32 and bf16), one plan hit a call, no Python."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    for case, (shape, view, nd) in NORM_VIEWS.items():
+        for dtype in (torch.float32, torch.bfloat16):
+            x = view(torch.randn(*shape, device="cuda", dtype=dtype))
+            ns = list(x.shape[x.dim() - nd:])
+            w = torch.randn(ns, device="cuda", dtype=dtype)
+            for fn in (lambda: F.layer_norm(x, ns, w, w),  # noqa: B023
+                       lambda: torch.ops.aten._fused_rms_norm(x, ns, w, 1e-6)[0]):  # noqa: B023
+                want = fn()
+                got, d = routed(fn, ["native_layer_norm", "_fused_rms_norm"])
+                close(got, want)
+                assert d["python_calls"] == 0 and d["plan_hits"] == 1, (case, d)
