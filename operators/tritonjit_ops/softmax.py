@@ -51,7 +51,10 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
             m = kmask[:, None] & (rs < R)[None, :]
             v = tl.load(xb + kofs + rs[None, :] * sR, mask=m, other=float("-inf")).to(ACC)
             nm = tl.maximum(mx, tl.max(v, 1))
-            s = s * tl.exp(mx - nm) + tl.sum(tl.exp(v - nm[:, None]), 1)
+            # a row whose blocks so far are all -inf (top-k sampling's masked logits) keeps
+            # s = 0: subtracting a -inf max would give exp(-inf + inf) = NaN
+            sm = tl.where(nm == float("-inf"), 0.0, nm)
+            s = s * tl.exp(mx - sm) + tl.sum(tl.exp(v - sm[:, None]), 1)
             mx = nm
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)

@@ -3,7 +3,9 @@ the backend of the machine: the interpreter on a CPU): a left-padded batch with 
 attention mask, top-k/top-p and min-p sampling (sorts, cumulative sums, scatters and
 multinomial draws over the logits), beam search (log-softmax, top-k over beams x vocab,
 reordering of the KV cache) and the repetition and n-gram penalties (gathers and scatters
-into the scores). Same seed on both sides: the same tokens, the same scores."""
+into the scores). Same seed on both sides: the same tokens, the same scores. Two vocabularies:
+a tiny one, and one whose masked logits take the softmax kernel's long-row (online) path,
+where top-k sampling had given NaN probabilities."""
 from __future__ import annotations
 
 import pytest
@@ -23,10 +25,15 @@ MODES = {
 }
 
 
-@pytest.fixture(scope="module")
-def llama():
+#: a vocabulary past one softmax tile of the interpreter's kernel (1024: its long-row path, as
+#: a real vocabulary is on a GPU) and past the rows tritonjit's sort and topk take (4096: aten's plan)
+LARGE_V = 5000
+
+
+@pytest.fixture(scope="module", params=[V, LARGE_V], ids=["vocab 97", "vocab 5000"])
+def llama(request):
     model = tiny_model("LlamaForCausalLM", "LlamaConfig", dict(
-        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        vocab_size=request.param, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
         num_key_value_heads=2, pad_token_id=0), "sdpa")
     return model.eval()
 

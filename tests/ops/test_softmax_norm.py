@@ -23,6 +23,37 @@ def test_softmax_long_rows_and_dtype():
     close(T.softmax(h, 1, dtype=torch.float32), torch.softmax(h, 1, dtype=torch.float32), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_of_long_rows_masked_to_minus_inf(log):
+    """Top-k sampling masks all but a few logits of a vocabulary to -inf: in the online pass
+    of a long row (past one tile: 8000 elements) the blocks before the first finite value are
+    all -inf, where subtracting the running max gave exp(-inf + inf) = NaN for the whole row.
+    Rows of a few finite values, one early and late ones, and an all -inf row (NaN, as aten's)
+    agree with torch, over the last dim and a middle one, directly and under enable()."""
+    x = torch.full((4, 8000), float("-inf"))
+    x[:3, 7000:7020] = torch.randn(3, 20, generator=torch.Generator().manual_seed(0))
+    x[1, 5] = 2.0
+    fn, ref = (T.log_softmax, torch.log_softmax) if log else (T.softmax, torch.softmax)
+    for t, dim in ((x, -1), (x.t().contiguous(), 0), (x.reshape(4, 8000, 1).expand(4, 8000, 2).contiguous(), 1)):
+        want = ref(t, dim)
+        torch.testing.assert_close(fn(t, dim), want, equal_nan=True)
+        with T.enable(include=["_softmax", "_log_softmax"], wait_native=True):
+            torch.testing.assert_close(ref(t, dim), want, equal_nan=True)
+
+
+@pytest.mark.gpu
+def test_gpu_softmax_of_a_masked_vocabulary():
+    """The same on the GPU at a vocabulary past its one-pass tile (50000 logits, 20 finite)."""
+    x = torch.full((4, 50000), float("-inf"), device="cuda")
+    x[:3, 40000:40020] = torch.randn(3, 20, device="cuda")
+    for fn, ref in ((T.softmax, torch.softmax), (T.log_softmax, torch.log_softmax)):
+        want = ref(x, -1)
+        assert not want[:3].isnan().any()
+        torch.testing.assert_close(fn(x, -1), want, equal_nan=True)
+        with T.enable(include=["_softmax", "_log_softmax"], wait_native=True):
+            torch.testing.assert_close(ref(x, -1), want, equal_nan=True)
+
+
 def test_softmax_edge():
     x = torch.tensor([[float("-inf"), 0.0, 1.0], [5.0, 5.0, 5.0]])
     close(T.softmax(x, 1), torch.softmax(x, 1))
