@@ -251,17 +251,18 @@ def _scan(op: str) -> Callable:
 def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
     """cumsum's plan: along the last dim, one row per program (``_row``); along another, (O, N,
     K) tiles (``_scan_k``). Integer and bool inputs accumulate to int64 unless ``dtype`` is
-    given, as in aten; a strided input is made contiguous first. None (the Python
-    implementation, which raises aten's errors or hands the call to aten): a dim out of range,
-    a bool ``dtype``, more than MAX_N elements along the dim."""
+    given, as in aten; a strided input is read in place where its rows allow, else made
+    contiguous first. aten's plan, decided by the key, for what the implementation would hand
+    to aten on every call: a dim out of range or a bool ``dtype`` (aten's errors), more than
+    MAX_N elements along the dim (top-p sampling's cumsum over a vocabulary)."""
     if not isinstance(x, Tensor) or x.dtype not in _REAL or not isinstance(dim, int):
         return None
     rd = dtype if dtype is not None else (x.dtype if x.dtype.is_floating_point else torch.int64)
-    if rd not in _REAL or rd == torch.bool:
-        return None
+    if not isinstance(rd, torch.dtype) or rd not in _REAL or rd == torch.bool:
+        return aten_plan()
     nd = max(x.dim(), 1)
     if not -nd <= dim < nd:
-        return None
+        return aten_plan()
     if x.dim() == 0:  # the value itself, cast
         return plan("copy", [x], rd, _CT[x.dtype])
     d = dim % nd
@@ -270,7 +271,7 @@ def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
         return Plan((buf,), ())
     n = x.shape[d]
     if n > MAX_N:
-        return None
+        return aten_plan()
     o = k = 1
     for s in x.shape[:d]:
         o *= s
@@ -331,7 +332,7 @@ def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool | N
 
 def topk(x: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
     p = _plan_topk(x, k, dim, largest, sorted)
-    if p is not None:  # a short row and a small k: one launch
+    if p is not None and not p.aten:  # a short row and a small k: one launch
         return run(p, [x, k, dim, largest, sorted])
     if not isinstance(x, Tensor) or x.dim() == 0 or x.numel() == 0:
         raise _refuse("topk", "a 0-dim or empty self")
@@ -376,16 +377,21 @@ def _plan_topk(x: Any, k: Any, dim: Any = -1, largest: bool = True, sorted: bool
     """topk along the last dim of a row of at most TOPK_MAX_N elements, k <= TOPK_MAX_K: one launch
     (``_topk_rows``), values and int64 indices contiguous as aten returns them, sorted whatever
     ``sorted`` says (aten leaves that order unspecified). x in its own strides where its leading
-    dims nest. None (the Python implementation): another dim, longer rows, a larger k, 64-bit
-    dtypes (aten's kernel)."""
-    if (not isinstance(x, Tensor) or x.dim() == 0 or x.dtype in (torch.float64, torch.int64, torch.bool)
-            or x.dtype not in _REAL or x.layout != torch.strided or not isinstance(k, int) or not isinstance(dim, int)):
+    dims nest. aten's plan, decided by the key: what the implementation hands to aten anyway
+    (64-bit or bool dtypes, a 0-dim or empty x, rows past MAX_SORT: top-k sampling over a
+    vocabulary, a dim or k out of range: aten's error), and on a device every other call the
+    kernel does not take (another dim, longer rows, a larger k), where the implementation's
+    host time and whole-row sort cost more than aten's kernel. None (the implementation, which
+    sorts whole rows): those on the interpreter."""
+    if (not isinstance(x, Tensor) or x.layout != torch.strided or not isinstance(k, int) or isinstance(k, bool)
+            or not isinstance(dim, int)):
         return None
-    if not -x.dim() <= dim < x.dim() or dim % x.dim() != x.dim() - 1:
-        return None
+    if (x.dim() == 0 or x.numel() == 0 or x.dtype in (torch.float64, torch.int64, torch.bool) or x.dtype not in _REAL
+            or not -x.dim() <= dim < x.dim() or not 0 <= k <= x.shape[dim] or x.shape[dim] > MAX_SORT):
+        return aten_plan()
     n = x.shape[-1]
-    if not 0 <= k <= min(n, TOPK_MAX_K) or n > TOPK_MAX_N:
-        return None
+    if dim % x.dim() != x.dim() - 1 or k > TOPK_MAX_K or n > TOPK_MAX_N:
+        return aten_plan() if is_cuda_like(x) else None
     shape = (*x.shape[:-1], k)
     outs = (Buffer(shape, x.dtype), Buffer(shape, torch.int64))
     m = x.numel() // n if n else 0

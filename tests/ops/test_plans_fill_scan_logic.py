@@ -277,13 +277,21 @@ def test_cumsum_edge_cases(case):
     _assert_planned(d)
 
 
-def test_cumsum_not_planned():
+def test_cumsum_the_kernel_does_not_take_is_atens_plan():
+    """What the implementation would hand to aten on every call is aten's plan, decided by the
+    key, so the C++ path skips the Python refusal: a dim out of range and a bool dtype (aten's
+    errors), rows past MAX_N (top-p sampling's cumsum over a vocabulary)."""
     x = torch.randn(3, 4)
-    assert rowwise._plan_cumsum(x, 2) is None  # aten's IndexError, from the Python implementation
-    assert rowwise._plan_cumsum(x, 0, dtype=torch.bool) is None
-    assert rowwise._plan_cumsum(torch.zeros(rowwise.MAX_N + 1), 0) is None
+    assert rowwise._plan_cumsum(x, 2).aten
+    assert rowwise._plan_cumsum(x, 0, dtype=torch.bool).aten
+    long = torch.rand(2, rowwise.MAX_N + 1)
+    assert rowwise._plan_cumsum(long, -1).aten
     with T.enable(include=["cumsum"], wait_native=True), pytest.raises(IndexError, match="out of range"):
         torch.cumsum(x, 2)
+    want = torch.cumsum(long, -1)
+    got, d = routed(lambda: torch.cumsum(long, -1), ["cumsum"])
+    close(got, want)
+    assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
 
 
 # ----------------------------------------------------------------- all / any

@@ -3,6 +3,8 @@ operator path: one launch that takes the k best of each row in turn, against tor
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import tritonjit_ops as T
@@ -72,19 +74,44 @@ def test_topk_matches_torch_and_is_planned(native, case):
     assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] >= 1, d  # (a copy first: 2)
 
 
-@pytest.mark.parametrize("x, k, dim", [
-    (torch.randn(4, 2000), 3, -1),  # a row past the kernel's bound
-    (torch.randn(4, 30), 20, -1),  # k past it
-    (torch.randn(6, 4), 2, 0),  # another dim
-    (torch.randn(4, 8, dtype=torch.float64), 2, -1),  # 64-bit keys
+@pytest.mark.parametrize("x, k, dim, aten", [
+    (torch.randn(4, 2000), 3, -1, False),  # a row past the kernel's bound
+    (torch.randn(4, 30), 20, -1, False),  # k past it
+    (torch.randn(6, 4), 2, 0, False),  # another dim
+    (torch.randn(4, 8, dtype=torch.float64), 2, -1, True),  # 64-bit keys
+    (torch.randn(3, 8000), 50, -1, True),  # top-k sampling over a vocabulary: rows past MAX_SORT
+    (torch.randn(0, 8), 2, -1, True),  # empty
 ])
-def test_other_topk_calls_sort_whole_rows_or_go_to_aten(native, x, k, dim):
-    assert rowwise._plan_topk(x, k, dim) is None
+def test_other_topk_calls_sort_whole_rows_or_go_to_aten(native, x, k, dim, aten):
+    """Calls the kernel does not take: what the implementation would hand to aten anyway is
+    aten's plan, decided by the key, so the C++ path skips the Python refusal (a sampling
+    step's topk over the vocabulary); on a device (meta stands in) the rest too, whose whole-row
+    sort after the Python host time costs more than aten's kernel; the interpreter sorts them."""
+    p = rowwise._plan_topk(x, k, dim)
+    assert (p is not None and p.aten) if aten else p is None
+    m = torch.empty(x.shape, dtype=x.dtype, device="meta")
+    assert rowwise._plan_topk(m, k, dim).aten
     T.disable()
     want = torch.topk(x, k, dim)
     T.enable(wait_native=True)
+    before = native.stats()
     got = torch.topk(x, k, dim)
+    d = stats_delta(before, native.stats())
     assert torch.equal(got[0], want[0]) and torch.equal(torch.gather(x, dim, got[1]), want[0])
+    assert d["python_calls"] == (0 if aten else 1) and d["aten_calls"] == (1 if aten else 0), d
+
+
+def test_topk_errors_are_atens(native):
+    """A k or dim out of range: aten's plan, so aten raises its own error."""
+    x = torch.randn(3, 8)
+    for k, dim in ((9, -1), (-1, -1), (2, 2)):
+        T.disable()
+        with pytest.raises((RuntimeError, IndexError)) as eager:
+            torch.topk(x, k, dim)
+        T.enable(wait_native=True)
+        for _ in range(2):
+            with pytest.raises(type(eager.value), match=re.escape(str(eager.value))):
+                torch.topk(x, k, dim)
 
 
 def test_topk_of_bool_is_atens_error(native):
@@ -115,6 +142,12 @@ def test_gpu_router_topk():
         got, d = routed(lambda x=x, k=k: torch.topk(x, k), ["topk"])
         _same(got, want, x)
         assert d["python_calls"] == 0 and d["plan_hits"] >= 1
+    # top-k sampling over a vocabulary, and a middle dim: aten's kernel, no Python
+    for x, k, dim in ((torch.randn(3, 32000, device="cuda"), 50, -1), (torch.randn(4, 64, 8, device="cuda"), 4, 1)):
+        want = torch.topk(x, k, dim)
+        got, d = routed(lambda x=x, k=k, dim=dim: torch.topk(x, k, dim), ["topk"])
+        assert torch.equal(got[0], want[0]), (x.shape, k, dim)
+        assert d["python_calls"] == 0 and d["aten_calls"] == 1, d
 
 
 @pytest.mark.parametrize("x", [
