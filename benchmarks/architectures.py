@@ -51,12 +51,13 @@ class Sizes:
     """
 
     def __init__(self, gpu: bool, hidden: int = 0, layers: int = 0, batch: int = 0, tokens: int = 0,
-                 image: int = 0) -> None:
+                 image: int = 0, vocab: int = 0) -> None:
         self.hidden, self.layers, self.vocab = (256, 2, 8000) if gpu else (32, 1, 96)
         self.batch, self.tokens, self.image = (4, 256, 64) if gpu else (2, 8, 32)
         self.new_tokens = 16 if gpu else 4
         self.hidden, self.layers = hidden or self.hidden, layers or self.layers
         self.batch, self.tokens, self.image = batch or self.batch, tokens or self.tokens, image or self.image
+        self.vocab = vocab or self.vocab
         self.heads = max(4, self.hidden // 64)
 
 
@@ -470,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
     for knob, what in (("hidden", "model width"), ("layers", "layers"), ("batch", "batch"),
-                       ("tokens", "tokens a sequence"), ("image", "image side, pixels")):
+                       ("tokens", "tokens a sequence"), ("image", "image side, pixels"),
+                       ("vocab", "vocabulary (a real one, 32000 or more, takes the softmax's long-row path)")):
         ap.add_argument(f"--{knob}", type=int, default=0, help=f"{what} (default: the size of this device's table)")
     ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
@@ -492,9 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     from tritonjit_ops import _native_ops
 
     _native_ops.module(wait=True)  # the C++ operator path, built before anything is timed
-    z = Sizes(gpu, a.hidden, a.layers, a.batch, a.tokens, a.image)
+    z = Sizes(gpu, a.hidden, a.layers, a.batch, a.tokens, a.image, a.vocab)
     print(f"sizes: hidden {z.hidden}, layers {z.layers}, heads {z.heads}, batch {z.batch}, tokens {z.tokens}, "
-          f"image {z.image}, {a.dtype}")
+          f"image {z.image}, vocab {z.vocab}, {a.dtype}")
     print("| case | step | eager ms | x eager | logits err (rel) | covered calls on tritonjit | not routed |")
     print("| --- | --- | ---: | ---: | --- | --- | --- |")
     rows: list[str] = []
