@@ -172,13 +172,14 @@ def test_architectures_script_runs_a_model_and_a_generate_mode(capsys):
 
 
 def test_architectures_script_takes_sizes_and_dtype(capsys):
-    """--hidden/--layers/--tokens/--batch and fp16 reach the models it builds: a wider Llama
-    (heads follow the width) and a ResNet at the image side asked for run and agree."""
+    """--hidden/--layers/--tokens/--batch/--vocab and fp16 reach the models it builds: a wider
+    Llama (heads follow the width) and a ResNet at the image side asked for run and agree."""
     A = bench_module("architectures")
     assert A.main(["--models", "llama,resnet", "--generate", "", "--hidden", "128", "--layers", "2", "--tokens", "6",
-                   "--batch", "1", "--image", "16", "--dtype", "fp16"]) == 0
+                   "--batch", "1", "--image", "16", "--vocab", "300", "--dtype", "fp16"]) == 0
     out = capsys.readouterr().out
-    assert "sizes: hidden 128, layers 2, heads 4, batch 1, tokens 6, image 16, fp16" in out
+    assert "sizes: hidden 128, layers 2, heads 4, batch 1, tokens 6, image 16, vocab 300, fp16" in out
+    assert A.cases(A.Sizes(False, vocab=300))["llama"][4]["vocab_size"] == 300
     z = A.Sizes(False, hidden=512, layers=3)
     cfg = A.cases(z)["llama"][4]
     assert (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"]) == (512, 3, 8)
