@@ -159,10 +159,10 @@ STRIDED_ROWS_MAX_NUMEL = 1 << 16
 def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
     """(S1, S2, T0, T1, T2, TC): how a kernel reads x's rows along ``dims`` in place, row
     ``r = (r0*S1 + r1)*S2 + r2`` at ``r0*T0 + r1*T1 + r2*T2`` and its elements TC apart
-    (rowwise's ``_row``, the reduction kernel's last-dim case): the dims along must merge
-    into one of stride TC, the others into at most three (outermost first: a [B, H, L, D] view
-    of a [B, L, H, D] tensor is three), whose row-major order is the output's. None: x needs a
-    contiguous copy first (also a large one whose rows are strided: STRIDED_ROWS_MAX_NUMEL).
+    (rowwise's ``_row``, the reduction kernel's last-dim case, the norm kernel): the dims
+    along must merge into one of stride TC, the others into at most three (outermost first: a
+    [B, H, L, D] view of a [B, L, H, D] tensor is three), whose row-major order is the
+    output's. None: x needs a contiguous copy first (also a large one whose rows are strided: STRIDED_ROWS_MAX_NUMEL).
     Size-1 dims are dropped; a stride-0 (expanded) dim is read as such.
     A contiguous (M, N) input gives (1, 1, N, 0, 0, 1), which a kernel's compiler folds."""
     nd = x.dim()
