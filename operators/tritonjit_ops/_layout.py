@@ -156,6 +156,12 @@ def memory_order(strides: Sequence[int]) -> list[int]:
 STRIDED_ROWS_MAX_NUMEL = 1 << 16
 
 
+def contiguous_rows(n: int) -> tuple[int, int, int, int, int, int]:
+    """The :func:`rows_layout` of a contiguous input of rows of ``n`` elements: (1, 1, n, 0, 0,
+    1), which Triton's specialization of 1s folds back to ``row*n + j``."""
+    return 1, 1, n, 0, 0, 1
+
+
 def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:
     """(S1, S2, T0, T1, T2, TC): how a kernel reads x's rows along ``dims`` in place, row
     ``r = (r0*S1 + r1)*S2 + r2`` at ``r0*T0 + r1*T1 + r2*T2`` and its elements TC apart
@@ -164,14 +170,11 @@ def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int
     [B, H, L, D] view of a [B, L, H, D] tensor is three), whose row-major order is the
     output's. None: x needs a contiguous copy first (also a large one whose rows are strided: STRIDED_ROWS_MAX_NUMEL).
     Size-1 dims are dropped; a stride-0 (expanded) dim is read as such.
-    A contiguous (M, N) input gives (1, 1, N, 0, 0, 1), which a kernel's compiler folds."""
+    A contiguous (M, N) input gives :func:`contiguous_rows` (N), which a kernel's compiler folds."""
     nd = x.dim()
     shape, stride = x.shape, x.stride()
-    along = [(shape[d], stride[d]) for d in dims if shape[d] != 1]
-    if any(t != t2 * s2 for (_, t), (s2, t2) in zip(along, along[1:])):
-        return None
-    tc = along[-1][1] if along else 1
-    if tc != 1 and x.numel() > STRIDED_ROWS_MAX_NUMEL:
+    tc = flat_stride([shape[d] for d in dims], [stride[d] for d in dims])
+    if tc is None or (tc != 1 and x.numel() > STRIDED_ROWS_MAX_NUMEL):
         return None
     kept: list[tuple[int, int]] = []
     for d in range(nd):

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2, opmath
-from ._layout import rows_layout
+from ._layout import contiguous_rows, rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -142,7 +142,7 @@ def _plan(on_gpu: bool, n: int) -> tuple:
     return p
 
 
-# Hot path of layer_norm / rms_norm over the last dim: (shape, on CPU) -> n, grid
+# Hot path of layer_norm / rms_norm over the last dim: (shape, on CPU) -> n, grid, the rows' layout
 # and the tile constexprs, built once by _row_plan, so a call is one dict hit,
 # a few C attribute reads, one empty_like and the launch. Shapes with nothing to
 # launch (0-dim, numel 0) get no plan and take the checked path.
@@ -174,7 +174,7 @@ def _row_plan(key: tuple) -> tuple | None:
     one_pass, block_n, block_m, warps = _plan(not on_cpu, n)
     if len(_rows) >= _ROWS_MAX:
         _rows.clear()
-    p = _rows[key] = (n, (n,), m, (cdiv(m, block_m),), one_pass, block_m, block_n, warps)
+    p = _rows[key] = (n, (n,), m, (cdiv(m, block_m),), one_pass, block_m, block_n, warps, contiguous_rows(n))
     return p
 
 
@@ -195,7 +195,7 @@ def _norm_launch(on_gpu: bool, x, res, w, b, out, res_out, mean, rstd, m, n, eps
         _norm, (cdiv(m, block_m),),
         x, res if res is not None else x, w if w is not None else x, b if b is not None else x,
         out, res_out if res_out is not None else out, mean if mean is not None else out,
-        rstd if rstd is not None else out, m, n, eps, cpg, hw, g, *(rows or (1, 1, n, 0, 0, 1)),
+        rstd if rstd is not None else out, m, n, eps, cpg, hw, g, *(rows or contiguous_rows(n)),
         RMS=rms, HAS_W=w is not None, HAS_B=b is not None, HAS_RES=res is not None,
         GROUP=g > 1 or hw > 1, STATS=mean is not None, ONE_PASS=one_pass,
         BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
@@ -259,11 +259,10 @@ def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None
         p = _rows_get(key) or _row_plan(key)
         if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                 and (weight is None or weight.numel() == p[0]) and (bias is None or bias.numel() == p[0])):
-            n, _, m, grid, one_pass, block_m, block_n, warps = p
+            n, _, m, grid, one_pass, block_m, block_n, warps, rows = p
             out = _prologue.like(x)
             _norm[grid](x, x, x if weight is None else weight, x if bias is None else bias, out, out, out, out,
-                        m, n, float(eps), 1, 1, 1, 1, 1, n, 0, 0, 1, False, weight is not None, bias is not None,
-                        False, False,
+                        m, n, float(eps), 1, 1, 1, *rows, False, weight is not None, bias is not None, False, False,
                         False, one_pass, block_m, block_n, num_warps=warps)
             return out
     n = _check_normalized("layer_norm", x, normalized_shape, weight, bias)
@@ -287,11 +286,10 @@ def rms_norm(x: Tensor, normalized_shape: Sequence[int], weight: Tensor | None =
             p = _rows_get(key) or _row_plan(key)
             if (p is not None and (normalized_shape == p[1] or normalized_shape == [p[0]])
                     and (weight is None or weight.numel() == p[0])):
-                n, _, m, grid, one_pass, block_m, block_n, warps = p
+                n, _, m, grid, one_pass, block_m, block_n, warps, rows = p
                 out = _prologue.like(x)
                 _norm[grid](x, x, x if weight is None else weight, x, out, out, out, out, m, n,
-                            deps if eps is None else eps, 1, 1, 1, 1, 1, n, 0, 0, 1, True, weight is not None, False,
-                            False, False,
+                            deps if eps is None else eps, 1, 1, 1, *rows, True, weight is not None, False, False, False,
                             False, one_pass, block_m, block_n, num_warps=warps)
                 return out
     n = _check_normalized("rms_norm", x, normalized_shape, weight)

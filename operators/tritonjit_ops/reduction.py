@@ -247,6 +247,10 @@ def _launch(op: str, x: Tensor, o: int, r: int, k: int, out: Tensor, idx_out: Te
         execute(L)
 
 
+#: the reduction kernel's (S1, S2, T1, T2) for kept positions on one flat axis of stride sK
+_FLAT = (1, 1, 0, 0)
+
+
 def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out_ref: Any, idx_ref: Any,
                      temp: Callable[[tuple, torch.dtype], Any],
                      rows: tuple[int, int, int, int, int, int] | None = None) -> list[Launch]:
@@ -256,7 +260,7 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     K = 1, a strided x's layout (_layout.rows_layout) its O rows are read in place by."""
     on_gpu = x.device.type != "cpu"
     narrow = False  # K tiles narrowed for programs: one launch, no split
-    nest = (1, 1, 0, 0)  # (S1, S2, T1, T2): the kept positions one flat axis of stride sK
+    nest = _FLAT
     if k == 1:  # last-dim reduction: the O rows become the K (kept, tile-row) axis
         o, k, sO, sK, sR = 1, o, 0, r, 1
         if rows is not None:
@@ -323,7 +327,7 @@ def _reduce_launches(op: str, x: Tensor, o: int, r: int, k: int, x_ref: Any, out
     bk = min(next_pow2(kk), 32)
     br = min(next_pow2(split), 1024)
     second = launch(_reduce, (oo, cdiv(kk, bk), 1), part, out_ref, part_i, idx, kk, split, split,
-                    s_o, s_k, s_r, 1, 1, 0, 0, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
+                    s_o, s_k, s_r, *_FLAT, divisor, OP=op, BLOCK_K=bk, BLOCK_R=br,
                     HAS_IDX_IN=is_arg, FINAL=True, num_warps=4)
     return [first, second]
 

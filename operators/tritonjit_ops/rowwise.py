@@ -4,8 +4,9 @@ var/std (and their means).
 
 The dims an op works along are moved last and the input made contiguous, so a row of N
 elements is one block of ``next_pow2(N)`` lanes; the plans of cumsum and of the reductions
-over trailing dims read a strided view in place instead (``_row``'s layout arguments). Bounds (larger rows go to aten's kernel):
-N <= 16384 for the scans and reductions, N <= 4096 for sort and topk. Sorting packs each
+over trailing dims read a strided view in place instead (``_row``'s layout arguments).
+Bounds (larger rows go to aten's kernel): N <= 16384 for the scans and reductions, N <= 4096
+for sort and topk. Sorting packs each
 element's order-preserving 32-bit key and its index into one int64 and sorts those
 (``tl.sort``): stable, NaN last as in aten; for dtypes of at most 32 bits (float64 and
 int64 sort on aten's kernel).
@@ -20,7 +21,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, is_cuda_like, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._layout import flat_stride, rows_layout
+from ._layout import contiguous_rows, flat_stride, rows_layout
 from ._plan import Buffer, In, Out, Plan, aten_plan, execute, launch, run, value_keyed
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
@@ -209,13 +210,8 @@ def _run(op: str, rows: Tensor, m: int, n: int, out: Tensor, out2: Tensor | None
     if m == 0:
         return
     block = next_pow2(n)
-    execute(launch(_row, (m,), rows, out, out if out2 is None else out2, n, float(corr), *_contiguous_layout(n), OP=op,
+    execute(launch(_row, (m,), rows, out, out if out2 is None else out2, n, float(corr), *contiguous_rows(n), OP=op,
                    CT=ct, BLOCK=block, DESC=desc, IS_FLOAT=is_float, num_warps=_num_warps(block)))
-
-
-def _contiguous_layout(n: int) -> tuple[int, int, int, int, int, int]:
-    """``_row``'s layout arguments for a contiguous (M, n) input."""
-    return 1, 1, n, 0, 0, 1
 
 
 
@@ -283,7 +279,7 @@ def _plan_cumsum(x: Any, dim: Any, *, dtype: Any = None) -> Plan | None:
     if k == 1:
         layout = rows_layout(x, [d])
         contiguous = () if layout is not None else contiguous
-        L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, *(layout or _contiguous_layout(n)), OP="cumsum", CT=ct,
+        L = launch(_row, (o,), In(0), Out(0), Out(0), n, 0.0, *(layout or contiguous_rows(n)), OP="cumsum", CT=ct,
                    BLOCK=block_n, IS_FLOAT=rd.is_floating_point, num_warps=_num_warps(block_n))
     else:
         block_k = max(1, min(next_pow2(k), 4096 // block_n))
@@ -529,18 +525,22 @@ _ATEN_SHORT_ROWS = (4096, 128)  # more rows than this, of fewer elements than th
 _ATEN_LONG_ROW = 2048
 
 
+def _aten_one_kernel(op: str, x: Tensor) -> bool:
+    """max/min and the norms on a device, where aten's kernel is one strided reduction
+    (logsumexp and var/std are several kernels in aten)."""
+    return is_cuda_like(x) and (op in ("max", "min") or op.startswith("norm"))
+
+
 def _aten_serves(op: str, x: Tensor, m: int, n: int) -> bool:
-    if not is_cuda_like(x) or not (op in ("max", "min") or op.startswith("norm")):
-        return False
-    return (m > _ATEN_SHORT_ROWS[0] and n < _ATEN_SHORT_ROWS[1]) or n > _ATEN_LONG_ROW
+    return _aten_one_kernel(op, x) and ((m > _ATEN_SHORT_ROWS[0] and n < _ATEN_SHORT_ROWS[1]) or n > _ATEN_LONG_ROW)
 
 
 def _aten_copies_less(op: str, x: Tensor) -> bool:
     """A layout ``_row`` cannot read in place costs a copy kernel first: on a device, aten's
     one strided kernel for max/min and the norms is then the cheaper (a copy and our kernel
     measured 1.34x aten's norm, Swin-v2's cosine attention, H200 2026-12-05); logsumexp and
-    var/std (aten's are several kernels) keep the copy and ours."""
-    return is_cuda_like(x) and (op in ("max", "min") or op.startswith("norm"))
+    var/std keep the copy and ours."""
+    return _aten_one_kernel(op, x)
 
 
 def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str, corr: float = 0.0,
@@ -587,7 +587,7 @@ def _plan_rows(op: str, x: Any, dim: Any, keepdim: Any, rd: torch.dtype, ct: str
         return aten_plan()
     block = next_pow2(n)
     L = launch(_row, (m,), In(0), Out(0), Out(0) if two is None else Out(1), n, float(corr),
-               *(layout or _contiguous_layout(n)), OP=op, CT=ct, BLOCK=block, DESC=False,
+               *(layout or contiguous_rows(n)), OP=op, CT=ct, BLOCK=block, DESC=False,
                IS_FLOAT=ct in ("fp32", "fp64"), num_warps=_num_warps(block))
     return Plan(outs, (L,), result, contiguous=() if layout is not None else (0,))
 
