@@ -23,6 +23,7 @@ per-call audit of a case. On a CPU (the interpreter) the configs are tiny and un
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
     python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
     python benchmarks/architectures.py --models wider --generate ""  # twenty-five beyond those
+    python benchmarks/architectures.py --models beyond --generate ""  # thirty-four further
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
 """
 from __future__ import annotations
@@ -182,6 +183,7 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
             image_size=z.image)),
         **more_cases(z),
         **wider_cases(z),
+        **beyond_cases(z),
     }
 
 
@@ -312,6 +314,122 @@ def wider_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str
     }
 
 
+def beyond_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
+    """``--models beyond``: thirty-four more (2026-12-05), run on the interpreter to look for the
+    general paths the cases above miss: chunked attention with sigmoid-routed experts (Llama 4),
+    per-layer embeddings, AltUp and sparse activations (Gemma 3n), hybrids of scans and shared
+    attention (Zamba2, Falcon-H1, Granite-MoE-hybrid), lightning attention (MiniMax), clipped
+    QKV (DBRX, OLMo), mixtures of attention heads (JetMoE), differential attention (DiffLlama),
+    sliding-chunk attention over strided views (Longformer, LED), grouped 1x1 convolutions
+    (SqueezeBERT), n-gram streams (ProphetNet), top-1 expert capacity (Switch Transformers),
+    attention biases gathered by index (LeViT), mask units (Hiera), weight standardization (BiT),
+    global response norms (ConvNeXt-v2), focal modulation, unfolded patches (MobileViT),
+    gated relative positions (WavLM) and conformer blocks."""
+    H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
+    hd = H // NH
+    ll = dict(vocab_size=V, hidden_size=H, num_hidden_layers=z.layers, num_attention_heads=NH,
+              num_key_value_heads=2, intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens))
+    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=z.layers, num_attention_heads=NH,
+               intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens + 2))
+    img = dict(num_labels=10)
+    wave = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+                conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                num_conv_pos_embedding_groups=4, mask_time_prob=0.0)
+    return {
+        "llama4": ("Llama4ForCausalLM", "Llama4TextConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, head_dim=hd,
+            intermediate_size_mlp=2 * H, num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
+            attention_chunk_size=max(4, z.tokens // 2), no_rope_layers=[1, 0], use_qk_norm=True,
+            attn_temperature_tuning=True, floor_scale=4)),
+        "gemma3n": ("Gemma3nForCausalLM", "Gemma3nTextConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, head_dim=hd,
+            intermediate_size=[2 * H] * 2, vocab_size_per_layer_input=V, hidden_size_per_layer_input=8,
+            layer_types=["sliding_attention", "full_attention"], sliding_window=max(4, z.tokens // 2),
+            num_kv_shared_layers=0, laurel_rank=8, activation_sparsity_pattern=[0.95, 0.0], altup_num_inputs=2,
+            final_logit_softcapping=30.0)),
+        "zamba2": ("Zamba2ForCausalLM", "Zamba2Config", "sdpa", "lm", dict(vocab_size=V, hidden_size=H,
+            num_hidden_layers=2, layers_block_type=["mamba", "hybrid"], mamba_d_state=8, n_mamba_heads=4,
+            mamba_ngroups=1, chunk_size=4, num_attention_heads=NH, num_key_value_heads=NH, intermediate_size=2 * H,
+            use_mem_rope=True, use_shared_attention_adapter=True, adapter_rank=8, num_mem_blocks=1,
+            use_mamba_kernels=False)),
+        "falcon_h1": ("FalconH1ForCausalLM", "FalconH1Config", "sdpa", "lm", dict(ll, mamba_n_heads=4, mamba_d_head=hd,
+            mamba_n_groups=1, mamba_d_state=8, mamba_chunk_size=4, mamba_d_ssm=4 * hd, embedding_multiplier=2.0,
+            lm_head_multiplier=0.5, key_multiplier=0.7, mamba_rms_norm=True)),
+        "granitemoehybrid": ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridConfig", "sdpa", "lm", dict(ll,
+            num_hidden_layers=2, layer_types=["mamba", "attention"], num_local_experts=4, num_experts_per_tok=2,
+            shared_intermediate_size=H, mamba_n_heads=4, mamba_d_head=2 * H // 4, mamba_n_groups=1, mamba_d_state=8,
+            mamba_chunk_size=4, embedding_multiplier=12.0, residual_multiplier=0.22, logits_scaling=8.0,
+            attention_multiplier=0.01, position_embedding_type="rope")),
+        "minimax": ("MiniMaxForCausalLM", "MiniMaxConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, head_dim=hd,
+            num_local_experts=4, num_experts_per_tok=2, layer_types=["linear_attention", "full_attention"],
+            block_size=4)),
+        "dbrx": ("DbrxForCausalLM", "DbrxConfig", "sdpa", "lm", dict(d_model=H, n_heads=NH, n_layers=L,
+            max_seq_len=max(512, z.tokens), vocab_size=V, attn_config=dict(kv_n_heads=2, clip_qkv=8.0, rope_theta=10000.0),
+            ffn_config=dict(ffn_hidden_size=2 * H, moe_num_experts=4, moe_top_k=2))),
+        "olmo": ("OlmoForCausalLM", "OlmoConfig", "sdpa", "lm", dict(ll, clip_qkv=8.0)),
+        "jetmoe": ("JetMoeForCausalLM", "JetMoeConfig", "eager", "lm", dict(vocab_size=V, hidden_size=H,
+            num_hidden_layers=L, num_key_value_heads=2, kv_channels=hd, intermediate_size=2 * H,
+            num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=max(512, z.tokens))),
+        "ernie4_5_moe": ("Ernie4_5_MoeForCausalLM", "Ernie4_5_MoeConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            moe_intermediate_size=H, moe_k=2, moe_num_experts=4, moe_num_shared_experts=1, moe_layer_start_index=1)),
+        "diffllama": ("DiffLlamaForCausalLM", "DiffLlamaConfig", "sdpa", "lm", dict(ll, head_dim=hd)),
+        "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", "sdpa", "lm", dict(ll, head_dim=hd)),
+        "ctrl": ("CTRLLMHeadModel", "CTRLConfig", None, "lm", dict(vocab_size=V, n_embd=H, n_layer=L, n_head=NH,
+            dff=2 * H, n_positions=max(512, z.tokens))),
+        "longformer": ("LongformerForMaskedLM", "LongformerConfig", None, "mlm", dict(enc, attention_window=4,
+            pad_token_id=1)),
+        "mpnet": ("MPNetForMaskedLM", "MPNetConfig", None, "mlm", dict(enc, pad_token_id=1)),
+        "squeezebert": ("SqueezeBertForMaskedLM", "SqueezeBertConfig", None, "mlm", dict(enc, embedding_size=H,
+            q_groups=2, k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=2, output_groups=2)),
+        "layoutlm": ("LayoutLMForMaskedLM", "LayoutLMConfig", None, "mlm", enc),
+        "xlm_roberta_xl": ("XLMRobertaXLForMaskedLM", "XLMRobertaXLConfig", None, "mlm", dict(enc, pad_token_id=1)),
+        "switch_transformers": ("SwitchTransformersForConditionalGeneration", "SwitchTransformersConfig", None, "s2s",
+            dict(vocab_size=V, d_model=H, d_kv=hd, d_ff=2 * H, num_layers=2, num_decoder_layers=2, num_heads=NH,
+                 num_experts=4, num_sparse_encoder_layers=1, num_sparse_decoder_layers=1, expert_capacity=64,
+                 router_jitter_noise=0.0, decoder_start_token_id=0)),
+        "prophetnet": ("ProphetNetForConditionalGeneration", "ProphetNetConfig", None, "s2s", dict(vocab_size=V,
+            hidden_size=H, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, num_encoder_layers=L, num_decoder_layers=L,
+            num_encoder_attention_heads=NH, num_decoder_attention_heads=NH, ngram=2, num_buckets=8,
+            relative_max_distance=16, max_position_embeddings=max(512, z.tokens), decoder_start_token_id=0)),
+        "led": ("LEDForConditionalGeneration", "LEDConfig", None, "s2s", dict(vocab_size=V, d_model=H,
+            encoder_layers=L, decoder_layers=L, encoder_attention_heads=NH, decoder_attention_heads=NH,
+            encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H, attention_window=4, max_encoder_position_embeddings=512,
+            max_decoder_position_embeddings=512, decoder_start_token_id=2)),
+        "deit": ("DeiTForImageClassification", "DeiTConfig", None, "image", dict(hidden_size=H,
+            num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H, image_size=z.image,
+            patch_size=8 if z.image >= 32 else 4, **img)),
+        "levit": ("LevitForImageClassification", "LevitConfig", None, "image", dict(image_size=z.image,
+            hidden_sizes=[16, 32, 48], num_attention_heads=[1, 2, 3], depths=[1, 1, 1], key_dim=[8, 8, 8],
+            patch_size=16, **img)),
+        "pvt_v2": ("PvtV2ForImageClassification", "PvtV2Config", None, "image", dict(image_size=z.image,
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32], patch_sizes=[7, 3],
+            strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], **img)),
+        "poolformer": ("PoolFormerForImageClassification", "PoolFormerConfig", None, "image", dict(
+            hidden_sizes=[16, 32], depths=[1, 1], num_encoder_blocks=2, patch_sizes=[7, 3], strides=[4, 2],
+            padding=[2, 1], **img)),
+        "mobilevit": ("MobileViTForImageClassification", "MobileViTConfig", None, "image", dict(image_size=z.image,
+            hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32], num_attention_heads=2,
+            patch_size=2, **img)),
+        "convnextv2": ("ConvNextV2ForImageClassification", "ConvNextV2Config", None, "image", dict(
+            hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, image_size=z.image, **img)),
+        "bit": ("BitForImageClassification", "BitConfig", None, "image", dict(embedding_size=16, hidden_sizes=[16, 32],
+            depths=[1, 1], layer_type="preactivation", global_padding="SAME", num_groups=4, **img)),
+        "hiera": ("HieraForImageClassification", "HieraConfig", None, "image", dict(image_size=[z.image, z.image],
+            embed_dim=16, depths=[1, 1], num_heads=[1, 2], patch_stride=[4, 4], patch_size=[7, 7],
+            patch_padding=[3, 3], masked_unit_size=[2, 2], query_stride=[2, 2], num_query_pool=1, **img)),
+        "focalnet": ("FocalNetForImageClassification", "FocalNetConfig", None, "image", dict(image_size=z.image,
+            embed_dim=16, depths=[1, 1], hidden_sizes=[16, 32], focal_levels=[2, 2], focal_windows=[3, 3], **img)),
+        "cvt": ("CvtForImageClassification", "CvtConfig", None, "image", dict(embed_dim=[16, 32], num_heads=[1, 2],
+            depth=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2], patch_padding=[2, 1], mlp_ratio=[2.0, 2.0],
+            attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0], drop_path_rate=[0.0, 0.0], qkv_bias=[True, True],
+            cls_token=[False, True], qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1],
+            stride_kv=[2, 2], padding_q=[1, 1], stride_q=[1, 1], **img)),
+        "wavlm": ("WavLMForCTC", "WavLMConfig", None, "wave", dict(wave, num_buckets=32, max_bucket_distance=64)),
+        "wav2vec2_conformer": ("Wav2Vec2ConformerForCTC", "Wav2Vec2ConformerConfig", None, "wave", dict(wave,
+            position_embeddings_type="rotary", conv_depthwise_kernel_size=3)),
+        "sew_d": ("SEWDForCTC", "SEWDConfig", None, "wave", dict(wave, squeeze_factor=2, position_buckets=16,
+            max_position_embeddings=64)),
+    }
+
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 #: generate() modes: name -> GenerationConfig kwargs beyond the common ones
@@ -331,7 +449,8 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
     ids = torch.randint(3, z.vocab, (z.batch, z.tokens), generator=g).to(device)
     if kind == "image":
         size = getattr(model.config, "image_size", z.image)
-        x = {"pixel_values": torch.randn(z.batch, 3, size, size, generator=g).to(device, dtype)}
+        h, w = (size, size) if isinstance(size, int) else size  # Hiera, PVT-v2: (height, width)
+        x = {"pixel_values": torch.randn(z.batch, 3, h, w, generator=g).to(device, dtype)}
         return x, {**x, "labels": torch.randint(0, 10, (z.batch,), generator=g).to(device)}
     if kind == "wave":  # raw audio samples; CTC targets
         x = {"input_values": torch.randn(z.batch, 800, generator=g).to(device, dtype)}
@@ -462,11 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     gpu = M.backend_device() != "cpu"
     names = list(cases(Sizes(gpu)))
-    more, wider = list(more_cases(Sizes(gpu))), list(wider_cases(Sizes(gpu)))
-    base = [n for n in names if n not in more and n not in wider]
+    more, wider, beyond = (list(f(Sizes(gpu))) for f in (more_cases, wider_cases, beyond_cases))
+    base = [n for n in names if n not in more + wider + beyond]
     ap.add_argument("--models", default=",".join(base),
                     help=f"of {','.join(names)}; 'more' for {len(more)} more, 'wider' for {len(wider)} beyond those, "
-                         "'all' for every one; empty: none")
+                         f"'beyond' for {len(beyond)} further, 'all' for every one; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
@@ -478,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
                     "comma-separated (opt-in ones such as _grouped_mm)")
     a = ap.parse_args(argv)
-    groups = {"more": more, "wider": wider, "all": names}
+    groups = {"more": more, "wider": wider, "beyond": beyond, "all": names}
     models = [n for m in a.models.split(",") if m for n in groups.get(m, [m])]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:

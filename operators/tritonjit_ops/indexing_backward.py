@@ -6,7 +6,10 @@ indices touch are zeroed in, and converted out of, that accumulator. A small tab
 by many indices (T5's relative position buckets: 65536 indices into 32 rows) takes
 another kernel: there, one atomic per index and column would queue thousands deep on
 each of a few hundred addresses, so each program sums a chunk of indices into a copy of
-the whole table in registers first and adds that copy once. As
+the whole table in registers first and adds that copy once. A few indices (decode, a short
+prompt: up to FEW_INDICES) take a third: each index's program sums the rows of its
+duplicates itself and the first of them writes the sum, so the gradient is the zeroing and
+one launch in any dtype, as aten's kernel for few indices is. As
 in the forward (indexing.py), index values are checked on the host for CPU tensors and
 by a device assert on an accelerator, so an out-of-range index never writes out of bounds.
 """
@@ -87,6 +90,31 @@ def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl
 
 
 @triton.jit
+def _embed_bwd_few_kernel(g, idx, out, L, W, D, padding_idx, SUB: tl.constexpr, BLOCK: tl.constexpr,
+                          CHECK: tl.constexpr):
+    """out[idx[i]] = the sum of g[k] over every k with idx[k] == idx[i], written by the first
+    such i only: a few indices (decode, a short prompt) in one launch after the zeroing, in the
+    gradient's dtype, summed in fp32 (float64 stays float64) in index order, without atomics."""
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    j = tl.load(idx + i).to(tl.int64)
+    if CHECK:
+        tl.device_assert(j.to(tl.uint64, bitcast=True) < W, "tritonjit embedding_backward: index out of range")
+    acc_ty = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32
+    total = tl.zeros([BLOCK], acc_ty)
+    earlier = tl.zeros([SUB], tl.int32)
+    for s in range(0, L, SUB):
+        k = s + tl.arange(0, SUB)
+        same = (k < L) & (tl.load(idx + k, mask=k < L, other=-1).to(tl.int64) == j)
+        earlier += (same & (k < i)).to(tl.int32)
+        v = tl.load(g + k[:, None] * D + cols[None, :], mask=same[:, None] & (cols < D)[None, :], other=0.0)
+        total += tl.sum(v.to(acc_ty), axis=0)
+    first = tl.sum(earlier, axis=0) == 0
+    m = (cols < D) & first & (j != padding_idx) & (j >= 0) & (j < W)
+    tl.store(out + j * D + cols, total.to(out.dtype.element_ty), mask=m)
+
+
+@triton.jit
 def _cast_kernel(src, dst, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
@@ -95,11 +123,15 @@ def _cast_kernel(src, dst, n, BLOCK: tl.constexpr):
 
 #: the small-table kernel: tables of at most this many rows, read by at least this many indices
 SMALL_TABLE_ROWS, SMALL_TABLE_MIN_INDICES = 64, 1024
+#: at most this many indices: one program per index sums its duplicates itself (two launches in
+#: all, as aten's kernel for few indices, against four for a 16-bit table through the accumulator)
+FEW_INDICES = 128
 
 _zero = jit(_zero_kernel)
 _embed_bwd_small = jit(_embed_bwd_small_kernel)
 _cast = jit(_cast_kernel)
 _embed_bwd = jit(_embed_bwd_kernel)
+_embed_bwd_few = jit(_embed_bwd_few_kernel)
 _index_rows = jit(_index_rows_kernel)
 
 
@@ -133,6 +165,13 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
             launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
         return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)
     launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
+    if L and d and L <= FEW_INDICES and not freq:
+        sub = min(max(next_pow2(L), 2), 32)
+        block = min(next_pow2(d), max(32, 4096 // sub))
+        launches.append(launch(_embed_bwd_few, (L, cdiv(d, block)), In(0), In(1), Out(0), L, num_weights, d,
+                               padding_idx, SUB=sub, BLOCK=block, CHECK=check, num_warps=4 if block >= 256 else 2,
+                               **assert_options(check)))
+        return Plan(outs, tuple(launches), contiguous=contiguous)
     if L and d:
         block = min(next_pow2(d), 1024)
         grid = (L, cdiv(d, block))

@@ -421,6 +421,41 @@ def test_gpu_index_put_inverse_permutation():
     assert d["python_calls"] == 0 and d["plan_hits"] >= 1
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("tokens", [(1, 2), (2, 20), (3, 50)])
+def test_embedding_backward_of_few_tokens_is_two_launches_on_the_cxx_path(native, device_rules, dtype, tokens):
+    """A model's embedding gradient at a few tokens (decode, a short prompt) on the C++ path as
+    on a device: the zeroing and the few-indices kernel (two launches, as aten's), the
+    gradient of every repeated token summed; past FEW_INDICES (150 tokens) the accumulator's
+    kernels. An index out of range trips the kernel's assert."""
+    from tritonjit_ops import indexing_backward as ib
+
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(sum(tokens))
+    ids = torch.randint(0, 30, tokens, generator=g)
+    ids.view(-1)[-1] = ids.view(-1)[0]  # a repeated token
+    w = torch.randn(30, 64, generator=g).to(dtype).requires_grad_()
+    up = torch.randn(*tokens, 64, generator=g).to(dtype)
+    exact = torch.ops.aten.embedding_dense_backward(up.double(), ids, 30, -1, False)
+
+    def grad() -> torch.Tensor:
+        return torch.autograd.grad(F.embedding(ids, w), w, up)[0]
+
+    got, d = routed(grad, ["embedding", "embedding_dense_backward"])
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 2, d  # the embedding and its gradient
+    tol = 1e-6 if dtype == torch.float32 else 8e-3 * float(exact.abs().max())
+    torch.testing.assert_close(got.double(), exact, rtol=0, atol=tol)
+    p = ib.plan_embedding_dense_backward(up, ids, 30, -1, False)
+    assert [L.fn for L in p.launches] == ([ib._zero, ib._embed_bwd_few] if ids.numel() <= ib.FEW_INDICES
+                                          else [ib._zero, ib._index_rows, ib._embed_bwd, ib._index_rows]
+                                          if dtype == torch.bfloat16 else [ib._zero, ib._embed_bwd])
+    bad = ids.clone()
+    bad.view(-1)[0] = 30
+    with T.enable(include=["embedding_dense_backward"], wait_native=True), \
+            pytest.raises(Exception, match="embedding_backward: index out of range"):
+        torch.ops.aten.embedding_dense_backward(up, bad, 30, -1, False)
+
+
 def test_deterministic_mode_hands_index_writes_to_aten():
     """Under torch.use_deterministic_algorithms(True) the ops that write through an index (sums
     by atomics, a last writer that varies) are aten's, as in eager: index_put_ with accumulate

@@ -316,3 +316,57 @@ def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
         F.embedding(idx.view(-1, 4), w, padding_idx=padding_idx if padding_idx >= 0 else None,
                     scale_grad_by_freq=freq).backward(grad.view(-1, 4, d))
     torch.testing.assert_close(w.grad.double(), exact, rtol=0, atol=tol * max(scale, 1.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("rows, n, d, padding_idx", [
+    (50, 1, 16, -1),  # one token (decode)
+    (50, 2, 33, -1),  # two tokens, the same index twice
+    (7, 40, 300, 3),  # duplicates, padding_idx, three column blocks
+    (7, 128, 100, -1),  # the most indices the few-indices kernel takes
+    (7, 129, 20, -1),  # one past: the accumulator's kernels
+])
+def test_embedding_backward_few_indices(dtype, rows, n, d, padding_idx):
+    """Up to FEW_INDICES indices the gradient is the zeroing and one launch in any dtype (four
+    launches through an fp32 accumulator for a 16-bit table before): each index's program
+    sums its duplicates' rows and the first writes, so a repeated index is counted once per
+    occurrence, never twice and never lost; padding_idx's row stays zero. Against float64
+    aten, to the dtype's rounding of the exact sum, with the host check's variant and the
+    device assert's."""
+    from tritonjit_ops import indexing_backward as ib
+    from tritonjit_ops._plan import run
+
+    g = torch.Generator().manual_seed(n)
+    idx = torch.randint(0, rows, (n,), generator=g)
+    idx[n // 2:] = idx[0]  # half the indices repeat the first
+    if padding_idx >= 0:
+        idx[1] = padding_idx
+    grad = torch.randn(n, d, generator=g).to(dtype)
+    exact = torch.ops.aten.embedding_dense_backward(grad.double(), idx, rows, padding_idx, False)
+    tol = {torch.float32: 1e-6, torch.float64: 1e-12}.get(dtype, 8e-3) * max(float(exact.abs().max()), 1.0)
+    few = n <= ib.FEW_INDICES
+    for check in (False, True):
+        p = ib._plan(grad, idx, rows, padding_idx, False, check)
+        kernels = [launch.fn for launch in p.launches]
+        assert (kernels == [ib._zero, ib._embed_bwd_few]) == few, kernels
+        got = run(p, (grad, idx, rows, padding_idx, idx))
+        assert got.dtype == dtype and got.shape == (rows, d)
+        torch.testing.assert_close(got.double(), exact, rtol=0, atol=tol)
+        if padding_idx >= 0:
+            assert not got[padding_idx].any()
+    torch.testing.assert_close(ib.embedding_dense_backward(grad, idx, rows, padding_idx).double(), exact, rtol=0,
+                               atol=tol)
+
+
+def test_embedding_backward_few_indices_kernel_cross_compiles_for_sm90():
+    """The few-indices kernel's bf16 variant with the device assert builds for an H100/H200 here."""
+    from tritonjit_ops import indexing_backward as ib
+
+    grad, idx = torch.randn(2, 64).to(torch.bfloat16), torch.tensor([3, 3])
+    p = ib._plan(grad, idx, 50, -1, False, True)
+    launch = p.launches[-1]
+    assert launch.fn is ib._embed_bwd_few
+    sub, block, check = launch.args[-3:]
+    sig = f"*bf16:16,*i64:16,*bf16:16,i32,i32,i32:16,i32,{sub},{block},{check}"
+    ptx = ib._embed_bwd_few.compile(sig, target="cuda:90", **launch.options()).asm["ptx"]
+    assert "atom" not in ptx  # no atomics: the sum is each program's own
