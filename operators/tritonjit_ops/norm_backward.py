@@ -17,7 +17,11 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2, opmath
+from ._layout import contiguous_rows, rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, launch, run
+
+#: a row's layout for the kernels: (S1, S2, T0, T1, T2, TC) of _layout.rows_layout
+Rows = tuple[int, int, int, int, int, int]
 
 Tensor = torch.Tensor
 
@@ -36,20 +40,33 @@ def _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC: tl.constexpr, RMS: tl
 
 
 @triton.jit
+def _row_offsets(rows, cols, S1, S2, T0, T1, T2, TC):
+    """[rows, cols] element offsets of a strided view's rows read in place (the layout of
+    _layout.rows_layout, as the forward's norm kernel reads x); a contiguous input's (1, 1, N,
+    0, 0, 1) folds to ``rows * N + cols``."""
+    r = rows.to(tl.int64)
+    return ((r // (S1 * S2)) * T0 + ((r // S2) % S1) * T1 + (r % S2) * T2)[:, None] + cols[None, :] * TC
+
+
+@triton.jit
 def _norm_bwd_rows_kernel(
     dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps: tl.float64, G,
+    XS1, XS2, XT0, XT1, XT2, XTC, GS1, GS2, GT0, GT1, GT2, GTC,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
     HAS_STATS: tl.constexpr, HAS_DRES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """Rows that fit in registers, BLOCK_M of them per step (their reductions run side by
     side, not one after another): dx of row blocks pid, pid + G, ...; part[0, pid] and
-    part[1, pid] (part[0, pid] without a weight) = their sums of dy * xhat and of dy."""
-    _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, tl.program_id(0), RMS, HAS_W, NEED_W, NEED_B,
+    part[1, pid] (part[0, pid] without a weight) = their sums of dy * xhat and of dy. x's
+    and dy's rows are read in their layouts (X*, G*: _layout.rows_layout); dx is contiguous."""
+    _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, tl.program_id(0),
+               XS1, XS2, XT0, XT1, XT2, XTC, GS1, GS2, GT0, GT1, GT2, GTC, RMS, HAS_W, NEED_W, NEED_B,
                HAS_STATS, HAS_DRES, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
-def _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, pid, RMS: tl.constexpr,
+def _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, pid,
+               XS1, XS2, XT0, XT1, XT2, XTC, GS1, GS2, GT0, GT1, GT2, GTC, RMS: tl.constexpr,
                HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr, HAS_STATS: tl.constexpr,
                HAS_DRES: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """_norm_bwd_rows_kernel's work as program ``pid`` of ``G``; also the dx programs of
@@ -68,8 +85,8 @@ def _rows_body(dy, x, w, mean_in, rstd_in, dres, dx, part, M, N, eps, G, pid, RM
         rm = rows < M
         m = rm[:, None] & cm[None, :]
         offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
-        xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
-        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+        xv = tl.load(x + _row_offsets(rows, cols, XS1, XS2, XT0, XT1, XT2, XTC), mask=m, other=0.0).to(ACC)
+        g = tl.load(dy + _row_offsets(rows, cols, GS1, GS2, GT0, GT1, GT2, GTC), mask=m, other=0.0).to(ACC)
         if HAS_STATS:
             xhat, rstd = _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC, RMS)
         else:
@@ -215,7 +232,8 @@ def _col_sum_kernel(part, dw, db, G, N, NEED_W: tl.constexpr, NEED_B: tl.constex
 
 
 @triton.jit
-def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constexpr, RMS: tl.constexpr,
+def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, XS1, XS2, XT0, XT1, XT2, XTC, GS1, GS2, GT0, GT1,
+                      GT2, GTC, ACC: tl.constexpr, RMS: tl.constexpr,
                       NEED_W: tl.constexpr, NEED_B: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr):
     """_norm_bwd_small_kernel's weight and bias gradients of column block ``cb``, summed over
     all M rows, ROWS_C rows a step."""
@@ -227,10 +245,9 @@ def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constex
         rows = r0 + tl.arange(0, ROWS_C)
         rm = rows < M
         m = rm[:, None] & cm[None, :]
-        offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
-        g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
+        g = tl.load(dy + _row_offsets(rows, cols, GS1, GS2, GT0, GT1, GT2, GTC), mask=m, other=0.0).to(ACC)
         if NEED_W:
-            xv = tl.load(x + offs, mask=m, other=0.0).to(ACC)
+            xv = tl.load(x + _row_offsets(rows, cols, XS1, XS2, XT0, XT1, XT2, XTC), mask=m, other=0.0).to(ACC)
             xhat, _ = _xhat_of_stats(xv, m, rows, rm, mean_in, rstd_in, ACC, RMS)
             dw_acc += g * xhat
         if NEED_B:
@@ -244,6 +261,7 @@ def _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, cb, ACC: tl.constex
 @triton.jit
 def _norm_bwd_small_kernel(
     dy, x, w, mean_in, rstd_in, dx, dw, db, M, N, R,
+    XS1, XS2, XT0, XT1, XT2, XTC, GS1, GS2, GT0, GT1, GT2, GTC,
     RMS: tl.constexpr, HAS_W: tl.constexpr, NEED_W: tl.constexpr, NEED_B: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_C: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
@@ -254,10 +272,11 @@ def _norm_bwd_small_kernel(
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
     pid = tl.program_id(0)
     if pid < R:
-        _rows_body(dy, x, w, mean_in, rstd_in, x, dx, dx, M, N, 0.0, R, pid, RMS, HAS_W, False, False, True, False,
-                   BLOCK_M, BLOCK_N)
+        _rows_body(dy, x, w, mean_in, rstd_in, x, dx, dx, M, N, 0.0, R, pid, XS1, XS2, XT0, XT1, XT2, XTC,
+                   GS1, GS2, GT0, GT1, GT2, GTC, RMS, HAS_W, False, False, True, False, BLOCK_M, BLOCK_N)
     else:
-        _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, pid - R, ACC, RMS, NEED_W, NEED_B, ROWS_C, BLOCK_C)
+        _small_dw_columns(dy, x, mean_in, rstd_in, dw, db, M, N, pid - R, XS1, XS2, XT0, XT1, XT2, XTC,
+                          GS1, GS2, GT0, GT1, GT2, GTC, ACC, RMS, NEED_W, NEED_B, ROWS_C, BLOCK_C)
 
 
 _norm_bwd_rows = jit(_norm_bwd_rows_kernel)
@@ -284,6 +303,12 @@ SMALL_ELEMS = 4 << 20
 ONE_PER_SM_ELEMS = 4 << 20
 
 
+def _one_pass(on_gpu: bool, n: int) -> bool:
+    """Whether a row and its weight fit in registers (more live vectors than the forward's):
+    the row kernels, which read strided rows in place; longer rows take the wide kernel."""
+    return n <= (8192 if on_gpu else 2048)
+
+
 def _sms(on_gpu: bool, device: Any) -> int:
     if not on_gpu:
         return 8
@@ -293,15 +318,19 @@ def _sms(on_gpu: bool, device: Any) -> int:
 
 
 def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any], m: int, n: int, eps: float,
-                       rms: bool, need: Sequence[bool], contiguous: tuple[int, ...] = ()) -> Plan:
+                       rms: bool, need: Sequence[bool], contiguous: tuple[int, ...] = (),
+                       layouts: tuple[Rows, Rows] | None = None) -> Plan:
     """The plan of a row-norm backward. ``refs``: plan references (or None) of dy, x, w,
     mean, rstd, dres; ``shapes``: (shape, dtype) of the outputs dx, dw, db; ``need``:
-    which of dx, dw, db the call returns (an output not needed is returned as None).
+    which of dx, dw, db the call returns (an output not needed is returned as None);
+    ``layouts``: the layouts of x's and dy's rows (:func:`_in_place`), read in place by the row
+    kernels (contiguous where None; a caller passes others only where :func:`_one_pass`).
     Two launches at most: the rows (dx and per-program partial sums), then one column
     kernel for both dw and db; one, where the call has few rows and the forward's
     statistics (_norm_bwd_small_kernel)."""
     on_gpu = device.type != "cpu"
-    one_pass = n <= (8192 if on_gpu else 2048)  # a row and its weight in registers (more live vectors than forward)
+    one_pass = _one_pass(on_gpu, n)
+    xl, gl = layouts or (contiguous_rows(n), contiguous_rows(n))
     block_n = next_pow2(n) if one_pass else (4096 if on_gpu else 1024)
     need_w = bool(need[1]) and refs["w"] is not None
     need_b = bool(need[2])
@@ -341,7 +370,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         rows_c = max(1, min(next_pow2(m), (TILE_ELEMS if on_gpu else 2048) // block_c))
         launches.append(launch(
             _norm_bwd_small, (r + cdiv(n, block_c),), refs["dy"], x, refs["w"] if refs["w"] is not None else x,
-            refs["mean"] if refs["mean"] is not None else x, refs["rstd"], Out(0), dw_out, db_out, m, n, r,
+            refs["mean"] if refs["mean"] is not None else x, refs["rstd"], Out(0), dw_out, db_out, m, n, r, *xl, *gl,
             RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b, BLOCK_M=block_m, BLOCK_N=block_n,
             ROWS_C=rows_c, BLOCK_C=block_c, num_warps=warps))
         return Plan(tuple(outs), tuple(launches), result=result, contiguous=contiguous)
@@ -353,7 +382,8 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
         flags = dict(RMS=rms, HAS_W=refs["w"] is not None, NEED_W=need_w, NEED_B=need_b,
                      HAS_STATS=refs["rstd"] is not None, HAS_DRES=refs["dres"] is not None, BLOCK_N=block_n)
         if one_pass:
-            launches.append(launch(_norm_bwd_rows, (g,), *common, g, BLOCK_M=block_m, num_warps=warps, **flags))
+            launches.append(launch(_norm_bwd_rows, (g,), *common, g, *xl, *gl, BLOCK_M=block_m, num_warps=warps,
+                                   **flags))
         else:
             launches.append(launch(_norm_bwd_wide, (g,), *common, rows, g, num_warps=warps, **flags))
         if kinds:
@@ -396,6 +426,24 @@ def _contig(*items: tuple[int, Any]) -> tuple[int, ...]:
     return tuple(i for i, t in items if isinstance(t, Tensor) and not t.is_contiguous())
 
 
+def _in_place(dy: Tensor, x: Tensor, n: int, dims: int) -> tuple[tuple[Rows, Rows] | None, tuple[int, ...]]:
+    """(the rows' layouts of x and dy, arguments 1 and 0, for the row kernels; the ones of
+    those two to copy contiguous first): a strided view over the last ``dims`` dims (a
+    transposed [B, C, HW] conv output under a layer norm; an attention head's view under a
+    q/k norm) is read in place where its rows have a layout (_layout.rows_layout) and fit
+    the row kernels (:func:`_one_pass`), as the forward reads them; aten's backward copies
+    both first."""
+    if x.is_contiguous() and dy.is_contiguous():
+        return None, ()
+    norm = range(x.dim() - dims, x.dim())
+    xl = contiguous_rows(n) if x.is_contiguous() else rows_layout(x, norm)
+    gl = contiguous_rows(n) if dy.is_contiguous() else rows_layout(dy, norm)
+    if not _one_pass(x.device.type != "cpu", n) or xl is None and gl is None:
+        return None, _contig((0, dy), (1, x))
+    return (xl or contiguous_rows(n), gl or contiguous_rows(n)), (() if gl is not None else (0,)) + (
+        () if xl is not None else (1,))
+
+
 # ------------------------------------------------------------------ aten's backward ops
 def plan_native_layer_norm_backward(grad_out: Any, x: Any, normalized_shape: Any, mean: Any, rstd: Any,
                                     weight: Any, bias: Any, output_mask: Any) -> Plan | None:
@@ -411,8 +459,9 @@ def plan_native_layer_norm_backward(grad_out: Any, x: Any, normalized_shape: Any
     refs = dict(dy=In(0), x=In(1), w=In(5) if weight is not None else None, mean=In(3), rstd=In(4), dres=None)
     shapes = dict(dx=(tuple(x.shape), x.dtype), dw=(tuple(weight.shape), weight.dtype) if weight is not None else None,
                   db=(tuple(bias.shape), bias.dtype) if bias is not None else None)
+    layouts, copied = _in_place(grad_out, x, n, 1 if isinstance(normalized_shape, int) else len(normalized_shape))
     return norm_backward_plan(x.device, refs, shapes, m, n, 0.0, False, need,
-                              _contig((0, grad_out), (1, x), (3, mean), (4, rstd), (5, weight)))
+                              copied + _contig((3, mean), (4, rstd), (5, weight)), layouts)
 
 
 def plan_fused_rms_norm_backward(grad_out: Any, x: Any, normalized_shape: Any, rstd: Any, weight: Any,
@@ -428,8 +477,9 @@ def plan_fused_rms_norm_backward(grad_out: Any, x: Any, normalized_shape: Any, r
     refs = dict(dy=In(0), x=In(1), w=In(4) if weight is not None else None, mean=None, rstd=In(3), dres=None)
     shapes = dict(dx=(tuple(x.shape), x.dtype), dw=(tuple(weight.shape), weight.dtype) if weight is not None else None,
                   db=None)
+    layouts, copied = _in_place(grad_out, x, n, 1 if isinstance(normalized_shape, int) else len(normalized_shape))
     p = norm_backward_plan(x.device, refs, shapes, m, n, 0.0, True, need,
-                           _contig((0, grad_out), (1, x), (3, rstd), (4, weight)))
+                           copied + _contig((3, rstd), (4, weight)), layouts)
     return p._replace(result=p.result[:2])
 
 

@@ -272,12 +272,19 @@ def test_norm_backward_values_with_many_and_one_row_a_step(m, n, kernel, rows_a_
     (False, True, True, 1, 1024, 32), (True, True, False, 1, 4096, 64), (False, False, True, 4, 1024, 32)])
 def test_norm_backward_of_few_rows_cross_compiles_for_sm90(rms, need_w, need_b, rows_a_step, n, block_c):
     """The one-launch kernel's two kinds of program share nothing but the launch: Triton's
-    compiler (not the interpreter) checks that the branches' values agree in type."""
+    compiler (not the interpreter) checks that the branches' values agree in type. With
+    contiguous rows' layout arguments (1, 1, N, 0, 0, 1) its code has no 64-bit division
+    (the layout folds to ``row * N + col``); a strided x's and dy's layouts compile too."""
     from tritonjit_ops import norm_backward as NB
 
     rows_c = NB.TILE_ELEMS // block_c
-    sig = (f"*bf16:16,*bf16:16,*bf16:16,*fp32:16,*fp32:16,*bf16:16,*bf16:16,*bf16:16,i32:16,i32:16,i32:16,"
-           f"{rms},True,{need_w},{need_b},{rows_a_step},{n},{rows_c},{block_c}")
+    head = "*bf16:16,*bf16:16,*bf16:16,*fp32:16,*fp32:16,*bf16:16,*bf16:16,*bf16:16,i32:16,i32:16,i32:16,"
+    tail = f"{rms},True,{need_w},{need_b},{rows_a_step},{n},{rows_c},{block_c}"
+    contiguous = "i32:1,i32:1,i32:16,i32:16,i32:16,i32:1,"
+    strided = "i32,i32,i32:16,i32,i32:16,i32,"  # a head's view: rows of three dims, elements apart
+    ptx = NB._norm_bwd_small.compile(head + contiguous * 2 + tail, target="cuda:90", num_warps=8).asm["ptx"]
+    assert "div.s64" not in ptx and "rem.s64" not in ptx
+    sig = head + strided + contiguous + tail
     assert NB._norm_bwd_small.compile(sig, target="cuda:90", num_warps=8).binary, sig
 
 
@@ -339,6 +346,73 @@ def test_layer_norm_of_a_layout_without_rows_is_copied_first():
         torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("case", list(NORM_VIEWS))
+@pytest.mark.parametrize("strided", ["x", "dy", "both"])
+@pytest.mark.parametrize("kernel", ["small", "rows", "wide"])
+def test_norm_backward_reads_strided_views_in_place(case, strided, kernel, monkeypatch):
+    """native_layer_norm_backward's and _fused_rms_norm_backward's plans read a strided x or
+    gradient in place in the row kernels (the one-launch small kernel and the rows kernel
+    with its column sums: no contiguous copy asked for), as the forward reads x; rows past
+    the row kernels (the wide kernel) are copied first. dx, dweight and dbias equal aten's;
+    dx is contiguous, as aten's is."""
+    from tritonjit_ops import _plan
+    from tritonjit_ops import norm_backward as nb
+
+    if kernel == "rows":
+        monkeypatch.setattr(nb, "SMALL_ROWS", 0)
+    if kernel == "wide":
+        monkeypatch.setattr(nb, "_one_pass", lambda on_gpu, n: False)
+    shape, view, nd = NORM_VIEWS[case]
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(*shape, generator=g)
+    x = view(base) if strided != "dy" else view(base).contiguous()
+    dy = view(torch.randn(*shape, generator=g))
+    if strided == "x":
+        dy = dy.contiguous()
+    ns = list(x.shape[x.dim() - nd:])
+    w, b = torch.randn(ns, generator=g), torch.randn(ns, generator=g)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, ns, w, b, 1e-5)
+    args = (dy, x, ns, mean, rstd, w, b, [True, True, True])
+    p = nb.plan_native_layer_norm_backward(*args)
+    copied = {0, 1} & set(p.contiguous)
+    assert copied == ({i for i, t in ((0, dy), (1, x)) if not t.is_contiguous()} if kernel == "wide" else set()), p
+    for got, want in zip(_plan.run(p, args), torch.ops.aten.native_layer_norm_backward(*args)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert _plan.run(p, args)[0].is_contiguous()
+    _, rstd = torch.ops.aten._fused_rms_norm(x, ns, w, 1e-6)
+    args = (dy, x, ns, rstd, w, [True, True])
+    p = nb.plan_fused_rms_norm_backward(*args)
+    assert ({0, 1} & set(p.contiguous)) == copied
+    xr, wr = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    want = torch.autograd.grad(F.rms_norm(xr, ns, wr, 1e-6), (xr, wr), dy)  # aten has no CPU rms backward op
+    for got, e in zip(_plan.run(p, args), want):
+        torch.testing.assert_close(got, e, rtol=1e-4, atol=1e-5)
+
+
+def test_norm_backward_of_strided_views_from_cxx():
+    """A layer norm's training step over a transposed conv output ([B, C, HW] -> [B, HW, C], as
+    PVT, CvT, FocalNet and Swin norm their patches) on the C++ path: the backward is one plan
+    of the row kernels with no copy, and the gradients equal eager's."""
+    from _util import native_ops_or_skip, routed
+
+    native_ops_or_skip()
+    g = torch.Generator().manual_seed(2)
+    conv = torch.randn(2, 32, 16, generator=g)
+    w, b = torch.randn(32, generator=g).requires_grad_(), torch.randn(32, generator=g).requires_grad_()
+    up = torch.randn(2, 32, 16, generator=g)
+
+    def step():
+        x = conv.clone().requires_grad_()
+        y = F.layer_norm(x.transpose(1, 2), [32], w, b)
+        return torch.autograd.grad(y.transpose(1, 2), (x, w, b), up)  # dy: a transposed view as well
+
+    want = step()
+    got, d = routed(step, ["native_layer_norm", "native_layer_norm_backward"])
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    assert d["python_calls"] == 0 and d["plan_hits"] >= 2, d
+
+
 def test_strided_norm_variants_cross_compile_for_sm90():
     """The one-pass and looped variants with a strided x's layout arguments compile for the
     H200 (no GPU needed)."""
@@ -353,8 +427,8 @@ def test_strided_norm_variants_cross_compile_for_sm90():
 
 @pytest.mark.gpu
 def test_gpu_norms_of_strided_views_are_read_in_place():
-    """On the GPU, from C++: layer and RMS norms of the strided views above agree with eager
-    (fp32 and bf16), one plan hit a call, no Python."""
+    """On the GPU, from C++: layer and RMS norms of the strided views above, and the layer
+    norm's backward, agree with eager (fp32 and bf16), one plan hit a call, no Python."""
     from _util import native_ops_or_skip, routed
 
     native_ops_or_skip()
@@ -369,3 +443,13 @@ def test_gpu_norms_of_strided_views_are_read_in_place():
                 got, d = routed(fn, ["native_layer_norm", "_fused_rms_norm"])
                 close(got, want)
                 assert d["python_calls"] == 0 and d["plan_hits"] == 1, (case, d)
+            # and the backward, x and its gradient both strided: read in place, one plan a call
+            _, mean, rstd = torch.ops.aten.native_layer_norm(x, ns, w, w, 1e-5)
+            dy = view(torch.randn(*shape, device="cuda", dtype=dtype))
+            args = (dy, x, ns, mean, rstd, w, w, [True, True, True])
+            want = torch.ops.aten.native_layer_norm_backward(*args)
+            got, d = routed(lambda: torch.ops.aten.native_layer_norm_backward(*args),  # noqa: B023
+                            ["native_layer_norm_backward"])
+            for a, e in zip(got, want):
+                close(a, e)
+            assert d["python_calls"] == 0 and d["plan_hits"] == 1, (case, d)
