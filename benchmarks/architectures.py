@@ -488,6 +488,11 @@ def _coverage(fn: Callable[[], Any]) -> str:
     return f"{ok}/{cov['covered_calls']}{host} | {top or '-'}"
 
 
+def _one_line(e: Exception) -> str:
+    """An error as a table cell: its type and the first 120 characters of its message on one line."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:120]}"
+
+
 def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, audit: set[str]) -> list[str]:
     """The forward and training-step rows of model ``name``."""
     cls, cfg_cls, attn, kind, kw = cases(z)[name]
@@ -495,7 +500,7 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
         model = _build(cls, cfg_cls, attn, device, dtype, **kw)
         fwd_in, train_in = _inputs(kind, model, z, device, dtype)
     except Exception as e:  # noqa: BLE001  (a config the model refuses at these sizes: its rows say so)
-        rows = [f"| {name} | {label} | error: {type(e).__name__}: {str(e)[:120]} | | |" for label in ("forward", "train")]
+        rows = [f"| {name} | {label} | error: {_one_line(e)} | | |" for label in ("forward", "train")]
         print(*rows, sep="\n", flush=True)
         return rows
 
@@ -534,7 +539,7 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
                 print(T.audit_table(T.audit(fn, rounds=2, include=INCLUDE), limit=12), flush=True)
         except Exception as e:  # noqa: BLE001  (a row per failure; the others still run)
             traceback.print_exc(limit=-3)
-            rows.append(f"| {name} | {label} | error: {type(e).__name__}: {str(e)[:120]} | | |")
+            rows.append(f"| {name} | {label} | error: {_one_line(e)} | | |")
         print(rows[-1], flush=True)
     return rows
 
@@ -577,7 +582,7 @@ def run_generate(modes: list[str], z: Sizes, device: str, dtype: torch.dtype) ->
                         f"{_coverage(go)} |")
         except Exception as e:  # noqa: BLE001
             traceback.print_exc(limit=-3)
-            rows.append(f"| generate | {mode} | error: {type(e).__name__}: {str(e)[:120]} | | |")
+            rows.append(f"| generate | {mode} | error: {_one_line(e)} | | |")
         print(rows[-1], flush=True)
     return rows
 
