@@ -259,22 +259,19 @@ def _softmax_aten(fn):
     return impl
 
 
-def _stats_dtype(x: Tensor, *stats: Tensor) -> tuple[Tensor, ...]:
-    # aten's CPU kernels return statistics in the input dtype, its CUDA kernels in fp32.
-    if x.device.type == "cpu":
-        return tuple(s.to(x.dtype) for s in stats)
-    return stats
-
-
 def _native_layer_norm(x, normalized_shape, weight, bias, eps):
     out, mean, rstd = norm.native_layer_norm(x, normalized_shape, weight, bias, eps)
-    return (out, *_stats_dtype(x, mean, rstd))
+    if x.device.type == "cpu":  # aten's CPU kernel: the input dtype (fp32 for mixed); its CUDA kernel: fp32
+        dt = norm.param_stats_dtype(x, weight, bias)
+        return out, mean.to(dt), rstd.to(dt)
+    return out, mean, rstd
 
 
 def _native_group_norm(x, weight, bias, n, c, hw, group, eps):
-    # aten's group_norm gives its statistics in the input dtype on every device
+    # aten's group_norm gives its statistics in the input dtype (fp32 for mixed) on every device
     out, mean, rstd = norm.native_group_norm(x, weight, bias, n, c, hw, group, eps)
-    return out, mean.to(x.dtype), rstd.to(x.dtype)
+    dt = norm.param_stats_dtype(x, weight, bias)
+    return out, mean.to(dt), rstd.to(dt)
 
 
 def _sum_full(x, *, dtype=None):

@@ -364,8 +364,9 @@ def _group_norm_bwd(ctx, g):
     mean = xf.mean(-1)
     rstd = torch.rsqrt(xf.var(-1, unbiased=False) + ctx.eps)
     need = ctx.needs_input_grad
+    dt = norm.param_stats_dtype(x, w)  # aten's backward reads them in the forward's dtype (fp32 for mixed)
     dx, dw, db = torch.ops.aten.native_group_norm_backward(
-        g.contiguous(), x.contiguous(), mean.to(x.dtype), rstd.to(x.dtype), w, n, c, hw, ctx.groups,
+        g.contiguous(), x.contiguous(), mean.to(dt), rstd.to(dt), w, n, c, hw, ctx.groups,
         [need[0], w is not None and need[2], ctx.has_b and need[3]])
     return dx, None, dw, db, None
 

@@ -349,6 +349,15 @@ def native_group_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, N: 
     return out, mean, rstd
 
 
+def param_stats_dtype(x: Tensor, *params: Tensor | None) -> torch.dtype:
+    """The dtype of the statistics aten's group norm returns on every device, and its layer norm
+    on the CPU: float32 where the first given weight/bias has another dtype than x (a bf16 or
+    fp16 x with fp32 parameters: aten's mixed type, as under CPU autocast), else x's. aten's
+    backward reads them in that dtype and refuses any other."""
+    p = next((t for t in params if t is not None), None)
+    return torch.float32 if p is not None and p.dtype != x.dtype else x.dtype
+
+
 def group_norm(x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
                eps: float = 1e-5) -> Tensor:
     """Normalize each (sample, group of C/num_groups channels) slice, then a per-channel affine."""

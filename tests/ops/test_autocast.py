@@ -97,3 +97,49 @@ def test_autocast_training_step_agrees_with_eager(name):
         assert done == cov["covered_calls"], cov["not_routed"]
     else:
         assert done >= 0.9 * cov["covered_calls"], cov["not_routed"]
+
+
+def test_norm_statistics_of_mixed_dtypes_are_atens():
+    """A bf16 input with fp32 weight and bias (aten's "mixed type": CPU autocast leaves group
+    and layer norms of a bf16 convolution's output so, as WavLM's feature encoder makes them):
+    native_group_norm's statistics are fp32 on every device, and native_layer_norm's on the
+    CPU, as aten's; non-mixed calls keep the input's dtype. aten's backward reads them in that
+    dtype: with bf16 statistics, the group norm's backward raised "expected scalar type
+    BFloat16 but found Float". The training step through both norms agrees with eager."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 8, 24, generator=g).bfloat16()
+    w, b = torch.randn(8, generator=g), torch.randn(8, generator=g)
+    calls = {
+        "group mixed": lambda: torch.ops.aten.native_group_norm(x, w, b, 2, 8, 24, 4, 1e-5),
+        "group bf16": lambda: torch.ops.aten.native_group_norm(x, w.bfloat16(), b.bfloat16(), 2, 8, 24, 4, 1e-5),
+        "group, no affine": lambda: torch.ops.aten.native_group_norm(x, None, None, 2, 8, 24, 4, 1e-5),
+        "layer mixed": lambda: torch.ops.aten.native_layer_norm(x.transpose(1, 2), [8], w, b, 1e-5),
+        "layer bf16": lambda: torch.ops.aten.native_layer_norm(x.transpose(1, 2), [8], w.bfloat16(), None, 1e-5),
+    }
+    for name, fn in calls.items():
+        want = fn()
+        with T.enable():
+            got = fn()
+        assert [t.dtype for t in got] == [t.dtype for t in want], name
+        for a, e in zip(got, want):
+            torch.testing.assert_close(a.float(), e.float(), rtol=2e-2, atol=2e-2, msg=lambda m, n=name: f"{n}: {m}")
+
+    conv = torch.nn.Conv1d(4, 8, 3)
+    gn, ln = torch.nn.GroupNorm(8, 8), torch.nn.LayerNorm(8)
+    wave = torch.randn(2, 4, 26, generator=g)
+
+    def step():
+        for m in (conv, gn, ln):
+            m.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = gn(conv(wave))  # a bf16 convolution's output, normed with fp32 parameters
+            y = ln(h.transpose(1, 2))
+        y.float().square().mean().backward()
+        return [p.grad.clone() for m in (conv, gn, ln) for p in m.parameters()]
+
+    want = step()
+    with T.enable():
+        got = step()
+    scale = max(float(e.abs().max()) for e in want)  # the conv bias's gradient is zero in exact arithmetic
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e, rtol=GRAD_REL, atol=NOISE * scale)
