@@ -12,12 +12,17 @@ The rule is TensorIterator's (aten/src/ATen/TensorIterator.cpp: ``fast_set_up``,
 out here because aten's meta kernels do not run it: their Python stride rule gives other
 strides to size-1 dimensions. The tests hold this copy to aten's CPU results over random
 layouts.
+
+It also holds the rows layout that lets a row kernel read a strided view in place
+(:func:`rows_layout` on the host, :func:`row_offset` in the kernels).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 import torch
+import triton
+import triton.language as tl  # noqa: F401 - Triton requires it visible to the @triton.jit helper below
 
 Tensor = torch.Tensor
 
@@ -160,6 +165,15 @@ def contiguous_rows(n: int) -> tuple[int, int, int, int, int, int]:
     """The :func:`rows_layout` of a contiguous input of rows of ``n`` elements: (1, 1, n, 0, 0,
     1), which Triton's specialization of 1s folds back to ``row*n + j``."""
     return 1, 1, n, 0, 0, 1
+
+
+@triton.jit
+def row_offset(r, S1, S2, T0, T1, T2):
+    """Where row ``r`` (an int64 scalar or block) of a :func:`rows_layout` starts:
+    ``r = (r0*S1 + r1)*S2 + r2`` at ``r0*T0 + r1*T1 + r2*T2``; the kernels that read rows in
+    place (rowwise's ``_row``, the reduction, norm and norm-backward kernels) share it. A
+    contiguous layout's S1 = S2 = 1 folds it to ``r*T0``."""
+    return (r // (S1 * S2)) * T0 + ((r // S2) % S1) * T1 + (r % S2) * T2
 
 
 def rows_layout(x: Tensor, dims: Sequence[int]) -> tuple[int, int, int, int, int, int] | None:

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from . import _prologue
 from ._common import FLOAT_DTYPES, cdiv, check_dtype, check_same_device, jit, next_pow2, opmath
-from ._layout import contiguous_rows, rows_layout
+from ._layout import contiguous_rows, row_offset, rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, execute, launch
 
 Tensor = torch.Tensor
@@ -39,7 +39,7 @@ def _norm_kernel(
     base = r64[:, None] * N  # the outputs' rows (and a residual's): contiguous
     # x's rows, read in place from a strided view (_layout.rows_layout: an attention head's
     # [B, H, L, D] view); for a contiguous x, S1 = S2 = TC = 1 and T0 = N fold to ``base``
-    xbase = ((r64 // (S1 * S2)) * T0 + ((r64 // S2) % S1) * T1 + (r64 % S2) * T2)[:, None]
+    xbase = row_offset(r64, S1, S2, T0, T1, T2)[:, None]
     if HAS_RES:
         sbase = base  # later passes read the sum, stored contiguous in res_out
         SC = 1

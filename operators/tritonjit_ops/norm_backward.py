@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2, opmath
-from ._layout import contiguous_rows, rows_layout
+from ._layout import contiguous_rows, row_offset, rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, launch, run
 
 #: a row's layout for the kernels: (S1, S2, T0, T1, T2, TC) of _layout.rows_layout
@@ -44,8 +44,7 @@ def _row_offsets(rows, cols, S1, S2, T0, T1, T2, TC):
     """[rows, cols] element offsets of a strided view's rows read in place (the layout of
     _layout.rows_layout, as the forward's norm kernel reads x); a contiguous input's (1, 1, N,
     0, 0, 1) folds to ``rows * N + cols``."""
-    r = rows.to(tl.int64)
-    return ((r // (S1 * S2)) * T0 + ((r // S2) % S1) * T1 + (r % S2) * T2)[:, None] + cols[None, :] * TC
+    return row_offset(rows.to(tl.int64), S1, S2, T0, T1, T2)[:, None] + cols[None, :] * TC
 
 
 @triton.jit

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, cdiv, check_out, check_same_device, is_cuda_like, jit, next_pow2, normalize_dims
-from ._layout import rows_layout
+from ._layout import row_offset, rows_layout
 from ._plan import Buffer, In, Launch, Out, Plan, Tmp, aten_plan, execute, launch
 from .elementwise import _launch as _ew_launch
 
@@ -53,7 +53,7 @@ def _reduce_kernel(
     ks = kb * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
     k64 = ks.to(tl.int64)
-    kofs = (k64 // (S1 * S2)) * sK + ((k64 // S2) % S1) * T1 + (k64 % S2) * T2
+    kofs = row_offset(k64, S1, S2, sK, T1, T2)
     base = x + o * sO
     if ONE_TILE:
         r_lo = 0

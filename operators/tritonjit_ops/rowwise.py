@@ -21,7 +21,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, is_cuda_like, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._layout import contiguous_rows, flat_stride, rows_layout
+from ._layout import contiguous_rows, flat_stride, row_offset, rows_layout
 from ._plan import Buffer, In, Out, Plan, aten_plan, execute, launch, run, value_keyed
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
@@ -58,7 +58,7 @@ def _row_kernel(x, out, out2, N, corr, S1, S2, T0, T1, T2, TC, OP: tl.constexpr,
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     m = cols < N
-    base = x + (row // (S1 * S2)) * T0 + ((row // S2) % S1) * T1 + (row % S2) * T2
+    base = x + row_offset(row, S1, S2, T0, T1, T2)
     if OP == "cumsum":
         v = _cast(tl.load(base + cols * TC, mask=m, other=0), CT)
         tl.store(out + row * N + cols, tl.cumsum(v, 0).to(out.dtype.element_ty), mask=m)
