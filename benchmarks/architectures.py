@@ -94,6 +94,14 @@ def _decoder(z: Sizes) -> dict[str, Any]:
                 num_key_value_heads=2, intermediate_size=2 * z.hidden, max_position_embeddings=max(512, z.tokens))
 
 
+def _wave(z: Sizes) -> dict[str, Any]:
+    """The config kwargs of a small speech encoder over raw audio (two feature convolutions,
+    grouped positional convolution; CTC head) at ``z``'s sizes."""
+    return dict(vocab_size=z.vocab, hidden_size=z.hidden, num_hidden_layers=z.layers, num_attention_heads=z.heads,
+                intermediate_size=2 * z.hidden, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0)
+
+
 def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
     """name -> (model class, config class, attention, inputs kind, config kwargs)."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
@@ -196,10 +204,7 @@ def more_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str,
     llama = _decoder(z)
     patch = 8 if z.image >= 32 else 4
     return {
-        "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", None, "wave", dict(
-            vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
-            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-            num_conv_pos_embedding_groups=4, feat_extract_norm="group", mask_time_prob=0.0)),
+        "wav2vec2": ("Wav2Vec2ForCTC", "Wav2Vec2Config", None, "wave", dict(_wave(z), feat_extract_norm="group")),
         "dinov2": ("Dinov2ForImageClassification", "Dinov2Config", None, "image", dict(
             hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, image_size=z.image, patch_size=patch,
             num_labels=10, mlp_ratio=2)),
@@ -280,9 +285,7 @@ def wider_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str
             mamba_dt_rank=8)),
         "esm": ("EsmForMaskedLM", "EsmConfig", None, "mlm", dict(enc, position_embedding_type="rotary", pad_token_id=1,
                                                                   mask_token_id=2)),
-        "hubert": ("HubertForCTC", "HubertConfig", None, "wave", dict(vocab_size=V, hidden_size=H, num_hidden_layers=L,
-            num_attention_heads=NH, intermediate_size=2 * H, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
-            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0)),
+        "hubert": ("HubertForCTC", "HubertConfig", None, "wave", _wave(z)),
         "gemma": ("GemmaForCausalLM", "GemmaConfig", "sdpa", "lm", dict(ll, head_dim=hd)),
         "phimoe": ("PhimoeForCausalLM", "PhimoeConfig", "sdpa", "lm", dict(ll, num_local_experts=4, num_experts_per_tok=2)),
         "qwen2_moe": ("Qwen2MoeForCausalLM", "Qwen2MoeConfig", "sdpa", "lm", dict(ll, num_experts=4, num_experts_per_tok=2,
@@ -327,14 +330,8 @@ def beyond_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[st
     gated relative positions (WavLM) and conformer blocks."""
     H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
     hd = H // NH
-    ll = dict(vocab_size=V, hidden_size=H, num_hidden_layers=z.layers, num_attention_heads=NH,
-              num_key_value_heads=2, intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens))
-    enc = dict(vocab_size=V, hidden_size=H, num_hidden_layers=z.layers, num_attention_heads=NH,
-               intermediate_size=2 * H, max_position_embeddings=max(512, z.tokens + 2))
+    ll, enc, wave = _decoder(z), _encoder(z), _wave(z)
     img = dict(num_labels=10)
-    wave = dict(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
-                conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-                num_conv_pos_embedding_groups=4, mask_time_prob=0.0)
     return {
         "llama4": ("Llama4ForCausalLM", "Llama4TextConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2, head_dim=hd,
             intermediate_size_mlp=2 * H, num_local_experts=4, num_experts_per_tok=1, interleave_moe_layer_step=2,
