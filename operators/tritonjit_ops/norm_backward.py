@@ -439,8 +439,8 @@ def _in_place(dy: Tensor, x: Tensor, n: int, dims: int) -> tuple[tuple[Rows, Row
     gl = contiguous_rows(n) if dy.is_contiguous() else rows_layout(dy, norm)
     if not _one_pass(x.device.type != "cpu", n) or xl is None and gl is None:
         return None, _contig((0, dy), (1, x))
-    return (xl or contiguous_rows(n), gl or contiguous_rows(n)), (() if gl is not None else (0,)) + (
-        () if xl is not None else (1,))
+    copied = tuple(i for i, layout in ((0, gl), (1, xl)) if layout is None)
+    return (xl or contiguous_rows(n), gl or contiguous_rows(n)), copied
 
 
 # ------------------------------------------------------------------ aten's backward ops
