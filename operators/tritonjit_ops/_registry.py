@@ -142,8 +142,8 @@ for _name, _schema, _impl, _ref in _OPS:
     _lib.define(f"{_name}{_schema}")
     _lib.impl(_name, _impl, _KEY)
     torch.library.register_fake(f"tritonjit::{_name}", _fake(_ref), lib=_lib)
-# backward ops, and each op's autograd (flash_attention's own: attention.register_autograd)
-_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS if o[0] != "flash_attention"])
+# backward ops, and each op's autograd (flash_attention's and its backward's: attention.register_autograd)
+_autograd.register(_lib, _KEY, [(o[0], o[1]) for o in _OPS if not o[0].startswith("flash_attention")])
 attention.register_autograd(_lib)
 _packets.speed_up("tritonjit", (o[0].partition(".")[0] for o in _OPS))
 

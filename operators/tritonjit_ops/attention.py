@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from . import _plan as P
-from . import _policy
+from . import _policy, double_backward
 from . import autograd as _autograd
 from ._common import cdiv, jit
 
@@ -562,12 +562,13 @@ def _forward(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
 
 
 def attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, *,
-                       causal: bool = False, scale: float | None = None,
-                       bias: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                       causal: bool = False, scale: float | None = None, bias: Tensor | None = None,
+                       dlse: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """(dq, dk, dv) of :func:`attention_forward`, from its output and logsumexp; each laid
-    out like its input; dk and dv summed over the query heads that share a key head."""
+    out like its input; dk and dv summed over the query heads that share a key head.
+    ``dlse``: the gradient of the logsumexp output (B, H, M), where it has one."""
     _refuse("attention_backward", q, k, v, bias, causal)
-    return _backward(do, q, k, v, o, lse, causal, scale, bias)
+    return _backward(do, q, k, v, o, lse, causal, scale, bias, dlse=dlse)
 
 
 #: (kernel, dtypes, device, constexprs, M, N) -> the tuned kernel's full keyword set for such
@@ -626,10 +627,14 @@ def _grad_like(t: Tensor, bshd: bool) -> Tensor:
 
 
 def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool,
-              scale: float | None, bias: Tensor | None, bshd: bool = False) -> tuple[Tensor, Tensor, Tensor]:
-    """attention_backward of a call check() accepted; ``bshd``: gradients laid out (B, S, H, D)."""
+              scale: float | None, bias: Tensor | None, bshd: bool = False,
+              dlse: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """attention_backward of a call check() accepted; ``bshd``: gradients laid out (B, S, H, D).
+    The logsumexp's gradient enters through delta: d lse / d scores is P, so the scores'
+    gradient P * (dP - delta) + P * dlse is the kernels' formula with delta - dlse."""
     if _interpreted_bf16(q):
-        grads = _backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal, scale, bias)
+        grads = _backward(do.float(), q.float(), k.float(), v.float(), o.float(), lse, causal, scale, bias,
+                          dlse=dlse)
         return tuple(_grad_like(t, bshd).copy_(g) for t, g in zip((q, k, v), grads))  # type: ignore[return-value]
     q, k, v, o, do = _unit_last(q), _unit_last(k), _unit_last(v), _unit_last(o), _unit_last(do)
     b, h, m, d = q.shape
@@ -639,6 +644,8 @@ def _backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tenso
     cpu = q.device.type == "cpu"
     pre_args, kv_args, q_args, consts = _bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, causal, scale, bias)
     _run(_pre, (cdiv(m, 64 if not cpu else 16), b * h, 1), pre_args, {"HEAD_DIM": d, "BLOCK_M": 64 if not cpu else 16})
+    if dlse is not None:  # only from tritonjit::flash_attention's autograd, never inside a plan
+        delta.sub_(dlse.reshape(delta.shape))
     if cpu and not TUNED_ON_CPU:
         c1, c2 = _CPU_DKDV, _CPU_DQ
         _run(_dkdv, (cdiv(n, c1["BLOCK_N"]), b * hk, 1), kv_args, _fixed(consts, c1, m, n))
@@ -665,6 +672,11 @@ class _Attention(torch.autograd.Function):
         q, k, v, o, lse, bias = ctx.saved_tensors
         if bias is not None and bias.requires_grad:
             raise Unsupported("tritonjit.attention: no gradient for attn_mask; pass it without requires_grad")
+        if torch.is_grad_enabled():  # create_graph: the formula in torch ops, differentiable again
+            def out(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
+                return _math_attention(a, b, c, ctx.causal, ctx.scale, bias)[0]
+
+            return (*double_backward.vjp(out, (q, k, v), do), None, None, None)
         dq, dk, dv = attention_backward(do, q, k, v, o, lse, causal=ctx.causal, scale=ctx.scale, bias=bias)
         return dq, dk, dv, None, None, None
 
@@ -684,8 +696,9 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False,
 
 
 def flash_attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
-                             causal: bool = False, scale: float | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    return attention_backward(do, q, k, v, o, lse, causal=causal, scale=scale)
+                             causal: bool = False, scale: float | None = None,
+                             grad_lse: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    return attention_backward(do, q, k, v, o, lse, causal=causal, scale=scale, dlse=grad_lse)
 
 
 def _ref_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: float | None = None) -> tuple:
@@ -694,7 +707,7 @@ def _ref_forward(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: f
 
 
 def _ref_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool = False,
-                  scale: float | None = None) -> tuple:
+                  scale: float | None = None, grad_lse: Tensor | None = None) -> tuple:
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
@@ -703,7 +716,8 @@ OPS: list[tuple[str, str, Callable, Callable]] = [
     ("flash_attention", "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) -> (Tensor, Tensor)",
      flash_attention, _ref_forward),
     ("flash_attention_backward", "(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
-     "bool causal=False, float? scale=None) -> (Tensor, Tensor, Tensor)", flash_attention_backward, _ref_backward),
+     "bool causal=False, float? scale=None, Tensor? grad_lse=None) -> (Tensor, Tensor, Tensor)",
+     flash_attention_backward, _ref_backward),
 ]
 
 
@@ -714,13 +728,23 @@ def register_autograd(lib: Any) -> None:
         q, k, v, causal, scale = inputs
         ctx.save_for_backward(q, k, v, output[0], output[1])
         ctx.causal, ctx.scale = causal, scale
+        ctx.set_materialize_grads(False)  # an unused output's gradient is None, not zeros to read
 
-    def backward(ctx: Any, do: Tensor, dlse: Tensor | None) -> tuple:
+    def backward(ctx: Any, do: Tensor | None, dlse: Tensor | None) -> tuple:
         q, k, v, o, lse = ctx.saved_tensors
-        dq, dk, dv = torch.ops.tritonjit.flash_attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.scale)
+        do = torch.zeros_like(o) if do is None else do
+        if torch.is_grad_enabled():  # create_graph: the formula in torch ops, differentiable again
+            def both(a: Tensor, b: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+                return _math_attention(a, b, c, ctx.causal, ctx.scale, None)
+
+            cot = (do, torch.zeros_like(lse) if dlse is None else dlse)
+            return (*double_backward.vjp(both, (q, k, v), cot), None, None)
+        dq, dk, dv = torch.ops.tritonjit.flash_attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.scale, dlse)
         return dq, dk, dv, None, None
 
     _autograd.register_autograd(lib, "tritonjit::flash_attention", backward, setup_context)
+    _autograd.register_grad(lib, "tritonjit::flash_attention_backward", OPS[1][1],
+                            _autograd.Grad(*double_backward.grad_of(_backward_reference)))
 
 
 # ---- aten routing (enable()) -------------------------------------------------------------------
@@ -743,6 +767,39 @@ def _math_scores(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | N
     if causal:
         sc = sc.masked_fill(torch.ones(m, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     return sc, kk, vv
+
+
+def _math_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool, scale: float | None,
+                    bias: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(output, logsumexp) in torch ops, differentiable at every order: what gradients
+    under ``create_graph=True`` differentiate (the kernels' backward is not differentiable).
+    Rows that every key is masked from give zeros, as the kernels do, with finite gradients."""
+    sc, _, vv = _math_scores(q, k, v, causal, scale, bias)
+    dead = torch.isneginf(sc).all(-1, keepdim=True)
+    sc = sc.masked_fill(dead, 0.0)
+    rows = torch.logsumexp(sc, -1, keepdim=True)
+    p = torch.exp(sc - rows).masked_fill(dead, 0.0)
+    lse = rows.masked_fill(dead, float("-inf")).squeeze(-1).to(torch.float32)
+    return torch.matmul(p, vv).to(q.dtype), lse
+
+
+def _backward_reference(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, causal: bool = False,
+                        scale: float | None = None, grad_lse: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """flash_attention_backward in torch ops: the kernels' formula from the given output and
+    logsumexp, differentiable in every input (the gradient of the backward op itself)."""
+    b, h, m, d = q.shape
+    hk, n = k.shape[1], k.shape[2]
+    sc, kk, vv = _math_scores(q, k, v, causal, scale, None)
+    rows = lse.to(sc.dtype)
+    p = torch.exp(sc - rows.masked_fill(torch.isneginf(rows), 0.0)[..., None])
+    dof = do.to(sc.dtype)
+    delta = (dof * o.to(sc.dtype)).sum(-1)
+    if grad_lse is not None:
+        delta = delta - grad_lse.to(sc.dtype)
+    ds = p * (torch.matmul(dof, vv.transpose(-1, -2)) - delta[..., None]) * _scale(scale, d)
+    dk = torch.matmul(ds.transpose(-1, -2), q.to(sc.dtype)).view(b, hk, h // hk, n, d).sum(2)
+    dv = torch.matmul(p.transpose(-1, -2), dof).view(b, hk, h // hk, n, d).sum(2)
+    return torch.matmul(ds, kk).to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)
 
 
 def _lse_rows(lse: Tensor, m: int) -> Tensor:

@@ -13,8 +13,11 @@
   listed in ``ATEN_BACKWARD`` are routed to Triton backward kernels (``ATEN_PLANNERS``:
   on the C++ operator path).
 
-An op without a backward never gives None gradients silently: its backward raises
-``NotImplementedError`` naming the op (``_no_backward``).
+The backward ops have gradients too (double_backward.py: the vjp of a torch formula of
+each), so ``create_graph=True`` works at every order on the first two paths; under
+``enable()`` aten's own formulas differentiate aten's backward operators. An op without a
+backward never gives None gradients silently: its backward raises ``NotImplementedError``
+naming the op (``_no_backward``).
 """
 from __future__ import annotations
 
@@ -22,8 +25,19 @@ import inspect
 from typing import Any, Callable, Iterable, NamedTuple
 
 import torch
+import torch.nn.functional as F
 
-from . import copy, fused_backward, indexing_backward, loss_backward, norm, norm_backward, pointwise_backward, softmax_backward
+from . import (
+    copy,
+    double_backward,
+    fused_backward,
+    indexing_backward,
+    loss_backward,
+    norm,
+    norm_backward,
+    pointwise_backward,
+    softmax_backward,
+)
 from ._common import opmath
 
 Tensor = torch.Tensor
@@ -358,6 +372,8 @@ def _group_norm_bwd(ctx, g):
     # no fused kernel (yet): aten's backward, from statistics recomputed in the opmath type (fp32, fp64 for fp64)
     s = _load(ctx)
     x, w = s["x"], s.get("w")
+    if torch.is_grad_enabled():  # create_graph: aten's backward op has no derivative; its composite has
+        return _group_norm_differentiable(ctx, g, x, w)
     n, c = x.shape[0], x.shape[1]
     hw = x.numel() // (n * c) if n * c else 1
     xf = x.reshape(n, ctx.groups, -1).to(opmath(x.dtype))
@@ -368,6 +384,27 @@ def _group_norm_bwd(ctx, g):
     dx, dw, db = torch.ops.aten.native_group_norm_backward(
         g.contiguous(), x.contiguous(), mean.to(dt), rstd.to(dt), w, n, c, hw, ctx.groups,
         [need[0], w is not None and need[2], ctx.has_b and need[3]])
+    return dx, None, dw, db, None
+
+
+def _group_norm_differentiable(ctx, g, x, w):
+    """Under create_graph: the vjp of F.group_norm, differentiable again."""
+    need = ctx.needs_input_grad
+    live = [t for t, k in ((x, need[0]), (w, w is not None and need[2])) if k]
+    want_b = ctx.has_b and need[3]
+    bias = x.new_zeros((x.shape[1],), dtype=x.dtype if w is None else w.dtype) if want_b else None
+
+    def forward(*p):
+        it = iter(p)
+        xx = next(it) if need[0] else x
+        ww = next(it) if w is not None and need[2] else w
+        bb = next(it) if bias is not None else None
+        return F.group_norm(xx, ctx.groups, ww, bb, ctx.eps)
+
+    got = iter(double_backward.vjp(forward, (*live, *([bias] if bias is not None else [])), g))
+    dx = next(got) if need[0] else None
+    dw = next(got) if w is not None and need[2] else None
+    db = next(got) if bias is not None else None
     return dx, None, dw, db, None
 
 
@@ -563,7 +600,8 @@ def register_autograd(lib: Any, qualname: str, backward: Callable, setup_context
         AUTOGRAD_KERNELS[qualname] = lib_autograd.make_autograd_impl(op, lib_autograd.Info(backward, setup_context))
 
 
-def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> None:
+def register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> None:
+    """Register ``grad`` as op ``qualname``'s autograd (None: a backward that raises)."""
     if grad is None:
         register_autograd(lib, qualname, _no_backward(qualname))
         return
@@ -580,13 +618,13 @@ def _register_grad(lib: Any, qualname: str, schema: str, grad: Grad | None) -> N
 
 
 def register_backward_ops(lib: Any, key: str) -> None:
-    """Define the tritonjit:: backward ops (BACKWARD_OPS) in ``lib``, with fakes; they have no
-    backward themselves (double backward raises)."""
+    """Define the tritonjit:: backward ops (BACKWARD_OPS) in ``lib``, with fakes and their own
+    gradients (double_backward.py)."""
     for name, schema, impl, fake in BACKWARD_OPS:
         lib.define(f"{name}{schema}")
         lib.impl(name, impl, key)
         torch.library.register_fake(f"{lib.ns}::{name}", fake, lib=lib)
-        _register_grad(lib, f"{lib.ns}::{name}", schema, None)
+        register_grad(lib, f"{lib.ns}::{name}", schema, Grad(*double_backward.grad_of(double_backward.REFERENCES[name])))
 
 
 def register_grads(lib: Any, ops: Iterable[tuple[str, str]]) -> None:
@@ -595,7 +633,7 @@ def register_grads(lib: Any, ops: Iterable[tuple[str, str]]) -> None:
     for name, schema in ops:
         base = name.partition(".")[0]
         if base not in NOT_DIFFERENTIABLE:
-            _register_grad(lib, f"{lib.ns}::{name}", schema, GRADS.get(base))
+            register_grad(lib, f"{lib.ns}::{name}", schema, GRADS.get(base))
 
 
 def register(lib: Any, key: str, ops: Iterable[tuple[str, str]]) -> None:
