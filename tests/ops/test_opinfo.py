@@ -1,7 +1,8 @@
 """Every aten overload enable() routes, on PyTorch's own OpInfo sample inputs
 (``torch.testing._internal.common_methods_invocations.op_db``): forward under ``enable()``
-against eager, the in-place and ``out=`` variants where the overload is one, and the
-backward where the op is differentiable.
+against eager, the in-place and ``out=`` variants where the overload is one, the
+backward where the op is differentiable, and (float32) the second derivative where OpInfo
+says eager has one.
 
 An overload maps to the OpInfo entries of its name (``eq_.Scalar`` -> ``eq``, in place;
 ``exp.out`` -> ``exp``, out=; ``hardtanh`` -> ``nn.functional.hardtanh``); one without an
@@ -227,6 +228,37 @@ def _run_sample(op: Any, kind: str, sample: Any, dtype: torch.dtype, grad: bool)
                 raise
             torch.testing.assert_close(a, exact[k].to(a.dtype), equal_nan=True, **_tol(op, b.dtype),
                                        msg=lambda m: f"{what}: backward, against float64 too: {m}")
+    if dtype == torch.float32 and getattr(op, "supports_gradgrad", False):
+        _check_second_order(op, sample, idx, inputs, cots, what)
+
+
+def _check_second_order(op: Any, sample: Any, idx: list[int], inputs: list[torch.Tensor], cots: list[torch.Tensor],
+                        what: str) -> None:
+    """Second derivatives: the gradient taken with create_graph=True, differentiated again
+    with fixed cotangents, eager against enable(). A gradient that is differentiable in
+    eager and not under enable() (a backward that left the graph) fails here."""
+    def run() -> tuple[list[bool], tuple]:
+        outs = _tensors(op.op(sample.input, *sample.args, **sample.kwargs))
+        first = torch.autograd.grad([outs[i] for i in idx], inputs, cots, create_graph=True, allow_unused=True)
+        live = [g is not None and g.requires_grad for g in first]
+        wrt = [g for g, k in zip(first, live) if k]
+        gen = torch.Generator(device=inputs[0].device).manual_seed(1)
+        cot2 = [torch.randn(g.shape, dtype=g.dtype, device=g.device, generator=gen) for g in wrt]
+        return live, (torch.autograd.grad(wrt, inputs, cot2, allow_unused=True) if wrt else ())
+
+    ref, ref_err = _call(run)
+    if ref_err is not None:
+        return  # eager has no second derivative of this sample (its backward op has no derivative)
+    with T.enable(include="all"):
+        got, err = _call(run)
+    assert err is None, f"{what}: second derivative: enable() raised {err!r:.300}"
+    assert got[0] == ref[0], f"{what}: second derivative: which gradients are differentiable differs ({got[0]} " \
+                             f"under enable(), eager {ref[0]})"
+    for a, b in zip(got[1], ref[1]):
+        assert (a is None) == (b is None), f"{what}: second derivative: gradient presence differs"
+        if a is not None:
+            torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-4, atol=1e-4,
+                                       msg=lambda m: f"{what}: second derivative: {m}")
 
 
 def _float64_grads(op: Any, sample: Any, idx: list[int], cots: list[torch.Tensor]) -> list | None:
