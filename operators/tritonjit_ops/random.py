@@ -7,7 +7,9 @@ Philox seed/offset pair aten's CUDA kernels use, as FlagGems's
 ``philox_backend_seed_offset`` does), so a call reads no device memory and never
 synchronizes, successive calls differ, and ``torch.manual_seed`` makes a run
 reproducible. On the CPU (the interpreter) the seed is drawn from torch's CPU generator,
-which ``manual_seed`` resets as well. The mask is not eager's bit for bit (aten's Philox
+which ``manual_seed`` resets as well. Inside a CUDA graph capture the calls are aten's: a
+seed and offset read on the host would be frozen into the graph (every replay the same
+mask), where aten's kernels take the generator's graph-safe offsets. The mask is not eager's bit for bit (aten's Philox
 layout differs), but it keeps each element with probability 1 - p, scales by 1/(1 - p),
 and the backward uses the mask the forward returned, as aten's does.
 """
@@ -42,9 +44,14 @@ def _dropout_kernel(x, out, mask, n, p, scale, seed, offset, BLOCK: tl.constexpr
 _dropout = jit(_dropout_kernel)
 
 
-def _seed_offset(device: torch.device, increment: int) -> tuple[int, int]:
+def _seed_offset(op: str, device: torch.device, increment: int) -> tuple[int, int]:
     """The Philox (seed, offset) of ``device``'s default generator, advanced by ``increment``
-    (rounded up to 4, as aten's kernels count); host-only on every device."""
+    (rounded up to 4, as aten's kernels count); host-only on every device. Refuses (aten's
+    kernel then serves the call) while the device's stream captures a CUDA graph."""
+    from .matmul import _capturing
+
+    if _capturing(device):
+        raise _refuse(op, "a CUDA graph capture (aten's kernel draws graph-safe Philox offsets)")
     if device.type == "cpu":
         gen = torch.default_generator
         seed = int(torch.empty((), dtype=torch.int64).random_(0, 2**31 - 1, generator=gen))
@@ -72,7 +79,7 @@ def native_dropout(x: Tensor, p: float, train: bool | None) -> tuple[Tensor, Ten
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     n = x.numel()
     if n:
-        seed, offset = _seed_offset(x.device, n)
+        seed, offset = _seed_offset("native_dropout", x.device, n)
         scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
         execute(launch(_dropout, ((n + _BLOCK - 1) // _BLOCK,), xc, out, mask, n, float(p), scale, seed,
                        offset % 2**31, BLOCK=_BLOCK))
@@ -118,7 +125,7 @@ def _random_fill(op: str, dist: str, x: Tensor, a: float, b: float, generator: A
     if n == 0:
         return x
     target = x if x.is_contiguous() else torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    seed, offset = _seed_offset(x.device, n * (2 if dist == "normal" else 1))
+    seed, offset = _seed_offset(op, x.device, n * (2 if dist == "normal" else 1))
     execute(launch(_fill, ((n + _BLOCK - 1) // _BLOCK,), target, n, float(a), float(b), seed, offset % 2**31,
                    DIST=dist, BLOCK=_BLOCK))
     if target is not x:

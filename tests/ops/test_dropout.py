@@ -75,3 +75,26 @@ def test_random_fills_cpu():
 @pytest.mark.gpu
 def test_random_fills_gpu():
     _fill_checks("cuda", 1 << 20)
+
+
+@pytest.mark.gpu
+def test_dropout_in_a_cuda_graph_draws_a_fresh_mask_each_replay():
+    """Inside a capture the calls are aten's (graph-safe Philox offsets): a seed read on the
+    host would be frozen into the graph and every replay would drop the same elements."""
+    x = torch.ones(1 << 14, device="cuda")
+    with T.enable(include="all", wait_native=True):
+        torch.nn.functional.dropout(x, 0.5, training=True)  # warm-up outside the capture
+        torch.empty(16, device="cuda").uniform_()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = torch.nn.functional.dropout(x, 0.5, training=True)
+            fill = torch.empty(1 << 14, device="cuda").uniform_()
+        masks, fills = [], []
+        for _ in range(2):
+            graph.replay()
+            torch.cuda.synchronize()
+            masks.append(out != 0)
+            fills.append(fill.clone())
+    assert not torch.equal(masks[0], masks[1]) and not torch.equal(fills[0], fills[1])
+    assert abs(masks[0].float().mean().item() - 0.5) < 0.05
