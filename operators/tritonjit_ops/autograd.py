@@ -389,23 +389,17 @@ def _group_norm_bwd(ctx, g):
 
 def _group_norm_differentiable(ctx, g, x, w):
     """Under create_graph: the vjp of F.group_norm, differentiable again."""
-    need = ctx.needs_input_grad
-    live = [t for t, k in ((x, need[0]), (w, w is not None and need[2])) if k]
-    want_b = ctx.has_b and need[3]
-    bias = x.new_zeros((x.shape[1],), dtype=x.dtype if w is None else w.dtype) if want_b else None
+    b = x.new_zeros((x.shape[1],), dtype=x.dtype if w is None else w.dtype) if ctx.has_b else None
 
     def forward(*p):
         it = iter(p)
-        xx = next(it) if need[0] else x
-        ww = next(it) if w is not None and need[2] else w
-        bb = next(it) if bias is not None else None
-        return F.group_norm(xx, ctx.groups, ww, bb, ctx.eps)
+        return F.group_norm(next(it), ctx.groups, next(it) if w is not None else None,
+                            next(it) if b is not None else None, ctx.eps)
 
-    got = iter(double_backward.vjp(forward, (*live, *([bias] if bias is not None else [])), g))
-    dx = next(got) if need[0] else None
-    dw = next(got) if w is not None and need[2] else None
-    db = next(got) if bias is not None else None
-    return dx, None, dw, db, None
+    got = iter(double_backward.vjp(forward, tuple(t for t in (x, w, b) if t is not None), g))
+    dx, dw, db = next(got), next(got) if w is not None else None, next(got) if b is not None else None
+    need = ctx.needs_input_grad
+    return dx if need[0] else None, None, dw if need[2] else None, db if need[3] else None, None
 
 
 def _mm_setup(ctx, args, kw, out):
