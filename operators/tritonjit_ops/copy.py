@@ -67,7 +67,11 @@ def _same_device(op: str, x: Tensor, device: Any) -> None:
 
 
 def _copy_into(op: str, src: Any, dst: Tensor) -> Tensor:
-    """dst[...] = src (broadcast, cast to dst's dtype)."""
+    """dst[...] = src (broadcast, cast to dst's dtype). A whole float value into an integer
+    dtype is passed as the integer: a float scalar argument is fp32 in the kernel, which
+    would round 16777217.0 (or aten's own 2147483647.0, amin's identity) on its way."""
+    if isinstance(src, float) and not dst.dtype.is_floating_point and math.isfinite(src) and src == int(src):
+        src = int(src)
     ct = _CT[src.dtype] if isinstance(src, Tensor) else _CT[dst.dtype]
     return run("copy", [src], dst.dtype, ct, out=dst, inplace=True)
 

@@ -41,7 +41,7 @@ from ._math import (
     tanh_exp,
     trunc,
 )
-from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch
+from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch, scalar_fits
 
 Tensor = torch.Tensor
 _INT32_MAX = 2**31 - 1
@@ -180,8 +180,9 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
             r = ~a
     elif OP == "nan_to_num":
         r = tl.where(a != a, s0, tl.where(a == float("inf"), s1, tl.where(a == -float("inf"), s2, a)))
-    elif OP == "hardtanh":
+    elif OP == "hardtanh":  # aten's clamp: a NaN bound gives NaN
         r = tl.where(a < s0, s0, tl.where(a > s1, s1, a))
+        r = tl.where(s0 != s0, s0, tl.where(s1 != s1, s1, r))
     elif OP == "leaky_relu":
         r = tl.where(a > 0, a, a * s0)
     elif OP == "elu":  # s0 alpha, s1 scale, s2 input_scale
@@ -265,13 +266,14 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "hardtanh_backward":  # s0 min_val, s1 max_val: aten's zero at and beyond both bounds
         r = tl.where((b <= s0) | (b >= s1), 0.0, a)
     # ---- ternary
-    elif OP == "clamp":  # b min, c max (NaN stays NaN)
+    elif OP == "clamp":  # b min, c max (NaN stays NaN; a NaN bound gives NaN, as aten)
         r = tl.where(a < b, b, a)
         r = tl.where(r > c, c, r)
+        r = tl.where(b != b, b, tl.where(c != c, c, r))
     elif OP == "clamp_min":
-        r = tl.where(a < b, b, a)
+        r = tl.where((a < b) | (b != b), b, a)
     elif OP == "clamp_max":
-        r = tl.where(a > b, b, a)
+        r = tl.where((a > b) | (b != b), b, a)
     elif OP == "masked_fill":  # b mask, c value
         r = tl.where(b != 0, c, a)
     elif OP == "where":  # a cond
@@ -1064,6 +1066,9 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
     rd = _clamp_scalar_dtype(x, lo, hi)
     if rd == torch.bool or (inplace and not torch.can_cast(rd, x.dtype)):
         raise _refuse("clamp", f"dtype {rd}")
+    for v in (lo, hi):
+        if v is not None and not isinstance(v, Tensor) and not scalar_fits(v, rd):
+            raise _refuse("clamp", f"bound {v!r} for {rd}")  # aten's overflow error
     ct = _ct("clamp", rd)
     od = rd
     if lo is None:
@@ -1104,7 +1109,9 @@ def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
         if v is not None:
             args.append(v)
             ref.append(In(i) if isinstance(v, Tensor) else Arg(i))
-    return plan(op, args, rd, ct, refs=ref, aten_layout=True, inplace=inplace)
+    p = plan(op, args, rd, ct, refs=ref, aten_layout=True, inplace=inplace)
+    fits = tuple((r.i, rd) for r in ref if isinstance(r, Arg))  # aten's overflow check of the bounds, per call
+    return p if p is None or not fits else p._replace(fits=fits)
 
 
 ATEN["clamp"] = lambda self, min=None, max=None: _clamp2(self, min, max)
@@ -1144,6 +1151,8 @@ def _masked_fill(x, mask, value, out=None, inplace=False):
             raise _refuse("masked_fill", "value on another device")
     elif isinstance(value, float) and not x.dtype.is_floating_point:
         raise _refuse("masked_fill", "a float value for an integer tensor")
+    elif not scalar_fits(value, x.dtype):
+        raise _refuse("masked_fill", f"value {value!r} for {x.dtype}")  # aten's overflow error
     if inplace and list(torch.broadcast_shapes(x.shape, mask.shape)) != list(x.shape):
         raise _refuse("masked_fill", "a mask that does not broadcast to self")
     return run("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], out=out, inplace=inplace)
@@ -1160,7 +1169,8 @@ def _plan_masked_fill(x, mask, value, inplace=False):
         if not _is_scalar(value) or (isinstance(value, float) and not x.dtype.is_floating_point):
             return None
         ref = Arg(2)
-    return plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref], inplace=inplace)
+    p = plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref], inplace=inplace)
+    return p if p is None or not isinstance(ref, Arg) else p._replace(fits=((2, x.dtype),))
 
 
 for _ov in ("Scalar", "Tensor"):
@@ -1207,7 +1217,8 @@ for _op in ("addcmul", "addcdiv"):
 # activations with Scalar parameters
 def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_aten: bool = False) -> None:
     """The overloads of a pointwise activation with Scalar parameters (``defaults`` where a
-    call omits them); ``large_to_aten``: clamp's size rule (_clamp_is_atens) applies."""
+    call omits them); ``large_to_aten``: clamp's rules apply (its size rule, _clamp_is_atens,
+    and aten's overflow check of the bounds in x's dtype)."""
     def fn(x, *params, out=None, inplace=False):
         _check_tensor(op, x)
         if not x.dtype.is_floating_point:
@@ -1215,6 +1226,8 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_at
         vals = list(params) + list(defaults[len(params):])
         if not all(_is_scalar(v) for v in vals):
             raise _refuse(op, "parameters")
+        if large_to_aten and not all(scalar_fits(v, x.dtype) for v in vals):
+            raise _refuse(op, f"bounds {vals} for {x.dtype}")  # aten's overflow error
         return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
 
     def planner(x, *params, inplace=False):
@@ -1228,7 +1241,9 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_at
         if large_to_aten and _clamp_is_atens(x):
             return aten_plan()
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
-        return plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
+        p = plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
+        fits = tuple((1 + i, x.dtype) for i in range(len(params))) if large_to_aten else ()
+        return p if p is None or not fits else p._replace(fits=fits)
 
     ATEN[op] = fn
     PLANNERS[op] = planner

@@ -1,12 +1,14 @@
 """Python bool scalars in Tensor arguments (a wrapped number: ``mask * True``, as
-transformers' generate() computes ``is_pad_token_in_inputs * True``), and the Python
-path's fallback to aten for a refused call with a number in a Tensor argument."""
+transformers' generate() computes ``is_pad_token_in_inputs * True``), the Python
+path's fallback to aten for a refused call with a number in a Tensor argument, and
+Scalar values at the edges of their dtype (a whole float into an integer tensor, a bound
+past float16's range, a NaN bound) under enable(), on the Python and the C++ path."""
 from __future__ import annotations
 
 import pytest
 import torch
 import tritonjit_ops as T
-from tritonjit_ops import _registry
+from tritonjit_ops import _native_ops, _registry
 
 DTYPES = [torch.bool, torch.int64, torch.int32, torch.float32, torch.bfloat16]
 
@@ -70,3 +72,57 @@ def test_python_path_fallback_takes_a_number_in_a_tensor_argument(x, v):
             ref = fn(*args)
             assert got.dtype == ref.dtype and got.shape == ref.shape
             torch.testing.assert_close(got, ref)
+
+
+def _both_paths(fn, native: bool):
+    """(eager's result or error type, enable()'s) of ``fn``."""
+    def call():
+        try:
+            return fn()
+        except Exception as e:  # compared: both sides must raise alike
+            return type(e).__name__
+    ref = call()
+    if native and _native_ops.module(wait=True) is None:
+        pytest.skip("no C++ operator path here")
+    with T.enable(include="all", wait_native=native):
+        got = call()
+    return ref, got
+
+
+_EDGE_CASES = {
+    # a whole float into an integer dtype: not through the kernel's fp32 scalar argument
+    "fill_ int32 2**31-1": lambda: torch.empty(3, dtype=torch.int32).fill_(2147483647.0),
+    "full int64 2**24+1": lambda: torch.full((3,), 16777217.0, dtype=torch.int64),
+    "full_like int32": lambda: torch.full_like(torch.empty(3, dtype=torch.int32), 123456789.0),
+    "new_full int64": lambda: torch.empty(3, dtype=torch.int64).new_full((2,), 2147483647.0),
+    "scalar_tensor int64": lambda: torch.scalar_tensor(16777217.0, dtype=torch.int64),
+    # aten's amin of a 0-dim int32 fills its identity, 2147483647.0, with fill_ (routed too)
+    "amin int32 0-dim": lambda: torch.amin(torch.tensor(-8, dtype=torch.int32)),
+    # values past float16's range: aten's overflow error
+    "masked_fill fp16 1e8": lambda: torch.zeros(3, dtype=torch.float16).masked_fill(torch.tensor([True, False, True]),
+                                                                                   1e8),
+    "masked_fill_ fp16 70000": lambda: torch.zeros(3, dtype=torch.float16).masked_fill_(torch.tensor([True] * 3),
+                                                                                       70000),
+    "clamp fp16 min 1e8": lambda: torch.zeros(3, dtype=torch.float16).clamp(min=1e8),
+    "hardtanh fp16 1e8": lambda: torch.nn.functional.hardtanh(torch.zeros(3, dtype=torch.float16), -1e8, 1e8),
+    # a NaN bound makes every element NaN, as aten's clamp
+    "clamp nan min": lambda: torch.linspace(-2, 2, 5).clamp(min=float("nan")),
+    "clamp nan max": lambda: torch.linspace(-2, 2, 5).clamp(-1.0, float("nan")),
+    "clamp_max nan": lambda: torch.linspace(-2, 2, 5).clamp(max=float("nan")),
+    "clamp int nan": lambda: torch.arange(5).clamp(min=float("nan")),
+    "hardtanh nan": lambda: torch.nn.functional.hardtanh(torch.linspace(-2, 2, 5), float("nan"), 1.0),
+}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+@pytest.mark.parametrize("case", list(_EDGE_CASES))
+def test_scalar_values_at_the_edges_of_their_dtype_are_atens(case: str, native: bool) -> None:
+    ref, got = _both_paths(_EDGE_CASES[case], native)
+    if isinstance(ref, str):
+        assert got == ref, f"{case}: eager raised {ref}, enable() gave {got}"
+        return
+    assert not isinstance(got, str), f"{case}: enable() raised {got}"
+    assert got.dtype == ref.dtype
+    torch.testing.assert_close(got, ref, equal_nan=True, rtol=0, atol=0)
+    for _ in range(2):  # a cached plan serves the next call with the same check
+        assert torch.equal(_both_paths(_EDGE_CASES[case], native)[1].nan_to_num(0.5), ref.nan_to_num(0.5))
