@@ -302,11 +302,13 @@ def _dtypes(op: Any, device: str, full: bool) -> list[torch.dtype]:
     supported = op.supported_dtypes(device)
     # the half types on both: their semantics differ from fp32's (a quotient that rounds
     # before trunc; a sign whose compiled select lost its -1), which fp32 samples cannot see
+    # and two integer widths: a 32-bit int reaches kernels and scalar conversions that int64
+    # does not (amin of a 0-dim int32 once filled its identity through an fp32 scalar)
     want = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool]
     got = [d for d in want if d in supported]
     ints = [d for d in got if not d.is_floating_point]
     floats = [d for d in got if d.is_floating_point]
-    return floats + ints[:1]
+    return floats + ints[:2]
 
 
 def _run_group(key: tuple[str, str, str], device: str, full: bool) -> None:
