@@ -124,13 +124,13 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "acos":
         r = atan2(tl.sqrt((1.0 - a) * (1.0 + a)), a)
         r = tl.where(tl.abs(a) > 1.0, float("nan"), r)
-    elif OP == "sinh":
+    elif OP == "sinh":  # past |a| = 20, exp(|a| - ln 2): exp(-|a|) is below an ulp, and exp(|a|) / 2 would overflow first
         e = expm1(tl.abs(a))
-        r = 0.5 * (e + e / (e + 1.0))
+        r = tl.where(tl.abs(a) > 20.0, tl.exp(tl.abs(a) - 0.6931471805599453), 0.5 * (e + e / (e + 1.0)))
         r = tl.where(a < 0, -r, r)
     elif OP == "cosh":
         e = tl.exp(tl.abs(a))
-        r = 0.5 * (e + 1.0 / e)
+        r = tl.where(tl.abs(a) > 20.0, tl.exp(tl.abs(a) - 0.6931471805599453), 0.5 * (e + 1.0 / e))
     elif OP == "asinh":
         x = tl.abs(a)
         r = log1p(x + x * x / (1.0 + tl.sqrt(1.0 + x * x)))
@@ -784,7 +784,8 @@ def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
             raise _refuse(op, f"dtype {dt}")
         rd = torch.bool
         if op in ("isnan", "isinf") and not dt.is_floating_point:
-            return run("copy", [False], torch.bool, "i1", out=torch.empty(x.shape, dtype=torch.bool, device=x.device))
+            res = torch.empty(x.shape, dtype=torch.bool, device=x.device)
+            return run("copy", [False], torch.bool, "i1", out=res) if res.numel() else res
         return run(op, [x], rd, _CT[dt], out=out, inplace=inplace, aten_layout=True)
 
     def planner(x, inplace=False):

@@ -551,3 +551,29 @@ def test_complex_calls_of_every_planned_op_run_atens_kernel_without_python(call)
         delta = stats_delta(before, native.stats())
     assert got.dtype == ref.dtype and torch.equal(got, ref)
     assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
+
+
+_EXTREMES = [float("inf"), -float("inf"), float("nan"), 501.0, -501.0, 89.0, -89.0, 30.0, -30.0, 20.5, 19.5, 1.0,
+             -1.0, 0.999, 1e30, -1e30, 0.5, 1e-4, -1e-4, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("name", ["log1p", "expm1", "atanh", "asinh", "sinh", "cosh", "tanh", "exp", "erf"])
+def test_unary_at_extreme_values_under_enable(name: str, dtype: torch.dtype) -> None:
+    """Infinities, NaN and the edges of the range (OpInfo's reference inputs found these:
+    log1p(inf) and atanh(1) gave NaN, sinh NaN past |x| = 80, cosh(89) inf where it is finite)."""
+    x = torch.tensor(_EXTREMES).to(dtype)
+    fn = getattr(torch, name)
+    ref = fn(x)
+    with T.enable(include="all"):
+        got = fn(x)
+    torch.testing.assert_close(got, ref, equal_nan=True, rtol=2e-6 if dtype != torch.bfloat16 else 1e-2, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool])
+def test_isnan_isinf_of_empty_integer_tensors_keep_their_shape(dtype: torch.dtype) -> None:
+    z = torch.empty(0, 3, dtype=dtype)
+    with T.enable(include="all"):
+        got = (torch.isnan(z), torch.isinf(z), torch.isinf(torch.zeros(2, 3, dtype=dtype)))
+    assert [tuple(g.shape) for g in got] == [(0, 3), (0, 3), (2, 3)]
+    assert not got[2].any()
