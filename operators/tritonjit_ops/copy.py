@@ -811,6 +811,8 @@ def _arange_spec(start: Any, end: Any, step: Any, dtype: Any) -> tuple[Any, int,
     if not all(_is_scalar(v) for v in vals):
         raise _refuse("arange", "arguments")
     start, end, step = vals
+    if not all(math.isfinite(v) for v in vals):
+        raise _refuse("arange", "a bound or step that is not finite")  # aten's "unsupported range"
     if dtype is None:
         dtype = torch.int64 if all(isinstance(v, int) for v in vals) else torch.get_default_dtype()
     if dtype not in _REAL or dtype == torch.bool:

@@ -401,6 +401,8 @@ def _reduce_op(op: str, x: Tensor, dim, keepdim: bool, dtype: torch.dtype | None
             f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
             f"dtype. Got: {str(x.dtype).replace('torch.', '').capitalize()}"
         )
+    if x.dim() > 64:
+        raise RuntimeError("only tensors with up to 64 dims are supported")  # aten's dim mask
     if op in ("amax", "amin") and isinstance(dim, (list, tuple)) and len(dim) == 0 and x.dim() > 0:
         dims = tuple(range(x.dim()))
     else:
@@ -564,8 +566,8 @@ def _layout(x: Tensor, dims: tuple[int, ...], mv: Any = None
 def plan_reduce(op: str, x: Any, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Plan | None:
     """sum/mean/amax/amin over dims. aten's plan (decided by the key: ndim and shape) for a 0-dim
     input (the value itself, cast) and an empty reduction (an identity, NaN or aten's error)."""
-    if not isinstance(x, Tensor):
-        return None
+    if not isinstance(x, Tensor) or x.dim() > 64:
+        return None  # past 64 dims: the implementation raises aten's error
     if x.dim() == 0:
         return aten_plan()
     odt = _planned_dtype(op, x.dtype, dtype)
