@@ -266,14 +266,14 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "hardtanh_backward":  # s0 min_val, s1 max_val: aten's zero at and beyond both bounds
         r = tl.where((b <= s0) | (b >= s1), 0.0, a)
     # ---- ternary
-    elif OP == "clamp":  # b min, c max (NaN stays NaN; a NaN bound gives NaN, as aten)
+    elif OP == "clamp":  # b min, c max (NaN stays NaN; a NaN bound gives NaN, as aten on every device)
         r = tl.where(a < b, b, a)
         r = tl.where(r > c, c, r)
         r = tl.where(b != b, b, tl.where(c != c, c, r))
-    elif OP == "clamp_min":
-        r = tl.where((a < b) | (b != b), b, a)
+    elif OP == "clamp_min":  # a NaN bound is ignored, as in aten's CUDA kernel (its CPU kernel gives NaN)
+        r = tl.where(a < b, b, a)
     elif OP == "clamp_max":
-        r = tl.where((a > b) | (b != b), b, a)
+        r = tl.where(a > b, b, a)
     elif OP == "masked_fill":  # b mask, c value
         r = tl.where(b != 0, c, a)
     elif OP == "where":  # a cond
