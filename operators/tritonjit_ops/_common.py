@@ -76,6 +76,17 @@ def jit(kernel: Callable, key_buckets: dict | None = None) -> tritonjit.KernelFu
     return tritonjit.function(kernel, key_buckets=key_buckets)
 
 
+def capturing(device: torch.device | str) -> bool:
+    """Whether torch's current stream of ``device`` is capturing a CUDA graph: work that
+    synchronizes, tunes or reads random state on the host must not run then."""
+    if torch.device(device).type != "cuda":
+        return False
+    try:
+        return torch.cuda.is_current_stream_capturing()
+    except Exception:
+        return False
+
+
 def backend_device_type() -> str:
     """The active backend's torch device type ("cuda", "npu", ...; "cpu" for the interpreter):
     the tensors enable() and the tritonjit:: ops serve."""

@@ -37,7 +37,7 @@ import triton.language as tl
 from . import _plan as P
 from . import _policy, double_backward
 from . import autograd as _autograd
-from ._common import cdiv, jit
+from ._common import capturing, cdiv, jit
 
 Tensor = torch.Tensor
 
@@ -591,9 +591,7 @@ def _launch_tuned(tuned: Any, plain: Any, grid: Callable[[dict], tuple], args: t
     meta = _CHOSEN.get(key)
     if meta is None:
         meta = tuned.launch_kwargs(grid, *args, **consts)
-        from .matmul import _capturing
-
-        if not _capturing(q.device):
+        if not capturing(q.device):
             if len(_CHOSEN) >= _CHOSEN_MAX:
                 _CHOSEN.clear()
             _CHOSEN[key] = meta
@@ -918,7 +916,6 @@ def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
             raise Unsupported(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=aten")
         return
     from . import _registry
-    from .matmul import _capturing
 
     if q.device.type == "cpu" or _registry._State.native is None:
         return
@@ -927,7 +924,7 @@ def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
     if use is None:
         if ours is None or theirs is None:
             use = False
-        elif _capturing(q.device) or (q.device.type == "cuda" and torch.cuda.get_sync_debug_mode() != 0):
+        elif capturing(q.device) or (q.device.type == "cuda" and torch.cuda.get_sync_debug_mode() != 0):
             use = True  # no timing (it synchronizes) in a capture or under sync-debug: the kernels
         else:
             import triton.testing
@@ -1095,9 +1092,7 @@ def _planner(op: str) -> Callable[..., P.Plan | None]:
             _planning.on, _planning.rec, _planning.empty = False, None, None
         if rec is None:
             return None
-        from .matmul import _capturing
-
-        if isinstance(args[0], Tensor) and _capturing(args[0].device):  # args[0]: q, or the gradient
+        if isinstance(args[0], Tensor) and capturing(args[0].device):  # args[0]: q, or the gradient
             return None  # inside a CUDA graph capture the tuner could not time: no config to keep
         return _recorded_plan(args, rec, result, empty)
 

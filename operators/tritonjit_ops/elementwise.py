@@ -1216,9 +1216,9 @@ for _op in ("addcmul", "addcdiv"):
 
 
 # activations with Scalar parameters
-def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_aten: bool = False) -> None:
+def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, clamp_rules: bool = False) -> None:
     """The overloads of a pointwise activation with Scalar parameters (``defaults`` where a
-    call omits them); ``large_to_aten``: clamp's rules apply (its size rule, _clamp_is_atens,
+    call omits them); ``clamp_rules``: clamp's rules apply (its size rule, _clamp_is_atens,
     and aten's overflow check of the bounds in x's dtype)."""
     def fn(x, *params, out=None, inplace=False):
         _check_tensor(op, x)
@@ -1227,7 +1227,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_at
         vals = list(params) + list(defaults[len(params):])
         if not all(_is_scalar(v) for v in vals):
             raise _refuse(op, "parameters")
-        if large_to_aten and not all(scalar_fits(v, x.dtype) for v in vals):
+        if clamp_rules and not all(scalar_fits(v, x.dtype) for v in vals):
             raise _refuse(op, f"bounds {vals} for {x.dtype}")  # aten's overflow error
         return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
 
@@ -1239,11 +1239,11 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_at
         vals = list(params) + list(defaults[len(params):])
         if not all(_is_scalar(v) for v in vals):
             return None
-        if large_to_aten and _clamp_is_atens(x):
+        if clamp_rules and _clamp_is_atens(x):
             return aten_plan()
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
         p = plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
-        fits = tuple((1 + i, x.dtype) for i in range(len(params))) if large_to_aten else ()
+        fits = tuple((1 + i, x.dtype) for i in range(len(params))) if clamp_rules else ()
         return p if p is None or not fits else p._replace(fits=fits)
 
     ATEN[op] = fn
@@ -1253,7 +1253,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, large_to_at
         PLANNERS[inplace_name] = _inplace_of(planner)
 
 
-_act("hardtanh", (-1.0, 1.0), "hardtanh_", large_to_aten=True)
+_act("hardtanh", (-1.0, 1.0), "hardtanh_", clamp_rules=True)
 _act("leaky_relu", (0.01,), "leaky_relu_")
 _act("elu", (1.0, 1.0, 1.0), "elu_")
 _act("softplus", (1.0, 20.0), None)

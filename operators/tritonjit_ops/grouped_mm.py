@@ -43,8 +43,8 @@ import triton.language as tl
 
 from . import _fallback, _policy
 from . import _plan as P
-from ._common import cdiv, jit, next_pow2
-from .matmul import _capturing, _descriptors, _epilogue, _mainloop, _precision, _strides3, _tile_of, dot_f32
+from ._common import capturing, cdiv, jit, next_pow2
+from .matmul import _descriptors, _epilogue, _mainloop, _precision, _strides3, _tile_of, dot_f32
 from .matmul import tma_ok as tma_ok_mm
 
 Tensor = torch.Tensor
@@ -333,7 +333,7 @@ def aten_serves(form: _Form, a: Tensor, b: Tensor, offs: Tensor | None) -> bool:
     if hit is not None:
         return hit
     aten = _fallback.aten_kernel("_grouped_mm")
-    if aten is None or _capturing(a.device) or not _aten_takes(form, a, b, offs):
+    if aten is None or capturing(a.device) or not _aten_takes(form, a, b, offs):
         return False  # tritonjit's kernel, no decision (see the docstring)
     ours = _time(lambda: grouped_mm(a, b, offs))
     theirs = _time(lambda: aten(a, b, offs))

@@ -50,7 +50,7 @@ import triton.language as tl
 
 from . import _plan as P
 from . import _policy
-from ._common import cdiv, check_same_device, jit, next_pow2
+from ._common import capturing, cdiv, check_same_device, jit, next_pow2
 
 Tensor = torch.Tensor
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -532,7 +532,7 @@ def choose(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Se
         return plan
     p = _Problem(m, n, k, batch, dtype, a_strides, b_strides, has_bias, device, scale, aligned)
     cfg, split, source = p.untuned()
-    if cfg is None and _capturing(p.dev):  # tuning launches and synchronizes: not inside a CUDA graph
+    if cfg is None and capturing(p.dev):  # tuning launches and synchronizes: not inside a CUDA graph
         cfg, source = _default_config(dtype, m, n, k, batch, _sms(p.dev)), "default (first met in a capture)"
         return p.plan(cfg, split, source)  # not cached: the next call outside a capture tunes
     if cfg is None:
@@ -542,16 +542,6 @@ def choose(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides: Se
         _plans.clear()
     _plans[key] = plan
     return plan
-
-
-def _capturing(device: Any) -> bool:
-    """Whether torch's current stream of ``device`` is capturing a CUDA graph."""
-    if torch.device(device).type != "cuda":
-        return False
-    try:
-        return torch.cuda.is_current_stream_capturing()
-    except Exception:
-        return False
 
 
 class _Problem:
@@ -926,7 +916,7 @@ def _aten_is_faster(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | 
     mode = _aten_mode()
     if mode != "auto":
         return mode == "always"
-    if a.device.type == "cpu" or bsz * m * n * k < compare_bound(a.dtype, m, n, k) or _capturing(a.device):
+    if a.device.type == "cpu" or bsz * m * n * k < compare_bound(a.dtype, m, n, k) or capturing(a.device):
         return False
     from . import _native_ops
 

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, jit
+from ._common import FLOAT_DTYPES, capturing, jit
 from ._fallback import with_aten_fallback
 from ._plan import execute, launch
 from .elementwise import _refuse, run
@@ -48,9 +48,7 @@ def _seed_offset(op: str, device: torch.device, increment: int) -> tuple[int, in
     """The Philox (seed, offset) of ``device``'s default generator, advanced by ``increment``
     (rounded up to 4, as aten's kernels count); host-only on every device. Refuses (aten's
     kernel then serves the call) while the device's stream captures a CUDA graph."""
-    from .matmul import _capturing
-
-    if _capturing(device):
+    if capturing(device):
         raise _refuse(op, "a CUDA graph capture (aten's kernel draws graph-safe Philox offsets)")
     if device.type == "cpu":
         gen = torch.default_generator
