@@ -143,6 +143,7 @@ struct NPlan {
   std::vector<int> writes;  // tensor arguments written in place (Plan.writes): see serves_writes
   bool exclusive = false;  // Plan.exclusive: no other tensor may share a written one's storage at all
   std::vector<std::pair<int, at::ScalarType>> fits;  // Plan.fits: Scalar arguments checked per call
+  std::vector<std::pair<int, at::ScalarType>> divisors;  // Plan.divisors: integer divisors checked per call
   std::vector<c10::IValue> consts;  // result kConst - c: Plan.result's Const(consts[c])
   static constexpr int kConst = -(1 << 20);
   std::deque<std::string> strings;  // storage of str literals (Slot holds views)
@@ -268,13 +269,16 @@ std::shared_ptr<NPlan> plan_of(PyObject* p) {
   if (PyTuple_Size(p) > 7 && PyTuple_GetItem(p, 7) == Py_True) {  // Plan.exclusive
     plan->exclusive = true;
   }
-  if (PyTuple_Size(p) > 8) {  // Plan.fits: ((i, dtype), ...)
-    Ref fast(checked(PySequence_Fast(PyTuple_GetItem(p, 8), "a plan's fits")));
+  // Plan.fits and Plan.divisors: ((i, dtype), ...)
+  for (const auto& [index, what, into] : {std::tuple{8, "a plan's fits", &plan->fits},
+                                          std::tuple{9, "a plan's divisors", &plan->divisors}}) {
+    if (PyTuple_Size(p) <= index) break;
+    Ref fast(checked(PySequence_Fast(PyTuple_GetItem(p, index), what)));
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.p); i++) {
       PyObject* f = PySequence_Fast_GET_ITEM(fast.p, i);
       const long a = PyLong_AsLong(PyTuple_GetItem(f, 0));
       if (a == -1 && PyErr_Occurred()) rethrow_python();
-      plan->fits.emplace_back(static_cast<int>(a), dtype_of(PyTuple_GetItem(f, 1)));
+      into->emplace_back(static_cast<int>(a), dtype_of(PyTuple_GetItem(f, 1)));
     }
   }
   Ref launches(checked(PySequence_Fast(PyTuple_GetItem(p, 1), "launches")));
@@ -375,11 +379,39 @@ bool scalar_fits(const c10::IValue& v, at::ScalarType dt) {
   return x >= lo && x <= hi;
 }
 
-// Whether a plan may serve this call's values: its in-place writes (serves_writes) and its
-// Scalar arguments' ranges (Plan.fits). Per call: the key holds neither addresses nor values.
+// Whether the integer ``v`` is 0 once converted to the integer dtype ``dt``, wrapping as aten
+// converts a Scalar (_plan.zero_divisor, the same rule): 65536 in int16.
+bool zero_divisor(const c10::IValue& v, at::ScalarType dt) {
+  const int64_t x = v.isBool() ? static_cast<int64_t>(v.toBool()) : v.isInt() ? v.toInt() : 1;
+  const int bits = static_cast<int>(c10::elementSize(dt)) * 8;
+  return bits >= 64 ? x == 0 : (static_cast<uint64_t>(x) & ((uint64_t{1} << bits) - 1)) == 0;
+}
+
+// A Scalar argument's value: the Scalar itself, or a wrapped number's (``x // 3`` passes 3 as a
+// 0-dim CPU tensor); None where it is neither, or not a bool, int or double.
+c10::IValue scalar_value(const c10::IValue& v) {
+  if (v.isBool() || v.isInt() || v.isDouble()) return v;
+  if (!v.isTensor()) return c10::IValue();
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || !t.is_cpu() || t.numel() != 1) return c10::IValue();
+  c10::IValue item(t.item());
+  return item.isBool() || item.isInt() || item.isDouble() ? item : c10::IValue();
+}
+
+// Whether a plan may serve this call's values: its in-place writes (serves_writes), its
+// Scalar arguments' ranges (Plan.fits) and its integer divisors (Plan.divisors). Per call:
+// the key holds neither addresses nor values.
 bool serves(const NPlan& plan, const c10::IValue* args, size_t nargs) {
-  for (const auto& [i, dt] : plan.fits)
-    if (i < 0 || static_cast<size_t>(i) >= nargs || !scalar_fits(args[i], dt)) return false;
+  for (const auto& [i, dt] : plan.fits) {
+    if (i < 0 || static_cast<size_t>(i) >= nargs) return false;
+    const c10::IValue v = scalar_value(args[i]);
+    if (v.isNone() || !scalar_fits(v, dt)) return false;
+  }
+  for (const auto& [i, dt] : plan.divisors) {
+    if (i < 0 || static_cast<size_t>(i) >= nargs) return false;
+    const c10::IValue v = scalar_value(args[i]);
+    if (v.isNone() || zero_divisor(v, dt)) return false;
+  }
   return serves_writes(plan, args, nargs);
 }
 

@@ -48,7 +48,7 @@ from ._layout import dense
 Tensor = torch.Tensor
 
 __all__ = ["In", "InItem", "Out", "Tmp", "Arg", "Const", "Buffer", "Launch", "Plan", "aten_plan", "launch", "execute",
-           "list_limit", "run", "scalar_fits", "serves_writes", "tf32_keyed", "value_keyed"]
+           "list_limit", "run", "scalar_fits", "zero_divisor", "serves_writes", "tf32_keyed", "value_keyed"]
 
 
 class In(NamedTuple):
@@ -161,6 +161,11 @@ class Plan(NamedTuple):
     # the operator's implementation, which hands it to aten for its error. Checked per call,
     # since the key holds the Scalar's type, not its value.
     fits: tuple[tuple[int, torch.dtype], ...] = ()
+    # (i, dtype): Scalar argument i (or a wrapped number: ``x // 3`` passes a 0-dim tensor) is
+    # an integer divisor: a call where it is 0 once converted to dtype (65536 in int16) goes
+    # to the operator's implementation, which hands it to aten for its ZeroDivisionError.
+    # Checked per call: the key tells a Scalar 0 from others, neither 65536 nor a wrapped 0.
+    divisors: tuple[tuple[int, torch.dtype], ...] = ()
 
 
 def aten_plan() -> Plan:
@@ -250,6 +255,12 @@ def scalar_fits(v: Any, dt: torch.dtype) -> bool:
     return (isinstance(v, int) or math.isfinite(v)) and lo <= v <= info.max
 
 
+def zero_divisor(v: Any, dt: torch.dtype) -> bool:
+    """Whether the integer ``v`` is 0 once converted to the integer dtype ``dt`` (wrapping,
+    as aten converts a Scalar). ``zero_divisor`` in ``_native_ops.cpp`` is the same rule."""
+    return int(v) % (1 << torch.iinfo(dt).bits) == 0
+
+
 def _device(args: Sequence[Any]) -> torch.device:
     """The device of a call's outputs: its first tensor (tensor lists' included) that is no
     0-dim CPU tensor used as a scalar, else its first tensor (as the C++ path picks it)."""
@@ -299,6 +310,10 @@ def run(plan: Plan, args: Sequence[Any], device: Any = None) -> Any:
     for i, dt in plan.fits:
         if not scalar_fits(_scalar(args[i]), dt):
             raise NotImplementedError(f"tritonjit_ops: Scalar argument {i} ({args[i]!r}) overflows {dt}; "
+                                      "the operator's implementation hands the call to aten")
+    for i, dt in plan.divisors:
+        if zero_divisor(_scalar(args[i]), dt):
+            raise NotImplementedError(f"tritonjit_ops: integer divisor {i} ({args[i]!r}) is 0 in {dt}; "
                                       "the operator's implementation hands the call to aten")
     given = args
     args = list(args)

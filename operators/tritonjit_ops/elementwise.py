@@ -41,7 +41,7 @@ from ._math import (
     tanh_exp,
     trunc,
 )
-from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch, scalar_fits
+from ._plan import Arg, Buffer, In, Out, Plan, aten_plan, execute, launch, scalar_fits, zero_divisor
 
 Tensor = torch.Tensor
 _INT32_MAX = 2**31 - 1
@@ -422,6 +422,34 @@ def _refuse(op: str, why: str) -> NotImplementedError:
 
 def _is_scalar(v: Any) -> bool:
     return not isinstance(v, Tensor) and isinstance(v, Number) and not isinstance(v, complex)
+
+_INT_DIVISIONS = ("remainder", "fmod", "div_floor", "div_trunc")
+
+
+def _zero_divisor(rd: torch.dtype, y: Any) -> bool:
+    """Whether an integer division's divisor holds a zero that aten raises ZeroDivisionError
+    for: a Scalar that is 0 in ``rd`` (65536 wraps to 0 in int16, as aten converts it), or a
+    CPU tensor with a zero (aten's CPU kernels check it; its CUDA kernels do not, nor ours)."""
+    if rd.is_floating_point or rd == torch.bool:
+        return False
+    if isinstance(y, Tensor):
+        return y.device.type == "cpu" and bool((y == 0).any())
+    return zero_divisor(y, rd)
+
+
+def _integer_divisor_checked(rd: torch.dtype, y: Any) -> bool:
+    """Whether an integer division's call goes to the implementation, which checks its divisor
+    for zeros (_zero_divisor): a zero Scalar, or a CPU tensor (read per call on the host)."""
+    if rd.is_floating_point or rd == torch.bool:
+        return False
+    return y.device.type == "cpu" if isinstance(y, Tensor) else zero_divisor(y, rd)
+
+
+def _divisor_check(p: Plan | None, rd: torch.dtype, y: Any) -> Plan | None:
+    """``p`` with the per-call check of an integer division's Scalar divisor (Plan.divisors)."""
+    if p is None or isinstance(y, Tensor) or rd.is_floating_point or rd == torch.bool:
+        return p
+    return p._replace(divisors=((1, rd),))
 
 
 def _float_of(dt: torch.dtype) -> torch.dtype:
@@ -855,6 +883,8 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
             raise _refuse(op, "a Scalar self")
         k = kop_of(x, y)
         rd, ct = types(x, y, k)
+        if k in _INT_DIVISIONS and _zero_divisor(rd, y):
+            raise _refuse(op, "integer division by zero")  # aten raises ZeroDivisionError
         return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True)
 
     def planner(x, y, inplace=False):
@@ -865,8 +895,11 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
             rd, ct = types(x, y, k)
         except NotImplementedError:
             return None
-        return plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
-                    inplace=inplace)
+        if k in _INT_DIVISIONS and _integer_divisor_checked(rd, y):
+            return None  # a zero divisor aten raises for, or a CPU tensor the implementation checks per call
+        p = plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
+                 inplace=inplace)
+        return _divisor_check(p, rd, y) if k in _INT_DIVISIONS else p
 
     return fn, planner
 
@@ -1007,7 +1040,7 @@ def _div_mode(x, y, rounding_mode=None, out=None, inplace=False):
             raise _refuse("div", "bool operands")
     else:
         raise _refuse("div", f"rounding_mode={rounding_mode!r}")
-    if not rd.is_floating_point and isinstance(y, Tensor) and y.device.type == "cpu" and bool((y == 0).any()):
+    if op != "div" and _zero_divisor(rd, y):
         raise _refuse("div", "integer division by zero")  # aten raises ZeroDivisionError
     return run(op, [x, y], rd, _ct(op, rd), out=out, inplace=inplace, aten_layout=True)
 
@@ -1023,8 +1056,8 @@ ATEN["floor_divide_.Tensor"] = lambda self, other: _div_mode(self, other, "floor
 
 def _plan_div_mode(x: Any, y: Any, rounding_mode: Any = None, inplace: bool = False) -> Plan | None:
     """div with a rounding mode, and floor_divide (MoE routing's ``perm // top_k``). An integer
-    division by a Scalar 0 or by a CPU tensor (which aten checks for zeros, and raises) goes
-    to the implementation; the key tells a Scalar 0 from the others."""
+    division by a Scalar that is 0 in the dtype, or by a CPU tensor (which aten checks for
+    zeros, and raises), goes to the implementation (_zero_divisor, Plan.divisors)."""
     if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
         return None
     rd = torch.result_type(x, y)
@@ -1034,13 +1067,13 @@ def _plan_div_mode(x: Any, y: Any, rounding_mode: Any = None, inplace: bool = Fa
         op = "div_" + rounding_mode
     else:
         return None
-    if not rd.is_floating_point and (isinstance(y, Tensor) and y.device.type == "cpu" or not isinstance(y, Tensor)
-                                     and y == 0):
+    if op != "div" and _integer_divisor_checked(rd, y):
         return None
     if rd not in _CT:
         return None
-    return plan(op, [x, y], rd, _CT[rd], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
-                inplace=inplace)
+    p = plan(op, [x, y], rd, _CT[rd], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
+             inplace=inplace)
+    return _divisor_check(p, rd, y) if op != "div" else p
 
 
 PLANNERS["div.Tensor_mode"] = PLANNERS["div.Scalar_mode"] = (

@@ -2,7 +2,8 @@
 transformers' generate() computes ``is_pad_token_in_inputs * True``), the Python
 path's fallback to aten for a refused call with a number in a Tensor argument, and
 Scalar values at the edges of their dtype (a whole float into an integer tensor, a bound
-past float16's range, a NaN bound) under enable(), on the Python and the C++ path."""
+past float16's range, a NaN bound, an integer divisor that wraps to 0) under enable(), on the
+Python and the C++ path."""
 from __future__ import annotations
 
 import pytest
@@ -126,3 +127,47 @@ def test_scalar_values_at_the_edges_of_their_dtype_are_atens(case: str, native: 
     torch.testing.assert_close(got, ref, equal_nan=True, rtol=0, atol=0)
     for _ in range(2):  # a cached plan serves the next call with the same check
         assert torch.equal(_both_paths(_EDGE_CASES[case], native)[1].nan_to_num(0.5), ref.nan_to_num(0.5))
+
+
+_INT_DIVISIONS = {
+    "remainder": lambda x, v: x % v,
+    "remainder_": lambda x, v: x.clone().remainder_(v),
+    "fmod": torch.fmod,
+    "floor_divide": lambda x, v: x // v,
+    "div floor": lambda x, v: torch.div(x, v, rounding_mode="floor"),
+    "div_ trunc": lambda x, v: x.clone().div_(v, rounding_mode="trunc"),
+}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+@pytest.mark.parametrize("op", list(_INT_DIVISIONS))
+@pytest.mark.parametrize("dtype", [torch.int16, torch.uint8, torch.int32])
+def test_integer_division_by_a_scalar_that_wraps_to_zero_raises_as_aten(op: str, dtype: torch.dtype,
+                                                                        native: bool) -> None:
+    """aten converts an integer division's Scalar divisor to the tensor's dtype, wrapping it
+    (65536 is 0 in int16, 65539 is 3), and its CPU kernels raise ZeroDivisionError for a 0.
+    A plan made for a divisor of 3 must not serve 65536 (the key holds the Scalar's type and
+    whether it is 0, not its value); 65539 is served with the wrapped value."""
+    x = torch.arange(-3, 4).to(dtype) if dtype != torch.uint8 else torch.arange(0, 7, dtype=dtype)
+    bits = torch.iinfo(dtype).bits
+    fn = _INT_DIVISIONS[op]
+    for v in (3, 1 << bits, (1 << bits) + 3, 0, 3, -(1 << bits) if dtype != torch.uint8 else 3):
+        ref, got = _both_paths(lambda v=v: fn(x, v), native)
+        if isinstance(ref, str):
+            assert got == ref, f"{op} {dtype} by {v}: eager raised {ref}, enable() gave {got}"
+            continue
+        assert not isinstance(got, str), f"{op} {dtype} by {v}: enable() raised {got}"
+        assert got.dtype == ref.dtype and torch.equal(got, ref), (op, dtype, v, got, ref)
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+def test_integer_division_by_a_cpu_tensor_with_a_zero_raises_as_aten(native: bool) -> None:
+    x = torch.arange(-3, 4, dtype=torch.int32)
+    ok, zero = torch.full((7,), 2, dtype=torch.int32), torch.tensor([1, 2, 0, 1, 1, 1, 1], dtype=torch.int32)
+    for fn in (torch.remainder, torch.fmod, torch.floor_divide):
+        for y in (ok, zero, ok):
+            ref, got = _both_paths(lambda fn=fn, y=y: fn(x, y), native)
+            if isinstance(ref, str):
+                assert got == ref
+            else:
+                assert not isinstance(got, str) and torch.equal(got, ref)
