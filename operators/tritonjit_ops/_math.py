@@ -44,6 +44,19 @@ def expm1(x):
 
 
 @triton.jit
+def negate(x):
+    """-x, the sign of zero included: Triton's unary minus is 0 - x, which keeps +0.0 (aten's
+    neg gives -0.0, and 1 / -x then -inf)."""
+    return x * -1
+
+
+@triton.jit
+def signbit(x):
+    """Whether x is negative, -0.0 included (1 / -0.0 is -inf); false for NaN."""
+    return (x < 0) | (1.0 / x < 0)
+
+
+@triton.jit
 def atan_unit(t):
     """atan(t) for t in [0, 1] (Cephes atanf: float32 accuracy)."""
     big = t > 0.41421356237309503
@@ -62,8 +75,8 @@ def atan2(y, x):
     t = tl.where(mx == 0, 0.0, mn / tl.where(mx == 0, 1.0, mx))
     r = atan_unit(t)
     r = tl.where(ay > ax, 1.5707963267948966 - r, r)
-    r = tl.where(x < 0, 3.141592653589793 - r, r)
-    r = tl.where(y < 0, -r, r)
+    r = tl.where(signbit(x), 3.141592653589793 - r, r)  # atan2(0, -0.0) is pi, as in C
+    r = tl.where(signbit(y), negate(r), r)  # atan2(-0.0, x > 0) is -0.0
     return tl.where((x != x) | (y != y), x + y, r)
 
 
@@ -149,7 +162,9 @@ def pow_general(a, b):
     mag = tl.exp2(b * tl.log2(tl.abs(a)))
     b_int = b == tl.floor(b)
     b_odd = b_int & ((tl.abs(b) % 2.0) == 1.0)
-    r = tl.where(a < 0, tl.where(b_int, tl.where(b_odd, -mag, mag), float("nan")), mag)
+    r = tl.where(signbit(a) & b_odd, negate(mag), mag)  # (-0.0) ** 3 is -0.0, (-inf) ** -3 -0.0
+    r = tl.where((a < 0) & (a != float("-inf")) & ~b_int, float("nan"), r)  # (-inf) ** 0.5 is inf, as C's pow
+    r = tl.where((a == -1.0) & (tl.abs(b) == float("inf")), 1.0, r)
     r = tl.where(b == 0, 1.0, r)
     return tl.where(a == 1.0, 1.0, r)
 
@@ -161,8 +176,10 @@ def pow_tensor(a, b):
     r = pow_general(a, b)
     r = tl.where(b == 2.0, a * a, r)
     r = tl.where(b == 3.0, a * a * a, r)
-    r = tl.where(b == 0.5, tl.sqrt(a), r)
-    r = tl.where(b == -0.5, 1.0 / tl.sqrt(a), r)
+    # C's pow at -0.0 and -inf, as aten's pow of a tensor exponent (its Scalar 0.5 is sqrt,
+    # pow_scalar's): (-0.0) ** 0.5 is +0.0, (-inf) ** 0.5 inf, (-inf) ** -0.5 +0.0
+    r = tl.where(b == 0.5, tl.where(a == float("-inf"), float("inf"), tl.sqrt(a) + 0.0), r)
+    r = tl.where(b == -0.5, tl.where(a == float("-inf"), 0.0, 1.0 / (tl.sqrt(a) + 0.0)), r)
     r = tl.where(b == -1.0, 1.0 / a, r)
     return tl.where(b == -2.0, 1.0 / (a * a), r)
 
@@ -213,7 +230,7 @@ def activation(x, OP: tl.constexpr):
     """The unary ops of the flat and strided pointwise kernels (``OP``: neg, abs, relu, exp, log,
     sqrt, rsqrt, sigmoid, tanh, silu, gelu, gelu_tanh)."""
     if OP == "neg":
-        r = -x
+        r = negate(x)
     elif OP == "abs":
         r = tl.abs(x)
     elif OP == "relu":

@@ -36,8 +36,10 @@ from ._math import (
     expm1,
     floor_div,
     log1p,
+    negate,
     pow_scalar,
     pow_tensor,
+    signbit,
     tanh_exp,
     trunc,
 )
@@ -76,7 +78,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     if OP == "copy":
         r = a
     elif OP == "neg":
-        r = -a
+        r = negate(a)
     elif OP == "abs":
         r = tl.abs(a)  # not where(a < 0, -a, a): abs(-0.0) is +0.0
     elif OP == "exp":
@@ -127,7 +129,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "sinh":  # past |a| = 20, exp(|a| - ln 2): exp(-|a|) is below an ulp, and exp(|a|) / 2 would overflow first
         e = expm1(tl.abs(a))
         r = tl.where(tl.abs(a) > 20.0, tl.exp(tl.abs(a) - 0.6931471805599453), 0.5 * (e + e / (e + 1.0)))
-        r = tl.where(a < 0, -r, r)
+        r = tl.where(signbit(a), negate(r), r)  # sinh(-0.0) is -0.0
     elif OP == "cosh":
         e = tl.exp(tl.abs(a))
         r = tl.where(tl.abs(a) > 20.0, tl.exp(tl.abs(a) - 0.6931471805599453), 0.5 * (e + 1.0 / e))
@@ -135,7 +137,7 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         x = tl.abs(a)
         r = log1p(x + x * x / (1.0 + tl.sqrt(1.0 + x * x)))
         r = tl.where(x > 1e10, tl.log(x) + 0.6931471805599453, r)
-        r = tl.where(a < 0, -r, r)
+        r = tl.where(signbit(a), negate(r), r)
     elif OP == "atanh":
         r = 0.5 * log1p(2.0 * a / (1.0 - a))
     elif OP == "erf":
@@ -312,24 +314,26 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
               IS_FLOAT: tl.constexpr, A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
               BLOCK: tl.constexpr, RTNE: tl.constexpr):
     """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share."""
+    # a Scalar operand becomes a block as ``s - zero``, not ``s + zero``: -0.0 + 0 is +0.0
+    # (``x * -0.0`` would lose its sign), and s - 0 is s for every s
     zero = tl.zeros([BLOCK], tl.int32)
     if NIN >= 1:
         if A_SCALAR:
-            x = _cast(a + zero, CT)
+            x = _cast(a - zero, CT)
         else:
             x = _cast(tl.load(a + oa, mask=mask), CT)
     else:
         x = _cast(zero, CT)
     if NIN >= 2:
         if B_SCALAR:
-            y = _cast(b + zero, CT)
+            y = _cast(b - zero, CT)
         else:
             y = _cast(tl.load(b + ob, mask=mask), CT)
     else:
         y = x
     if NIN >= 3:
         if C_SCALAR:
-            z = _cast(c + zero, CT)
+            z = _cast(c - zero, CT)
         else:
             z = _cast(tl.load(c + oc, mask=mask), CT)
     else:

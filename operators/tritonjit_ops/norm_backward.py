@@ -398,7 +398,7 @@ def norm_backward_plan(device: Any, refs: dict[str, Any], shapes: dict[str, Any]
 @triton.jit
 def _fill_kernel(out, n, value, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out + offs, tl.zeros([BLOCK], tl.float32).to(out.dtype.element_ty) + value, mask=offs < n)
+    tl.store(out + offs, value - tl.zeros([BLOCK], tl.float32).to(out.dtype.element_ty), mask=offs < n)  # -0.0 kept
 
 
 _fill = jit(_fill_kernel)

@@ -71,11 +71,11 @@ def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constex
     mask = offs < n
     CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
     if X_SCALAR:
-        a = (x + tl.zeros([BLOCK], CT)).to(CT)
+        a = (x - tl.zeros([BLOCK], CT)).to(CT)  # minus: -0.0 + 0 would be +0.0
     else:
         a = tl.load(x + offs, mask=mask).to(CT)
     if Y_SCALAR:
-        b = (y + tl.zeros([BLOCK], CT)).to(CT)
+        b = (y - tl.zeros([BLOCK], CT)).to(CT)
     else:
         b = tl.load(y + offs, mask=mask).to(CT)
     if OP == "pow" and Y_SCALAR:
@@ -120,12 +120,12 @@ def _pointwise_nd_kernel(
     i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     CT: tl.constexpr = tl.float32 if UPCAST else out.dtype.element_ty
     if X_SCALAR:
-        a = x + tl.zeros([BLOCK], CT)
+        a = x - tl.zeros([BLOCK], CT)  # minus: -0.0 + 0 would be +0.0
     else:
         a = tl.load(x + _nd_offset(i0, i1, i2, i3, xs0, xs1, xs2, xs3), mask=mask)
     if NIN >= 2:
         if Y_SCALAR:
-            b = y + tl.zeros([BLOCK], CT)
+            b = y - tl.zeros([BLOCK], CT)
         else:
             b = tl.load(y + _nd_offset(i0, i1, i2, i3, ys0, ys1, ys2, ys3), mask=mask)
     if NIN == 1:
@@ -137,7 +137,7 @@ def _pointwise_nd_kernel(
             r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
     else:  # where(x=cond, y, z)
         if Z_SCALAR:
-            c = z + tl.zeros([BLOCK], CT)
+            c = z - tl.zeros([BLOCK], CT)
         else:
             c = tl.load(z + _nd_offset(i0, i1, i2, i3, zs0, zs1, zs2, zs3), mask=mask)
         r = tl.where(a != 0, b.to(CT), c.to(CT))

@@ -75,7 +75,7 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
         tl.device_assert(ok | ~mask, "tritonjit scatter/index_put: index out of range")
     tgt = i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + idx * osd  # os[DIM] is 0: the index picks it
     if SRC_SCALAR:
-        v = src + tl.zeros([BLOCK], out.dtype.element_ty)
+        v = src - tl.zeros([BLOCK], out.dtype.element_ty)  # minus: -0.0 + 0 would be +0.0
     else:
         v = tl.load(src + (i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3), mask=ok)
     if ADD:

@@ -263,8 +263,8 @@ def test_norm_eps_reaches_float64_kernels_as_float64(dev):
     """A norm's eps is a float64 kernel parameter (annotated tl.float64: Triton passes a Python
     float as float32), read in the math type: on rows where eps decides rstd, an eps of 1e-10
     gives aten's float64 results and gradients (float32's 1e-10 is 3e-8 off: errors of 1e-10
-    here). On the CPU the interpreter keeps Python floats as doubles: the GPU variant is the one
-    that held the defect."""
+    here). The interpreter passes a float argument in its parameter's type too (fp32 unless
+    annotated), so both variants would show the defect."""
     from tritonjit_ops import _native_ops
 
     _native_ops.module(wait=True)

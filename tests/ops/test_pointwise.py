@@ -48,6 +48,30 @@ def test_pow_special_values():
     close(T.pow(2.0, y), torch.pow(2.0, y))
 
 
+_POW_VALUES = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 3.0, -3.0,
+               2.5, -2.5, 1e-30, -1e-30, 1e30, -1e30]
+
+
+def _same_as_aten(got: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """Per element: equal to 2e-6 relative with the same sign bit (signed zeros and
+    infinities included), or both NaN."""
+    near = (got == ref) | ((got - ref).abs() <= 2e-6 * ref.abs())
+    return (near & (torch.signbit(got) == torch.signbit(ref))) | (got.isnan() & ref.isnan())
+
+
+def test_pow_of_every_pair_of_special_values_is_atens():
+    """C's pow at the edges, as aten's pow of a tensor exponent: (-inf) ** 0.5 is inf,
+    (-0.0) ** 3 is -0.0, (-1) ** inf is 1, (-0.0) ** -0.5 inf; a Scalar exponent as aten's
+    (0.5 and -0.5 are sqrt and rsqrt there: (-0.0) ** 0.5 is -0.0)."""
+    a, b = (torch.tensor(v) for v in zip(*[(p, q) for p in _POW_VALUES for q in _POW_VALUES]))
+    ok = _same_as_aten(T.pow(a, b), torch.pow(a, b))
+    assert ok.all(), [(a[i].item(), b[i].item()) for i in (~ok).nonzero().flatten().tolist()]
+    x = torch.tensor(_POW_VALUES)
+    for e in _POW_VALUES:
+        ok = _same_as_aten(T.pow(x, e), torch.pow(x, e))
+        assert ok.all(), [(x[i].item(), e) for i in (~ok).nonzero().flatten().tolist()]
+
+
 @pytest.mark.parametrize("alpha", [2, 0.5])
 def test_alpha(alpha):
     x, y = torch.randn(7), torch.randn(3, 7)
@@ -253,8 +277,13 @@ def test_pow_exact_exponents_match_aten(exponent):
     x = torch.randn(4096, generator=g) * 3
     x[:4] = torch.tensor([0.0, -0.0, float("inf"), float("-inf")])
     ref = torch.pow(x, exponent)
-    for got in (T.pow(x, exponent), T.pow(x, torch.full_like(x, exponent))):
-        torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(T.pow(x, exponent), ref, rtol=0, atol=0, equal_nan=True)
+    got = T.pow(x, torch.full_like(x, exponent))
+    torch.testing.assert_close(got[4:], ref[4:], rtol=0, atol=0, equal_nan=True)
+    # the special values as aten's pow of a tensor exponent (C's pow): (-0.0) ** -0.5 is inf
+    # there, where its Scalar exponent's rsqrt gives -inf
+    special = torch.pow(x[:4], torch.full_like(x[:4], exponent))
+    torch.testing.assert_close(got[:4], special, rtol=0, atol=0, equal_nan=True)
     with T.enable(include=["pow.Tensor_Scalar"]):
         got = torch.pow(x, exponent)
     torch.testing.assert_close(got, ref, rtol=0, atol=0, equal_nan=True)

@@ -2,8 +2,8 @@
 transformers' generate() computes ``is_pad_token_in_inputs * True``), the Python
 path's fallback to aten for a refused call with a number in a Tensor argument, and
 Scalar values at the edges of their dtype (a whole float into an integer tensor, a bound
-past float16's range, a NaN bound, an integer divisor that wraps to 0) under enable(), on the
-Python and the C++ path."""
+past float16's range, a NaN bound, an integer divisor that wraps to 0, a -0.0) under enable(),
+on the Python and the C++ path."""
 from __future__ import annotations
 
 import pytest
@@ -171,3 +171,43 @@ def test_integer_division_by_a_cpu_tensor_with_a_zero_raises_as_aten(native: boo
                 assert got == ref
             else:
                 assert not isinstance(got, str) and torch.equal(got, ref)
+
+
+def _nz(*shape: int) -> torch.Tensor:
+    return torch.full(shape, -0.0)
+
+
+# where aten's result has a signed zero (1 / result is -inf or inf): -0.0 as a Scalar operand
+# (it was added to a block of zeros, which made it +0.0), Triton's unary minus (0 - x: -(+0.0)
+# was +0.0) and the odd functions' sign (x < 0 is false for -0.0)
+_SIGNED_ZEROS = {
+    "mul by -0.0": lambda: torch.linspace(-2, 2, 5) * -0.0,
+    "div by -0.0": lambda: torch.linspace(-2, 2, 5) / -0.0,
+    "floor_divide by -0.0": lambda: torch.floor_divide(torch.linspace(-2, 2, 5), -0.0),
+    "add -0.0": lambda: _nz(3) + -0.0,
+    "rsub -0.0": lambda: torch.rsub(_nz(3), -0.0),
+    "fill -0.0": lambda: torch.full((3,), -0.0),
+    "masked_fill -0.0": lambda: torch.zeros(3).masked_fill(torch.tensor([True, False, True]), -0.0),
+    "where -0.0": lambda: torch.where(torch.tensor([True, False]), -0.0, torch.zeros(2)),
+    "addcmul value -0.0": lambda: torch.addcmul(_nz(3), torch.ones(3), torch.ones(3), value=-0.0),
+    "add alpha -0.0": lambda: torch.add(_nz(3), torch.ones(3), alpha=-0.0),
+    "neg": lambda: torch.zeros(3).neg(),
+    "neg bf16": lambda: torch.zeros(3, dtype=torch.bfloat16).neg(),
+    "neg_": lambda: torch.zeros(3).neg_(),
+    "atan2(0, -0.0)": lambda: torch.atan2(torch.zeros(3), _nz(3)),
+    "atan2(-0.0, -0.0)": lambda: torch.atan2(_nz(3), _nz(3)),
+    "atan2(-0.0, 1)": lambda: torch.atan2(_nz(3), torch.ones(3)),
+    "atan": lambda: _nz(3).atan(), "asin": lambda: _nz(3).asin(), "sinh": lambda: _nz(3).sinh(),
+    "asinh": lambda: _nz(3).asinh(),
+    "pow(-0.0, tensor)": lambda: torch.pow(_nz(5), torch.tensor([1.0, 0.5, 3.0, -1.0, -0.5])),
+}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+@pytest.mark.parametrize("case", list(_SIGNED_ZEROS))
+def test_signed_zeros_are_atens(case: str, native: bool) -> None:
+    ref, got = _both_paths(_SIGNED_ZEROS[case], native)
+    assert not isinstance(got, str), f"{case}: enable() raised {got}"
+    assert got.dtype == ref.dtype
+    torch.testing.assert_close(got, ref, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(torch.signbit(got), torch.signbit(ref)), f"{case}: {got.tolist()} against aten's {ref.tolist()}"

@@ -100,10 +100,24 @@ def _patch_bf16_rounding(interp: Any) -> None:
         interp._tritonjit_bf16_patched = True
 
 
+_NP_FLOATS = {"fp16": "float16", "fp64": "float64"}
+
+
+def _float_arg(value: float, np_type: str) -> Any:
+    """A float argument as the kernel's ``np_type`` scalar (an interpreter tensor)."""
+    import numpy as np
+    import triton.language as tl
+    import triton.runtime.interpreter as interp
+
+    ty = tl.float16 if np_type == "float16" else tl.float64
+    with np.errstate(over="ignore"):
+        return tl.tensor(interp.TensorHandle(np.array([value], dtype=np_type), ty), ty)
+
+
 class _Artifact:
     """An interpreter 'binary': the kernel plus the constants of one variant."""
 
-    def __init__(self, jit_fn: Any, nparams: int, constants: dict[int, Any]) -> None:
+    def __init__(self, jit_fn: Any, nparams: int, constants: dict[int, Any], signature: dict[str, Any]) -> None:
         from triton.runtime.interpreter import InterpretedFunction
 
         self.jit_fn = jit_fn
@@ -111,6 +125,12 @@ class _Artifact:
         self.nparams = nparams
         self.constants = constants
         self.runtime_index = [i for i in range(nparams) if i not in constants]
+        # float parameters of another type than fp32 (annotated ``tl.float64``, ``tl.float16``):
+        # a float argument reaches the kernel in that type, as in a compiled kernel (_scalar_args
+        # gives the others fp32)
+        names = list(jit_fn.arg_names)
+        self.float_types = {i: _NP_FLOATS[t] for n, t in signature.items()
+                            if t in _NP_FLOATS and n in names and (i := names.index(n)) not in constants}
 
 
 @contextlib.contextmanager
@@ -159,14 +179,19 @@ _MISSING = object()
 
 
 @contextlib.contextmanager
-def _bool_scalars() -> Iterator[None]:
-    """Pass Python bools, alone or inside tuples, to the kernel as int1 scalars.
+def _scalar_args() -> Iterator[None]:
+    """Pass Python bools and floats, alone or inside tuples, to the kernel as the int1 and
+    fp32 scalars a compiled kernel receives.
 
     Triton 3.6's interpreter takes a bool for an int (``isinstance(True, int)``), types
     it int1 and stores it in an int32 array, which its own ``TensorHandle`` refuses
-    ("numpy data itemsize (32 bits) exceeds dtype primitive_bitwidth (1 bits)"). Its
-    argument converter is wrapped for the launch (it recurses into tuples through the
-    module global, so tuple elements are converted too) and put back afterwards.
+    ("numpy data itemsize (32 bits) exceeds dtype primitive_bitwidth (1 bits)"). It
+    passes a float on as a Python float, which the kernel's code then takes for a
+    constant: ``tl.full`` makes a constant 0 of ``-0.0`` (``x * -0.0`` lost its sign, and
+    ``1 / (x * -0.0)`` its infinity's), and a constant is weakly typed where the compiled
+    kernel's fp32 argument promotes (``x_fp16 * v`` is fp32 there). Its argument converter
+    is wrapped for the launch (it recurses into tuples through the module global, so tuple
+    elements are converted too) and put back afterwards.
     """
     import numpy as np
     import triton.language as tl
@@ -180,6 +205,9 @@ def _bool_scalars() -> Iterator[None]:
     def convert(arg: Any) -> Any:
         if isinstance(arg, bool):
             return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
+        if isinstance(arg, float):  # as the compiled kernel's fp32 argument (past its range: inf, as a cast)
+            with np.errstate(over="ignore"):
+                return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
         return original(arg)
 
     interp._implicit_cvt = convert
@@ -239,7 +267,7 @@ class InterpreterBackend:
         # constant parameters; a tuple's constant elements (longer paths) travel in the tuple itself
         constants = {k[0]: v for k, v in src.constants.items() if len(k) == 1}
         nparams = len(src.fn.params)
-        artifact = _Artifact(src.fn, nparams, constants)
+        artifact = _Artifact(src.fn, nparams, constants, dict(src.signature))
         return CompiledVariant(
             name=src.fn.fn.__name__, signature="", target=target, binary=None,
             metadata={"name": src.fn.fn.__name__, "num_warps": options.get("num_warps", 4),
@@ -266,6 +294,9 @@ class InterpreterBackend:
             full[i] = v
         for i, a in zip(state.runtime_index, args):
             full[i] = a
+        for i, t in state.float_types.items():
+            if isinstance(full[i], float):
+                full[i] = _float_arg(full[i], t)
         return full
 
     @hookimpl
@@ -276,7 +307,7 @@ class InterpreterBackend:
         # numpy's floating-point warnings off: a GPU computes masked lanes' -inf - -inf
         # or x / 0 silently (IEEE), and so does a kernel here (Triton's interpreter would
         # print "invalid value encountered" for lanes the kernel then discards)
-        with language.writing(), _callees_interpreted(), _bool_scalars(), np.errstate(all="ignore"):
+        with language.writing(), _callees_interpreted(), _scalar_args(), np.errstate(all="ignore"):
             state.interp[grid](*packed)
 
 
