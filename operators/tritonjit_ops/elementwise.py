@@ -427,17 +427,19 @@ def _refuse(op: str, why: str) -> NotImplementedError:
 def _is_scalar(v: Any) -> bool:
     return not isinstance(v, Tensor) and isinstance(v, Number) and not isinstance(v, complex)
 
+
 _INT_DIVISIONS = ("remainder", "fmod", "div_floor", "div_trunc")
 
 
 def _zero_divisor(rd: torch.dtype, y: Any) -> bool:
     """Whether an integer division's divisor holds a zero that aten raises ZeroDivisionError
     for: a Scalar that is 0 in ``rd`` (65536 wraps to 0 in int16, as aten converts it), or a
-    CPU tensor with a zero (aten's CPU kernels check it; its CUDA kernels do not, nor ours)."""
+    CPU tensor with a zero in ``rd`` (aten's CPU kernels check it; its CUDA kernels do not, nor
+    ours)."""
     if rd.is_floating_point or rd == torch.bool:
         return False
     if isinstance(y, Tensor):
-        return y.device.type == "cpu" and bool((y == 0).any())
+        return y.device.type == "cpu" and bool((y.to(rd) == 0).any())
     return zero_divisor(y, rd)
 
 

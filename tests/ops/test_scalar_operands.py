@@ -164,9 +164,10 @@ def test_integer_division_by_a_scalar_that_wraps_to_zero_raises_as_aten(op: str,
 def test_integer_division_by_a_cpu_tensor_with_a_zero_raises_as_aten(native: bool) -> None:
     x = torch.arange(-3, 4, dtype=torch.int32)
     ok, zero = torch.full((7,), 2, dtype=torch.int32), torch.tensor([1, 2, 0, 1, 1, 1, 1], dtype=torch.int32)
+    wraps = torch.tensor(65536)  # a 0-dim int64 tensor: int16's result dtype, where it is 0
     for fn in (torch.remainder, torch.fmod, torch.floor_divide):
-        for y in (ok, zero, ok):
-            ref, got = _both_paths(lambda fn=fn, y=y: fn(x, y), native)
+        for a, b in ((x, ok), (x, zero), (x, ok), (x.to(torch.int16), wraps)):
+            ref, got = _both_paths(lambda fn=fn, a=a, b=b: fn(a, b), native)
             if isinstance(ref, str):
                 assert got == ref
             else:
