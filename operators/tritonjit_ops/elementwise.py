@@ -973,6 +973,8 @@ def _add_sub(op: str) -> Callable:
             raise _refuse(op, "bool operands")
         if isinstance(alpha, float) and not rd.is_floating_point:
             raise _refuse(op, "a float alpha for integers")
+        if not scalar_fits(alpha, rd):
+            raise _refuse(op, f"alpha {alpha!r} for {rd}")  # aten's overflow error
         return run(op, [x, y], rd, _ct(op, rd), [alpha], out=out, inplace=inplace, aten_layout=True)
 
     return fn
@@ -986,8 +988,9 @@ def _plan_add_sub_(op: str) -> Callable:
         rd = torch.result_type(x, y)
         if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
             return None
-        return plan(op, [x, y], rd, _CT[rd], [Arg(2)], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)],
-                    inplace=True)
+        p = plan(op, [x, y], rd, _CT[rd], [Arg(2)], refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)],
+                 inplace=True)
+        return p if p is None else p._replace(fits=((2, rd),))  # alpha's range, per call
 
     return planner
 
@@ -1011,6 +1014,8 @@ def _rsub(x, other, alpha=1):
         raise _refuse("rsub", "bool operands")
     if isinstance(alpha, float) and not rd.is_floating_point:
         raise _refuse("rsub", "a float alpha for integers")
+    if not scalar_fits(alpha, rd):
+        raise _refuse("rsub", f"alpha {alpha!r} for {rd}")  # aten's overflow error
     return run("sub", [other, x], rd, _ct("sub", rd), [alpha], aten_layout=True)
 
 
@@ -1026,8 +1031,9 @@ def _plan_rsub(x: Any, other: Any, alpha: Any = 1) -> Plan | None:
         return None
     if rd == torch.float64:
         return None  # Scalars through fp32 arguments: the Python implementation checks their values
-    return plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)],
-                aten_layout=True)
+    p = plan("sub", [other, x], rd, _CT[rd], [Arg(2)], refs=[In(1) if isinstance(other, Tensor) else Arg(1), In(0)],
+             aten_layout=True)
+    return p if p is None else p._replace(fits=((2, rd),))  # alpha's range, per call
 
 
 PLANNERS["rsub.Tensor"] = lambda self, other, *, alpha=1: _plan_rsub(self, other, alpha)
@@ -1091,12 +1097,52 @@ PLANNERS["floor_divide_.Tensor"] = lambda self, other: _plan_div_mode(self, othe
 
 
 # clamp family
-def _clamp_scalar_dtype(x: Tensor, *vals: Any) -> torch.dtype:
-    rd = x.dtype
-    for v in vals:
-        if v is not None:
-            rd = torch.result_type(x, v) if not isinstance(v, Tensor) else torch.promote_types(rd, v.dtype)
+def _promote(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
+    return b if a is None else a if b is None else torch.promote_types(a, b)
+
+
+def _combine_categories(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dtype | None:
+    """aten's combine_categories: a lower-priority category's dtype counts only where it is of a
+    higher kind (bool < integer < floating < complex) than the higher-priority one's."""
+    if higher is None:
+        return lower
+    if higher.is_complex:
+        return higher
+    if lower is not None and lower.is_complex:
+        return {torch.float64: torch.complex128, torch.float16: torch.complex32}.get(
+            higher, torch.complex64) if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher == torch.bool or (lower is not None and lower.is_floating_point):
+        return _promote(higher, lower)
+    return higher
+
+
+def _result_type(*operands: Any) -> torch.dtype:
+    """aten's result type of several operands (torch.result_type takes two): tensors of one or
+    more dims first, then 0-dim tensors, then Python numbers (a float as the default dtype),
+    each category counting only where it is of a higher kind (``clamp(h_fp16, min=tensor(1.0))``
+    is fp16; ``clamp(arange(5), 1.5, 3)`` float32). None operands are skipped."""
+    dim = zero = wrapped = None
+    for o in operands:
+        if o is None:
+            continue
+        if isinstance(o, Tensor):
+            if o.dim() > 0:
+                dim = _promote(dim, o.dtype)
+            else:
+                zero = _promote(zero, o.dtype)
+        else:
+            wrapped = _promote(wrapped, torch.result_type(torch.empty((), dtype=torch.bool), o)
+                               if not isinstance(o, bool) else torch.bool)
+    rd = _combine_categories(dim, _combine_categories(zero, wrapped))
+    if rd is None:
+        raise TypeError("tritonjit_ops: a result type of no operands")
     return rd
+
+
+def _clamp_scalar_dtype(x: Tensor, *vals: Any) -> torch.dtype:
+    return _result_type(x, *vals)
 
 
 def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
@@ -1189,6 +1235,8 @@ def _masked_fill(x, mask, value, out=None, inplace=False):
     if isinstance(value, Tensor):
         if value.device != x.device and not value.is_cpu:
             raise _refuse("masked_fill", "value on another device")
+        if value.is_cpu and not scalar_fits(value.item(), x.dtype):
+            raise _refuse("masked_fill", f"value {value.item()!r} for {x.dtype}")  # aten's overflow error
     elif isinstance(value, float) and not x.dtype.is_floating_point:
         raise _refuse("masked_fill", "a float value for an integer tensor")
     elif not scalar_fits(value, x.dtype):
@@ -1210,7 +1258,10 @@ def _plan_masked_fill(x, mask, value, inplace=False):
             return None
         ref = Arg(2)
     p = plan("masked_fill", [x, mask, value], x.dtype, _CT[x.dtype], refs=[In(0), In(1), ref], inplace=inplace)
-    return p if p is None or not isinstance(ref, Arg) else p._replace(fits=((2, x.dtype),))
+    # the value's range, per call: a Scalar, or a 0-dim CPU tensor (read on the host, as aten's
+    # masked_fill reads it; a device value is not checked, as aten's is not without a sync)
+    checked = isinstance(ref, Arg) or value.is_cpu
+    return p if p is None or not checked else p._replace(fits=((2, x.dtype),))
 
 
 for _ov in ("Scalar", "Tensor"):

@@ -29,7 +29,7 @@ from ._common import (
 )
 from ._layout import bstrides, dense, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
-from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch
+from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
 
@@ -305,6 +305,8 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
             raise TypeError(f"tritonjit.{op}: alpha is not supported")
         if not rdtype.is_floating_point and not isinstance(alpha, int):
             raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+        if not scalar_fits(alpha, rdtype):  # aten's CPU kernel converts alpha to the dtype, checked
+            raise RuntimeError(f"tritonjit.{op}: alpha={alpha!r} cannot be converted to {rdtype} without overflow")
     dev = x.device if isinstance(x, Tensor) else y.device
     if rdtype == torch.float64:
         x, y = _exact_scalar(x, dev), _exact_scalar(y, dev)
@@ -510,7 +512,10 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     refs = [Arg(0) if xs else In(0), Arg(1) if ys else In(1)]
     shapes = [tuple(t.shape) for t in operands if isinstance(t, Tensor)]
     shape = list(shapes[0]) if len(shapes) == 1 or shapes[0] == shapes[1] else _broadcast_shape(*shapes)
-    return _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref)
+    p = _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref)
+    if p is None or alpha_ref == 1:
+        return p
+    return p._replace(fits=((2, rdtype),))  # alpha's range, per call (an fp16 alpha of 1e8 is aten's error)
 
 
 #: the logical op of aten's arithmetic on two bool tensors

@@ -32,7 +32,7 @@ import triton.language as tl
 from ._common import DEVICE_ASSERT, cdiv, deterministic, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import contiguous_strides, flat_stride
-from ._plan import Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, serves_writes
+from ._plan import Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, scalar_fits, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
@@ -199,6 +199,8 @@ def _scatter(op: str, add: bool, inplace: bool) -> Callable:
                 raise _refuse(op, "an index larger than src")
         elif not _is_scalar(src):
             raise _refuse(op, "value")
+        elif not scalar_fits(src, x.dtype):
+            raise _refuse(op, f"value {src!r} for {x.dtype}")  # aten's overflow error
         if index.dim() != x.dim() or any(index.shape[k] > x.shape[k] for k in range(x.dim()) if k != d):
             raise _refuse(op, "an index of another rank or larger than self")
         out = x if inplace else x.clone()

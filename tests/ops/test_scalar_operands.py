@@ -106,6 +106,23 @@ _EDGE_CASES = {
                                                                                        70000),
     "clamp fp16 min 1e8": lambda: torch.zeros(3, dtype=torch.float16).clamp(min=1e8),
     "hardtanh fp16 1e8": lambda: torch.nn.functional.hardtanh(torch.zeros(3, dtype=torch.float16), -1e8, 1e8),
+    # a 0-dim tensor's value, alpha and scatter's value checked as aten checks them
+    "masked_fill.Tensor fp16 1e8": lambda: torch.zeros(3, dtype=torch.float16).masked_fill(
+        torch.tensor([True, False, True]), torch.tensor(1e8)),
+    "masked_fill_.Tensor int8 300": lambda: torch.zeros(3, dtype=torch.int8).masked_fill_(
+        torch.tensor([True, False, True]), torch.tensor(300)),
+    "add alpha fp16 1e8": lambda: torch.add(torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float16),
+                                            alpha=1e8),
+    "sub_ alpha fp16 1e8": lambda: torch.ones(3, dtype=torch.float16).sub_(torch.ones(3, dtype=torch.float16),
+                                                                           alpha=1e8),
+    "rsub alpha fp16 1e8": lambda: torch.rsub(torch.ones(3, dtype=torch.float16), 1.0, alpha=1e8),
+    "scatter value int8 300": lambda: torch.zeros(4, dtype=torch.int8).scatter(0, torch.tensor([1]), 300),
+    # the result type of several operands: a 0-dim tensor bound does not promote a dimensioned
+    # tensor of its kind (fp16 stays fp16); a float bound beside an int one makes an int tensor float
+    "clamp fp16 by 0-dim fp32 tensors": lambda: torch.linspace(-2, 2, 5, dtype=torch.float16).clamp(
+        torch.tensor(-1.0), torch.tensor(1.0, dtype=torch.float64)),
+    "clamp int by 1.5 and 3": lambda: torch.arange(5).clamp(1.5, 3),
+    "clamp int by 1 and 3.5": lambda: torch.arange(5).clamp(1, 3.5),
     # a NaN bound of a two-sided clamp makes every element NaN, as aten's clamp on every device
     # (a one-sided NaN bound gives NaN in aten's CPU kernel and is ignored in its CUDA kernel,
     # as in ours: not checked here)
