@@ -1291,7 +1291,7 @@ def _addc(op: str) -> Callable:
         _check_tensor(op, x)
         if not all(isinstance(t, Tensor) for t in (t1, t2)) or not _is_scalar(value):
             raise _refuse(op, "operands")
-        rd = torch.promote_types(torch.promote_types(x.dtype, t1.dtype), t2.dtype)
+        rd = _result_type(x, t1, t2)  # aten's: a 0-dim operand does not promote a dimensioned one of its kind
         if not rd.is_floating_point:
             raise _refuse(op, f"dtype {rd}")
         return run(op, [x, t1, t2], rd, _ct(op, rd), [value], out=out, inplace=inplace, aten_layout=True)

@@ -122,6 +122,11 @@ _EDGE_CASES = {
     "clamp fp16 by 0-dim fp32 tensors": lambda: torch.linspace(-2, 2, 5, dtype=torch.float16).clamp(
         torch.tensor(-1.0), torch.tensor(1.0, dtype=torch.float64)),
     "clamp int by 1.5 and 3": lambda: torch.arange(5).clamp(1.5, 3),
+    "addcmul fp16 by 0-dim fp32 tensors": lambda: torch.addcmul(torch.ones(3, dtype=torch.float16),
+                                                                 torch.tensor(2.0), torch.tensor(3.0)),
+    "addcdiv 0-dim fp64 self, fp16 tensors": lambda: torch.addcdiv(torch.tensor(1.0, dtype=torch.float64),
+                                                                    torch.ones(3, dtype=torch.float16),
+                                                                    torch.full((3,), 4.0, dtype=torch.float16)),
     "clamp int by 1 and 3.5": lambda: torch.arange(5).clamp(1, 3.5),
     # a NaN bound of a two-sided clamp makes every element NaN, as aten's clamp on every device
     # (a one-sided NaN bound gives NaN in aten's CPU kernel and is ignored in its CUDA kernel,
