@@ -490,6 +490,8 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
             ys = True
         else:
             return None
+    if op == "sub" and any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in (x, y)):
+        return None  # aten's error for a bool operand of sub (the implementation raises it)
     rdtype = torch.result_type(x, y)
     if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call
         return aten_plan()

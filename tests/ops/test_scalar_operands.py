@@ -42,6 +42,18 @@ def test_bool_scalar_where(dtype):
             torch.testing.assert_close(got, ref)
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+@pytest.mark.parametrize("args", ["bool tensor - int", "int - bool tensor", "float - 0-dim bool", "bool - bool"])
+def test_sub_of_a_bool_tensor_raises_as_aten(args: str, native: bool) -> None:
+    """aten refuses sub with a bool operand; the C++ path's plan took it (a bool tensor minus an
+    int tensor gave int results)."""
+    b, i, f = torch.tensor([True, False, True]), torch.tensor([1, 2, 3], dtype=torch.int32), torch.ones(3)
+    x, y = {"bool tensor - int": (b, i), "int - bool tensor": (i, b), "float - 0-dim bool": (f, torch.tensor(True)),
+            "bool - bool": (b, b)}[args]
+    ref, got = _both_paths(lambda: torch.sub(x, y), native)
+    assert ref == "RuntimeError" and got == ref
+
+
 def test_bool_scalar_sub_raises_as_aten():
     for args in ((torch.tensor([1, 2]), True), (True, torch.tensor([1.0]))):
         with pytest.raises(RuntimeError):
