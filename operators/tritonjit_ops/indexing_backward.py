@@ -7,8 +7,7 @@ by many indices (T5's relative position buckets: 65536 indices into 32 rows) tak
 another kernel: there, one atomic per index and column would queue thousands deep on
 each of a few hundred addresses, so each program sums a chunk of indices into a copy of
 the whole table in registers first and adds that copy once. A few indices (decode, a short
-prompt: up to FEW_INDICES; for a 16-bit table, as long as the scan's L * L * D work is
-small: few_indices) take a third: each index's program sums the rows of its
+prompt: up to FEW_INDICES) take a third: each index's program sums the rows of its
 duplicates itself and the first of them writes the sum, so the gradient is the zeroing and
 one launch in any dtype, as aten's kernel for few indices is. As
 in the forward (indexing.py), index values are checked on the host for CPU tensors and
@@ -127,20 +126,6 @@ SMALL_TABLE_ROWS, SMALL_TABLE_MIN_INDICES = 64, 1024
 #: at most this many indices: one program per index sums its duplicates itself (two launches in
 #: all, as aten's kernel for few indices, against four for a 16-bit table through the accumulator)
 FEW_INDICES = 128
-#: a 16-bit table takes that kernel for up to FEW_INDICES_16BIT indices while L * L * D (the
-#: scan's masked work: each of L programs per column block reads L indices) stays within
-#: FEW_INDICES_16BIT_WORK: its two launches against the accumulator's four (zero, zero rows,
-#: add, convert rows), whose host time made a bf16 gradient of 512 tokens into an 8000 x 256
-#: table 1.37x aten's (H100)
-FEW_INDICES_16BIT, FEW_INDICES_16BIT_WORK = 512, 1 << 28
-
-
-def few_indices(n: int, d: int, dtype: torch.dtype) -> bool:
-    """Whether ``n`` indices of rows of ``d`` take the few-indices kernel (see FEW_INDICES)."""
-    if n <= FEW_INDICES:
-        return True
-    return (dtype in (torch.float16, torch.bfloat16) and n <= FEW_INDICES_16BIT
-            and n * n * d <= FEW_INDICES_16BIT_WORK)
 
 _zero = jit(_zero_kernel)
 _embed_bwd_small = jit(_embed_bwd_small_kernel)
@@ -180,7 +165,7 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
             launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
         return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)
     launches = [launch(_zero, (cdiv(total, 1024),), Out(0), total, BLOCK=1024)]
-    if L and d and few_indices(L, d, grad.dtype) and not freq:
+    if L and d and L <= FEW_INDICES and not freq:
         sub = min(max(next_pow2(L), 2), 32)
         block = min(next_pow2(d), max(32, 4096 // sub))
         launches.append(launch(_embed_bwd_few, (L, cdiv(d, block)), In(0), In(1), Out(0), L, num_weights, d,

@@ -324,8 +324,7 @@ def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
     (50, 2, 33, -1),  # two tokens, the same index twice
     (7, 40, 300, 3),  # duplicates, padding_idx, three column blocks
     (7, 128, 100, -1),  # the most indices the few-indices kernel takes
-    (7, 129, 20, -1),  # one past: the accumulator's kernels (16-bit tables: the few-indices one)
-    (300, 200, 40, 5),  # 16-bit tables: the few-indices kernel while L * L * D is small
+    (7, 129, 20, -1),  # one past: the accumulator's kernels
 ])
 def test_embedding_backward_few_indices(dtype, rows, n, d, padding_idx):
     """Up to FEW_INDICES indices the gradient is the zeroing and one launch in any dtype (four
@@ -345,8 +344,7 @@ def test_embedding_backward_few_indices(dtype, rows, n, d, padding_idx):
     grad = torch.randn(n, d, generator=g).to(dtype)
     exact = torch.ops.aten.embedding_dense_backward(grad.double(), idx, rows, padding_idx, False)
     tol = {torch.float32: 1e-6, torch.float64: 1e-12}.get(dtype, 8e-3) * max(float(exact.abs().max()), 1.0)
-    few = n <= ib.FEW_INDICES or dtype in (torch.bfloat16, torch.float16) and n <= 512 and n * n * d <= 1 << 28
-    assert few == ib.few_indices(n, d, dtype)
+    few = n <= ib.FEW_INDICES
     for check in (False, True):
         p = ib._plan(grad, idx, rows, padding_idx, False, check)
         kernels = [launch.fn for launch in p.launches]
@@ -358,24 +356,6 @@ def test_embedding_backward_few_indices(dtype, rows, n, d, padding_idx):
             assert not got[padding_idx].any()
     torch.testing.assert_close(ib.embedding_dense_backward(grad, idx, rows, padding_idx).double(), exact, rtol=0,
                                atol=tol)
-
-
-def test_embedding_backward_few_indices_rule():
-    """The few-indices kernel's scan costs L * L * D: past FEW_INDICES only a 16-bit table
-    (whose accumulator path is four launches) takes it, up to 512 indices and 2**28 of that
-    work."""
-    from tritonjit_ops import indexing_backward as ib
-
-    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-        half = dtype in (torch.bfloat16, torch.float16)
-        assert ib.few_indices(128, 8192, dtype)
-        assert ib.few_indices(129, 64, dtype) == half
-        assert ib.few_indices(512, 1024, dtype) == half  # 2**28 exactly
-        assert ib.few_indices(512, 64, dtype) == half
-        assert not ib.few_indices(512, 1025, dtype) and not ib.few_indices(513, 8, dtype)
-        grad, idx = torch.randn(3000, 64).to(dtype), torch.zeros(3000, dtype=torch.int64)
-        p = ib._plan(grad, idx, 10, -1, False, False)  # planned only: 3000 indices, past the rule
-        assert ib._embed_bwd_few not in [launch.fn for launch in p.launches]
 
 
 def test_embedding_backward_few_indices_kernel_cross_compiles_for_sm90():
