@@ -394,6 +394,14 @@ c10::IValue scalar_value(const c10::IValue& v) {
   if (!v.isTensor()) return c10::IValue();
   const at::Tensor& t = v.toTensor();
   if (!t.defined() || !t.is_cpu() || t.numel() != 1) return c10::IValue();
+  switch (t.scalar_type()) {  // read in place, as scalar_slot does: item() would dispatch
+    case at::kLong: return c10::IValue(*t.const_data_ptr<int64_t>());
+    case at::kInt: return c10::IValue(static_cast<int64_t>(*t.const_data_ptr<int32_t>()));
+    case at::kDouble: return c10::IValue(*t.const_data_ptr<double>());
+    case at::kFloat: return c10::IValue(static_cast<double>(*t.const_data_ptr<float>()));
+    case at::kBool: return c10::IValue(*t.const_data_ptr<bool>());
+    default: break;
+  }
   c10::IValue item(t.item());
   return item.isBool() || item.isInt() || item.isDouble() ? item : c10::IValue();
 }
