@@ -1149,6 +1149,8 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
     _check_tensor("clamp", x)
     if lo is None and hi is None:
         raise _refuse("clamp", "neither min nor max")
+    if any(isinstance(v, Tensor) and v.device != x.device for v in (lo, hi)):
+        raise _refuse("clamp", "a bound on another device")  # aten's error (no CPU scalars here)
     rd = _clamp_scalar_dtype(x, lo, hi)
     if rd == torch.bool or (inplace and not torch.can_cast(rd, x.dtype)):
         raise _refuse("clamp", f"dtype {rd}")
@@ -1179,6 +1181,8 @@ def _clamp_is_atens(x: Tensor) -> bool:
 def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
     if not isinstance(x, Tensor) or (lo is None and hi is None):
         return None
+    if any(isinstance(v, Tensor) and v.device != x.device for v in (lo, hi)):
+        return None  # aten's error, from the implementation
     if _clamp_is_atens(x):
         return aten_plan()
     try:
@@ -1291,6 +1295,8 @@ def _addc(op: str) -> Callable:
         _check_tensor(op, x)
         if not all(isinstance(t, Tensor) for t in (t1, t2)) or not _is_scalar(value):
             raise _refuse(op, "operands")
+        if t1.device != x.device or t2.device != x.device:
+            raise _refuse(op, "tensors on two devices")  # aten's error (no CPU scalars here)
         rd = _result_type(x, t1, t2)  # aten's: a 0-dim operand does not promote a dimensioned one of its kind
         if not rd.is_floating_point:
             raise _refuse(op, f"dtype {rd}")

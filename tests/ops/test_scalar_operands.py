@@ -246,3 +246,17 @@ def test_signed_zeros_are_atens(case: str, native: bool) -> None:
     assert got.dtype == ref.dtype
     torch.testing.assert_close(got, ref, equal_nan=True, rtol=0, atol=0)
     assert torch.equal(torch.signbit(got), torch.signbit(ref)), f"{case}: {got.tolist()} against aten's {ref.tolist()}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["clamp", "clamp_min", "addcmul", "addcdiv"])
+def test_a_cpu_0dim_operand_of_clamp_or_addcmul_raises_as_aten(case: str) -> None:
+    """aten's clamp with tensor bounds and addcmul/addcdiv take no CPU scalars beside device
+    tensors (they raise); ours computed them, reading the CPU value on the host."""
+    x = torch.ones(3, dtype=torch.float16, device="cuda")
+    fn = {"clamp": lambda: x.clamp(torch.tensor(-1.0), torch.tensor(0.5)),
+          "clamp_min": lambda: x.clamp(min=torch.tensor(2.0)),
+          "addcmul": lambda: torch.addcmul(x, torch.tensor(2.0), torch.tensor(3.0)),
+          "addcdiv": lambda: torch.addcdiv(x, x, torch.tensor(3.0))}[case]
+    ref, got = _both_paths(fn, True)
+    assert ref == "RuntimeError" and got == ref
