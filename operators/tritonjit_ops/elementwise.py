@@ -1101,6 +1101,20 @@ def _promote(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None
     return b if a is None else a if b is None else torch.promote_types(a, b)
 
 
+def _complex_of(dt: torch.dtype) -> torch.dtype:
+    """aten's toComplexType of a floating dtype."""
+    return {torch.float64: torch.complex128, torch.float16: torch.complex32}.get(dt, torch.complex64)
+
+
+def _number_dtype(v: Any) -> torch.dtype:
+    """The dtype a Python number takes in aten's type promotion (a wrapped number)."""
+    if isinstance(v, bool):
+        return torch.bool
+    if isinstance(v, int):
+        return torch.int64
+    return torch.get_default_dtype() if isinstance(v, float) else _complex_of(torch.get_default_dtype())
+
+
 def _combine_categories(higher: torch.dtype | None, lower: torch.dtype | None) -> torch.dtype | None:
     """aten's combine_categories: a lower-priority category's dtype counts only where it is of a
     higher kind (bool < integer < floating < complex) than the higher-priority one's."""
@@ -1109,8 +1123,7 @@ def _combine_categories(higher: torch.dtype | None, lower: torch.dtype | None) -
     if higher.is_complex:
         return higher
     if lower is not None and lower.is_complex:
-        return {torch.float64: torch.complex128, torch.float16: torch.complex32}.get(
-            higher, torch.complex64) if higher.is_floating_point else lower
+        return _complex_of(higher) if higher.is_floating_point else lower
     if higher.is_floating_point:
         return higher
     if higher == torch.bool or (lower is not None and lower.is_floating_point):
@@ -1133,16 +1146,11 @@ def _result_type(*operands: Any) -> torch.dtype:
             else:
                 zero = _promote(zero, o.dtype)
         else:
-            wrapped = _promote(wrapped, torch.result_type(torch.empty((), dtype=torch.bool), o)
-                               if not isinstance(o, bool) else torch.bool)
+            wrapped = _promote(wrapped, _number_dtype(o))
     rd = _combine_categories(dim, _combine_categories(zero, wrapped))
     if rd is None:
         raise TypeError("tritonjit_ops: a result type of no operands")
     return rd
-
-
-def _clamp_scalar_dtype(x: Tensor, *vals: Any) -> torch.dtype:
-    return _result_type(x, *vals)
 
 
 def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
@@ -1151,7 +1159,7 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
         raise _refuse("clamp", "neither min nor max")
     if any(isinstance(v, Tensor) and v.device != x.device for v in (lo, hi)):
         raise _refuse("clamp", "a bound on another device")  # aten's error (no CPU scalars here)
-    rd = _clamp_scalar_dtype(x, lo, hi)
+    rd = _result_type(x, lo, hi)
     if rd == torch.bool or (inplace and not torch.can_cast(rd, x.dtype)):
         raise _refuse("clamp", f"dtype {rd}")
     for v in (lo, hi):
@@ -1186,7 +1194,7 @@ def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
     if _clamp_is_atens(x):
         return aten_plan()
     try:
-        rd = _clamp_scalar_dtype(x, lo, hi)
+        rd = _result_type(x, lo, hi)
         ct = _ct("clamp", rd)
     except (NotImplementedError, TypeError, RuntimeError):
         return None

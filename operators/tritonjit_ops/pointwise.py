@@ -275,6 +275,11 @@ def _exact_scalar(v, device: torch.device):
     return v
 
 
+def _has_bool(*operands: Any) -> bool:
+    """Whether an operand is a bool tensor or a Python bool (aten's sub refuses either)."""
+    return any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in operands)
+
+
 def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     x = _as_operand(op, x)
     y = _as_operand(op, y)
@@ -289,7 +294,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         else:
             check_same_device(op, x, y)
     rdtype = torch.result_type(x, y)
-    if op == "sub" and any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in (x, y)):
+    if op == "sub" and _has_bool(x, y):
         raise _unsupported(op, torch.bool)  # aten raises its own error for a bool operand
     if rdtype == torch.bool and op in ("add", "mul", "maximum", "minimum") and out is None:
         # logical or/and on bytes: nonzero <=> True, as aten's bool arithmetic
@@ -490,7 +495,7 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
             ys = True
         else:
             return None
-    if op == "sub" and any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in (x, y)):
+    if op == "sub" and _has_bool(x, y):
         return None  # aten's error for a bool operand of sub (the implementation raises it)
     rdtype = torch.result_type(x, y)
     if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call

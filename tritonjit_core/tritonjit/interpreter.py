@@ -103,13 +103,14 @@ def _patch_bf16_rounding(interp: Any) -> None:
 _NP_FLOATS = {"fp16": "float16", "fp64": "float64"}
 
 
-def _float_arg(value: float, np_type: str) -> Any:
-    """A float argument as the kernel's ``np_type`` scalar (an interpreter tensor)."""
+def _float_arg(value: float, np_type: str = "float32") -> Any:
+    """A float argument as the kernel's ``np_type`` scalar (an interpreter tensor); past the
+    type's range inf, as a cast gives."""
     import numpy as np
     import triton.language as tl
     import triton.runtime.interpreter as interp
 
-    ty = tl.float16 if np_type == "float16" else tl.float64
+    ty = {"float16": tl.float16, "float32": tl.float32, "float64": tl.float64}[np_type]
     with np.errstate(over="ignore"):
         return tl.tensor(interp.TensorHandle(np.array([value], dtype=np_type), ty), ty)
 
@@ -205,9 +206,8 @@ def _scalar_args() -> Iterator[None]:
     def convert(arg: Any) -> Any:
         if isinstance(arg, bool):
             return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
-        if isinstance(arg, float):  # as the compiled kernel's fp32 argument (past its range: inf, as a cast)
-            with np.errstate(over="ignore"):
-                return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        if isinstance(arg, float):  # as the compiled kernel's fp32 argument
+            return _float_arg(arg)
         return original(arg)
 
     interp._implicit_cvt = convert
