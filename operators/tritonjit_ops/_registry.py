@@ -410,6 +410,24 @@ def _plan_complex_as_aten(planner: Callable) -> Callable:
     return plan
 
 
+def _plan_within_grid(planner: Callable, otherwise: Callable[[], Any]) -> Callable:
+    """``planner``, with a plan whose launch grid exceeds the active backend's limits replaced
+    by ``otherwise()`` (aten's kernel for an aten overload; None, the Python implementation, for
+    a ``tritonjit`` op): a kernel's grid of (rows, column tiles) meets the y limit of 65535
+    at sizes aten's own kernels take (a softmax over dim 0 of 16400 x 131072). The plan is made
+    once per call key, so the check costs nothing per call."""
+    @functools.wraps(planner)  # its marks too (_plan.value_keyed, list_limit)
+    def plan(*args, **kwargs):
+        p = planner(*args, **kwargs)
+        if p is not None and p.launches:
+            limits = tritonjit.current_backend().info.grid_limits
+            if any(g > lim for L in p.launches for g, lim in zip(L.grid, limits)):
+                return otherwise()
+        return p
+
+    return plan
+
+
 _ATEN = {n: _refuse_float64_scalars(n, f) for n, f in _ATEN.items()}
 # enable()'s Python path: a call an implementation refuses runs aten's kernel, as on the C++ path
 _ATEN = with_aten_fallback(_ATEN)
@@ -520,8 +538,9 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 _PLANNERS.update(attention.PLANNERS)
 _PLANNERS.update(grouped_mm.PLANNERS)
-_PLANNERS = {n: _plan_complex_as_aten(_plan_float64_scalars(p)) for n, p in _PLANNERS.items()}
-_TJ_PLANNERS = {n: _plan_float64_scalars(p) for n, p in _TJ_PLANNERS.items()}
+_PLANNERS = {n: _plan_within_grid(_plan_complex_as_aten(_plan_float64_scalars(p)), aten_plan)
+             for n, p in _PLANNERS.items()}
+_TJ_PLANNERS = {n: _plan_within_grid(_plan_float64_scalars(p), lambda: None) for n, p in _TJ_PLANNERS.items()}
 
 
 log = logging.getLogger(__name__)

@@ -717,8 +717,13 @@ def _plan_repeat(x: Any, repeats: Any) -> Plan | None:
 
 # ----------------------------------------------------------------- triu / tril
 @triton.jit
-def _tri_kernel(x, out, n, M, N, diag, UPPER: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+def _tri_kernel(x, out, n, M, N, diag, UPPER: tl.constexpr, BLOCK: tl.constexpr, IDX64: tl.constexpr = False):
+    # IDX64: 2**31 elements or more (a causal mask of 64k x 64k), indexed in int64; int32
+    # otherwise, whose division per element is the cheaper
+    pid = tl.program_id(0)
+    if IDX64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     j = offs % N
     i = (offs // N) % M
@@ -733,6 +738,12 @@ def _tri_kernel(x, out, n, M, N, diag, UPPER: tl.constexpr, BLOCK: tl.constexpr)
 _tri_k = jit(_tri_kernel)
 
 
+def _idx64(n: int) -> dict[str, bool]:
+    """The IDX64 constexpr of a launch over ``n`` elements: given only where needed, so every
+    other launch keeps its variant."""
+    return {"IDX64": True} if n > _INT32_MAX else {}
+
+
 def _tri_plan(upper: bool, x: Any, diagonal: int = 0) -> Plan | None:
     if not isinstance(x, Tensor) or x.dtype not in _REAL or x.dim() < 2 or not x.is_contiguous():
         return None
@@ -742,7 +753,7 @@ def _tri_plan(upper: bool, x: Any, diagonal: int = 0) -> Plan | None:
         return Plan((buf,), ())
     M, N = x.shape[-2], x.shape[-1]
     return Plan((buf,), (launch(_tri_k, ((n + 1023) // 1024,), In(0), Out(0), n, M, N, diagonal, UPPER=upper,
-                                BLOCK=1024),))
+                                BLOCK=1024, **_idx64(n)),))
 
 
 def _tri(upper: bool) -> tuple[Callable, Callable]:
@@ -757,7 +768,7 @@ def _tri(upper: bool) -> tuple[Callable, Callable]:
         n = x.numel()
         if n:
             execute(launch(_tri_k, ((n + 1023) // 1024,), xc, out, n, x.shape[-2], x.shape[-1], diagonal,
-                           UPPER=upper, BLOCK=1024))
+                           UPPER=upper, BLOCK=1024, **_idx64(n)))
         return out
 
     def fn_(x: Tensor, diagonal: int = 0) -> Tensor:
@@ -767,7 +778,7 @@ def _tri(upper: bool) -> tuple[Callable, Callable]:
         n = x.numel()
         if n:
             execute(launch(_tri_k, ((n + 1023) // 1024,), x, x, n, x.shape[-2], x.shape[-1], diagonal,
-                           UPPER=upper, BLOCK=1024))
+                           UPPER=upper, BLOCK=1024, **_idx64(n)))
         return x
 
     return fn, fn_
@@ -780,7 +791,7 @@ _tril, _tril_ = _tri(False)
 @triton.jit
 def _arange_kernel(out, n, s_hi, s_lo, d_hi, d_lo, IS_FLOAT: tl.constexpr, BLOCK: tl.constexpr):
     # float start/step arrive as fp32 pairs (hi + lo): about 48 bits of each, summed in fp64
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # past 2**31 elements too
     mask = offs < n
     if IS_FLOAT:
         z = tl.zeros([BLOCK], tl.float64)

@@ -34,6 +34,7 @@ from ._math import (
     erf,
     erfinv,
     expm1,
+    exponent_in,
     floor_div,
     log1p,
     negate,
@@ -310,25 +311,46 @@ def _to_out(r, OT: tl.constexpr, RTNE: tl.constexpr):
 
 
 @triton.jit
+def _in_type(v, OT: tl.constexpr, RTNE: tl.constexpr):
+    """An operand's block ``v`` converted to the op's 16-bit float type ``OT`` ("bf16", "fp16";
+    None: ``v`` as it is), as aten converts every operand to the common dtype before its
+    kernel runs on them (see _ew_apply)."""
+    if OT == "bf16":
+        r = _to_out(v, tl.bfloat16, RTNE)
+    elif OT == "fp16":
+        r = _to_out(v, tl.float16, RTNE)
+    else:
+        r = v
+    return r
+
+
+@triton.jit
 def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr,
               IS_FLOAT: tl.constexpr, A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-              BLOCK: tl.constexpr, RTNE: tl.constexpr):
-    """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share."""
+              BLOCK: tl.constexpr, RTNE: tl.constexpr, OT: tl.constexpr):
+    """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share.
+
+    OT: the 16-bit float type ("bf16", "fp16") aten converts the operands to before an op
+    whose kernel takes them in that type (its gpu_kernel_with_scalars on scalar_t: the
+    comparisons, remainder, fmod, atan2, the logical ops), set where an operand is of another
+    type: a bf16 ``x > 0.3`` compares with bf16(0.3) = 0.30078125, ``x == 257`` with 256, and
+    a 0-dim fp32 operand is rounded the same way. Arithmetic (add, mul, div, ...) keeps a
+    Scalar in fp32, as aten's opmath kernels do: OT is None there."""
     # a Scalar operand becomes a block as ``s - zero``, not ``s + zero``: -0.0 + 0 is +0.0
     # (``x * -0.0`` would lose its sign), and s - 0 is s for every s
     zero = tl.zeros([BLOCK], tl.int32)
     if NIN >= 1:
         if A_SCALAR:
-            x = _cast(a - zero, CT)
+            x = _cast(_in_type(a - zero, OT, RTNE), CT)
         else:
-            x = _cast(tl.load(a + oa, mask=mask), CT)
+            x = _cast(_in_type(tl.load(a + oa, mask=mask), OT, RTNE), CT)
     else:
         x = _cast(zero, CT)
     if NIN >= 2:
         if B_SCALAR:
-            y = _cast(b - zero, CT)
+            y = _cast(_in_type(b - zero, OT, RTNE), CT)
         else:
-            y = _cast(tl.load(b + ob, mask=mask), CT)
+            y = _cast(_in_type(tl.load(b + ob, mask=mask), OT, RTNE), CT)
     else:
         y = x
     if NIN >= 3:
@@ -339,7 +361,11 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
     else:
         z = y
     if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
-        r = pow_scalar(x, b, y)
+        if IS_FLOAT:  # the exponent in the base's type, as aten's (exponent_in)
+            e = exponent_in(b.to(tl.float32), out.dtype.element_ty)
+            r = pow_scalar(x, e, _cast(e - zero, CT))
+        else:
+            r = pow_scalar(x, b, y)
     elif (OP == "div_trunc" and IS_FLOAT and not B_SCALAR
           and (out.dtype.element_ty == tl.float16 or out.dtype.element_ty == tl.bfloat16)):
         # aten divides two half tensors in their own type, so the quotient rounds before it is
@@ -358,6 +384,7 @@ def _ew_kernel(
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
     BLOCK: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr = False, RTNE: tl.constexpr = False,
+    OT: tl.constexpr = None,
 ):
     # FLAT: one dim after coalescing (contiguous operands, most calls), indexed by the flat
     # offset itself: no integer division per element, which bf16 ops heavier than a copy
@@ -375,7 +402,7 @@ def _ew_kernel(
         i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     _ew_apply(a, b, c, out, i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3, i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3, i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT)
 
 
 @triton.jit
@@ -386,7 +413,7 @@ def _ew6_kernel(
     os0, os1, os2, os3, os4, os5,
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-    BLOCK: tl.constexpr, IDX64: tl.constexpr, RTNE: tl.constexpr = False,
+    BLOCK: tl.constexpr, IDX64: tl.constexpr, RTNE: tl.constexpr = False, OT: tl.constexpr = None,
 ):
     # rank 5 and 6 (attention's (B, KV heads, repeats, S, D) views of (B, S, H, D) storage),
     # and an output that starts obase elements into its buffer (a cat's slice)
@@ -403,7 +430,7 @@ def _ew6_kernel(
               i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3 + i4 * bs4 + i5 * bs5,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3 + i4 * cs4 + i5 * cs5,
               obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + i4 * os4 + i5 * os5, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT)
 
 
 _ew = jit(_ew_kernel)
@@ -485,11 +512,12 @@ def _soft_bf16(out: Tensor | Buffer, operands: Sequence[Any]) -> bool:
 
 
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
-            shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0) -> Any:
+            shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0, ot: str | None = None) -> Any:
     """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
     (a tensor of any strides, or a plan Buffer, dense), its elements from ``obase`` on
     (an offset into the output's buffer); None beyond rank 6. Rank 4 and no offset, which
-    is most calls, take the kernel of fewer parameters (a cheaper launch)."""
+    is most calls, take the kernel of fewer parameters (a cheaper launch). ``ot``: the 16-bit
+    float type the operands are converted to first (_ew_apply's OT; see _operand_type)."""
     n = 1
     for d in shape:
         n *= d
@@ -520,6 +548,10 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         cx["FLAT"] = True
     if _soft_bf16(out, operands):
         cx["RTNE"] = True
+    if ot is not None:
+        cx["OT"] = ot
+        if any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands):
+            cx["RTNE"] = True  # the interpreter's cast to bf16 truncates (see _to_out)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     if rank == 4:
         return launch(_ew, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], dims[1], dims[2], dims[3],
@@ -575,7 +607,7 @@ def _fp32_exact(v: Any) -> bool:
 
 
 def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars: Sequence[Any] = (),
-        out: Tensor | None = None, inplace: bool = False, aten_layout: bool = False) -> Tensor:
+        out: Tensor | None = None, inplace: bool = False, aten_layout: bool = False, ot: str | None = None) -> Tensor:
     """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` the operands
     broadcast to its shape; otherwise an empty ``out`` is resized as aten does. A new output
     is contiguous, or with ``aten_layout`` laid out as aten's TensorIterator lays out a
@@ -602,7 +634,7 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
             raise _refuse(op, "the output overlaps an input")
     if out.numel() == 0:
         return out
-    L = _launch(op, ops, ops, out, out, shape, ct, scalars)
+    L = _launch(op, ops, ops, out, out, shape, ct, scalars, ot=ot)
     if L is None:
         raise _refuse(op, "rank beyond 4 after coalescing dims")
     execute(L)
@@ -610,7 +642,8 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
 
 
 def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_refs: Sequence[Any] = (),
-         refs: Sequence[Any] | None = None, aten_layout: bool = False, inplace: bool = False) -> Plan | None:
+         refs: Sequence[Any] | None = None, aten_layout: bool = False, inplace: bool = False,
+         ot: str | None = None) -> Plan | None:
     """The C++ path's plan of a functional call (a new output: contiguous, or with
     ``aten_layout`` in TensorIterator's layout, as run's); None where the Python
     implementation must run. ``refs``: what the launch passes for each operand (default:
@@ -633,11 +666,11 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
         return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
     if inplace:
-        return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs)
+        return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs, ot)
     buf = Buffer(tuple(shape), rdtype, iter_strides(shape, ops) if aten_layout else None)
     if 0 in shape:
         return Plan((buf,), ())
-    L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs)
+    L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs, ot=ot)
     return None if L is None else Plan((buf,), (L,))
 
 
@@ -650,7 +683,7 @@ def _writable(x: Any) -> bool:
 
 
 def _inplace_plan(op: str, ops: Sequence[Any], refs: Sequence[Any], shape: list[int], rdtype: torch.dtype, ct: str,
-                  scalar_refs: Sequence[Any]) -> Plan | None:
+                  scalar_refs: Sequence[Any], ot: str | None = None) -> Plan | None:
     """The launch writing ``op`` over ``ops`` into ``self`` (ops[0]) in its own strides, the
     result computed in ``rdtype`` and converted to self's dtype, as aten's TensorIterator
     does; the plan returns ``self``. None where aten raises (the operands broadcast past
@@ -662,13 +695,30 @@ def _inplace_plan(op: str, ops: Sequence[Any], refs: Sequence[Any], shape: list[
         return None
     if x.numel() == 0:
         return Plan((), (), (In(0),), writes=(0,))
-    L = _launch(op, ops, refs, x, In(0), shape, ct, scalar_refs)
+    L = _launch(op, ops, refs, x, In(0), shape, ct, scalar_refs, ot=ot)
     return None if L is None else Plan((), (L,), (In(0),), writes=(0,))
 
 
 # ----------------------------------------------------------------- op families
 def _result_binary(x: Any, y: Any) -> torch.dtype:
     return torch.result_type(x, y)
+
+
+#: ops whose aten kernel takes its operands in the common dtype itself (gpu_kernel_with_scalars
+#: on scalar_t), not in fp32 as the arithmetic's opmath kernels do
+_IN_COMMON_TYPE = {"eq", "ne", "lt", "le", "gt", "ge", "remainder", "fmod", "atan2", "logical_and", "logical_or",
+                   "logical_xor"}
+_OT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+def _operand_type(op: str, common: torch.dtype, operands: Sequence[Any]) -> str | None:
+    """The 16-bit float type an _IN_COMMON_TYPE op converts its operands to before computing
+    (_ew_apply's OT), where one is not of it already: a Scalar (``x_bf16 > 0.3``) or a 0-dim
+    tensor of another float type (which does not promote a dimensioned one); None otherwise."""
+    ot = _OT.get(common)
+    if ot is None or op not in _IN_COMMON_TYPE:
+        return None
+    return ot if any(not isinstance(t, Tensor) or t.dtype != common for t in operands) else None
 
 
 def _float_unary_dtype(op: str, x: Tensor) -> tuple[torch.dtype, str]:
@@ -891,7 +941,8 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
         rd, ct = types(x, y, k)
         if k in _INT_DIVISIONS and _zero_divisor(rd, y):
             raise _refuse(op, "integer division by zero")  # aten raises ZeroDivisionError
-        return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True)
+        return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True,
+                   ot=_operand_type(k, _result_binary(x, y), (x, y)))
 
     def planner(x, y, inplace=False):
         if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
@@ -904,7 +955,7 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
         if k in _INT_DIVISIONS and _integer_divisor_checked(rd, y):
             return None  # a zero divisor aten raises for, or a CPU tensor the implementation checks per call
         p = plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
-                 inplace=inplace)
+                 inplace=inplace, ot=_operand_type(k, _result_binary(x, y), (x, y)))
         return _divisor_check(p, rd, y) if k in _INT_DIVISIONS else p
 
     return fn, planner

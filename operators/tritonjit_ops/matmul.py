@@ -70,8 +70,9 @@ def _tile_of(tile, num_m, num_n, GROUP_M: tl.constexpr):
 def _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, k_lo, k_hi,
               EVEN_K: tl.constexpr, PRECISION: tl.constexpr, DOT_F32: tl.constexpr, A_KC: tl.constexpr,
               B_KC: tl.constexpr, TMA: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_K: tl.constexpr):
-    """fp32 sum over K tiles [k_lo, k_hi) of one output tile; a, b point at this batch."""
+              BLOCK_K: tl.constexpr, IDX64: tl.constexpr = False):
+    """fp32 sum over K tiles [k_lo, k_hi) of one output tile; a, b point at this batch.
+    IDX64: an operand spans 2**31 elements or more, so offsets are computed in int64."""
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     if TMA:
         off_m = pid_m * BLOCK_M
@@ -97,8 +98,18 @@ def _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_
         ram = tl.max_contiguous(tl.multiple_of(rm % M, BLOCK_M), BLOCK_M)
         rbn = tl.max_contiguous(tl.multiple_of(rn % N, BLOCK_N), BLOCK_N)
         rk = k_lo * BLOCK_K + tl.arange(0, BLOCK_K)
-        pa = a + ram[:, None] * s_am + rk[None, :] * s_ak
-        pb = b + rk[:, None] * s_bk + rbn[None, :] * s_bn
+        if IDX64:
+            ram64 = ram.to(tl.int64)
+            rk64 = rk.to(tl.int64)
+            pa = a + ram64[:, None] * s_am + rk64[None, :] * s_ak
+            pb = b + rk64[:, None] * s_bk + rbn.to(tl.int64)[None, :] * s_bn
+            step_a = tl.cast(s_ak, tl.int64) * BLOCK_K  # s_ak may be the constexpr 1
+            step_b = tl.cast(s_bk, tl.int64) * BLOCK_K
+        else:
+            pa = a + ram[:, None] * s_am + rk[None, :] * s_ak
+            pb = b + rk[:, None] * s_bk + rbn[None, :] * s_bn
+            step_a = BLOCK_K * s_ak
+            step_b = BLOCK_K * s_bk
         for kt in range(k_lo, k_hi):
             if EVEN_K:
                 xa = tl.load(pa)
@@ -111,22 +122,27 @@ def _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_
                 xa = xa.to(tl.float32)
                 xb = xb.to(tl.float32)
             acc = tl.dot(xa, xb, acc, input_precision=PRECISION)
-            pa += BLOCK_K * s_ak
-            pb += BLOCK_K * s_bk
+            pa += step_a
+            pb += step_b
     return acc
 
 
 @triton.jit
 def _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
-              HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+              HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              IDX64: tl.constexpr = False):
     """c = alpha * acc (+ beta * bias), cast to c's dtype; c points at this batch (or split)."""
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rm < M)[:, None] & (rn < N)[None, :]
+    if IDX64:
+        rm = rm.to(tl.int64)
+        rn = rn.to(tl.int64)
     if SCALE:
         acc = acc * alpha
-    if HAS_BIAS:
-        bv = tl.load(bias + rm[:, None] * s_im + rn[None, :] * s_in, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:  # in int64: the bias's strides are no part of a plan's key (a view of a larger tensor)
+        bo = rm.to(tl.int64)[:, None] * s_im + rn.to(tl.int64)[None, :] * s_in
+        bv = tl.load(bias + bo, mask=mask, other=0.0).to(tl.float32)
         acc = acc + beta * bv
     tl.store(c + rm[:, None] * s_cm + rn[None, :] * s_cn, acc.to(c.dtype.element_ty), mask=mask)
 
@@ -159,7 +175,7 @@ def _mm_kernel(
     HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
     DOT_F32: tl.constexpr, A_KC: tl.constexpr, B_KC: tl.constexpr, TMA: tl.constexpr, SPLIT_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    PERSISTENT: tl.constexpr,
+    PERSISTENT: tl.constexpr, IDX64: tl.constexpr = False,
 ):
     batch = tl.program_id(1).to(tl.int64)
     num_m = tl.cdiv(M, BLOCK_M)
@@ -173,9 +189,9 @@ def _mm_kernel(
         for tile in tl.range(tl.program_id(0), num_m * num_n, tl.num_programs(0), flatten=True):
             pid_m, pid_n = _tile_of(tile, num_m, num_n, GROUP_M)
             acc = _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, 0, k_tiles,
-                            EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
+                            EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K, IDX64)
             _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
-                      HAS_BIAS, SCALE, BLOCK_M, BLOCK_N)
+                      HAS_BIAS, SCALE, BLOCK_M, BLOCK_N, IDX64)
     else:
         pid_m, pid_n = _tile_of(tl.program_id(0), num_m, num_n, GROUP_M)
         if SPLIT_K == 1:
@@ -188,9 +204,9 @@ def _mm_kernel(
             k_hi = tl.minimum(k_lo + per, k_tiles)
             c += (batch * SPLIT_K + tl.program_id(2)) * s_cb
         acc = _mainloop(a, b, a_desc, b_desc, M, N, K, s_am, s_ak, s_bk, s_bn, pid_m, pid_n, k_lo, k_hi,
-                        EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K)
+                        EVEN_K, PRECISION, DOT_F32, A_KC, B_KC, TMA, BLOCK_M, BLOCK_N, BLOCK_K, IDX64)
         _epilogue(acc, c, bias, M, N, s_cm, s_cn, s_im, s_in, alpha, beta, pid_m, pid_n,
-                  HAS_BIAS, SCALE, BLOCK_M, BLOCK_N)
+                  HAS_BIAS, SCALE, BLOCK_M, BLOCK_N, IDX64)
 
 
 @triton.jit
@@ -503,6 +519,15 @@ def _strides3(s: Sequence[int], rows: int, cols: int) -> tuple[int, int, int]:
     return 0, int(s[0]), int(s[1])
 
 
+def _idx64(m: int, n: int, k: int, sa: Sequence[int], sb: Sequence[int]) -> bool:
+    """Whether one matrix of a, b or c (contiguous m x n) spans 2**31 elements or more from its
+    base: the kernel's offsets are then int64 (IDX64; a logits matmul of 16k tokens by a 128k
+    vocabulary writes 2**31 elements). Batch offsets are int64 always."""
+    span_a = (m - 1) * abs(sa[-2]) + (k - 1) * abs(sa[-1])
+    span_b = (k - 1) * abs(sb[-2]) + (n - 1) * abs(sb[-1])
+    return max(span_a, span_b, m * n - 1) >= 2**31 - 1
+
+
 def _tuned(device: Any, work: int, weight: int = 0, skinny: bool = False) -> bool:
     """Whether a problem is autotuned: on a device, with at least TUNE_MIN_WORK
     multiply-adds, or skinny (M <= SKINNY_M) with a b operand (``weight`` = batch * K * N
@@ -556,6 +581,8 @@ class _Problem:
         self.base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
                          DOT_F32=dot_f32(self.dev, dtype),
                          A_KC=self.sa[2] == 1, B_KC=self.sb[1] == 1)
+        if _idx64(m, n, k, self.sa, self.sb):  # only then: every other variant keeps its signature
+            self.base["IDX64"] = True
 
     def untuned(self) -> tuple[tuple | None, int, str]:
         """(config, split, source) where no tuning is needed; config None where the tuner decides."""
@@ -685,6 +712,8 @@ def make_plan(m: int, n: int, k: int, batch: int, dtype: torch.dtype, a_strides:
     base = dict(HAS_BIAS=has_bias, SCALE=scale, PRECISION=_precision(dtype),
                 DOT_F32=dot_f32(device, dtype),
                 A_KC=sa[2] == 1, B_KC=sb[1] == 1)
+    if _idx64(m, n, k, sa, sb):
+        base["IDX64"] = True
     cfg = tuple(config) + (False,) * (7 - len(config))
     dev = torch.device(device)
     return _make(m, n, k, batch, base, cfg, split_k, "explicit", _sms(dev) if dev.type != "cpu" else 4)

@@ -28,7 +28,7 @@ from ._common import (
     unravel4,
 )
 from ._layout import bstrides, dense, iter_strides, memory_order, new_output
-from ._math import activation, div_rn, pow_scalar, pow_tensor
+from ._math import activation, div_rn, exponent_in, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
@@ -78,8 +78,9 @@ def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constex
         b = (y - tl.zeros([BLOCK], CT)).to(CT)
     else:
         b = tl.load(y + offs, mask=mask).to(CT)
-    if OP == "pow" and Y_SCALAR:
-        r = pow_scalar(a, y, b)
+    if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (exponent_in)
+        e = exponent_in(y, out.dtype.element_ty)
+        r = pow_scalar(a, e, (e - tl.zeros([BLOCK], CT)).to(CT))
     else:
         r = _binary_op(a, b, alpha, OP)
     tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
@@ -131,8 +132,9 @@ def _pointwise_nd_kernel(
     if NIN == 1:
         r = activation(a.to(CT), OP)
     elif NIN == 2:
-        if OP == "pow" and Y_SCALAR:
-            r = pow_scalar(a.to(CT), y, b.to(CT))
+        if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (exponent_in)
+            e = exponent_in(y, out.dtype.element_ty)
+            r = pow_scalar(a.to(CT), e, (e - tl.zeros([BLOCK], CT)).to(CT))
         else:
             r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
     else:  # where(x=cond, y, z)
@@ -210,9 +212,12 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
         refs.append(0)
         scalar.append(True)
         strides.append([0, 0, 0, 0])
+    # int64 offsets where an operand's elements lie 2**31 or more apart, not only where there
+    # are that many (``x[:, 7]`` of 16400 x 131072: 16400 elements spanning 2**31); ``abs`` is the op here
+    extent = max([n] + [sum((s if s >= 0 else -s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in strides])
     return launch(_pointwise_nd, grid, refs[0], refs[1], refs[2], out_ref, n, alpha, dims[1], dims[2], dims[3],
                   *strides[0], *strides[1], *strides[2], OP=op, NIN=nin, BLOCK=_BLOCK, X_SCALAR=scalar[0],
-                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=n > _INT32_MAX)
+                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=extent > _INT32_MAX)
 
 
 def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int]) -> tuple[list, list[int], list[int]]:
@@ -359,6 +364,8 @@ def _make_binary(op: str, doc: str, alpha: bool = False):
 
 
 def _flat_binary(op: str, x: Tensor, y: Tensor, o: Tensor, n: int, up: bool) -> Tensor:
+    if n > _INT32_MAX:  # the flat kernel's offsets are int32: the general path indexes in int64
+        return _binary(op, x, y, 1, None)
     if n:
         try:
             _binary_flat[((n + 1023) >> 10,)](x, y, o, n, 1, OP=op, BLOCK=1024, UPCAST=up)
@@ -397,6 +404,8 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         if type(x) is Tensor and x.is_contiguous() and dt == x.dtype and dt in _FAST_UPCAST:
             o = torch.empty_like(x)
             n = x.numel()
+            if n > _INT32_MAX:  # the flat kernel's offsets are int32
+                return _launch_elementwise(kop, 1, [x], o, 1, dt in LOW_PRECISION)
             if n:
                 _unary_flat[(cdiv(n, _BLOCK),)](x, o, n, OP=kop, BLOCK=_BLOCK, UPCAST=_FAST_UPCAST[dt])
             return o
@@ -414,9 +423,11 @@ def _make_unary(op: str, doc: str):
             if up is not None and x.is_contiguous():
                 o = _prologue.like(x)
                 n = x.numel()
-                if n:
+                if 0 < n <= 2147483647:  # the flat kernel's offsets are int32: past them, _unary's path
                     _unary_flat[((n + 1023) >> 10,)](x, o, n, OP=op, BLOCK=1024, UPCAST=up)
-                return o
+                    return o
+                if not n:
+                    return o
         return _unary(op, x, out)
 
     fn.__name__ = fn.__qualname__ = op

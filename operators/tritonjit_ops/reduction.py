@@ -59,7 +59,7 @@ def _reduce_kernel(
         r_lo = 0
         r_end = BLOCK_R
     else:
-        r_lo = z * CHUNK
+        r_lo = z.to(tl.int64) * CHUNK  # past 2**31 elements (a full sum of 2**31 bf16) in int64
         r_end = r_lo + CHUNK
     xt: tl.constexpr = x.dtype.element_ty
     if OP == "sum" or OP == "mean":

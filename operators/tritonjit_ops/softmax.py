@@ -24,8 +24,12 @@ Tensor = torch.Tensor
 def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.constexpr,
                     BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
     ACC: tl.constexpr = tl.float64 if out.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
-    o = tl.program_id(0).to(tl.int64)
-    ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    # one grid axis of (o, k tile) pairs: a y axis of k tiles stops at 65535 (the rows of a
+    # long-context attention's scores: 131072 rows of 4096 take 65536 tiles of 2)
+    nkb = tl.cdiv(K, BLOCK_K)
+    pid = tl.program_id(0)
+    o = (pid // nkb).to(tl.int64)
+    ks = (pid % nkb) * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
     xb = x + o * sO
     ob = out + o * sO
@@ -33,7 +37,7 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
     if ONE_PASS:
         rs = tl.arange(0, BLOCK_R)
         m = kmask[:, None] & (rs < R)[None, :]
-        offs = kofs + rs[None, :] * sR
+        offs = kofs + rs[None, :].to(tl.int64) * sR
         v = tl.load(xb + offs, mask=m, other=float("-inf")).to(ACC)
         mx = tl.max(v, 1)
         e = tl.exp(v - mx[:, None])
@@ -49,7 +53,7 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
-            v = tl.load(xb + kofs + rs[None, :] * sR, mask=m, other=float("-inf")).to(ACC)
+            v = tl.load(xb + kofs + rs[None, :].to(tl.int64) * sR, mask=m, other=float("-inf")).to(ACC)
             nm = tl.maximum(mx, tl.max(v, 1))
             # a row whose blocks so far are all -inf (top-k sampling's masked logits) keeps
             # s = 0: subtracting a -inf max would give exp(-inf + inf) = NaN
@@ -59,7 +63,7 @@ def _softmax_kernel(x, out, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.co
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
-            offs = kofs + rs[None, :] * sR
+            offs = kofs + rs[None, :].to(tl.int64) * sR
             v = tl.load(xb + offs, mask=m, other=float("-inf")).to(ACC)
             if LOG:
                 y = v - mx[:, None] - tl.log(s)[:, None]
@@ -122,7 +126,7 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
     else:
         sO, sK, sR = r * k, 1, k
         block_k = min(block_k, next_pow2(k))
-    _softmax[(o, cdiv(k, block_k))](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+    _softmax[(o * cdiv(k, block_k),)](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
                                           BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
     return out
 
@@ -162,7 +166,7 @@ def _fast_plan(key: tuple) -> tuple | None:
         block_k = min(block_k, next_pow2(k))
     if len(_fast) >= _FAST_MAX:
         _fast.clear()
-    p = _fast[key] = ((o, cdiv(k, block_k)), (k, r, sO, sK, sR), one_pass, block_k, block_r, warps)
+    p = _fast[key] = ((o * cdiv(k, block_k),), (k, r, sO, sK, sR), one_pass, block_k, block_r, warps)
     return p
 
 
@@ -214,7 +218,7 @@ def plan_softmax(log: bool, x: Any, dim: int, dtype: Any = None) -> Plan | None:
     else:
         sO, sK, sR = r * k, 1, k
         block_k = min(block_k, next_pow2(k))
-    L = launch(_softmax, (o, cdiv(k, block_k)), In(0), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+    L = launch(_softmax, (o * cdiv(k, block_k),), In(0), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
                BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
     return Plan(out, (L,), contiguous=contiguous)
 

@@ -22,14 +22,16 @@ Tensor = torch.Tensor
 def _softmax_bwd_kernel(dy, y, dx, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS: tl.constexpr,
                         BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
     ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32  # aten's opmath type
-    o = tl.program_id(0).to(tl.int64)
-    ks = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    nkb = tl.cdiv(K, BLOCK_K)  # one grid axis of (o, k tile) pairs, as _softmax_kernel
+    pid = tl.program_id(0)
+    o = (pid // nkb).to(tl.int64)
+    ks = (pid % nkb) * BLOCK_K + tl.arange(0, BLOCK_K)
     kmask = ks < K
     kofs = o * sO + ks[:, None].to(tl.int64) * sK
     if ONE_PASS:
         rs = tl.arange(0, BLOCK_R)
         m = kmask[:, None] & (rs < R)[None, :]
-        offs = kofs + rs[None, :] * sR
+        offs = kofs + rs[None, :].to(tl.int64) * sR
         g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
         v = tl.load(y + offs, mask=m, other=0.0).to(ACC)
         if LOG:
@@ -42,7 +44,7 @@ def _softmax_bwd_kernel(dy, y, dx, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
-            offs = kofs + rs[None, :] * sR
+            offs = kofs + rs[None, :].to(tl.int64) * sR
             g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
             if LOG:
                 s += g
@@ -52,7 +54,7 @@ def _softmax_bwd_kernel(dy, y, dx, K, R, sO, sK, sR, LOG: tl.constexpr, ONE_PASS
         for r0 in range(0, R, BLOCK_R):
             rs = r0 + tl.arange(0, BLOCK_R)
             m = kmask[:, None] & (rs < R)[None, :]
-            offs = kofs + rs[None, :] * sR
+            offs = kofs + rs[None, :].to(tl.int64) * sR
             g = tl.load(dy + offs, mask=m, other=0.0).to(ACC)
             v = tl.load(y + offs, mask=m, other=0.0).to(ACC)
             if LOG:
@@ -90,7 +92,7 @@ def plan_softmax_backward(log: bool, grad: Any, out: Any, dim: int, input_dtype:
     else:
         sO, sK, sR = r * k, 1, k
         block_k = min(block_k, next_pow2(k))
-    L = launch(_softmax_bwd, (o, cdiv(k, block_k)), In(0), In(1), Out(0), k, r, sO, sK, sR, LOG=log,
+    L = launch(_softmax_bwd, (o * cdiv(k, block_k),), In(0), In(1), Out(0), k, r, sO, sK, sR, LOG=log,
                ONE_PASS=one_pass, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
     return Plan(res, (L,), contiguous=contiguous)
 
