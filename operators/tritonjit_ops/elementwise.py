@@ -206,6 +206,8 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = a - b * s0
     elif OP == "mul":
         r = a * b
+    elif OP == "div_recip":  # a Scalar divisor on a device (see _divisor_op)
+        r = a * div_rn(tl.zeros_like(b) + 1.0, b)
     elif OP == "div":
         r = div_rn(a, b)
     elif OP == "div_trunc":
@@ -536,6 +538,7 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
     refs = list(refs)
     scalar = [not isinstance(t, Tensor) for t in operands]
     nin = len(operands)
+    op = _divisor_op(op, operands)
     while len(refs) < 3:
         refs.append(0)
         scalar.append(True)
@@ -558,6 +561,17 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
                       *cstr[0], *cstr[1], *cstr[2], *ostr_r, **cx)
     return launch(_ew6, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], obase, *dims[1:],
                   *cstr[0], *cstr[1], *cstr[2], *ostr_r, **cx)
+
+
+def _divisor_op(op: str, operands: Sequence[Any]) -> str:
+    """``op`` as the kernel computes it: a true division by a Scalar (a Python number or a CPU
+    0-dim tensor) of a device tensor is ``div_recip``, a product with the divisor's fp32
+    reciprocal, as aten's CUDA kernel computes it (``258 / 0.3`` in fp32 is 860.0 there, not
+    859.99994); aten's CPU kernel divides, as the interpreter's plans do."""
+    if op == "div" and len(operands) == 2 and not isinstance(operands[1], Tensor) and \
+            isinstance(operands[0], Tensor) and operands[0].device.type != "cpu":
+        return "div_recip"
+    return op
 
 
 def _operands(op: str, operands: Sequence[Any], out: Tensor | None = None) -> tuple[list[Any], torch.device]:

@@ -31,6 +31,7 @@ from ._layout import bstrides, dense, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, exponent_in, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
 from .elementwise import _ct as _ew_ct
+from .elementwise import _divisor_op
 from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
@@ -45,6 +46,8 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
         r = a - b * alpha
     elif OP == "mul":
         r = a * b
+    elif OP == "div_recip":  # a Scalar divisor on a device (elementwise._divisor_op)
+        r = a * div_rn(tl.zeros_like(b) + 1.0, b)
     elif OP == "div":
         r = div_rn(a, b)
     elif OP == "maximum":
@@ -195,6 +198,7 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
         n *= d
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     scalar = [not isinstance(t, Tensor) for t in operands]
+    op = _divisor_op(op, operands)
     flat = n <= _INT32_MAX and all(s or (t.is_contiguous() and list(t.shape) == shape) for t, s in zip(operands, scalar))
     if flat and nin == 2:
         return launch(_binary_flat, grid, refs[0], refs[1], out_ref, n, alpha, OP=op, BLOCK=_BLOCK,

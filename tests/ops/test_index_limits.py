@@ -133,3 +133,21 @@ def test_arithmetic_keeps_a_scalar_in_fp32():
     with T.enable():
         got = x * 0.3
     assert got.item() == torch.tensor(1.3984375 * 0.3, dtype=torch.float32).to(BF).item()
+
+
+def test_a_scalar_divisor_on_a_device_multiplies_by_its_reciprocal():
+    """aten's CUDA kernel divides a device tensor by a Scalar as ``x * (1 / s)`` in fp32 (258 /
+    0.3 is 860.0 there, true division gives 859.99994); its CPU kernel divides, and so do the
+    interpreter's plans."""
+    E = M["tritonjit_ops.elementwise"]
+    dev, cpu = _meta(4, dtype=torch.float32), torch.empty(4)
+    assert E._divisor_op("div", [dev, 0.3]) == "div_recip"
+    assert E._divisor_op("div", [cpu, 0.3]) == "div"
+    assert E._divisor_op("div", [dev, dev]) == "div" and E._divisor_op("mul", [dev, 0.3]) == "mul"
+    P = M["tritonjit_ops.pointwise"]
+    x = torch.tensor([258.0, 0.30078125, 1e-8, 0.0, -7.5, float("inf")])
+    out = torch.empty_like(x)
+    P._binary_flat[(1,)](x, 0.3, out, x.numel(), 1, OP="div_recip", BLOCK=1024, X_SCALAR=False, Y_SCALAR=True,
+                         UPCAST=True)
+    inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(0.3, dtype=torch.float32)
+    assert torch.equal(out, x * inv) and out[0].item() == 860.0
