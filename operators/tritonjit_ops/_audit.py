@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _native_ops, _policy, _registry
 from ._common import backend_device_type
+from ._layout import extent as _extent
 
 __all__ = ["AuditRow", "Audit", "audit", "audit_table", "capture", "coverage"]
 
@@ -73,12 +74,6 @@ class _TensorSpec:
         else:
             buf.zero_()
         return buf.as_strided(self.shape, self.stride, self.offset)
-
-
-def _extent(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
-    if any(s == 0 for s in shape):
-        return 0
-    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, stride))
 
 
 def _spec(t: Tensor) -> _TensorSpec:

@@ -39,6 +39,14 @@ def dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def extent(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """How many elements a view of ``shape`` and ``strides`` spans from its first to its last
+    (0 when empty): what a kernel's offsets into it reach, and so whether they need int64."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((s - 1) * abs(st) for s, st in zip(shape, strides))
+
+
 def contiguous_strides(shape: Sequence[int]) -> list[int]:
     """The strides torch.empty gives ``shape`` (row-major)."""
     st, acc = [0] * len(shape), 1

@@ -185,23 +185,6 @@ def pow_tensor(a, b):
 
 
 @triton.jit
-def exponent_in(e, T: tl.constexpr):
-    """A Scalar exponent ``e`` (fp32) as aten takes it for a ``T`` base: rounded to nearest even
-    in a 16-bit float type (bf16(1.3) = 1.296875: ``x ** 1.3`` is ``x ** 1.296875`` there), in
-    integer steps (Triton's interpreter truncates a cast to bf16); as it is otherwise."""
-    e = e.to(tl.float32)  # an int exponent (x ** 2) too
-    if T == tl.bfloat16:
-        u = e.to(tl.uint32, bitcast=True)
-        u = (u + (((u >> 16) & 1) + 0x7FFF)) & 0xFFFF0000
-        r = tl.where(e != e, e, u.to(tl.float32, bitcast=True))
-    elif T == tl.float16:
-        r = e.to(tl.float16).to(tl.float32)
-    else:
-        r = e
-    return r
-
-
-@triton.jit
 def pow_scalar(a, e, b):
     """a ** e for a scalar exponent ``e`` (``b``: e broadcast to a's block). The branch is
     uniform, so only the chosen form is computed: the tensor-exponent chain evaluates every

@@ -26,7 +26,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
 from ._fallback import with_aten_fallback
-from ._layout import bstrides, contiguous_strides, iter_strides, new_output
+from ._layout import bstrides, contiguous_strides, extent, iter_strides, new_output
 from ._math import (
     activation_backward,
     atan2,
@@ -34,7 +34,6 @@ from ._math import (
     erf,
     erfinv,
     expm1,
-    exponent_in,
     floor_div,
     log1p,
     negate,
@@ -313,6 +312,19 @@ def _to_out(r, OT: tl.constexpr, RTNE: tl.constexpr):
 
 
 @triton.jit
+def _exponent_in(e, T: tl.constexpr):
+    """A Scalar exponent ``e`` (in fp32) as aten takes it for a ``T`` base: rounded to nearest
+    even in a 16-bit float type (bf16(1.3) = 1.296875: ``x ** 1.3`` is ``x ** 1.296875`` there;
+    _to_out's integer steps, since the interpreter's cast truncates), as it is otherwise."""
+    e = e.to(tl.float32)  # an int exponent (x ** 2) too
+    if T == tl.bfloat16 or T == tl.float16:
+        r = _to_out(e, T, True).to(tl.float32)
+    else:
+        r = e
+    return r
+
+
+@triton.jit
 def _in_type(v, OT: tl.constexpr, RTNE: tl.constexpr):
     """An operand's block ``v`` converted to the op's 16-bit float type ``OT`` ("bf16", "fp16";
     None: ``v`` as it is), as aten converts every operand to the common dtype before its
@@ -363,8 +375,8 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
     else:
         z = y
     if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
-        if IS_FLOAT:  # the exponent in the base's type, as aten's (exponent_in)
-            e = exponent_in(b.to(tl.float32), out.dtype.element_ty)
+        if IS_FLOAT:  # the exponent in the base's type, as aten's (_exponent_in)
+            e = _exponent_in(b, out.dtype.element_ty)
             r = pow_scalar(x, e, _cast(e - zero, CT))
         else:
             r = pow_scalar(x, b, y)
@@ -544,9 +556,9 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         scalar.append(True)
         cstr.append([0] * rank)
     sc = list(scalars) + [0] * (3 - len(scalars))
-    extent = max([n] + [sum(abs(s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in cstr + [ostr_r]]) + obase
+    span = max([n] + [extent(dims, st) for st in cstr + [ostr_r]]) + obase
     cx: dict[str, Any] = dict(OP=op, NIN=nin, CT=ct, IS_FLOAT=ct in ("fp32", "fp64"), A_SCALAR=scalar[0], B_SCALAR=scalar[1],
-              C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=extent > _INT32_MAX)
+              C_SCALAR=scalar[2], BLOCK=_BLOCK, IDX64=span > _INT32_MAX)
     if flat:
         cx["FLAT"] = True
     if _soft_bf16(out, operands):
@@ -930,18 +942,19 @@ _with_variants(ATEN, PLANNERS, "bitwise_not", _bitwise_not, _plan_bitwise_not, "
 def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
     """kind: "arith" (result_type), "float" (integers -> default float), "cmp" (-> bool),
     "logic" (-> bool, any dtypes), "int" (integers and bool only)."""
-    def types(x: Any, y: Any, kop: str) -> tuple[torch.dtype, str]:
-        ct_dt = _result_binary(x, y)
-        if kind == "float":
-            ct_dt = _float_of(ct_dt)
+    def types(x: Any, y: Any, kop: str) -> tuple[torch.dtype, str, str | None]:
+        """(result dtype, compute type, _ew_apply's OT) of a call."""
+        common = _result_binary(x, y)
+        ct_dt = _float_of(common) if kind == "float" else common
         rd = torch.bool if kind in ("cmp", "logic") else ct_dt
         if kind == "int" and ct_dt.is_floating_point:
             raise _refuse(op, f"dtype {ct_dt}")
+        ot = _operand_type(kop, common, (x, y))
         if kind == "logic" and ct_dt == torch.bool:
-            return rd, "i1"
+            return rd, "i1", ot
         if ct_dt == torch.bool and kind == "arith" and kop in ("remainder", "fmod", "atan2", "div_floor", "div_trunc"):
             raise _refuse(op, "bool operands")
-        return rd, _ct(kop, ct_dt)
+        return rd, _ct(kop, ct_dt), ot
 
     def kop_of(x: Any, y: Any) -> str:
         if kind == "int" and _result_binary(x, y) == torch.bool:
@@ -952,24 +965,23 @@ def _binary(op: str, kind: str) -> tuple[Callable, Callable]:
         if not isinstance(x, Tensor):
             raise _refuse(op, "a Scalar self")
         k = kop_of(x, y)
-        rd, ct = types(x, y, k)
+        rd, ct, ot = types(x, y, k)
         if k in _INT_DIVISIONS and _zero_divisor(rd, y):
             raise _refuse(op, "integer division by zero")  # aten raises ZeroDivisionError
-        return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True,
-                   ot=_operand_type(k, _result_binary(x, y), (x, y)))
+        return run(k, [x, y], rd, ct, out=out, inplace=inplace, aten_layout=True, ot=ot)
 
     def planner(x, y, inplace=False):
         if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)):
             return None
         try:
             k = kop_of(x, y)
-            rd, ct = types(x, y, k)
+            rd, ct, ot = types(x, y, k)
         except NotImplementedError:
             return None
         if k in _INT_DIVISIONS and _integer_divisor_checked(rd, y):
             return None  # a zero divisor aten raises for, or a CPU tensor the implementation checks per call
         p = plan(k, [x, y], rd, ct, refs=[In(0), In(1) if isinstance(y, Tensor) else Arg(1)], aten_layout=True,
-                 inplace=inplace, ot=_operand_type(k, _result_binary(x, y), (x, y)))
+                 inplace=inplace, ot=ot)
         return _divisor_check(p, rd, y) if k in _INT_DIVISIONS else p
 
     return fn, planner

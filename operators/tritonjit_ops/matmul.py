@@ -51,6 +51,7 @@ import triton.language as tl
 from . import _plan as P
 from . import _policy
 from ._common import capturing, cdiv, check_same_device, jit, next_pow2
+from ._layout import extent
 
 Tensor = torch.Tensor
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -523,9 +524,7 @@ def _idx64(m: int, n: int, k: int, sa: Sequence[int], sb: Sequence[int]) -> bool
     """Whether one matrix of a, b or c (contiguous m x n) spans 2**31 elements or more from its
     base: the kernel's offsets are then int64 (IDX64; a logits matmul of 16k tokens by a 128k
     vocabulary writes 2**31 elements). Batch offsets are int64 always."""
-    span_a = (m - 1) * abs(sa[-2]) + (k - 1) * abs(sa[-1])
-    span_b = (k - 1) * abs(sb[-2]) + (n - 1) * abs(sb[-1])
-    return max(span_a, span_b, m * n - 1) >= 2**31 - 1
+    return max(extent((m, k), sa[-2:]), extent((k, n), sb[-2:]), m * n) > 2**31 - 1
 
 
 def _tuned(device: Any, work: int, weight: int = 0, skinny: bool = False) -> bool:

@@ -27,11 +27,11 @@ from ._common import (
     jit,
     unravel4,
 )
-from ._layout import bstrides, dense, iter_strides, memory_order, new_output
-from ._math import activation, div_rn, exponent_in, pow_scalar, pow_tensor
+from ._layout import bstrides, dense, extent, iter_strides, memory_order, new_output
+from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
+from .elementwise import _INT32_MAX, _divisor_op, _exponent_in
 from .elementwise import _ct as _ew_ct
-from .elementwise import _divisor_op
 from .elementwise import _launch as _ew_launch
 
 Tensor = torch.Tensor
@@ -81,8 +81,8 @@ def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constex
         b = (y - tl.zeros([BLOCK], CT)).to(CT)
     else:
         b = tl.load(y + offs, mask=mask).to(CT)
-    if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (exponent_in)
-        e = exponent_in(y, out.dtype.element_ty)
+    if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (_exponent_in)
+        e = _exponent_in(y, out.dtype.element_ty)
         r = pow_scalar(a, e, (e - tl.zeros([BLOCK], CT)).to(CT))
     else:
         r = _binary_op(a, b, alpha, OP)
@@ -135,8 +135,8 @@ def _pointwise_nd_kernel(
     if NIN == 1:
         r = activation(a.to(CT), OP)
     elif NIN == 2:
-        if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (exponent_in)
-            e = exponent_in(y, out.dtype.element_ty)
+        if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (_exponent_in)
+            e = _exponent_in(y, out.dtype.element_ty)
             r = pow_scalar(a.to(CT), e, (e - tl.zeros([BLOCK], CT)).to(CT))
         else:
             r = _binary_op(a.to(CT), b.to(CT), alpha, OP)
@@ -154,7 +154,6 @@ _unary_flat = jit(_unary_flat_kernel)
 _pointwise_nd = jit(_pointwise_nd_kernel)
 
 _BLOCK = 1024  # the hot paths below inline it: BLOCK=1024, grid (n + 1023) >> 10
-_INT32_MAX = 2**31 - 1
 
 
 # ----------------------------------------------------------------- host side
@@ -217,11 +216,11 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
         scalar.append(True)
         strides.append([0, 0, 0, 0])
     # int64 offsets where an operand's elements lie 2**31 or more apart, not only where there
-    # are that many (``x[:, 7]`` of 16400 x 131072: 16400 elements spanning 2**31); ``abs`` is the op here
-    extent = max([n] + [sum((s if s >= 0 else -s) * (d - 1) for s, d in zip(st, dims)) + 1 for st in strides])
+    # are that many (``x[:, 7]`` of 16400 x 131072: 16400 elements spanning 2**31)
+    span = max([n] + [extent(dims, st) for st in strides])
     return launch(_pointwise_nd, grid, refs[0], refs[1], refs[2], out_ref, n, alpha, dims[1], dims[2], dims[3],
                   *strides[0], *strides[1], *strides[2], OP=op, NIN=nin, BLOCK=_BLOCK, X_SCALAR=scalar[0],
-                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=extent > _INT32_MAX)
+                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=span > _INT32_MAX)
 
 
 def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int]) -> tuple[list, list[int], list[int]]:
@@ -427,7 +426,7 @@ def _make_unary(op: str, doc: str):
             if up is not None and x.is_contiguous():
                 o = _prologue.like(x)
                 n = x.numel()
-                if 0 < n <= 2147483647:  # the flat kernel's offsets are int32: past them, _unary's path
+                if 0 < n <= _INT32_MAX:  # the flat kernel's offsets are int32: past them, _unary's path
                     _unary_flat[((n + 1023) >> 10,)](x, o, n, OP=op, BLOCK=1024, UPCAST=up)
                     return o
                 if not n:

@@ -97,6 +97,27 @@ def _plan(on_gpu: bool, r: int, rows: bool) -> tuple:
     return p
 
 
+def geometry(shape: Any, d: int, on_gpu: bool) -> tuple:
+    """The launch of a softmax (or its gradient) over dim ``d`` of a contiguous, non-empty
+    ``shape``: (grid, (K, R, sO, sK, sR), ONE_PASS, BLOCK_K, BLOCK_R, num_warps). Rows (the
+    softmax dim last) become the tile's kept axis; the grid is one axis of (o, k tile) pairs."""
+    r = shape[d]
+    k = 1
+    for s in shape[d + 1:]:
+        k *= s
+    o = 1
+    for s in shape[:d]:
+        o *= s
+    rows = k == 1
+    one_pass, block_r, block_k, warps = _plan(on_gpu, r, rows)
+    if rows:  # rows become the tile's kept axis
+        o, k, sO, sK, sR = 1, o, 0, r, 1
+    else:
+        sO, sK, sR = r * k, 1, k
+        block_k = min(block_k, next_pow2(k))
+    return (o * cdiv(k, block_k),), (k, r, sO, sK, sR), one_pass, block_k, block_r, warps
+
+
 def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"tritonjit.{name}: expected a Tensor, got {type(x).__name__}")
@@ -113,21 +134,9 @@ def _run(x: Tensor, dim: int, dtype: torch.dtype | None, log: bool, name: str) -
         return out
     if nd == 0:
         return out.fill_(0.0 if log else 1.0)
-    shape = x.shape
-    r = shape[d]
-    k = 1
-    for s in shape[d + 1:]:
-        k *= s
-    o = x.numel() // (r * k)
-    rows = k == 1
-    one_pass, block_r, block_k, warps = _plan(x.device.type != "cpu", r, rows)
-    if rows:  # rows become the tile's kept axis
-        o, k, sO, sK, sR = 1, o, 0, r, 1
-    else:
-        sO, sK, sR = r * k, 1, k
-        block_k = min(block_k, next_pow2(k))
-    _softmax[(o * cdiv(k, block_k),)](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
-                                          BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
+    grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = geometry(x.shape, d, x.device.type != "cpu")
+    _softmax[grid](x, out, k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass, BLOCK_K=block_k, BLOCK_R=block_r,
+                   num_warps=warps)
     return out
 
 
@@ -145,28 +154,11 @@ def _fast_plan(key: tuple) -> tuple | None:
     nd = len(shape)
     if dtype not in FLOAT_DTYPES or nd == 0 or not -nd <= dim < nd:
         return None
-    d = dim % nd
-    r = shape[d]
-    k = 1
-    for s in shape[d + 1:]:
-        k *= s
-    if r * k == 0:
+    if 0 in shape:
         return None
-    o = 1
-    for s in shape[:d]:
-        o *= s
-    if o == 0:
-        return None
-    rows = k == 1
-    one_pass, block_r, block_k, warps = _plan(not on_cpu, r, rows)
-    if rows:
-        o, k, sO, sK, sR = 1, o, 0, r, 1
-    else:
-        sO, sK, sR = r * k, 1, k
-        block_k = min(block_k, next_pow2(k))
     if len(_fast) >= _FAST_MAX:
         _fast.clear()
-    p = _fast[key] = ((o * cdiv(k, block_k),), (k, r, sO, sK, sR), one_pass, block_k, block_r, warps)
+    p = _fast[key] = geometry(shape, dim % nd, not on_cpu)
     return p
 
 
@@ -205,21 +197,9 @@ def plan_softmax(log: bool, x: Any, dim: int, dtype: Any = None) -> Plan | None:
     contiguous = () if x.is_contiguous() else (0,)
     if x.numel() == 0:
         return Plan(out, (), contiguous=contiguous)
-    d = dim % x.dim()
-    r = x.shape[d]
-    k = 1
-    for s in x.shape[d + 1:]:
-        k *= s
-    o = x.numel() // (r * k)
-    rows = k == 1
-    one_pass, block_r, block_k, warps = _plan(x.device.type != "cpu", r, rows)
-    if rows:
-        o, k, sO, sK, sR = 1, o, 0, r, 1
-    else:
-        sO, sK, sR = r * k, 1, k
-        block_k = min(block_k, next_pow2(k))
-    L = launch(_softmax, (o * cdiv(k, block_k),), In(0), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
-               BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
+    grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = geometry(x.shape, dim % x.dim(), x.device.type != "cpu")
+    L = launch(_softmax, grid, In(0), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass, BLOCK_K=block_k,
+               BLOCK_R=block_r, num_warps=warps)
     return Plan(out, (L,), contiguous=contiguous)
 
 

@@ -11,9 +11,9 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2
+from ._common import FLOAT_DTYPES, jit
 from ._plan import Buffer, In, Out, Plan, launch, run
-from .softmax import _plan as _tile_plan
+from .softmax import geometry
 
 Tensor = torch.Tensor
 
@@ -79,21 +79,10 @@ def plan_softmax_backward(log: bool, grad: Any, out: Any, dim: int, input_dtype:
     contiguous = tuple(i for i, t in ((0, grad), (1, out)) if not t.is_contiguous())
     if out.numel() == 0:
         return Plan(res, (), contiguous=contiguous)
-    d = dim % out.dim()
-    r = out.shape[d]
-    k = 1
-    for s in out.shape[d + 1:]:
-        k *= s
-    o = out.numel() // (r * k)
-    rows = k == 1
-    one_pass, block_r, block_k, warps = _tile_plan(out.device.type != "cpu", r, rows)
-    if rows:
-        o, k, sO, sK, sR = 1, o, 0, r, 1
-    else:
-        sO, sK, sR = r * k, 1, k
-        block_k = min(block_k, next_pow2(k))
-    L = launch(_softmax_bwd, (o * cdiv(k, block_k),), In(0), In(1), Out(0), k, r, sO, sK, sR, LOG=log,
-               ONE_PASS=one_pass, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
+    grid, (k, r, sO, sK, sR), one_pass, block_k, block_r, warps = geometry(out.shape, dim % out.dim(),
+                                                                           out.device.type != "cpu")
+    L = launch(_softmax_bwd, grid, In(0), In(1), Out(0), k, r, sO, sK, sR, LOG=log, ONE_PASS=one_pass,
+               BLOCK_K=block_k, BLOCK_R=block_r, num_warps=warps)
     return Plan(res, (L,), contiguous=contiguous)
 
 
