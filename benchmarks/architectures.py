@@ -24,6 +24,7 @@ per-call audit of a case. On a CPU (the interpreter) the configs are tiny and un
     python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
     python benchmarks/architectures.py --models wider --generate ""  # twenty-five beyond those
     python benchmarks/architectures.py --models beyond --generate ""  # thirty-four further
+    python benchmarks/architectures.py --models further --generate ""  # thirty-six past those
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
 """
 from __future__ import annotations
@@ -192,6 +193,7 @@ def cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]
         **more_cases(z),
         **wider_cases(z),
         **beyond_cases(z),
+        **further_cases(z),
     }
 
 
@@ -427,6 +429,121 @@ def beyond_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[st
     }
 
 
+def further_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[str, Any]]]:
+    """``--models further``: thirty-six more (2026-12-05, thirty-fourth session), run on the
+    interpreter to look for the general paths the cases above miss: squared-ReLU and xIELU MLPs
+    (Arcee, NanoChat, Apertus), ternary weight quantization (BitNet), matrix-memory LSTMs
+    (xLSTM), the RWKV time-mix scan, zero-computation experts (LongCat-Flash), sigmoid routing
+    with group limits (GLM-4.5-MoE, dots.llm1), dynamic mask attention (Doge), soft-capped
+    attention logits (VaultGemma), no-rope layers (SmolLM3), multi-query attention
+    (GPTBigCode), transient global attention (LongT5), expert capacity with padding masks
+    (NLLB-MoE), block-sparse attention (BigBird-Pegasus), Fourier mixing (FNet), Nyström
+    landmarks with a pseudo-inverse, LSH and axial positions (Reformer), conformer encoders
+    over log-mel features (Wav2Vec2-BERT, Parakeet), a strided-convolution front end
+    (Speech2Text), separable self-attention (MobileViT-v2), efficient additive attention
+    (SwiftFormer), spatial-reduction attention (PVT) and registers (DINOv2)."""
+    H, L, V, NH = z.hidden, z.layers, z.vocab, z.heads
+    hd = H // NH
+    ll, enc, wave = _decoder(z), _encoder(z), _wave(z)
+    img = dict(num_labels=10)
+    s2s = dict(vocab_size=V, d_model=H, encoder_layers=L, decoder_layers=L, encoder_attention_heads=NH,
+               decoder_attention_heads=NH, encoder_ffn_dim=2 * H, decoder_ffn_dim=2 * H,
+               max_position_embeddings=max(512, z.tokens))
+    return {
+        "mistral": ("MistralForCausalLM", "MistralConfig", "sdpa", "lm", dict(ll, sliding_window=z.tokens // 2)),
+        "smollm3": ("SmolLM3ForCausalLM", "SmolLM3Config", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            no_rope_layer_interval=2, pad_token_id=0)),
+        "cohere2": ("Cohere2ForCausalLM", "Cohere2Config", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            sliding_window=max(4, z.tokens // 2), layer_types=["sliding_attention", "full_attention"])),
+        "exaone4": ("Exaone4ForCausalLM", "Exaone4Config", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            sliding_window=max(4, z.tokens // 2), layer_types=["sliding_attention", "full_attention"])),
+        "arcee": ("ArceeForCausalLM", "ArceeConfig", "sdpa", "lm", ll),
+        "apertus": ("ApertusForCausalLM", "ApertusConfig", "sdpa", "lm", dict(ll, pad_token_id=0)),
+        "nanochat": ("NanoChatForCausalLM", "NanoChatConfig", "sdpa", "lm", ll),
+        "bitnet": ("BitNetForCausalLM", "BitNetConfig", "sdpa", "lm", ll),
+        "vaultgemma": ("VaultGemmaForCausalLM", "VaultGemmaConfig", "eager", "lm", dict(ll, num_hidden_layers=2,
+            head_dim=hd, query_pre_attn_scalar=hd, sliding_window=max(4, z.tokens // 2),
+            layer_types=["sliding_attention", "full_attention"])),
+        "glm4_moe": ("Glm4MoeForCausalLM", "Glm4MoeConfig", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            moe_intermediate_size=H, n_routed_experts=8, num_experts_per_tok=2, n_group=2, topk_group=1,
+            first_k_dense_replace=1, use_qk_norm=True, partial_rotary_factor=0.5)),
+        "dots1": ("Dots1ForCausalLM", "Dots1Config", "sdpa", "lm", dict(ll, num_hidden_layers=2,
+            moe_intermediate_size=H, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+            first_k_dense_replace=1, norm_topk_prob=True)),
+        "hunyuan_moe": ("HunYuanMoEV1ForCausalLM", "HunYuanMoEV1Config", "sdpa", "lm", dict(ll, num_experts=4,
+            moe_topk=2, head_dim=hd)),
+        "lfm2_moe": ("Lfm2MoeForCausalLM", "Lfm2MoeConfig", "sdpa", "lm", dict(vocab_size=V, hidden_size=H,
+            num_hidden_layers=2, num_attention_heads=NH, num_key_value_heads=2, intermediate_size=2 * H,
+            moe_intermediate_size=H, num_dense_layers=1, num_experts=4, num_experts_per_tok=2,
+            layer_types=["conv", "full_attention"])),
+        "minimax_m2": ("MiniMaxM2ForCausalLM", "MiniMaxM2Config", "sdpa", "lm", dict(ll, head_dim=hd,
+            num_local_experts=4, num_experts_per_tok=2)),
+        "longcat_flash": ("LongcatFlashForCausalLM", "LongcatFlashConfig", "sdpa", "lm", dict(vocab_size=V,
+            hidden_size=H, num_layers=1, num_attention_heads=NH, ffn_hidden_size=2 * H, q_lora_rank=H // 2,
+            kv_lora_rank=H // 2, qk_nope_head_dim=hd, qk_rope_head_dim=hd, head_dim=hd, v_head_dim=hd, moe_topk=2,
+            n_routed_experts=4, zero_expert_num=2, expert_ffn_hidden_size=H, max_position_embeddings=512)),
+        "doge": ("DogeForCausalLM", "DogeConfig", "eager", "lm", dict(ll, keep_window_size=max(4, z.tokens // 2),
+            is_moe=True, num_experts=16, num_experts_per_tok=2)),
+        "xlstm": ("xLSTMForCausalLM", "xLSTMConfig", None, "lm", dict(vocab_size=V, hidden_size=H, num_hidden_layers=L,
+            num_heads=2, chunk_size=4, autocast_kernel_dtype="float32", ffn_round_up_to_multiple_of=16,
+            use_cache=False)),  # its cache's states are sized for other dims
+        "rwkv": ("RwkvForCausalLM", "RwkvConfig", None, "lm", dict(vocab_size=V, hidden_size=H, num_hidden_layers=2,
+            context_length=max(64, z.tokens), attention_hidden_size=H, intermediate_size=2 * H)),
+        "gpt_bigcode": ("GPTBigCodeForCausalLM", "GPTBigCodeConfig", "sdpa", "lm", dict(vocab_size=V, n_embd=H,
+            n_layer=L, n_head=NH, multi_query=True, n_positions=max(512, z.tokens))),
+        "openai_gpt": ("OpenAIGPTLMHeadModel", "OpenAIGPTConfig", None, "lm", dict(vocab_size=V, n_embd=H, n_layer=L,
+            n_head=NH, n_positions=max(512, z.tokens))),
+        "imagegpt": ("ImageGPTForCausalImageModeling", "ImageGPTConfig", "eager", "lm", dict(vocab_size=V + 1,
+            n_embd=H, n_layer=L, n_head=NH, n_positions=max(512, z.tokens))),
+        "longt5": ("LongT5ForConditionalGeneration", "LongT5Config", None, "s2s", dict(vocab_size=V, d_model=H,
+            d_kv=hd, d_ff=2 * H, num_layers=L, num_heads=NH, local_radius=2, global_block_size=2,
+            encoder_attention_type="transient-global", feed_forward_proj="gated-gelu", decoder_start_token_id=0)),
+        "umt5": ("UMT5ForConditionalGeneration", "UMT5Config", None, "s2s", dict(vocab_size=V, d_model=H, d_kv=hd,
+            d_ff=2 * H, num_layers=L, num_heads=NH, feed_forward_proj="gated-gelu", decoder_start_token_id=0)),
+        "mbart": ("MBartForConditionalGeneration", "MBartConfig", "sdpa", "lm", s2s),
+        "nllb_moe": ("NllbMoeForConditionalGeneration", "NllbMoeConfig", "eager", "s2s", dict(s2s, num_experts=4,
+            expert_capacity=8, encoder_sparse_step=1, decoder_sparse_step=1, router_jitter_noise=0.0)),
+        "bigbird_pegasus": ("BigBirdPegasusForConditionalGeneration", "BigBirdPegasusConfig", None, "lm", dict(s2s,
+            attention_type="block_sparse", block_size=2, num_random_blocks=1)),
+        "nystromformer": ("NystromformerForMaskedLM", "NystromformerConfig", None, "lm", dict(enc,
+            num_landmarks=4, segment_means_seq_len=z.tokens, conv_kernel_size=3)),
+        "fnet": ("FNetForMaskedLM", "FNetConfig", None, "mlm", dict(enc)),
+        "reformer": ("ReformerModelWithLMHead", "ReformerConfig", None, "lm", dict(vocab_size=V, hidden_size=H,
+            attention_head_size=hd, num_attention_heads=NH, attn_layers=["local", "lsh"], is_decoder=True,
+            axial_pos_shape=(2, max(4, z.tokens // 2)), axial_pos_embds_dim=(H // 2, H // 2), feed_forward_size=2 * H,
+            local_attn_chunk_length=4, lsh_attn_chunk_length=4, num_buckets=2, hash_seed=0,
+            max_position_embeddings=max(8, z.tokens), pad_token_id=0)),
+        "rembert": ("RemBertForMaskedLM", "RemBertConfig", None, "mlm", dict(enc, input_embedding_size=H // 2,
+            output_embedding_size=H)),
+        "mobilenet_v1": ("MobileNetV1ForImageClassification", "MobileNetV1Config", None, "image", dict(
+            image_size=z.image, depth_multiplier=0.25, **img)),
+        "pvt": ("PvtForImageClassification", "PvtConfig", None, "image", dict(image_size=z.image,
+            num_encoder_blocks=2, depths=[1, 1], sequence_reduction_ratios=[2, 1], hidden_sizes=[16, 32],
+            patch_sizes=[4, 2], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2], **img)),
+        "mobilevitv2": ("MobileViTV2ForImageClassification", "MobileViTV2Config", None, "image", dict(
+            image_size=max(64, z.image), width_multiplier=0.25, n_attn_blocks=[1, 1, 1], **img)),  # 5 halvings
+        "swiftformer": ("SwiftFormerForImageClassification", "SwiftFormerConfig", None, "image", dict(
+            image_size=z.image, depths=[1, 1, 1, 1], embed_dims=[16, 16, 32, 32], **img)),
+        "dinov2_registers": ("Dinov2WithRegistersForImageClassification", "Dinov2WithRegistersConfig", "sdpa",
+            "image", dict(hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, image_size=z.image,
+            patch_size=8 if z.image >= 32 else 4, num_register_tokens=2, layerscale_value=1.0, **img)),
+        "data2vec_audio": ("Data2VecAudioForCTC", "Data2VecAudioConfig", None, "wave", dict(wave,
+            conv_pos_kernel_size=5, num_conv_pos_embeddings=2)),
+        "wav2vec2_bert": ("Wav2Vec2BertForCTC", "Wav2Vec2BertConfig", None, "features", dict(vocab_size=V,
+            hidden_size=H, num_hidden_layers=L, num_attention_heads=NH, intermediate_size=2 * H,
+            feature_projection_input_dim=80, conv_depthwise_kernel_size=3, mask_time_prob=0.0, layerdrop=0.0,
+            pad_token_id=0, add_adapter=False)),
+        "speech_to_text": ("Speech2TextForConditionalGeneration", "Speech2TextConfig", None, "features", dict(s2s,
+            conv_channels=H, input_feat_per_channel=80, max_source_positions=max(64, z.tokens),
+            max_target_positions=64)),
+    }
+
+
+#: parameters drawn from a normal distribution after the model's own init: a constant init
+#: (Doge's ``A`` is zeros) makes every score its top-k chooses among equal, and which of equal
+#: scores top-k returns is unspecified, in aten as in tritonjit
+RANDOM_INIT: dict[str, tuple[str, ...]] = {"doge": ("A",)}
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 #: generate() modes: name -> GenerationConfig kwargs beyond the common ones
@@ -456,6 +573,13 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
         feats = torch.randn(z.batch, 80, z.tokens, generator=g).to(device, dtype)
         dec = ids[:, :16]
         return {"input_features": feats, "decoder_input_ids": dec}, {"input_features": feats, "labels": dec}
+    if kind == "features":  # log-mel frames, (batch, frames, 80); CTC targets or decoder tokens
+        feats = torch.randn(z.batch, 2 * z.tokens, 80, generator=g).to(device, dtype)
+        if model.config.is_encoder_decoder:
+            dec = ids[:, :max(4, z.tokens // 2)].contiguous()
+            return {"input_features": feats, "decoder_input_ids": dec}, {"input_features": feats, "labels": dec}
+        x = {"input_features": feats}
+        return x, {**x, "labels": torch.randint(1, z.vocab, (z.batch, 5), generator=g).to(device)}
     if kind == "mlm":
         labels = ids.masked_fill(torch.rand(ids.shape, generator=g).to(device) > 0.15, -100)
         mask = torch.ones_like(ids)
@@ -495,6 +619,10 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
     cls, cfg_cls, attn, kind, kw = cases(z)[name]
     try:
         model = _build(cls, cfg_cls, attn, device, dtype, **kw)
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if pname.rsplit(".", 1)[-1] in RANDOM_INIT.get(name, ()):
+                    p.normal_(generator=torch.Generator(p.device).manual_seed(3))
         fwd_in, train_in = _inputs(kind, model, z, device, dtype)
     except Exception as e:  # noqa: BLE001  (a config the model refuses at these sizes: its rows say so)
         rows = [f"| {name} | {label} | error: {_one_line(e)} | | |" for label in ("forward", "train")]
@@ -588,11 +716,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     gpu = M.backend_device() != "cpu"
     names = list(cases(Sizes(gpu)))
-    more, wider, beyond = (list(f(Sizes(gpu))) for f in (more_cases, wider_cases, beyond_cases))
-    base = [n for n in names if n not in more + wider + beyond]
+    more, wider, beyond, further = (list(f(Sizes(gpu))) for f in (more_cases, wider_cases, beyond_cases,
+                                                                  further_cases))
+    base = [n for n in names if n not in more + wider + beyond + further]
     ap.add_argument("--models", default=",".join(base),
                     help=f"of {','.join(names)}; 'more' for {len(more)} more, 'wider' for {len(wider)} beyond those, "
-                         f"'beyond' for {len(beyond)} further, 'all' for every one; empty: none")
+                         f"'beyond' for {len(beyond)} further, 'further' for {len(further)} past those, "
+                         "'all' for every one; empty: none")
     ap.add_argument("--generate", default=",".join(MODES), help=f"generate() modes, of {','.join(MODES)}; empty: none")
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="bf16" if gpu else "fp32")
     ap.add_argument("--calls", type=int, default=5, help="calls a timed round (GPU)")
@@ -604,7 +734,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
                     "comma-separated (opt-in ones such as _grouped_mm)")
     a = ap.parse_args(argv)
-    groups = {"more": more, "wider": wider, "beyond": beyond, "all": names}
+    groups = {"more": more, "wider": wider, "beyond": beyond, "further": further, "all": names}
     models = [n for m in a.models.split(",") if m for n in groups.get(m, [m])]
     modes = [m for m in a.generate.split(",") if m]
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:

@@ -255,3 +255,27 @@ def test_error_ignores_generator_state_and_outputs_aten_did_not_compute():
     assert _audit._max_err(*_audit._results(cudnn, ref, wrong)) > 0.1
     flash = torch.ops.aten._scaled_dot_product_flash_attention.default  # rng_state / unused
     assert _audit._max_err(*_audit._results(flash, ref, got)) == 0.0
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_error_of_an_unsorted_topk_compares_the_sets_it_chose(largest):
+    """``topk(..., sorted=False)`` leaves its order unspecified: aten's CPU kernel returns a
+    partial sort, tritonjit's kernel the sorted order. The audit compares the k entries each
+    chose, not their positions, so an agreeing call reads 0 and a wrong choice still counts."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    topk = torch.ops.aten.topk.default
+    ref = tuple(topk(x, 4, -1, largest, False))
+    got = tuple(topk(x, 4, -1, largest, True))
+    assert _audit._max_err(ref, got) == math.inf  # position by position they differ
+    args = (x, 4, -1, largest, False)
+    in_order = [_audit._in_order(topk, args, {}, o) for o in (ref, got)]
+    assert _audit._max_err(*in_order) == 0.0
+    wrong = (got[0].flip(-1), got[1].flip(-1))
+    wrong[1][..., 0] = (wrong[1][..., 0] + 1) % 8  # one index no longer the one chosen
+    assert _audit._max_err(*(_audit._in_order(topk, args, {}, o) for o in (ref, wrong))) == math.inf
+    sorted_args = (x, 4, -1, largest, True)  # a sorted call compares position by position
+    assert _audit._in_order(topk, sorted_args, {}, ref) is ref
+    rows = T.audit(lambda t: torch.topk(t, 4, -1, largest, False), x, rounds=1)
+    row = next(r for r in rows if r.op == "aten::topk")
+    assert row.error is None and row.max_err == 0.0, row
