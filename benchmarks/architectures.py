@@ -485,7 +485,7 @@ def further_cases(z: Sizes) -> dict[str, tuple[str, str, str | None, str, dict[s
         "doge": ("DogeForCausalLM", "DogeConfig", "eager", "lm", dict(ll, keep_window_size=max(4, z.tokens // 2),
             is_moe=True, num_experts=16, num_experts_per_tok=2)),
         "xlstm": ("xLSTMForCausalLM", "xLSTMConfig", None, "lm", dict(vocab_size=V, hidden_size=H, num_hidden_layers=L,
-            num_heads=2, chunk_size=4, autocast_kernel_dtype="float32", ffn_round_up_to_multiple_of=16,
+            num_heads=2, chunk_size=4, ffn_round_up_to_multiple_of=16,
             use_cache=False)),  # its cache's states are sized for other dims
         "rwkv": ("RwkvForCausalLM", "RwkvConfig", None, "lm", dict(vocab_size=V, hidden_size=H, num_hidden_layers=2,
             context_length=max(64, z.tokens), attention_hidden_size=H, intermediate_size=2 * H)),
