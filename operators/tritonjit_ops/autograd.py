@@ -61,6 +61,7 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "tanh_backward": pointwise_backward.tanh_backward,
     "threshold_backward": pointwise_backward.threshold_backward,
     "hardtanh_backward": pointwise_backward.hardtanh_backward,
+    "softplus_backward": pointwise_backward.softplus_backward,
     "nll_loss_backward": loss_backward.nll_loss_backward,
     **copy.BACKWARD,
 }
@@ -115,6 +116,8 @@ BACKWARD_OPS: list[tuple[str, str, Callable, Callable]] = [
      pointwise_backward.threshold_backward, _fake_act),
     ("hardtanh_backward", "(Tensor grad_output, Tensor self, Scalar min_val, Scalar max_val) -> Tensor",
      pointwise_backward.hardtanh_backward, _fake_act),
+    ("softplus_backward", "(Tensor grad_output, Tensor self, Scalar beta, Scalar threshold) -> Tensor",
+     pointwise_backward.softplus_backward, _fake_act),
     ("silu_and_mul_backward", "(Tensor grad, Tensor gate, Tensor? up=None) -> (Tensor, Tensor)",
      fused_backward.silu_and_mul_backward, _fake_silu_and_mul_backward),
     ("cross_entropy_backward", "(Tensor grad, Tensor logits, Tensor target, int ignore_index=-100, "

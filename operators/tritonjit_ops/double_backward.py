@@ -136,6 +136,7 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "tanh_backward": _tanh,
     "threshold_backward": _threshold,
     "hardtanh_backward": _hardtanh,
+    "softplus_backward": _of_input(F.softplus),
     "silu_and_mul_backward": _silu_and_mul,
     "cross_entropy_backward": _cross_entropy,
     "embedding_backward": _embedding,

@@ -1,12 +1,13 @@
 """Backward of the activations: silu, gelu (erf and tanh), sigmoid, tanh, relu (threshold),
-hardtanh (ReLU6's).
+hardtanh (ReLU6's), softplus.
 
 One flat kernel, ``dx = dy * f'(x)``, computed in fp32; aten's overloads are
 ``silu_backward(grad, self)``, ``gelu_backward(grad, self, approximate)``,
 ``sigmoid_backward(grad, output)``, ``tanh_backward(grad, output)`` and
 ``threshold_backward(grad, self, threshold)`` (relu's, with threshold 0).
-``hardtanh_backward(grad, self, min_val, max_val)`` takes the strided elementwise kernel
-(its flat index serves dense operands as the flat kernel would).
+``hardtanh_backward(grad, self, min_val, max_val)`` and ``softplus_backward(grad, self, beta,
+threshold)`` take the strided elementwise kernel (its flat index serves dense operands as the
+flat kernel would).
 """
 from __future__ import annotations
 
@@ -108,8 +109,8 @@ def _gelu_planner(grad: Any, x: Any, *, approximate: str = "none") -> Plan | Non
 
 
 def _hardtanh_args(grad: Any, x: Any, min_val: Any, max_val: Any) -> bool:
-    """Whether hardtanh_backward's operands are ours: float tensors of one shape, dtype and
-    device, real Scalar bounds."""
+    """Whether hardtanh_backward's (or softplus_backward's) operands are ours: float tensors of
+    one shape, dtype and device, two real Scalars."""
     return (isinstance(grad, Tensor) and isinstance(x, Tensor) and grad.shape == x.shape and grad.dtype == x.dtype
             and grad.dtype in FLOAT_DTYPES and grad.device == x.device
             and all(isinstance(v, Number) and not isinstance(v, (complex, bool)) for v in (min_val, max_val)))
@@ -133,6 +134,24 @@ def hardtanh_backward(grad_output: Tensor, x: Tensor, min_val: Any, max_val: Any
                    aten_layout=True)
 
 
+def plan_softplus_backward(grad: Any, x: Any, beta: Any, threshold: Any) -> Plan | None:
+    """dy * z / (z + 1) with z = exp(x * beta), or dy where x * beta > threshold (aten's
+    formula), in aten's layout of the result; float64 as hardtanh_backward's."""
+    if not _hardtanh_args(grad, x, beta, threshold):
+        return None
+    return _ew_plan("softplus_backward", [grad, x], grad.dtype, _CT[grad.dtype], [Arg(2), Arg(3)], aten_layout=True)
+
+
+def softplus_backward(grad_output: Tensor, x: Tensor, beta: Any, threshold: Any) -> Tensor:
+    """dy * sigmoid(x * beta) (below ``threshold``; dy above it): softplus's backward, the
+    time-step gradient of every Mamba-style scan."""
+    if not _hardtanh_args(grad_output, x, beta, threshold):
+        raise _refuse("softplus_backward", "operands (float tensors of one shape, dtype and device, and real beta "
+                                           "and threshold expected)")
+    return _ew_run("softplus_backward", [grad_output, x], x.dtype, _CT[x.dtype], [beta, threshold],
+                   aten_layout=True)
+
+
 PLANNERS: dict[str, Any] = {
     "silu_backward": lambda g, x: plan_activation_backward("silu", g, x),
     "sigmoid_backward": lambda g, y: plan_activation_backward("sigmoid", g, y),
@@ -140,4 +159,5 @@ PLANNERS: dict[str, Any] = {
     "threshold_backward": lambda g, x, threshold: plan_activation_backward("threshold", g, x, threshold),
     "gelu_backward": _gelu_planner,
     "hardtanh_backward": plan_hardtanh_backward,
+    "softplus_backward": plan_softplus_backward,
 }

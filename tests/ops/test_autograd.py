@@ -255,6 +255,10 @@ def _aten_calls(dev: str) -> dict[str, tuple[Callable, tuple]]:
         # zeroes them in its vector lanes and passes the gradient in its scalar tail (CUDA passes it)
         "hardtanh_backward": (a.hardtanh_backward, (dy, x.clamp(-1, 1).index_fill(
             1, torch.tensor([0, 5], device=dev), 1.0).index_fill(1, torch.tensor([3], device=dev), -1.0), -1.0, 1.0)),
+        # beta 2, threshold 1.5: x * beta on both sides of the threshold, and at it (dy passes
+        # only above it, as aten's kernel)
+        "softplus_backward": (a.softplus_backward, (dy, (x * 4).index_fill(1, torch.tensor([2], device=dev), 0.75),
+                                                    2.0, 1.5)),
     }
 
 

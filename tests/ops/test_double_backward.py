@@ -78,6 +78,7 @@ def test_second_derivatives_agree_with_finite_differences(name: str, path: str) 
 @pytest.mark.parametrize("name,call,inputs", [
     ("threshold_backward", lambda g, x: tj.threshold_backward(g, x, 0.25), lambda: (_r(3, 8), _r(3, 8))),
     ("hardtanh_backward", lambda g, x: tj.hardtanh_backward(g, x, -0.5, 0.5), lambda: (_r(3, 8), _r(3, 8))),
+    ("softplus_backward", lambda g, x: tj.softplus_backward(g, x, 2.0, 1.5), lambda: (_r(3, 8), _r(3, 8))),
     ("silu_backward", tj.silu_backward, lambda: (_r(3, 8), _r(3, 8))),
     ("norm_backward", lambda g, x, w, r: tj.norm_backward(g, x, w, r, 8, 1e-5, False, True),
      lambda: (_r(3, 8), _r(3, 8), _r(8), _r(3, 8))),

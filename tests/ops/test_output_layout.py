@@ -149,7 +149,7 @@ _BACKWARD_LAYOUTS = {
 
 @pytest.mark.parametrize("layouts", list(_BACKWARD_LAYOUTS))
 @pytest.mark.parametrize("op", ["silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
-                                "threshold_backward", "hardtanh_backward"])
+                                "threshold_backward", "hardtanh_backward", "softplus_backward"])
 def test_activation_backward_results_have_atens_strides(op, layouts):
     """A gradient and an input in one dense layout (attention's head views, a transposed
     activation) are read as they lie by the flat kernel; in two layouts, or not dense, by
@@ -159,7 +159,7 @@ def test_activation_backward_results_have_atens_strides(op, layouts):
 
     native = native_ops_or_skip()
     f = getattr(torch.ops.aten, op)
-    args = {"threshold_backward": (0.0,), "hardtanh_backward": (-0.5, 0.5)}.get(op, ())
+    args = {"threshold_backward": (0.0,), "hardtanh_backward": (-0.5, 0.5), "softplus_backward": (2.0, 1.0)}.get(op, ())
     g, x = _BACKWARD_LAYOUTS[layouts]()
     for kw in ({}, {"approximate": "tanh"}) if op == "gelu_backward" else ({},):
         want = f(g, x, *args, **kw)
@@ -209,11 +209,12 @@ def test_activation_backward_results_have_atens_strides_on_gpu(layouts):
              "gelu tanh": lambda: torch.ops.aten.gelu_backward(g, x, approximate="tanh"),
              "sigmoid": lambda: torch.ops.aten.sigmoid_backward(g, ys), "tanh": lambda: torch.ops.aten.tanh_backward(g, yt),
              "threshold": lambda: torch.ops.aten.threshold_backward(g, x, 0.0),
-             "hardtanh": lambda: torch.ops.aten.hardtanh_backward(g, x, -0.5, 0.5)}
+             "hardtanh": lambda: torch.ops.aten.hardtanh_backward(g, x, -0.5, 0.5),
+             "softplus": lambda: torch.ops.aten.softplus_backward(g, x, 2.0, 1.0)}
     for name, fn in calls.items():
         want = fn()
         with T.enable(include=["silu_backward", "gelu_backward", "sigmoid_backward", "tanh_backward",
-                               "threshold_backward", "hardtanh_backward"], wait_native=True):
+                               "threshold_backward", "hardtanh_backward", "softplus_backward"], wait_native=True):
             fn()
             before = native.stats()
             got = fn()
