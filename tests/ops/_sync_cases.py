@@ -185,6 +185,7 @@ def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str,
         "silu_backward": (x, z), "gelu_backward": (x, z), "sigmoid_backward": (x, z.sigmoid()),
         "tanh_backward": (x, z.tanh()), "threshold_backward": (x, z, 0.25),
         "hardtanh_backward": (x, z, -0.5, 0.5), "softplus_backward": (x, z, 2.0, 1.5),
+        "glu_backward": (r(4, 3), z, 1),
         "slice_backward": (x[:, 1:4], [4, 7], 1, 1, -3, 1), "select_backward": (x, [4, 6, 2], 2, -1),
     }
 
