@@ -31,6 +31,7 @@ from . import (
     copy,
     double_backward,
     fused_backward,
+    group_norm_backward,
     indexing_backward,
     loss_backward,
     norm,
@@ -39,6 +40,7 @@ from . import (
     softmax_backward,
 )
 from ._common import opmath
+from ._plan import run as run_plan
 
 Tensor = torch.Tensor
 _tj = torch.ops.tritonjit
@@ -54,6 +56,7 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "_log_softmax_backward_data": softmax_backward.log_softmax_backward,
     "native_layer_norm_backward": norm_backward.native_layer_norm_backward,
     "_fused_rms_norm_backward": norm_backward.fused_rms_norm_backward,
+    "native_group_norm_backward": group_norm_backward.native_group_norm_backward,
     "embedding_dense_backward": indexing_backward.embedding_dense_backward,
     "silu_backward": pointwise_backward.silu_backward,
     "gelu_backward": pointwise_backward.gelu_backward,
@@ -78,7 +81,8 @@ def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
 #: aten overload -> planner of the C++ operator path
 ATEN_PLANNERS: dict[str, Callable] = {**softmax_backward.PLANNERS, **norm_backward.PLANNERS,
                                       **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS,
-                                      **loss_backward.PLANNERS, **copy.BACKWARD_PLANNERS}
+                                      **loss_backward.PLANNERS, **copy.BACKWARD_PLANNERS,
+                                      **group_norm_backward.PLANNERS}
 
 
 # ------------------------------------------------------------------ tritonjit's backward operators
@@ -372,7 +376,8 @@ def _group_norm_setup(ctx, args, kw, out):
 
 
 def _group_norm_bwd(ctx, g):
-    # no fused kernel (yet): aten's backward, from statistics recomputed in the opmath type (fp32, fp64 for fp64)
+    # group_norm_backward.py's kernels (aten's where they decline), from statistics recomputed in
+    # the opmath type (fp32, fp64 for fp64)
     s = _load(ctx)
     x, w = s["x"], s.get("w")
     if torch.is_grad_enabled():  # create_graph: aten's backward op has no derivative; its composite has
@@ -384,9 +389,10 @@ def _group_norm_bwd(ctx, g):
     rstd = torch.rsqrt(xf.var(-1, unbiased=False) + ctx.eps)
     need = ctx.needs_input_grad
     dt = norm.param_stats_dtype(x, w)  # aten's backward reads them in the forward's dtype (fp32 for mixed)
-    dx, dw, db = torch.ops.aten.native_group_norm_backward(
-        g.contiguous(), x.contiguous(), mean.to(dt), rstd.to(dt), w, n, c, hw, ctx.groups,
-        [need[0], w is not None and need[2], ctx.has_b and need[3]])
+    args = (g.contiguous(), x.contiguous(), mean.to(dt), rstd.to(dt), w, n, c, hw, ctx.groups,
+            [need[0], w is not None and need[2], ctx.has_b and need[3]])
+    plan = group_norm_backward.plan_native_group_norm_backward(*args)
+    dx, dw, db = run_plan(plan, args) if plan is not None else torch.ops.aten.native_group_norm_backward(*args)
     return dx, None, dw, db, None
 
 

@@ -176,6 +176,7 @@ def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str,
     dy3 = r(2, 4, 6)
     _, mean, rstd = torch.ops.aten.native_layer_norm(x3, [6], w6, b6, 1e-5)
     rms_rstd = torch.rsqrt(x3.float().pow(2).mean(-1, keepdim=True) + 1e-6)
+    _, g_mean, g_rstd = torch.ops.aten.native_group_norm(i["xg"], i["w4"], i["b4"], 2, 4, 3, 2, 1e-5)
     return {
         "_softmax_backward_data": (dy3, torch.softmax(x3, -1), -1, dtype),
         "_log_softmax_backward_data": (dy3, torch.log_softmax(x3, 1), 1, dtype),
@@ -186,6 +187,7 @@ def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str,
         "tanh_backward": (x, z.tanh()), "threshold_backward": (x, z, 0.25),
         "hardtanh_backward": (x, z, -0.5, 0.5), "softplus_backward": (x, z, 2.0, 1.5),
         "glu_backward": (r(4, 3), z, 1),
+        "native_group_norm_backward": (r(2, 4, 3), i["xg"], g_mean, g_rstd, i["w4"], 2, 4, 3, 2, [True, True, True]),
         "slice_backward": (x[:, 1:4], [4, 7], 1, 1, -3, 1), "select_backward": (x, [4, 6, 2], 2, -1),
     }
 

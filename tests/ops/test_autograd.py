@@ -257,9 +257,19 @@ def _aten_calls(dev: str) -> dict[str, tuple[Callable, tuple]]:
             1, torch.tensor([0, 5], device=dev), 1.0).index_fill(1, torch.tensor([3], device=dev), -1.0), -1.0, 1.0)),
         # beta 2, threshold 1.5: x * beta on both sides of the threshold, and at it (dy passes
         # only above it, as aten's kernel)
+        "native_group_norm_backward": (a.native_group_norm_backward, _group_norm_backward_args(r)),
+        "native_group_norm_backward (mask)": (a.native_group_norm_backward,
+                                              _group_norm_backward_args(r, [True, False, True])),
         "softplus_backward": (a.softplus_backward, (dy, (x * 4).index_fill(1, torch.tensor([2], device=dev), 0.75),
                                                     2.0, 1.5)),
     }
+
+
+def _group_norm_backward_args(r: Callable[..., torch.Tensor], mask: list[bool] | None = None) -> tuple:
+    """(dy, x, mean, rstd, weight, N, C, HxW, group, mask) of a group norm over [3, 6, 5] in 3 groups."""
+    x, w, b = r(3, 6, 5), r(6), r(6)
+    _, mean, rstd = torch.ops.aten.native_group_norm(x, w, b, 3, 6, 5, 3, 1e-5)
+    return (r(3, 6, 5), x, mean, rstd, w, 3, 6, 5, 3, mask or [True, True, True])
 
 
 def _aten_reference(name: str, op: Callable, args: tuple) -> Any:
