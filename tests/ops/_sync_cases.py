@@ -222,6 +222,7 @@ def _schema_case(name: str, i: dict[str, Any]) -> Case:
         else torch.tensor([3, 0], device=dev),
         "src": z, "source": z[:2] if base.startswith("index") else z,
         "indices": [torch.tensor([3, 0], device=dev)], "values": z[:2],
+        "dims": [1], "shifts": [2],  # flip, roll
     }
     stop = False  # a defaulted argument left out: the later positional ones too
     for k, a in enumerate(schema.arguments):
