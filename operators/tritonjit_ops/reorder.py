@@ -99,7 +99,8 @@ def _memory_order(x: Tensor) -> list[int] | None:
     buf = Buffer.like(x)
     if buf is None:
         return None
-    order = sorted(range(x.dim()), key=lambda d: (-x.stride(d), -x.shape[d]))
+    strides, shape = x.stride(), x.shape
+    order = sorted(range(x.dim()), key=lambda d: (-strides[d], -shape[d]))
     return order if x.permute(order).is_contiguous() else None
 
 
