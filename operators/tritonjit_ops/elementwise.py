@@ -876,6 +876,8 @@ def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tup
 for _op in ("floor", "ceil", "round", "trunc", "sign"):
     _fn, _pl = _same_unary(_op)
     _with_variants(ATEN, PLANNERS, _op, _fn, _pl, f"{_op}_", f"{_op}.out")
+_fn, _pl = _same_unary("sign")  # sgn: sign for real dtypes (complex ones, which it divides by |z|, are aten's)
+_with_variants(ATEN, PLANNERS, "sgn", _fn, _pl, "sgn_", "sgn.out")
 _fn, _pl = _same_unary("frac", floats_only=True)
 _with_variants(ATEN, PLANNERS, "frac", _fn, _pl, "frac_", "frac.out")
 for _op in ("neg", "abs"):
