@@ -20,7 +20,21 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 import tritonjit
 
-from . import _direct, _native_ops, _packets, fused, gated, indexing, matmul, norm, pointwise, reduction, reorder, softmax
+from . import (
+    _direct,
+    _native_ops,
+    _packets,
+    fused,
+    gated,
+    indexing,
+    log_sigmoid,
+    matmul,
+    norm,
+    pointwise,
+    reduction,
+    reorder,
+    softmax,
+)
 from . import autograd as _autograd
 from ._common import backend_device_type, fp32_exact
 from ._fallback import with_aten_fallback
@@ -324,6 +338,7 @@ _ATEN: dict[str, Callable] = {
     **_LOSS_ATEN,
     **gated.ATEN,
     **reorder.ATEN,
+    **log_sigmoid.ATEN,
 }
 _ATEN.update(_autograd.ATEN_BACKWARD)  # aten's backward operators
 _ATEN.update(attention.ATEN)  # SDPA's fused kernels and their backwards (refusals: aten's kernel)
@@ -537,7 +552,7 @@ _PLANNERS: dict[str, Callable] = {**pointwise.PLANNERS, **reduction.PLANNERS, **
                                   **indexing.PLANNERS, **_SCATTER_PLANNERS, **matmul.PLANNERS,
                                   **_ELEMENTWISE_PLANNERS, **_COPY_PLANNERS, **_ROWWISE_PLANNERS,
                                   **_LOSS_PLANNERS, **gated.PLANNERS,
-                                  **reorder.PLANNERS}
+                                  **reorder.PLANNERS, **log_sigmoid.PLANNERS}
 _PLANNERS.update(_autograd.ATEN_PLANNERS)
 _PLANNERS.update(attention.PLANNERS)
 _PLANNERS.update(grouped_mm.PLANNERS)

@@ -31,8 +31,10 @@ from . import (
     copy,
     double_backward,
     fused_backward,
+    gated,
     group_norm_backward,
     indexing_backward,
+    log_sigmoid,
     loss_backward,
     norm,
     norm_backward,
@@ -57,6 +59,8 @@ ATEN_BACKWARD: dict[str, Callable] = {
     "native_layer_norm_backward": norm_backward.native_layer_norm_backward,
     "_fused_rms_norm_backward": norm_backward.fused_rms_norm_backward,
     "native_group_norm_backward": group_norm_backward.native_group_norm_backward,
+    **gated.BACKWARD,
+    **log_sigmoid.BACKWARD,
     "embedding_dense_backward": indexing_backward.embedding_dense_backward,
     "silu_backward": pointwise_backward.silu_backward,
     "gelu_backward": pointwise_backward.gelu_backward,
@@ -82,7 +86,8 @@ def needed_backward(names: list[str], dispatch_key: str) -> list[str]:
 ATEN_PLANNERS: dict[str, Callable] = {**softmax_backward.PLANNERS, **norm_backward.PLANNERS,
                                       **indexing_backward.PLANNERS, **pointwise_backward.PLANNERS,
                                       **loss_backward.PLANNERS, **copy.BACKWARD_PLANNERS,
-                                      **group_norm_backward.PLANNERS}
+                                      **group_norm_backward.PLANNERS, **gated.BACKWARD_PLANNERS,
+                                      **log_sigmoid.BACKWARD_PLANNERS}
 
 
 # ------------------------------------------------------------------ tritonjit's backward operators

@@ -269,6 +269,9 @@ def _ew_op(a, b, c, s0, s1, s2, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = activation_backward(a, b, s0, "threshold")
     elif OP == "hardtanh_backward":  # s0 min_val, s1 max_val: aten's zero at and beyond both bounds
         r = tl.where((b <= s0) | (b >= s1), 0.0, a)
+    elif OP == "log_sigmoid_backward":  # aten's CUDA formula, from the input (not the CPU's buffer)
+        z = tl.exp(-tl.abs(b))
+        r = a * (tl.where(b < 0, 1.0, 0.0) - tl.where(b < 0, 1.0, -1.0) * div_rn(z, 1.0 + z))
     elif OP == "softplus_backward":  # s0 beta, s1 threshold: aten's dy * z / (z + 1), z = exp(x * beta)
         z = tl.exp(b * s0)
         r = tl.where(b * s0 > s1, a, div_rn(a * z, z + 1.0))

@@ -136,7 +136,9 @@ def glu_backward(grad_output: Tensor, x: Tensor, dim: int) -> Tensor:
     return run(p, (grad_output, x, dim))
 
 
-#: aten overload -> Python implementation (enable()'s table)
-ATEN: dict[str, Any] = {"glu": glu, "glu_backward": glu_backward}
+#: aten overload -> Python implementation (enable()'s table; the backward's through autograd.py)
+ATEN: dict[str, Any] = {"glu": glu}
+BACKWARD: dict[str, Any] = {"glu_backward": glu_backward}
 #: aten overload -> planner of the C++ operator path
-PLANNERS: dict[str, Any] = {"glu": plan_glu, "glu_backward": plan_glu_backward}
+PLANNERS: dict[str, Any] = {"glu": plan_glu}
+BACKWARD_PLANNERS: dict[str, Any] = {"glu_backward": plan_glu_backward}

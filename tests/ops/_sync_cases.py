@@ -187,6 +187,7 @@ def _backward_args(i: dict[str, Any], dev: str, dtype: torch.dtype) -> dict[str,
         "tanh_backward": (x, z.tanh()), "threshold_backward": (x, z, 0.25),
         "hardtanh_backward": (x, z, -0.5, 0.5), "softplus_backward": (x, z, 2.0, 1.5),
         "glu_backward": (r(4, 3), z, 1),
+        "log_sigmoid_backward": (x, z, torch.ops.aten.log_sigmoid_forward(z)[1]),  # the device's own buffer
         "native_group_norm_backward": (r(2, 4, 3), i["xg"], g_mean, g_rstd, i["w4"], 2, 4, 3, 2, [True, True, True]),
         "slice_backward": (x[:, 1:4], [4, 7], 1, 1, -3, 1), "select_backward": (x, [4, 6, 2], 2, -1),
     }

@@ -258,6 +258,7 @@ def _aten_calls(dev: str) -> dict[str, tuple[Callable, tuple]]:
         # beta 2, threshold 1.5: x * beta on both sides of the threshold, and at it (dy passes
         # only above it, as aten's kernel)
         "native_group_norm_backward": (a.native_group_norm_backward, _group_norm_backward_args(r)),
+        "log_sigmoid_backward": (a.log_sigmoid_backward, (dy, x, a.log_sigmoid_forward(x)[1])),
         "native_group_norm_backward (mask)": (a.native_group_norm_backward,
                                               _group_norm_backward_args(r, [True, False, True])),
         "softplus_backward": (a.softplus_backward, (dy, (x * 4).index_fill(1, torch.tensor([2], device=dev), 0.75),
