@@ -177,3 +177,19 @@ def test_sorts_the_kernel_takes_stay_on_it(native):
     T.enable(wait_native=True)
     got = torch.sort(x, descending=True)
     assert torch.equal(got.values, want.values) and torch.equal(got.indices, want.indices)
+
+
+@pytest.mark.gpu
+def test_gpu_topk_takes_tied_values_as_atens_kernel_does():
+    """Which of equal values top-k returns is unspecified, and a model's dynamic mask (Doge's,
+    over scores that round to ties in bf16) depends on it: on a GPU, the indices chosen among
+    ties are aten's CUDA kernel's (the lowest), sorted or not."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randint(0, 3, (512, 8), device="cuda", generator=g).to(torch.bfloat16)  # ties in every row
+    for k, srt in ((2, True), (3, False), (4, False)):
+        want = torch.topk(x, k, sorted=srt)
+        got, d = routed(lambda k=k, srt=srt: torch.topk(x, k, sorted=srt), ["topk"])
+        assert d["plan_hits"] >= 1
+        assert torch.equal(got.indices.sort(-1).values, want.indices.sort(-1).values), (k, srt)
