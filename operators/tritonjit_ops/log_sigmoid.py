@@ -22,13 +22,13 @@ import triton.language as tl
 from ._common import FLOAT_DTYPES, cdiv, jit
 from ._math import log1p
 from ._plan import Buffer, In, Out, Plan, launch, run
+from .copy import _idx64
 from .elementwise import _CT
 from .elementwise import plan as _ew_plan
 from .elementwise import run as _ew_run
 
 Tensor = torch.Tensor
 
-_INT32_MAX = 2**31 - 1
 _BLOCK = 1024
 
 
@@ -47,10 +47,6 @@ def _log_sigmoid_kernel(x, out, buf, n, CPU_BUFFER: tl.constexpr, BLOCK: tl.cons
 
 
 _fwd = jit(_log_sigmoid_kernel)
-
-
-def _idx64(n: int) -> dict[str, bool]:
-    return {"IDX64": True} if n > _INT32_MAX else {}
 
 
 def plan_log_sigmoid_forward(x: Any) -> Plan | None:

@@ -108,26 +108,26 @@ def _gelu_planner(grad: Any, x: Any, *, approximate: str = "none") -> Plan | Non
     return plan_activation_backward("gelu" if approximate == "none" else "gelu_tanh", grad, x)
 
 
-def _hardtanh_args(grad: Any, x: Any, min_val: Any, max_val: Any) -> bool:
-    """Whether hardtanh_backward's (or softplus_backward's) operands are ours: float tensors of
-    one shape, dtype and device, two real Scalars."""
+def _pair_and_scalars(grad: Any, x: Any, s0: Any, s1: Any) -> bool:
+    """Whether hardtanh_backward's (bounds) or softplus_backward's (beta, threshold) operands
+    are ours: float tensors of one shape, dtype and device, two real Scalars."""
     return (isinstance(grad, Tensor) and isinstance(x, Tensor) and grad.shape == x.shape and grad.dtype == x.dtype
             and grad.dtype in FLOAT_DTYPES and grad.device == x.device
-            and all(isinstance(v, Number) and not isinstance(v, (complex, bool)) for v in (min_val, max_val)))
+            and all(isinstance(v, Number) and not isinstance(v, (complex, bool)) for v in (s0, s1)))
 
 
 def plan_hardtanh_backward(grad: Any, x: Any, min_val: Any, max_val: Any) -> Plan | None:
     """dy where min_val < x < max_val, else 0 (aten's: zero at the bounds), in aten's layout
     of the result (its TensorIterator takes the gradient first). The elementwise planner
     leaves float64 to the Python implementation, which checks that fp32 holds the bounds."""
-    if not _hardtanh_args(grad, x, min_val, max_val):
+    if not _pair_and_scalars(grad, x, min_val, max_val):
         return None
     return _ew_plan("hardtanh_backward", [grad, x], grad.dtype, _CT[grad.dtype], [Arg(2), Arg(3)], aten_layout=True)
 
 
 def hardtanh_backward(grad_output: Tensor, x: Tensor, min_val: Any, max_val: Any) -> Tensor:
     """dy where min_val < x < max_val, else 0: hardtanh's (and ReLU6's) backward."""
-    if not _hardtanh_args(grad_output, x, min_val, max_val):
+    if not _pair_and_scalars(grad_output, x, min_val, max_val):
         raise _refuse("hardtanh_backward", "operands (float tensors of one shape, dtype and device, and real bounds "
                                            "expected)")
     return _ew_run("hardtanh_backward", [grad_output, x], x.dtype, _CT[x.dtype], [min_val, max_val],
@@ -137,7 +137,7 @@ def hardtanh_backward(grad_output: Tensor, x: Tensor, min_val: Any, max_val: Any
 def plan_softplus_backward(grad: Any, x: Any, beta: Any, threshold: Any) -> Plan | None:
     """dy * z / (z + 1) with z = exp(x * beta), or dy where x * beta > threshold (aten's
     formula), in aten's layout of the result; float64 as hardtanh_backward's."""
-    if not _hardtanh_args(grad, x, beta, threshold):
+    if not _pair_and_scalars(grad, x, beta, threshold):
         return None
     return _ew_plan("softplus_backward", [grad, x], grad.dtype, _CT[grad.dtype], [Arg(2), Arg(3)], aten_layout=True)
 
@@ -145,7 +145,7 @@ def plan_softplus_backward(grad: Any, x: Any, beta: Any, threshold: Any) -> Plan
 def softplus_backward(grad_output: Tensor, x: Tensor, beta: Any, threshold: Any) -> Tensor:
     """dy * sigmoid(x * beta) (below ``threshold``; dy above it): softplus's backward, the
     time-step gradient of every Mamba-style scan."""
-    if not _hardtanh_args(grad_output, x, beta, threshold):
+    if not _pair_and_scalars(grad_output, x, beta, threshold):
         raise _refuse("softplus_backward", "operands (float tensors of one shape, dtype and device, and real beta "
                                            "and threshold expected)")
     return _ew_run("softplus_backward", [grad_output, x], x.dtype, _CT[x.dtype], [beta, threshold],

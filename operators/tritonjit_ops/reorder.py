@@ -22,10 +22,10 @@ import triton.language as tl
 
 from ._common import cdiv, jit, unravel4
 from ._plan import Buffer, In, Out, Plan, launch, run
+from .copy import _idx64
 
 Tensor = torch.Tensor
 
-_INT32_MAX = 2**31 - 1
 _BLOCK = 1024
 
 
@@ -125,9 +125,8 @@ def _plan(x: Tensor, kinds: list[tuple[int, int]], preserve: bool = False) -> Pl
     if g is None:
         return None
     (_, r0, c0), (d1, r1, c1), (d2, r2, c2), (d3, r3, c3) = g
-    idx64 = {"IDX64": True} if n > _INT32_MAX else {}
     L = launch(_remap, (cdiv(n, _BLOCK),), In(0), Out(0), n, d1, d2, d3, r0, r1, r2, r3, c0, c1, c2, c3,
-               BLOCK=_BLOCK, **idx64)
+               BLOCK=_BLOCK, **_idx64(n))
     return Plan(out, (L,))
 
 
