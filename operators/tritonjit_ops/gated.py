@@ -7,8 +7,9 @@ contiguous ``self``), a row of the output is ``a``'s row times the sigmoid of ``
 lies ``half * inner`` elements further: one launch over (rows, column tiles), computed in
 the opmath type with aten's formula (``1 / (1 + exp(-b))``, divided rounded to nearest as
 aten's CUDA kernel does). The backward writes both halves of ``self``'s gradient in the same
-pass. A strided ``self`` is made contiguous first (the plan's ``contiguous`` step); an odd
-halving dimension, a 0-dim or a non-float ``self`` go to aten, which raises or computes them.
+pass (a strided gradient is read from a contiguous copy). A strided ``self`` goes to aten,
+whose result follows its memory order (ours are contiguous, as aten's for a contiguous
+``self``), as do an odd halving dimension, a 0-dim or a non-float ``self``.
 """
 from __future__ import annotations
 
@@ -83,31 +84,30 @@ def _tiles(D: int, on_cpu: bool) -> tuple[int, int]:
 
 def plan_glu(x: Any, dim: Any = -1) -> Plan | None:
     g = _geometry(x, dim)
-    if g is None:
-        return None
+    if g is None or not x.is_contiguous():
+        return None  # aten lays a strided input's result out in its memory order
     d, rows, D = g
     shape = list(x.shape)
     shape[d] //= 2
     out = (Buffer(tuple(shape), x.dtype),)
-    contiguous = () if x.is_contiguous() else (0,)
     if rows * D == 0:
-        return Plan(out, (), contiguous=contiguous)
+        return Plan(out, ())
     block, warps = _tiles(D, x.is_cpu)
-    return Plan(out, (launch(_glu, (rows, cdiv(D, block)), In(0), Out(0), D, BLOCK=block, num_warps=warps),),
-                contiguous=contiguous)
+    return Plan(out, (launch(_glu, (rows, cdiv(D, block)), In(0), Out(0), D, BLOCK=block, num_warps=warps),))
 
 
 def plan_glu_backward(grad: Any, x: Any, dim: Any) -> Plan | None:
     g = _geometry(x, dim)
-    if g is None or not isinstance(grad, Tensor) or grad.dtype != x.dtype or grad.device != x.device:
-        return None
+    if (g is None or not x.is_contiguous() or not isinstance(grad, Tensor) or grad.dtype != x.dtype
+            or grad.device != x.device):
+        return None  # aten lays a strided input's gradient out as the input
     d, rows, D = g
     half = list(x.shape)
     half[d] //= 2
     if list(grad.shape) != half:
         return None
     out = (Buffer(tuple(x.shape), x.dtype),)
-    contiguous = tuple(i for i, t in ((0, grad), (1, x)) if not t.is_contiguous())
+    contiguous = () if grad.is_contiguous() else (0,)
     if rows * D == 0:
         return Plan(out, (), contiguous=contiguous)
     block, warps = _tiles(D, x.is_cpu)
@@ -116,8 +116,9 @@ def plan_glu_backward(grad: Any, x: Any, dim: Any) -> Plan | None:
 
 
 def _refuse(op: str) -> NotImplementedError:
-    return NotImplementedError(f"tritonjit_ops.{op}: a float tensor of rank >= 1 halved along an even dim (and a "
-                               "gradient of the half's shape and dtype) expected; aten's kernel serves this call")
+    return NotImplementedError(f"tritonjit_ops.{op}: a contiguous float tensor of rank >= 1 halved along an even dim "
+                               "(and a gradient of the half's shape and dtype) expected; aten's kernel serves this "
+                               "call")
 
 
 def glu(x: Tensor, dim: int = -1) -> Tensor:

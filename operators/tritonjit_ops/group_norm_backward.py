@@ -7,8 +7,9 @@ group), each program a tile of the group's D * HxW elements: the group's sums we
 the weight (``sum1``, ``sum2``), then ``dx = rstd * w[c] * dy + c2 * x + c3`` with aten's
 ``c2 = (sum2 * mean - sum1) * rstd**3 / (D * HxW)`` and ``c3 = -c2 * mean - sum2 * rstd /
 (D * HxW)``. Per channel block, over the samples: ``dweight = sum((ds - db * mean) * rstd)``
-and ``dbias = sum(db)``. Inputs are read contiguous (the plan's ``contiguous`` step copies
-others, as aten's backward does); dx is contiguous, as aten allocates it.
+and ``dbias = sum(db)``. ``x`` is contiguous (aten lays dx out as x, channels-last on the
+CPU: other layouts are aten's); the gradient, statistics and weight are read contiguous (the
+plan's ``contiguous`` step copies others). dx is contiguous.
 """
 from __future__ import annotations
 
@@ -122,6 +123,8 @@ def group_norm_backward_plan(dy: Any, x: Any, mean: Any, rstd: Any, weight: Any,
         return None
     if group <= 0 or C <= 0 or C % group or N * C * HxW != x.numel() or x.numel() == 0:
         return None
+    if not x.is_contiguous():
+        return None  # aten lays dx out as x (a channels-last x's on the CPU)
     for t in (mean, rstd):
         if not (isinstance(t, Tensor) and t.numel() == N * group and t.dtype in FLOAT_DTYPES and t.device == x.device):
             return None
@@ -155,7 +158,7 @@ def group_norm_backward_plan(dy: Any, x: Any, mean: Any, rstd: Any, weight: Any,
         launches.append(launch(_gn_params, (cdiv(C, block_c),), Tmp(0), meanr, rstdr, Out(1) if need_w else Out(0),
                                Out(2 if need_w else 1) if need_b else Out(0), N, C, group, D, NEED_W=need_w,
                                NEED_B=need_b, BLOCK_C=block_c))
-    contiguous = tuple(i for i, t in zip((0, 1, 2, 3, 4), (dy, x, mean, rstd, weight))
+    contiguous = tuple(i for i, t in zip((0, 2, 3, 4), (dy, mean, rstd, weight))
                        if isinstance(t, Tensor) and not t.is_contiguous())
     return Plan(tuple(outs), tuple(launches), result=result, temps=(Buffer((N * C, 2), acc),),
                 contiguous=contiguous)

@@ -26,27 +26,32 @@ def _reference(x: torch.Tensor, dim: int, dy: torch.Tensor) -> tuple[torch.Tenso
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize("shape,dim", CASES)
 def test_glu_and_its_backward_agree_with_atens_formula(shape, dim, dtype):
-    """Every dim, contiguous and strided inputs, empty ones: the forward and the backward
-    within one rounding of the formula aten's CUDA kernel computes (aten's CPU kernel rounds
-    16-bit intermediates of the backward, so it is not the reference here)."""
+    """Every dim, empty inputs, a strided gradient: the forward and the backward within one
+    rounding of the formula aten's CUDA kernel computes (aten's CPU kernel rounds 16-bit
+    intermediates of the backward, so it is not the reference here). A strided input is
+    aten's, its result laid out in the input's memory order."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
     half = list(shape)
     half[dim % len(shape)] //= 2
     dy = torch.randn(half, generator=g, dtype=torch.float64).to(dtype)
     want_y, want_dx = _reference(x, dim, dy)
-    strided = x.transpose(0, -1).contiguous().transpose(0, -1)  # same values, other strides
+    strided_dy = dy.transpose(0, -1).contiguous().transpose(0, -1)  # same values, other strides
     with T.enable():
         y, dx = F.glu(x, dim), torch.ops.aten.glu_backward(dy, x, dim)
-        ys, dxs = F.glu(strided, dim), torch.ops.aten.glu_backward(dy, strided, dim)
+        dxs = torch.ops.aten.glu_backward(strided_dy, x, dim)
     tol = TOL[dtype]
-    for got in (y, ys):
-        assert got.shape == want_y.shape and got.dtype == dtype and got.is_contiguous()
-        torch.testing.assert_close(got, want_y, **tol)
+    assert y.shape == want_y.shape and y.dtype == dtype and y.is_contiguous()
+    torch.testing.assert_close(y, want_y, **tol)
     for got in (dx, dxs):
-        assert got.shape == x.shape and got.dtype == dtype
+        assert got.shape == x.shape and got.dtype == dtype and got.is_contiguous()
         torch.testing.assert_close(got, want_dx, **tol)
     torch.testing.assert_close(y, F.glu(x, dim), **tol)  # and aten's own forward
+    strided = x.transpose(0, -1).contiguous().transpose(0, -1)
+    assert gated.plan_glu(strided, dim) is None or strided.is_contiguous()
+    with T.enable():
+        ys = F.glu(strided, dim)
+    assert ys.stride() == F.glu(strided, dim).stride()
 
 
 def test_glu_is_one_launch_on_the_cpp_path_and_its_gradient_is_routed_too():

@@ -50,8 +50,9 @@ def test_gradients_agree_with_float64_as_closely_as_atens(n, c, spatial, g, dtyp
 
 
 def test_output_mask_and_layouts():
-    """Only what the mask asks is computed (None elsewhere); a channels-last input and
-    strided statistics are read through contiguous copies; dx is contiguous, as aten's."""
+    """Only what the mask asks is computed (None elsewhere); a channels-last gradient and
+    strided statistics are read through contiguous copies; dx is contiguous, as aten's for a
+    contiguous input. A channels-last input is aten's (its CPU kernel gives a channels-last dx)."""
     x, dy, w, b = _problem(2, 8, (3, 5), 4, torch.float32)
     _, mean, rstd = aten.native_group_norm(x, w, b, 2, 8, 15, 4, 1e-5)
     for mask in ([True, False, False], [False, True, False], [False, False, True], [True, False, True]):
@@ -61,13 +62,18 @@ def test_output_mask_and_layouts():
             assert (o is None) == (t is None), mask
             if o is not None:
                 torch.testing.assert_close(o, t)
-    xl, dyl = x.to(memory_format=torch.channels_last), dy.to(memory_format=torch.channels_last)
+    dyl = dy.to(memory_format=torch.channels_last)
     mean_t = mean.t().contiguous().t()  # same values, column-major
-    got = GB.native_group_norm_backward(dyl, xl, mean_t, rstd, w, 2, 8, 15, 4, [True] * 3)
+    got = GB.native_group_norm_backward(dyl, x, mean_t, rstd, w, 2, 8, 15, 4, [True] * 3)
     want = aten.native_group_norm_backward(dy, x, mean, rstd, w, 2, 8, 15, 4, [True] * 3)
     assert got[0].is_contiguous()
     for o, t in zip(got, want):
         torch.testing.assert_close(o, t)
+    xl = x.to(memory_format=torch.channels_last)
+    assert GB.plan_native_group_norm_backward(dy, xl, mean, rstd, w, 2, 8, 15, 4, [True] * 3) is None
+    with T.enable(include=["native_group_norm_backward"]):
+        got = aten.native_group_norm_backward(dy, xl, mean, rstd, w, 2, 8, 15, 4, [True] * 3)
+    assert got[0].stride() == aten.native_group_norm_backward(dy, xl, mean, rstd, w, 2, 8, 15, 4, [True] * 3)[0].stride()
 
 
 def test_calls_it_declines_are_atens():
