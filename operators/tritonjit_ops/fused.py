@@ -138,6 +138,13 @@ _silu_get = _silu_plans.get
 _FLOATS = frozenset(FLOAT_DTYPES)
 
 
+def gated_tiles(d: int, on_cpu: bool) -> tuple[int, int]:
+    """(BLOCK, num_warps) of a gated kernel's program over ``d`` columns of a row (silu_and_mul
+    here, glu in gated.py): a row's columns in tiles of up to 1024 (CPU) or 4096 elements."""
+    block = min(next_pow2(d), 1024 if on_cpu else 4096)
+    return block, 8 if block >= 2048 and not on_cpu else 4
+
+
 def _silu_plan(key: tuple) -> tuple | None:
     shape, on_cpu, split = key
     if len(shape) == 0:
@@ -152,8 +159,7 @@ def _silu_plan(key: tuple) -> tuple | None:
         rows *= s
     if rows == 0 or d == 0:
         return None
-    block = min(next_pow2(d), 1024 if on_cpu else 4096)
-    warps = 8 if block >= 2048 and not on_cpu else 4
+    block, warps = gated_tiles(d, on_cpu)
     if len(_silu_plans) >= _PLANS_MAX:
         _silu_plans.clear()
     p = _silu_plans[key] = ((*shape[:-1], d), d, 2 * d if split else d, (rows, cdiv(d, block)), block, warps)
@@ -300,8 +306,7 @@ def plan_silu_and_mul(gate: Any, up: Any = None) -> Plan | None:
     if rows == 0 or d == 0:
         return Plan(out, (), contiguous=contiguous)
     on_cpu = gate.is_cpu
-    block = min(next_pow2(d), 1024 if on_cpu else 4096)
-    warps = 8 if block >= 2048 and not on_cpu else 4
+    block, warps = gated_tiles(d, on_cpu)
     L = launch(_silu_mul, (rows, cdiv(d, block)), In(0), In(0) if up is None else In(1), Out(0), d, row, row,
                BLOCK=block, SPLIT=up is None, num_warps=warps)
     return Plan(out, (L,), contiguous=contiguous)

@@ -19,9 +19,10 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, cdiv, jit, next_pow2
+from ._common import FLOAT_DTYPES, cdiv, jit
 from ._math import div_rn
 from ._plan import Buffer, In, Out, Plan, launch, run
+from .fused import gated_tiles
 
 Tensor = torch.Tensor
 
@@ -77,11 +78,6 @@ def _geometry(x: Any, dim: Any) -> tuple[int, int, int] | None:
     return dim, rows, x.shape[dim] // 2 * inner
 
 
-def _tiles(D: int, on_cpu: bool) -> tuple[int, int]:
-    block = min(next_pow2(D), 1024 if on_cpu else 4096)
-    return block, 8 if block >= 2048 and not on_cpu else 4
-
-
 def plan_glu(x: Any, dim: Any = -1) -> Plan | None:
     g = _geometry(x, dim)
     if g is None or not x.is_contiguous():
@@ -92,7 +88,7 @@ def plan_glu(x: Any, dim: Any = -1) -> Plan | None:
     out = (Buffer(tuple(shape), x.dtype),)
     if rows * D == 0:
         return Plan(out, ())
-    block, warps = _tiles(D, x.is_cpu)
+    block, warps = gated_tiles(D, x.is_cpu)
     return Plan(out, (launch(_glu, (rows, cdiv(D, block)), In(0), Out(0), D, BLOCK=block, num_warps=warps),))
 
 
@@ -110,7 +106,7 @@ def plan_glu_backward(grad: Any, x: Any, dim: Any) -> Plan | None:
     contiguous = () if grad.is_contiguous() else (0,)
     if rows * D == 0:
         return Plan(out, (), contiguous=contiguous)
-    block, warps = _tiles(D, x.is_cpu)
+    block, warps = gated_tiles(D, x.is_cpu)
     L = launch(_glu_bwd, (rows, cdiv(D, block)), In(0), In(1), Out(0), D, BLOCK=block, num_warps=warps)
     return Plan(out, (L,), contiguous=contiguous)
 
