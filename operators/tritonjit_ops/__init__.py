@@ -10,7 +10,7 @@ from ._registry import default_ops, disable, dispatch_key, enable, enabled_ops
 from .attention import attention
 from .fused import cross_entropy, rotary_embedding, silu_and_mul
 from .indexing import embedding, gather, index_select
-from .matmul import addmm, bmm, mm
+from .matmul import addmm, baddbmm, bmm, mm
 from .norm import fused_add_rms_norm, group_norm, layer_norm, rms_norm
 from .optim import AdamW, adamw_step
 from .pointwise import (
@@ -46,7 +46,7 @@ __all__ = [
     # softmax, normalization
     "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm",
     # matmul, indexing
-    "mm", "bmm", "addmm", "index_select", "gather", "embedding",
+    "mm", "bmm", "addmm", "baddbmm", "index_select", "gather", "embedding",
     # fused
     "fused_add_rms_norm", "silu_and_mul", "rotary_embedding", "cross_entropy",
     # attention, optimizer

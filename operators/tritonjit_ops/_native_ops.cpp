@@ -1538,7 +1538,7 @@ PyObject* py_stats(PyObject*, PyObject*) {
                        static_cast<unsigned long long>(g_autograd_python_calls.load()));
 }
 
-// aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm") for the tensors'
+// aten(name, *args) -> aten's own kernel of ``name`` ("mm", "bmm", "addmm", "baddbmm") for the tensors'
 // backend, below enable()'s kernel (redispatched past BackendSelect): what a planner times
 // tritonjit's launches against.
 PyObject* py_aten(PyObject*, PyObject* args) {
@@ -1548,8 +1548,8 @@ PyObject* py_aten(PyObject*, PyObject* args) {
   const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
   if (name == nullptr) return nullptr;
   const std::string op_name(name);
-  if (op_name != "mm" && op_name != "bmm" && op_name != "addmm")
-    throw std::runtime_error("tritonjit_ops: aten() times mm, bmm and addmm, not " + op_name);
+  if (op_name != "mm" && op_name != "bmm" && op_name != "addmm" && op_name != "baddbmm")
+    throw std::runtime_error("tritonjit_ops: aten() times mm, bmm, addmm and baddbmm, not " + op_name);
   const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(("aten::" + op_name).c_str(), "");
   torch::jit::Stack stack;
   c10::DispatchKeySet ks;
@@ -1599,7 +1599,7 @@ PyMethodDef kMethods[] = {
     {"direct", py_direct, METH_VARARGS,
      "direct(namespace, [(overload, planner, names, defaults)], fallback, device_type, missing, packet=False) -> a "
      "direct entry"},
-    {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm or addmm, below enable()'s"},
+    {"aten", py_aten, METH_VARARGS, "aten(name, *args): aten's own kernel of mm, bmm, addmm or baddbmm, below enable()'s"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_native_ops", "tritonjit_ops' C++ operator path", -1, kMethods};

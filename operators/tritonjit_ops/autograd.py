@@ -437,16 +437,20 @@ def _addmm_setup(ctx, args, kw, out):
     _save(ctx, bias=args[0], a=args[1], b=args[2], beta=kw.get("beta", 1), alpha=kw.get("alpha", 1))
 
 
-def _addmm_bwd(ctx, g):
-    s = _load(ctx)
-    n = ctx.needs_input_grad
-    gb = _to(g if ctx.beta == 1 else g * ctx.beta, s["bias"]) if n[0] else None
-    ga = _tj.mm(g, s["b"].t()) if n[1] else None
-    gm = _tj.mm(s["a"].t(), g) if n[2] else None
-    if ctx.alpha != 1:
-        ga = ga * ctx.alpha if ga is not None else None
-        gm = gm * ctx.alpha if gm is not None else None
-    return gb, ga, gm
+def _add_mm_bwd(batched: bool) -> Callable[..., tuple]:
+    """addmm's (batched: baddbmm's) backward: the bias's gradient summed to its broadcast shape."""
+    def backward(ctx, g):
+        mm = _tj.bmm if batched else _tj.mm  # looked up at call time: the ops register after this module
+        s = _load(ctx)
+        n = ctx.needs_input_grad
+        gb = _to(g if ctx.beta == 1 else g * ctx.beta, s["bias"]) if n[0] else None
+        ga = mm(g, s["b"].transpose(-1, -2)) if n[1] else None
+        gm = mm(s["a"].transpose(-1, -2), g) if n[2] else None
+        if ctx.alpha != 1:
+            ga = ga * ctx.alpha if ga is not None else None
+            gm = gm * ctx.alpha if gm is not None else None
+        return gb, ga, gm
+    return backward
 
 
 def _index_setup(ctx, args, kw, out):
@@ -550,7 +554,8 @@ GRADS: dict[str, Grad] = {
     "fused_add_rms_norm": Grad(_fused_add_rms_setup, _fused_add_rms_bwd),
     "mm": Grad(_mm_setup, _mm_bwd),
     "bmm": Grad(_mm_setup, _bmm_bwd),
-    "addmm": Grad(_addmm_setup, _addmm_bwd),
+    "addmm": Grad(_addmm_setup, _add_mm_bwd(False)),
+    "baddbmm": Grad(_addmm_setup, _add_mm_bwd(True)),
     "index_select": Grad(_index_setup, _index_select_bwd),
     "gather": Grad(_index_setup, _gather_bwd),
     "embedding": Grad(_embedding_setup, _embedding_bwd),
@@ -562,7 +567,7 @@ GRADS: dict[str, Grad] = {
 #: ops whose backward runs Triton backward kernels (tritonjit:: backward ops, or the forward's own kernel)
 FUSED = frozenset({"rms_norm", "layer_norm", "fused_add_rms_norm", "softmax", "log_softmax", "cross_entropy",
                    "silu_and_mul", "rotary_embedding", "gelu", "silu", "sigmoid", "tanh", "relu", "embedding",
-                   "mm", "bmm", "addmm"})
+                   "mm", "bmm", "addmm", "baddbmm"})
 
 #: ops whose outputs are never differentiable (integer results): no autograd needed
 NOT_DIFFERENTIABLE = frozenset({"argmax", "argmin"})

@@ -1,4 +1,4 @@
-"""mm, bmm and addmm in fp16, bf16 and fp32 with fp32 accumulation.
+"""mm, bmm, addmm and baddbmm in fp16, bf16 and fp32 with fp32 accumulation.
 
 One batched kernel, ``_mm_kernel``, with grouped tile order (for L2 reuse), and two
 ways to read the operands, chosen per launch by the constexpr ``TMA``:
@@ -27,7 +27,7 @@ fp32 inputs use IEEE products unless torch allows TF32, matching torch.mm.
 
 Which kernel, tile, warps, stages, grid and split a call gets is decided in one place,
 :func:`choose`, which returns a :class:`Plan` (cached per exact problem, in a bounded
-dict) that ``mm``/``bmm``/``addmm`` launch and a C++ host path can reuse. On a GPU,
+dict) that ``mm``/``bmm``/``(b)addmm`` launch and a C++ host path can reuse. On a GPU,
 problems of at least ``TUNE_MIN_WORK`` multiply-adds, and skinny ones with a weight of
 at least ``SKINNY_TUNE_MIN_NK`` elements, are autotuned through tritonjit
 (``_mm_tuned``, once per key, the choice stored on disk): the key is (M, N, K)
@@ -171,7 +171,7 @@ def _descriptors(a, b, M, N, K, s_am, s_ak, s_bk, s_bn, TMA: tl.constexpr, A_KC:
 @triton.jit
 def _mm_kernel(
     a, b, c, bias, M, N, K,
-    s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_im, s_in,
+    s_ab, s_am, s_ak, s_bb, s_bk, s_bn, s_cb, s_cm, s_cn, s_ib, s_im, s_in,
     alpha, beta,
     HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, EVEN_K: tl.constexpr, PRECISION: tl.constexpr,
     DOT_F32: tl.constexpr, A_KC: tl.constexpr, B_KC: tl.constexpr, TMA: tl.constexpr, SPLIT_K: tl.constexpr,
@@ -184,6 +184,8 @@ def _mm_kernel(
     k_tiles = tl.cdiv(K, BLOCK_K)
     a += batch * s_ab
     b += batch * s_bb
+    if HAS_BIAS:  # baddbmm's input: a bias per batch (s_ib 0: one for all, as addmm's)
+        bias += batch * s_ib
     a_desc, b_desc = _descriptors(a, b, M, N, K, s_am, s_ak, s_bk, s_bn, TMA, A_KC, B_KC, BLOCK_M, BLOCK_N, BLOCK_K)
     if PERSISTENT:  # grid: at most one program per SM, each walks tiles; the tile loops flattened
         c += batch * s_cb
@@ -212,7 +214,7 @@ def _mm_kernel(
 
 @triton.jit
 def _splitk_reduce_kernel(
-    ws, c, bias, M, N, s_cb, s_cm, s_cn, s_im, s_in, alpha, beta,
+    ws, c, bias, M, N, s_cb, s_cm, s_cn, s_ib, s_im, s_in, alpha, beta,
     HAS_BIAS: tl.constexpr, SCALE: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """c[b] = alpha * sum_s ws[b, s] (+ beta * bias), the splits summed in order."""
@@ -229,7 +231,7 @@ def _splitk_reduce_kernel(
     if SCALE:
         acc = acc * alpha
     if HAS_BIAS:
-        acc += beta * tl.load(bias + m * s_im + n * s_in, mask=mask, other=0.0).to(tl.float32)
+        acc += beta * tl.load(bias + batch * s_ib + m * s_im + n * s_in, mask=mask, other=0.0).to(tl.float32)
     tl.store(c + batch * s_cb + m * s_cm + n * s_cn, acc.to(c.dtype.element_ty), mask=mask)
 
 
@@ -749,17 +751,20 @@ def _s3(t: Tensor) -> tuple:
     return s if len(s) == 3 else (0,) + s
 
 
+def _bias_strides(bias: Tensor | None) -> tuple:
+    """(batch, row, col) strides of an addmm bias (2-D: batch stride 0), a baddbmm input (3-D) or none."""
+    return _s3(bias) if bias is not None else (0, 0, 0)
+
+
 def _args(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, k: int, alpha, beta) -> tuple:
-    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    sa, sb, sc = _s3(a), _s3(b), _s3(c)
+    sa, sb, sc, si = _s3(a), _s3(b), _s3(c), _bias_strides(bias)
     return (a, b, c, bias if bias is not None else c, m, n, k,
-            sa[0], sa[1], sa[2], sb[0], sb[1], sb[2], sc[0], sc[1], sc[2], si[0], si[1], alpha, beta)
+            sa[0], sa[1], sa[2], sb[0], sb[1], sb[2], sc[0], sc[1], sc[2], si[0], si[1], si[2], alpha, beta)
 
 
 def _reduce_args(ws: Tensor, c: Tensor, bias: Tensor | None, m: int, n: int, alpha, beta) -> tuple:
-    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
-    sc = _s3(c)
-    return (ws, c, bias if bias is not None else c, m, n, sc[0], sc[1], sc[2], si[0], si[1], alpha, beta)
+    sc, si = _s3(c), _bias_strides(bias)
+    return (ws, c, bias if bias is not None else c, m, n, sc[0], sc[1], sc[2], si[0], si[1], si[2], alpha, beta)
 
 
 def run(plan: Plan, a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha=1.0, beta=0.0) -> Tensor:
@@ -799,7 +804,7 @@ def _launch(a: Tensor, b: Tensor, c: Tensor, bias: Tensor | None, alpha, beta, s
         si = (bias.stride(0), bias.stride(1)) if bias is not None else (0, 0)
         sc = c.stride()
         _mm[plan.grid](a, b, c, bias if bias is not None else c, m, n, k, 0, sa[0], sa[1], 0, sb[0], sb[1],
-                       0, sc[0], sc[1], si[0], si[1], alpha, beta, **plan.meta)
+                       0, sc[0], sc[1], 0, si[0], si[1], alpha, beta, **plan.meta)
         return c
     return run(plan, a, b, c, bias, alpha, beta)
 
@@ -856,6 +861,26 @@ def addmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float =
     return _launch(a, b, c, bias2 if beta != 0 else None, float(alpha), float(beta), alpha != 1)
 
 
+def baddbmm(bias: Tensor, a: Tensor, b: Tensor, *, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * bias + alpha * (a @ b) for (B, M, K) and (B, K, N); bias broadcasts to (B, M, N)
+    (BLOOM's ALiBi scores: (B, 1, N)); beta == 0 ignores bias (NaN too). One launch: the bias
+    is read in the epilogue at its own (broadcast) strides."""
+    if not isinstance(bias, Tensor):
+        raise TypeError(f"tritonjit.baddbmm: expected a Tensor for self, got {type(bias).__name__}")
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and not bias.dtype == a.dtype == b.dtype:
+        raise RuntimeError(f"Input dtypes must be the same, got: input {bias.dtype}, batch1: {a.dtype}, "
+                           f"batch2: {b.dtype}")
+    _check("baddbmm", a, b, 3)
+    check_same_device("baddbmm", bias, a)
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    bias3 = bias.expand(shape)  # aten's own message where it does not broadcast
+    c = torch.empty(shape, dtype=a.dtype, device=a.device)
+    return _launch(a, b, c, bias3 if beta != 0 else None, float(alpha), float(beta), alpha != 1)
+
+
 # ---- plans of the C++ operator path (see _plan.py) ---------------------------------------------
 def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: Any, beta: Any, scale: bool,
                  out_shape: tuple, call: tuple) -> P.Plan | None:
@@ -876,7 +901,7 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
             _policy.note_aten(call[0], call[1:])
         return P.aten_plan()
     sa, sb, sc = _s3(a), _s3(b), _s3(c)
-    si = (bias.stride(-2), bias.stride(-1)) if bias is not None else (0, 0)
+    si = _bias_strides(bias)
     a_ref, b_ref, bias_ref = refs
     meta = dict(plan.meta)
     warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
@@ -886,7 +911,7 @@ def _matmul_plan(a: Tensor, b: Tensor, bias: Tensor | None, refs: tuple, alpha: 
         return P.Plan(out, (L,))
     ws = (P.Buffer((bsz * plan.split_k, m, n), torch.float32),)
     sw = (m * n, n, 1)
-    first = P.launch(_mm, plan.grid, a_ref, b_ref, P.Tmp(0), P.Tmp(0), m, n, k, *sa, *sb, *sw, 0, 0, alpha, beta,
+    first = P.launch(_mm, plan.grid, a_ref, b_ref, P.Tmp(0), P.Tmp(0), m, n, k, *sa, *sb, *sw, 0, 0, 0, alpha, beta,
                      num_warps=warps, num_stages=stages, **meta)
     rmeta = dict(plan.reduce_meta)
     rwarps = rmeta.pop("num_warps")
@@ -1010,4 +1035,25 @@ def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P
                         alpha != 1, (m, n), ("addmm", bias, a, b, beta, alpha))
 
 
-PLANNERS: dict[str, Any] = {"mm": plan_mm, "bmm": plan_bmm, "addmm": plan_addmm}
+@P.tf32_keyed
+def plan_baddbmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
+    """baddbmm: as addmm's, the bias (``self``) broadcast to (B, M, N) at its own strides."""
+    if _atens_dtype(bias, a, b):
+        return P.aten_plan()
+    if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        return None
+    if not isinstance(bias, Tensor) or bias.dtype != a.dtype or bias.device != a.device:
+        return None
+    if isinstance(beta, complex) or isinstance(alpha, complex):
+        return None
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    try:
+        bias3 = bias.expand(shape)
+    except RuntimeError:
+        return None
+    use_bias = beta != 0
+    return _matmul_plan(a, b, bias3 if use_bias else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
+                        alpha != 1, shape, ("baddbmm", bias, a, b, beta, alpha))
+
+
+PLANNERS: dict[str, Any] = {"mm": plan_mm, "bmm": plan_bmm, "addmm": plan_addmm, "baddbmm": plan_baddbmm}

@@ -94,6 +94,8 @@ def direct_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         Case("mm/linear-layout", lambda: T.mm(a, lin.t()), lambda: torch.mm(a, lin.t())),
         Case("bmm", lambda: T.bmm(ba, bb), lambda: torch.bmm(ba, bb)),
         Case("addmm", lambda: T.addmm(bias3, a, lin.t()), lambda: torch.addmm(bias3, a, lin.t())),
+        Case("baddbmm", lambda: T.baddbmm(bb[:, :1], ba, bb, alpha=0.5),
+             lambda: torch.baddbmm(bb[:, :1], ba, bb, alpha=0.5)),
         Case("index_select", lambda: T.index_select(table, 0, sel), lambda: torch.index_select(table, 0, sel)),
         Case("index_select/dim1", lambda: T.index_select(x3, 2, sel), lambda: torch.index_select(x3, 2, sel)),
         Case("gather", lambda: T.gather(x, 1, gidx), lambda: torch.gather(x, 1, gidx)),
@@ -134,7 +136,7 @@ def aten_cases(dev: str, dtype: torch.dtype) -> list[Case]:
         "native_layer_norm": (x3, [6], i["w6"], i["b6"], 1e-5),
         "native_group_norm": (i["xg"], i["w4"], i["b4"], 2, 4, 3, 2, 1e-5),
         "_fused_rms_norm": (x3, [6], i["w6"], 1e-6),
-        "mm": (a, bm), "bmm": (ba, bb), "addmm": (bias3, a, lin.t()),
+        "mm": (a, bm), "bmm": (ba, bb), "addmm": (bias3, a, lin.t()), "baddbmm": (bb[:, :1], ba, bb),
         "index_select": (i["table"], 0, i["sel"]), "gather": (x, 1, i["gidx"]), "embedding": (i["table"], i["ids"]),
     }
     args.update(_backward_args(i, dev, dtype))

@@ -65,7 +65,7 @@ def _signature(f, dtype, layout: str, cfg: tuple, split: int = 1):
     warps, stages = meta.pop("num_warps"), meta.pop("num_stages")
     t = torch.empty(1, 64, 64, dtype=dtype)
     c = torch.empty(1, 64, 64, dtype=torch.float32 if split > 1 else dtype)
-    args = (t, t, c, t, m, n, k, m * k, *sa, k * n, *sb, m * n, n, 1, n, 1, 1.0, 0.0)
+    args = (t, t, c, t, m, n, k, m * k, *sa, k * n, *sb, m * n, n, 1, 0, n, 1, 1.0, 0.0)
     return f.signature(*args, **meta), warps, stages
 
 
@@ -95,7 +95,7 @@ def test_split_k_and_reduce_cross_compile_for_sm90(fresh_cache):
     ws, c = torch.empty(4, 16, 1024), torch.empty(16, 1024, dtype=torch.bfloat16)
     meta = dict(plan.reduce_meta)
     warps = meta.pop("num_warps")
-    sig = r.signature(ws, c, c, 16, 1024, 16 * 1024, 1024, 1, 0, 1, 1.0, 1.0, **meta)
+    sig = r.signature(ws, c, c, 16, 1024, 16 * 1024, 1024, 1, 0, 0, 1, 1.0, 1.0, **meta)
     assert r.compile(sig, target="cuda:90", num_warps=warps).binary
 
 

@@ -33,6 +33,53 @@ def test_bmm_addmm(dtype):
     close(T.addmm(nan_bias, x, w, beta=0), torch.addmm(nan_bias, x, w, beta=0), **MM_TOL[dtype])
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_baddbmm(dtype):
+    """BLOOM's ALiBi scores (a (B, 1, N) bias, alpha 1/sqrt(d), k transposed) and every other
+    broadcast of the bias, read in the epilogue at its own strides."""
+    a, b = torch.randn(4, 10, 16).to(dtype), torch.randn(4, 7, 16).to(dtype).transpose(1, 2)
+    tol = MM_TOL[dtype]
+    for bias in (torch.randn(4, 1, 7), torch.randn(4, 10, 7), torch.randn(7), torch.randn(10, 1),
+                 torch.randn(1, 10, 7), torch.randn(4, 7, 10).transpose(1, 2), torch.tensor(0.5)):
+        bias = bias.to(dtype)
+        close(T.baddbmm(bias, a, b), torch.baddbmm(bias, a, b), **tol)
+        close(T.baddbmm(bias, a, b, beta=1.0, alpha=0.25), torch.baddbmm(bias, a, b, beta=1.0, alpha=0.25), **tol)
+        close(T.baddbmm(bias, a, b, beta=-0.5, alpha=2), torch.baddbmm(bias, a, b, beta=-0.5, alpha=2), **tol)
+    nan_bias = torch.full((4, 1, 7), float("nan")).to(dtype)
+    close(T.baddbmm(nan_bias, a, b, beta=0), torch.baddbmm(nan_bias, a, b, beta=0), **tol)
+    assert T.baddbmm(torch.randn(4, 1, 7).to(dtype), a, b).is_contiguous()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_baddbmm_split_k_adds_each_batchs_bias(dtype):
+    """A split-K plan (as a GPU chooses for few output tiles): the reduce kernel adds the bias
+    of its own batch, not the first batch's."""
+    from tritonjit_ops import matmul
+
+    a, b = torch.randn(3, 8, 600).to(dtype), torch.randn(3, 600, 24).to(dtype)
+    bias = (torch.arange(3.0).view(3, 1, 1) * 100 + torch.randn(3, 1, 24)).to(dtype).expand(3, 8, 24)
+    plan = matmul.make_plan(8, 24, 600, 3, dtype, a.stride()[1:], b.stride()[1:], True, "cpu",
+                            (16, 32, 64, 4, 1), 4, scale=True)
+    assert plan.split_k == 4
+    c = matmul.run(plan, a, b, torch.empty(3, 8, 24, dtype=dtype), bias, 2.0, 0.5)
+    tol = dict(rtol=MM_TOL[dtype]["rtol"], atol=MM_TOL[dtype]["atol"] * 8)
+    close(c, torch.baddbmm(bias, a, b, beta=0.5, alpha=2.0), **tol)
+
+
+def test_baddbmm_bad_input():
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    with pytest.raises(RuntimeError, match="Input dtypes must be the same, got: input torch.float16"):
+        T.baddbmm(torch.randn(2, 3, 5).half(), a, b)
+    with pytest.raises(RuntimeError, match="batch1 must be a 3D tensor|self must be a 3D tensor"):
+        T.baddbmm(torch.randn(3, 5), torch.randn(3, 4), torch.randn(4, 5))
+    with pytest.raises(RuntimeError, match=r"batch2 tensor to be: \[2, 4\] but got: \[3, 4\]"):
+        T.baddbmm(torch.randn(2, 3, 5), a, torch.randn(3, 4, 5))
+    with pytest.raises(RuntimeError, match="expanded size"):
+        T.baddbmm(torch.randn(2, 3, 6), a, b)
+    with pytest.raises(TypeError, match="tritonjit.baddbmm: expected a Tensor for self"):
+        T.baddbmm(1.0, a, b)
+
+
 def _layout(t, transposed):
     """t with the same values, stored transposed (its first axis contiguous) when asked."""
     return t.t().contiguous().t() if transposed else t
