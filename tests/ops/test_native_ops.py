@@ -50,6 +50,8 @@ CASES = {
                                                                           .repeat(1, 4)),
     "linear with bias (addmm)": lambda a: torch.nn.functional.linear(a[0][0], a[1][0, :8], a[1][0, 8, :8]),
     "addmm beta 0 alpha 2": lambda a: torch.addmm(a[1][0, 0, :8], a[0][0], a[1][0].t()[:, :8], beta=0, alpha=2),
+    "baddbmm (ALiBi scores)": lambda a: torch.baddbmm(a[2][:4, :4].unsqueeze(1), a[0].view(4, 4, 32),
+                                                     a[1].view(4, 4, 32).transpose(1, 2), alpha=0.125),
     "bmm": lambda a: torch.bmm(a[0].transpose(0, 1)[:4], a[1].transpose(0, 1)[:4].transpose(1, 2)),
     "split-K mm": lambda a: torch.mm(a[0][0, :4].repeat(1, 32), a[1].reshape(-1).repeat(32).reshape(1024, 16)),
 }
@@ -275,14 +277,21 @@ def test_aten_plans_call_atens_own_kernel(native, monkeypatch):
     a, b, bias = torch.randn(7, 13, generator=g), torch.randn(13, 5, generator=g), torch.randn(5, generator=g)
     x, y = torch.randn(3, 7, 13, generator=g), torch.randn(3, 13, 5, generator=g)
     before = native.stats()
-    got = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]
+    got = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y),
+           torch.baddbmm(bias, x, y, alpha=0.5)]
     d = stats_delta(before, native.stats())
-    assert d["aten_calls"] == 3 and d["launches"] == 0 and d["python_calls"] == 0
+    assert d["aten_calls"] == 4 and d["launches"] == 0 and d["python_calls"] == 0
     T.disable()
-    want = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y)]
+    want = [torch.mm(a, b), torch.addmm(bias, a, b, beta=0.5, alpha=2), torch.bmm(x, y),
+            torch.baddbmm(bias, x, y, alpha=0.5)]
     T.enable(wait_native=True)
     for gt, w in zip(got, want):
         close(gt, w, rtol=1e-5, atol=1e-5)
+    # what a planner times its launches against: aten's kernel below enable()'s, the
+    # arguments in schema order (beta, alpha after the tensors)
+    close(native.module().aten("baddbmm", bias, x, y, 1.0, 0.5), want[3], rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="times mm, bmm, addmm and baddbmm, not mv"):
+        native.module().aten("mv", a, b[:, 0])
     with pytest.raises(RuntimeError, match="C\\+\\+ operator path only"):
         _plan.run(_plan.aten_plan(), [a, b])
 
