@@ -394,7 +394,7 @@ c10::IValue scalar_value(const c10::IValue& v) {
   if (!v.isTensor()) return c10::IValue();
   const at::Tensor& t = v.toTensor();
   if (!t.defined() || !t.is_cpu() || t.numel() != 1) return c10::IValue();
-  switch (t.scalar_type()) {  // read in place, as scalar_slot does: item() would dispatch
+  switch (t.scalar_type()) {  // read in place (a plan's Arg() slots read them so): item() would dispatch
     case at::kLong: return c10::IValue(*t.const_data_ptr<int64_t>());
     case at::kInt: return c10::IValue(static_cast<int64_t>(*t.const_data_ptr<int32_t>()));
     case at::kDouble: return c10::IValue(*t.const_data_ptr<double>());
@@ -824,25 +824,13 @@ class OpKernel final : public c10::OperatorKernel {
     return plan;
   }
 
-  static Slot scalar_slot(const c10::IValue& v) {
-    if (v.isTensor()) {  // a 0-dim CPU tensor used as a scalar: its value, as .item() gives it
-      const at::Tensor& t = v.toTensor();
-      if (!t.is_cpu() || t.numel() != 1) throw std::runtime_error("tritonjit_ops: Arg() of a device tensor");
-      switch (t.scalar_type()) {
-        case at::kBool: return Slot::of_bool(*t.const_data_ptr<bool>());
-        case at::kDouble: return Slot::of_float(*t.const_data_ptr<double>());
-        case at::kFloat: return Slot::of_float(*t.const_data_ptr<float>());
-        case at::kLong: return Slot::of_int(*t.const_data_ptr<int64_t>());
-        case at::kInt: return Slot::of_int(*t.const_data_ptr<int32_t>());
-        default: {
-          const c10::Scalar s = t.item();
-          return s.isFloatingPoint() ? Slot::of_float(s.toDouble()) : Slot::of_int(s.toLong());
-        }
-      }
-    }
-    if (v.isBool()) return Slot::of_bool(v.toBool());
-    if (v.isInt()) return Slot::of_int(v.toInt());
-    if (v.isDouble()) return Slot::of_float(v.toDouble());
+  static Slot scalar_slot(const c10::IValue& v) {  // a 0-dim CPU tensor: its value, as .item() gives it
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().is_cpu())
+      throw std::runtime_error("tritonjit_ops: Arg() of a device tensor");
+    const c10::IValue s = scalar_value(v);
+    if (s.isBool()) return Slot::of_bool(s.toBool());
+    if (s.isInt()) return Slot::of_int(s.toInt());
+    if (s.isDouble()) return Slot::of_float(s.toDouble());
     throw std::runtime_error("tritonjit_ops: Arg() of an argument that is no scalar");
   }
 
