@@ -6,7 +6,7 @@ allocation-free where it can.
 from __future__ import annotations
 
 import struct
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import triton
@@ -45,6 +45,29 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     float64 for float64, float32 for the rest. Kernels pick the same in Triton with
     ``ACC: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32``."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+#: dtypes whose every value a 16-bit float holds (no rounding on the way in)
+_EXACT_IN_HALF = (torch.bool, torch.uint8, torch.int8)
+
+
+def rounded_to_common(common: torch.dtype, tensors: Sequence[Any]) -> bool:
+    """Whether aten's kernel rounds a tensor operand to the 16-bit ``common`` dtype before it
+    computes (TensorIterator casts each tensor operand to the common dtype; a CPU scalar it
+    reads in opmath): an integer tensor beyond int8 (``x_bf16 + i`` takes bf16(257) = 256) or
+    a 0-dim tensor of a wider float type beside ``common`` ones. tritonjit's kernels read an
+    operand in its own type straight into fp32, so such calls take aten's kernel (a plan) or
+    are cast first (an implementation)."""
+    return common in LOW_PRECISION and any(_rounds(t, common) for t in tensors)
+
+
+def _rounds(t: Any, common: torch.dtype) -> bool:
+    return isinstance(t, torch.Tensor) and t.dtype != common and t.dtype not in _EXACT_IN_HALF
+
+
+def round_to_common(common: torch.dtype, operands: Sequence[Any]) -> list[Any]:
+    """``operands`` with each tensor that aten rounds (rounded_to_common) cast to ``common``."""
+    return [t.to(common) if _rounds(t, common) else t for t in operands]
 
 
 def deterministic() -> bool:

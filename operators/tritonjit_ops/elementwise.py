@@ -24,7 +24,16 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import FLOAT_DTYPES, INT_DTYPES, coalesce, is_cuda_like, jit, unravel4
+from ._common import (
+    FLOAT_DTYPES,
+    INT_DTYPES,
+    coalesce,
+    is_cuda_like,
+    jit,
+    round_to_common,
+    rounded_to_common,
+    unravel4,
+)
 from ._fallback import with_aten_fallback
 from ._layout import bstrides, contiguous_strides, extent, iter_strides, new_output
 from ._math import (
@@ -666,6 +675,8 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
             raise _refuse(op, "the output overlaps an input")
     if out.numel() == 0:
         return out
+    if ot is None and op in _ARITHMETIC and rounded_to_common(rdtype, ops):  # as aten reads them
+        ops = round_to_common(rdtype, ops)
     L = _launch(op, ops, ops, out, out, shape, ct, scalars, ot=ot)
     if L is None:
         raise _refuse(op, "rank beyond 4 after coalescing dims")
@@ -696,6 +707,8 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
         return None  # a value the key does not hold: the Python implementation
     if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):
         return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
+    if ot is None and op in _ARITHMETIC and rounded_to_common(rdtype, ops):
+        return aten_plan()  # aten rounds a tensor operand to the common dtype first (rounded_to_common)
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
     if inplace:
         return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs, ot)
@@ -741,6 +754,11 @@ def _result_binary(x: Any, y: Any) -> torch.dtype:
 _IN_COMMON_TYPE = {"eq", "ne", "lt", "le", "gt", "ge", "remainder", "fmod", "atan2", "logical_and", "logical_or",
                    "logical_xor"}
 _OT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+#: ops that compute with two or more operands in opmath (fp32), each tensor operand of which
+#: aten rounds to the common dtype first (_common.rounded_to_common); a copy or a selection
+#: (where, masked_fill) rounds once either way
+_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "div_floor", "div_trunc", "div_recip", "maximum", "minimum",
+                         "pow", "addcmul", "lerp"})
 
 
 def _operand_type(op: str, common: torch.dtype, operands: Sequence[Any]) -> str | None:

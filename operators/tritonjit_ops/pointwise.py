@@ -25,6 +25,8 @@ from ._common import (
     fp32_exact,
     is_cuda_like,
     jit,
+    round_to_common,
+    rounded_to_common,
     unravel4,
 )
 from ._layout import bstrides, dense, extent, iter_strides, memory_order, new_output
@@ -309,6 +311,8 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         u8 = [v.to(torch.uint8) if isinstance(v, Tensor) else int(v) for v in (x, y)]
         return _binary(op, u8[0], u8[1], alpha, None).to(torch.bool)
     x, y = _kernel_scalar(x), _kernel_scalar(y)
+    if rounded_to_common(rdtype, (x, y)):  # read as aten reads them: rounded to the common dtype first
+        x, y = round_to_common(rdtype, (x, y))
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype not in _ALLOWED[op]:
@@ -514,6 +518,8 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     rdtype = torch.result_type(x, y)
     if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call
         return aten_plan()
+    if rounded_to_common(rdtype, [t for t, lifted in ((x, xs), (y, ys)) if not lifted]):
+        return aten_plan()  # aten rounds a tensor operand to the common dtype first (x_bf16 + int64 tensor)
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype == torch.bool and op in _BOOL_OPS and isinstance(x, Tensor) and isinstance(y, Tensor) and not (xs or ys):

@@ -260,3 +260,45 @@ def test_a_cpu_0dim_operand_of_clamp_or_addcmul_raises_as_aten(case: str) -> Non
           "addcdiv": lambda: torch.addcdiv(x, x, torch.tensor(3.0))}[case]
     ref, got = _both_paths(fn, True)
     assert ref == "RuntimeError" and got == ref
+
+
+def _ints(dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """Integers a 16-bit float does not hold (257, 1025, ...): aten rounds them to it first."""
+    return (torch.arange(-12, 12) * 257 + 3).to(dtype)
+
+
+def _halves(dtype: torch.dtype) -> torch.Tensor:
+    return torch.linspace(-40, 40, 24).to(dtype)
+
+
+_MIXES = {
+    "bf16 + int64": lambda: _halves(torch.bfloat16) + _ints(),
+    "int64 - bf16": lambda: _ints() - _halves(torch.bfloat16),
+    "bf16 * int32": lambda: _halves(torch.bfloat16) * _ints(torch.int32),
+    "fp16 / int64": lambda: _halves(torch.float16) / (_ints() * 3 + 1),
+    "bf16 add alpha int16": lambda: torch.add(_halves(torch.bfloat16), _ints(torch.int16), alpha=3),
+    "bf16 add_ int64": lambda: _halves(torch.bfloat16).add_(_ints()),
+    "bf16 maximum int64": lambda: torch.maximum(_halves(torch.bfloat16) * 64, _ints()),
+    "bf16 floor_divide int64": lambda: torch.floor_divide(_ints(), _halves(torch.bfloat16).abs() + 1),
+    "bf16 rsub int64": lambda: torch.rsub(_halves(torch.bfloat16), _ints()),
+    "bf16 + 0-dim fp32": lambda: _halves(torch.bfloat16) - torch.tensor(0.3),
+    "bf16 + int8 (exact)": lambda: _halves(torch.bfloat16) + _ints(torch.int8),
+}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["python", "cxx"])
+@pytest.mark.parametrize("case", list(_MIXES))
+def test_a_tensor_operand_is_rounded_to_a_16_bit_common_dtype_as_aten(case: str, native: bool) -> None:
+    """aten casts each tensor operand to the common dtype before it computes (``x_bf16 + i``
+    adds bf16(257) = 256): every path gives aten's bits."""
+    ref, got = _both_paths(_MIXES[case], native)
+    assert not isinstance(ref, str) and not isinstance(got, str), (ref, got)
+    assert got.dtype == ref.dtype and torch.equal(got, ref), (case, (got.double() - ref.double()).abs().max())
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum"])
+def test_direct_entries_round_a_tensor_operand_to_the_common_dtype(op: str) -> None:
+    x, i = _halves(torch.bfloat16), _ints() * 2 + 1
+    ref = getattr(torch, op)(x, i)
+    for got in (getattr(T, op)(x, i), getattr(torch.ops.tritonjit, op)(x, i)):
+        assert got.dtype == ref.dtype and torch.equal(got, ref)
