@@ -1,6 +1,6 @@
 """The calls a measured policy handed to aten's own kernel, for the audit to tell apart.
 
-Under enable(), mm/addmm/bmm (``matmul._aten_is_faster``), the SDPA ops
+Under enable(), mm/addmm/bmm/baddbmm (``matmul._aten_is_faster``), the SDPA ops
 (``attention._route``) and _grouped_mm (``grouped_mm.aten_serves``) give a call to aten's
 kernel where aten measured faster on its shape. That is allowed, but the audit must show
 it: such a call launches no tritonjit kernel, like an ordinary fallback, and after the
@@ -37,7 +37,7 @@ def _layout(t: torch.Tensor) -> tuple:
 
 
 def _key(op: str, args: Sequence[Any]) -> tuple | None:
-    """mm/addmm/bmm: the op and the layouts of its tensor arguments. An SDPA op: its family
+    """mm/addmm/bmm/baddbmm: the op and the layouts of its tensor arguments. An SDPA op: its family
     (the name without ``_backward``, so a backward finds its forward's record) and q's and
     k's shapes, dtype and device (forward: args[0], args[1]; backward: args[1], args[2])."""
     if op.startswith(_SDPA):
