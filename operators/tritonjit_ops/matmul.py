@@ -32,7 +32,8 @@ problems of at least ``TUNE_MIN_WORK`` multiply-adds, and skinny ones with a wei
 at least ``SKINNY_TUNE_MIN_NK`` elements, are autotuned through tritonjit
 (``_mm_tuned``, once per key, the choice stored on disk): the key is (M, N, K)
 rounded up to powers of two, the precision, which axis of a and b is contiguous
-(``A_KC``, ``B_KC``) and the dtypes. ``_prune`` leaves the configs of the problem's
+(``A_KC``, ``B_KC``), whether it is batched (a bmm's tiles times its batch fill the device
+sooner) and the dtypes. ``_prune`` leaves the configs of the problem's
 regime: skinny (M <= 64: BLOCK_M 16/32/64 matched to M, narrow N tiles, long K
 tiles) or large (the Hopper tiles, two persistent; TMA configs when
 ``TRITONJIT_MM_TMA=1``, which the key also records). Smaller problems use
@@ -344,15 +345,24 @@ def _prune(configs: list, nargs: dict, **kwargs) -> list:
       to a power of two (16..64), in the order of _SKINNY_SHAPES;
     - large: the large configs of the dtype (TMA ones only with TRITONJIT_MM_TMA=1 and a
       layout TMA can read), plus the skinny BLOCK_M 64 ones when M <= MEDIUM_M and the
-      large tiles are fewer than the SMs, whose tile is not much larger than the problem (BLOCK_M <=
+      large tiles make fewer programs than the SMs, whose tile is not much larger than the problem (BLOCK_M <=
       next_pow2(M), BLOCK_N <= next_pow2(N); the smallest tile always passes) and that make
-      at least half of min(most tiles any config makes, 128) programs.
+      at least half of min(most programs any config makes, 128) programs.
+
+    Programs are tiles times the batch (a bmm's grid): 64 attention heads of 256 x 256 scores
+    fill the device with the large tiles, where one matrix's 4 tiles would not (counting
+    tiles alone left only 64 x 32 tiles with K tiles of 256, 1.69x eager at K = 64 on an H100).
 
     The first config kept is the one used untuned (TRITONJIT_AUTOTUNE=0, the interpreter).
     """
     m, n = nargs["M"], nargs["N"]
     size = nargs["a"].element_size()
     wide = size < 4
+    batch = nargs["a"].shape[0] if nargs["a"].dim() == 3 else 1
+
+    def programs(c: triton.Config) -> int:
+        return _tiles(c, m, n) * batch
+
     if m <= SKINNY_M:
         fam = "skinny16" if wide else "skinny32"
         bm = _skinny_bm(m)
@@ -363,7 +373,7 @@ def _prune(configs: list, nargs: dict, **kwargs) -> list:
     if wide and tma_enabled() and _tma_layout_ok(nargs, kwargs):
         fams.add("tma16")
     mine = [c for c in configs if _FAMILY.get(id(c)) in fams]
-    if m <= MEDIUM_M and max(_tiles(c, m, n) for c in mine) < _sms(nargs["a"].device):
+    if m <= MEDIUM_M and max(programs(c) for c in mine) < _sms(nargs["a"].device):
         # too few tiles to fill the device: the skinny BLOCK_M 64 tiles make more programs
         skinny = "skinny16" if wide else "skinny32"
         seen = {_shape_key(c) for c in mine}
@@ -375,8 +385,8 @@ def _prune(configs: list, nargs: dict, **kwargs) -> list:
     fits = [c for c in mine if c.kwargs["BLOCK_M"] <= max(min_m, next_pow2(m))
             and c.kwargs["BLOCK_N"] <= max(min_n, next_pow2(n))] or mine[-1:]
 
-    enough = min(max(_tiles(c, m, n) for c in fits), 128) / 2
-    return [c for c in fits if _tiles(c, m, n) >= enough]
+    enough = min(max(programs(c) for c in fits), 128) / 2
+    return [c for c in fits if programs(c) >= enough]
 
 
 def _tiles(c: triton.Config, m: int, n: int) -> int:
@@ -426,13 +436,19 @@ def _precision_key(precision: str) -> tuple:
     return precision, "tma" if tma_enabled() else ""
 
 
+def _batched_key(s_cb: int) -> int:
+    """Whether the output has a batch stride (a bmm or baddbmm): _prune counts a batched
+    problem's programs over its batch, so an mm and a bmm of one (M, N, K) are tuned apart."""
+    return int(s_cb != 0)
+
+
 _mm_tuned = jit(
-    triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "PRECISION", "A_KC", "B_KC"],
+    triton.autotune(configs=MM_CONFIGS, key=["M", "N", "K", "PRECISION", "A_KC", "B_KC", "s_cb"],
                     prune_configs_by={"early_config_prune": _prune})(
         triton.heuristics({"EVEN_K": _even_k})(_mm_kernel)),
     # M (the tokens) varies per call and is bucketed; N and K are a model's weight shapes, few
     # and fixed: tuned exactly (a config tuned for 8192x1024x4096 lost 15% on 8192x768x3072)
-    key_buckets={"M": "log2", "PRECISION": _precision_key},
+    key_buckets={"M": "log2", "PRECISION": _precision_key, "s_cb": _batched_key},
 )
 
 

@@ -135,6 +135,31 @@ def test_prune_medium_adds_skinny_tiles_when_the_large_ones_are_too_few():
     assert [_shape(c)[:3] for c in kept] == [(64, 32, 256), (64, 32, 128), (64, 16, 256)]
 
 
+def test_prune_counts_a_bmms_programs_over_its_batch():
+    """64 attention heads of 256 x 256 scores (K = 64): their tiles times the batch fill the
+    device, so the large tiles stay (one matrix's 4 tiles alone took the 64 x 32 tiles with K
+    tiles of 256: 1.69x eager on an H100); one such matrix still takes the small tiles."""
+    batched = matmul._prune(matmul.MM_CONFIGS, {"a": torch.empty(64, 256, 64, dtype=torch.bfloat16), "M": 256,
+                                                "N": 256, "K": 64})
+    single = matmul._prune(matmul.MM_CONFIGS, {"a": torch.empty(256, 64, dtype=torch.bfloat16), "M": 256,
+                                               "N": 256, "K": 64})
+    assert {c.kwargs["BLOCK_K"] for c in batched} == {64} and (128, 128) in [_shape(c)[:2] for c in batched]
+    assert [_shape(c)[:3] for c in single] == [(64, 32, 256), (64, 32, 128), (64, 16, 256)]
+
+
+def test_an_mm_and_a_bmm_of_one_shape_are_tuned_apart():
+    from tritonjit._autotune import layers_of, tuning_key
+
+    (_, at), _ = layers_of(matmul._mm_tuned.wrapped)
+    kw = dict(HAS_BIAS=False, SCALE=False, PRECISION="tf32", DOT_F32=False, A_KC=True, B_KC=False, SPLIT_K=1)
+    a2, a3 = torch.empty(256, 64, dtype=torch.bfloat16), torch.empty(64, 256, 64, dtype=torch.bfloat16)
+    c2, c3 = torch.empty(256, 256, dtype=torch.bfloat16), torch.empty(64, 256, 256, dtype=torch.bfloat16)
+    mm = tuning_key(at, matmul._args(a2, a2.t(), c2, None, 256, 256, 64, 1.0, 0.0), kw, matmul._mm_tuned.key_buckets)
+    bmm = tuning_key(at, matmul._args(a3, a3.transpose(1, 2), c3, None, 256, 256, 64, 1.0, 0.0), kw,
+                     matmul._mm_tuned.key_buckets)
+    assert mm != bmm and mm[:3] == bmm[:3] == (256, 256, 64)
+
+
 def test_prune_offers_tma_configs_only_when_enabled_and_readable(monkeypatch):
     a = torch.empty(64, 64, dtype=torch.bfloat16)
     nargs = {"a": a, "b": a, "M": 4096, "N": 4096, "K": 4096, "s_ab": 4096 * 4096, "s_am": 4096, "s_ak": 1,
@@ -327,7 +352,14 @@ def test_tuned_path_matches_torch_and_tunes_once_per_key(tuned_on_cpu, dtype):
     close(T.mm(a2, b2), torch.mm(a2, b2), **tol)
     bias = torch.randn(100, dtype=dtype)
     close(T.addmm(bias, a2, b2, beta=0.5, alpha=2.0), torch.addmm(bias, a2, b2, beta=0.5, alpha=2.0), **tol)
+    assert len(tuned_on_cpu) == tried
+    # a bmm of the same M bucket, N and K is tuned apart from the mm (its programs count its
+    # batch), once for any batch
     x, y = torch.randn(3, 70, 100, dtype=dtype), torch.randn(3, 100, 100, dtype=dtype)
+    close(T.bmm(x, y), torch.bmm(x, y), **tol)
+    assert len(tuned_on_cpu) > tried
+    tried = len(tuned_on_cpu)
+    x, y = torch.randn(5, 80, 100, dtype=dtype), torch.randn(5, 100, 100, dtype=dtype)
     close(T.bmm(x, y), torch.bmm(x, y), **tol)
     assert len(tuned_on_cpu) == tried
     b3 = torch.randn(100, 90, dtype=dtype)
