@@ -1,12 +1,12 @@
 """CPU cost of the native dispatcher (tritonjit._native) per ``f[grid](...)`` call.
 
 No accelerator needed: a test backend whose launcher is ``_dispatch.Recorder(keep=False)``
-(a C launch entry that only counts calls; it simulates no vendor) lets the whole
-native path run: ``f[grid]`` (``__getitem__``), bind, key, memo, lookup, C launch
-entry. The kernels and calls are those of the launch benchmark (launch_kernels.py,
-``launch_overhead.make_cases``): 0, 4, 8, 16, 19 and 58 runtime arguments and the
-mixed one (fp16, bf16 and fp32 pointers, None, ints, a float, a bool, a constexpr),
-with two kinds of tensor:
+(a C launch entry that only counts calls, and answers the current stream in C as the CUDA
+launcher does; it simulates no vendor) lets the whole native path run: ``f[grid]``
+(``__getitem__``), bind, key, memo, lookup, stream, C launch entry. The kernels and
+calls are those of the launch benchmark (launch_kernels.py, ``launch_overhead.make_cases``):
+0, 4, 8, 16, 19 and 58 runtime arguments and the mixed one (fp16, bf16 and fp32 pointers,
+None, ints, a float, a bool, a constexpr), with two kinds of tensor:
 
 * ``torch``: real CPU torch tensors (exact ``torch.Tensor``), with
   ``torch.Tensor.get_device`` replaced in this process by one answering 0, so the

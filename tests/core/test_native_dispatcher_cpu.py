@@ -473,6 +473,44 @@ def test_counting_recorder_counts_python_path_launches_without_recording_them():
         tritonjit.unregister_backend("counting-only")
 
 
+class _StreamCounting(RecordingBackend):
+    """The recording backend, counting calls of its Python current_stream hook."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.stream_calls = 0
+
+    @tritonjit.hookimpl
+    def current_stream(self, device: int) -> int:
+        self.stream_calls += 1
+        return 1000 + device
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_counting_recorder_answers_the_stream_in_c(keep):
+    """keep=False (the CPU benchmark of the native path): the stream comes from the launcher's
+    C entry, as a vendor's does, not from a Python hook call per launch; keep=True leaves it
+    to the hook, whose answer the records show."""
+    backend = _StreamCounting(name=f"stream-{keep}", keep=keep)
+    tritonjit.register_backend(backend)
+    tritonjit.set_backend(f"stream-{keep}")
+    try:
+        x = FakeTensor(1 << 20)
+        g = _fresh(add_kernel)
+        for _ in range(5):
+            g[(1,)](x, x, x, 16, BLOCK=64)
+        assert g._dispatcher.stats()["native"] == 4
+        (variant,) = g.variants()
+        assert variant.launcher.count == 5
+        if keep:
+            assert backend.stream_calls >= 4 and {c[2] for c in variant.launcher.calls} == {1000}
+        else:
+            assert backend.stream_calls <= 1 and variant.launcher.calls == []  # the miss's Python path only
+    finally:
+        tritonjit.set_backend(None)
+        tritonjit.unregister_backend(f"stream-{keep}")
+
+
 # ---- the hot path's shortcuts: the last variant, the scalar token tables, tp_call ---------------------
 @triton.jit
 def wide_kernel(X, Y, Out, n,
