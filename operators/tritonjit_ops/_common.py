@@ -66,7 +66,10 @@ def _rounds(t: Any, common: torch.dtype) -> bool:
 
 
 def round_to_common(common: torch.dtype, operands: Sequence[Any]) -> list[Any]:
-    """``operands`` with each tensor that aten rounds (rounded_to_common) cast to ``common``."""
+    """``operands`` with each tensor that aten rounds (rounded_to_common) cast to ``common``;
+    unchanged where ``common`` is no 16-bit float."""
+    if common not in LOW_PRECISION:
+        return list(operands)
     return [t.to(common) if _rounds(t, common) else t for t in operands]
 
 

@@ -1031,45 +1031,35 @@ def plan_bmm(a: Any, b: Any) -> P.Plan | None:
                         ("bmm", a, b))
 
 
-@P.tf32_keyed
-def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
-    """addmm: beta and alpha are passed at run time; the key says whether beta is 0 (the bias
-    is ignored, NaN too) and alpha 1 (no scaling)."""
+def _plan_with_bias(op: str, rank: int, bias: Any, a: Any, b: Any, beta: Any, alpha: Any) -> P.Plan | None:
+    """addmm (rank 2) and baddbmm (rank 3): the bias (``self``) broadcast to the output at its
+    own strides; beta and alpha are passed at run time, and the key says whether beta is 0
+    (the bias is ignored, NaN too) and alpha 1 (no scaling)."""
     if _atens_dtype(bias, a, b):
         return P.aten_plan()
-    if not _mm_ok(a, b, 2) or a.shape[1] != b.shape[0] or not isinstance(bias, Tensor) or bias.dtype != a.dtype:
-        return None
-    if bias.device != a.device or isinstance(beta, complex) or isinstance(alpha, complex):
-        return None
-    m, n = a.shape[0], b.shape[1]
-    try:
-        bias2 = bias.expand(m, n)
-    except RuntimeError:
-        return None
-    use_bias = beta != 0
-    return _matmul_plan(a, b, bias2 if use_bias else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
-                        alpha != 1, (m, n), ("addmm", bias, a, b, beta, alpha))
-
-
-@P.tf32_keyed
-def plan_baddbmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
-    """baddbmm: as addmm's, the bias (``self``) broadcast to (B, M, N) at its own strides."""
-    if _atens_dtype(bias, a, b):
-        return P.aten_plan()
-    if not _mm_ok(a, b, 3) or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+    if not _mm_ok(a, b, rank) or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
         return None
     if not isinstance(bias, Tensor) or bias.dtype != a.dtype or bias.device != a.device:
         return None
     if isinstance(beta, complex) or isinstance(alpha, complex):
         return None
-    shape = (a.shape[0], a.shape[1], b.shape[2])
+    shape = (*a.shape[:-1], b.shape[-1])
     try:
-        bias3 = bias.expand(shape)
+        expanded = bias.expand(shape)
     except RuntimeError:
         return None
-    use_bias = beta != 0
-    return _matmul_plan(a, b, bias3 if use_bias else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
-                        alpha != 1, shape, ("baddbmm", bias, a, b, beta, alpha))
+    return _matmul_plan(a, b, expanded if beta != 0 else None, (P.In(1), P.In(2), P.In(0)), P.Arg(4), P.Arg(3),
+                        alpha != 1, shape, (op, bias, a, b, beta, alpha))
+
+
+@P.tf32_keyed
+def plan_addmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
+    return _plan_with_bias("addmm", 2, bias, a, b, beta, alpha)
+
+
+@P.tf32_keyed
+def plan_baddbmm(bias: Any, a: Any, b: Any, *, beta: Any = 1, alpha: Any = 1) -> P.Plan | None:
+    return _plan_with_bias("baddbmm", 3, bias, a, b, beta, alpha)
 
 
 PLANNERS: dict[str, Any] = {"mm": plan_mm, "bmm": plan_bmm, "addmm": plan_addmm, "baddbmm": plan_baddbmm}
