@@ -24,8 +24,15 @@
 //     ``extra``, CU_LAUNCH_PARAM_BUFFER_POINTER), as tritonjit's CUDA launcher hands
 //     them where the driver agrees with its layout; -1e9 where the driver cannot say.
 //   floor_free(floor)
+//   floor_python(floor, stream) -> a new Python callable (call through ctypes.PyDLL, which
+//     holds the GIL) whose every call, whatever its arguments, makes the floor's one
+//     cuLaunchKernel and returns None: the least any launcher called from Python can cost,
+//     Python's own call of those arguments included. The floor must outlive it.
 #define _GNU_SOURCE
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
 #include <cuda.h>
+#include <stddef.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,4 +161,49 @@ double floor_run(const floor_t *f, CUstream s, int iters) {
       return -(double)r;
   if ((r = cuStreamSynchronize(s)) != CUDA_SUCCESS) return -(double)r;
   return (now() - t0) / iters * 1e6;
+}
+
+/* ---- the floor called from Python ------------------------------------------------------ */
+typedef struct {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  const floor_t *f;
+  CUstream s;
+} python_floor_t;
+
+static PyObject *python_floor_launch(python_floor_t *p) {
+  const floor_t *f = p->f;
+  CUresult r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, p->s, f->args, NULL);
+  if (r != CUDA_SUCCESS) return PyErr_Format(PyExc_RuntimeError, "floor: cuLaunchKernel failed with CUresult %d", (int)r);
+  Py_RETURN_NONE;
+}
+/* a call site of up to 30 arguments comes here (vectorcall) ... */
+static PyObject *python_floor_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+  (void)args, (void)nargsf, (void)kwnames;
+  return python_floor_launch((python_floor_t *)self);
+}
+/* ... and a larger one, which CPython compiles to a tuple and a dict, here */
+static PyObject *python_floor_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+  (void)args, (void)kwargs;
+  return python_floor_launch((python_floor_t *)self);
+}
+static void python_floor_dealloc(PyObject *self) { PyObject_Free(self); }
+
+static PyTypeObject python_floor_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "launch_floor.PythonFloor",
+    .tp_basicsize = sizeof(python_floor_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(python_floor_t, vectorcall),
+    .tp_call = python_floor_call,
+    .tp_dealloc = python_floor_dealloc,
+};
+
+PyObject *floor_python(const floor_t *f, CUstream s) {
+  if (!(python_floor_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&python_floor_type) < 0) return NULL;
+  python_floor_t *p = PyObject_New(python_floor_t, &python_floor_type);
+  if (p == NULL) return NULL;
+  p->vectorcall = python_floor_vectorcall;
+  p->f = f;
+  p->s = s;
+  return (PyObject *)p;
 }

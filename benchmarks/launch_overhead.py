@@ -52,6 +52,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -74,6 +75,7 @@ FGRID_TJ_ARGS = "diag: f[grid], the launcher packing tj_args (no packed layout: 
 TRITON_STAR = "diag: triton kernel[grid](*args), the same"
 FALLBACKS = "diag: python fallbacks"
 PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
+PYFLOOR = "diag: the floor called from Python (a C callable that makes the floor's launch, same arguments)"
 #: the issue's targets, as multiples of each kernel's own floor
 TARGETS = {FGRID: 1.10, BOUND: 1.10, CPP: 1.05}
 ANCHOR = ("anchor, not measured here (facebookexperimental/triton PR 1445, a B200): a C dispatcher in a Triton "
@@ -244,8 +246,8 @@ def build_floor(tmp: str) -> Any:
     lib = os.path.join(tmp, "launch_floor.so")
     inc = os.path.join(os.path.dirname(nv.__file__), "include")
     libs = [f"-L{d}" for d in nv.libcuda_dirs()]
-    cmd = ["gcc", "-O2", "-shared", "-fPIC", os.path.join(HERE, "launch_floor_cuda.c"), "-I", inc, *libs, "-lcuda",
-           "-ldl", "-o", lib]
+    cmd = ["gcc", "-O2", "-shared", "-fPIC", os.path.join(HERE, "launch_floor_cuda.c"), "-I", inc,
+           "-I", sysconfig.get_paths()["include"], *libs, "-lcuda", "-ldl", "-o", lib]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print("floor: gcc failed:", p.stderr[-2000:], file=sys.stderr)
@@ -265,6 +267,10 @@ def load_floor(lib: str) -> Any:
     so.floor_run_buffer.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     so.floor_run_buffer.restype = ctypes.c_double
     so.floor_free.argtypes = [ctypes.c_void_p]
+    # floor_python makes a Python object: called through PyDLL, which keeps the GIL
+    so.python = ctypes.PyDLL(lib)
+    so.python.floor_python.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    so.python.floor_python.restype = ctypes.py_object
     return so
 
 
@@ -304,6 +310,7 @@ def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> 
     timed = run_with(so.floor_run)
     timed.handle = handle  # type: ignore[attr-defined]  # kept alive with the closure
     timed.buffer = run_with(so.floor_run_buffer) if count == n else None  # type: ignore[attr-defined]
+    timed.python = so.python.floor_python(handle, stream)  # type: ignore[attr-defined]
     return timed, note
 
 
@@ -522,6 +529,11 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
         # a list and then a tuple of them first (see PYCALL)
         ns["full"] = case.full_args
         add(FGRID_STAR, "f[grid](*full)")
+    if floor is not None:
+        # the least any launcher called from Python costs: Python's call of these arguments
+        # and the floor's own cuLaunchKernel, nothing else
+        ns["pyfloor"] = floor.python  # type: ignore[attr-defined]
+        add(PYFLOOR, f"pyfloor({', '.join(names + kw)})")
     if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
         # what the interpreter's call costs before any callee runs (past 30 arguments it
         # builds a tuple and a dict): the part of f[grid]'s cost no Python callee avoids
@@ -693,6 +705,20 @@ def python_share(res: dict[str, Any]) -> str | None:
     return "f[grid] less Python's own call of the same arguments (the floor's multiple): " + ", ".join(cells)
 
 
+def python_floor_share(res: dict[str, Any]) -> str | None:
+    """f[grid] against the floor called from Python (PYFLOOR): what tritonjit's launch adds
+    to the least a launch from Python can cost, as a multiple of that least."""
+    cells = []
+    for k, row in res["us_per_call"].items():
+        fgrid, pyfloor, floor = row.get(FGRID), row.get(PYFLOOR), row.get(FLOOR)
+        if fgrid is not None and pyfloor and floor:
+            cells.append(f"{res['labels'][k]} {pyfloor / floor:.2f}x / {fgrid / pyfloor:.2f}x")
+    if not cells:
+        return None
+    return ("the floor called from Python, as a multiple of the C floor / f[grid] as a multiple of it: "
+            + ", ".join(cells))
+
+
 def check_lines(res: dict[str, Any]) -> list[str]:
     out = []
     for k, checks in res["checks"].items():
@@ -779,7 +805,8 @@ def compile_floor_source() -> str:
     inc = os.path.join(os.path.dirname(nv.__file__), "include")
     with tempfile.TemporaryDirectory() as tmp:
         p = subprocess.run([cc, "-O2", "-Wall", "-fPIC", "-c", os.path.join(HERE, "launch_floor_cuda.c"), "-I", inc,
-                            "-o", os.path.join(tmp, "floor.o")], capture_output=True, text=True)
+                            "-I", sysconfig.get_paths()["include"], "-o", os.path.join(tmp, "floor.o")],
+                           capture_output=True, text=True)
     return "compiles" if p.returncode == 0 else f"FAILED: {p.stderr[-1500:]}"
 
 
@@ -816,8 +843,8 @@ def main(argv: list[str] | None = None) -> int:
           f"tritonjit {tritonjit.__version__}, native dispatcher: {_native.reason}, "
           f"torch tensor reader: {torch_reader.reason()}; {a.calls} calls, best of {a.reps} interleaved rounds")
     print(table(res))
-    share = python_share(res)
-    for line in verdicts(res) + ([share] if share else []) + [ANCHOR] + check_lines(res):
+    shares = [line for line in (python_share(res), python_floor_share(res)) if line]
+    for line in verdicts(res) + shares + [ANCHOR] + check_lines(res):
         print(line)
     print(f"total {time.perf_counter() - t0:.0f} s")
     bad = [(k, p) for k, checks in res["checks"].items() for p, c in checks.items() if not c.startswith("ok")]

@@ -545,9 +545,11 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # 0.78-0.87x, native_group_norm_backward 0.49-0.56x; Mamba-2, Bamba, Jamba, Falcon-Mamba,
     # Apertus, Speech2Text, Swin, the Wav2Vec2 conformer and RecurrentGemma with them routed
     # 0.80-0.91x eager (forward and training step). log_sigmoid_forward (1.20x at 8M-16M
-    # elements) and baddbmm (1.69x at 64 x 256 x 256 x 64) stay opt-in
+    # elements) stays opt-in.
+    # baddbmm (BLOOM's ALiBi scores), after the mm tuner counted a batch's programs: 0.33-0.85x
+    # eager at 12 attention-score shapes (decode to 2048-token prefill; an H100, 2026-12-06)
     "softplus_backward", "log_sigmoid_backward", "sgn", "sgn_", "flip", "roll", "glu", "glu_backward",
-    "native_group_norm_backward",
+    "native_group_norm_backward", "baddbmm",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -24,8 +24,10 @@ def _samples(dev: str) -> dict[str, Callable[[], tuple[tuple, dict[str, Any]]]]:
         t = t.abs() + 0.5 if positive else t
         return t.to(dev, dtype).requires_grad_(grad)
 
-    # flash attention takes 16-bit q, k, v on a GPU (fp32 on the interpreter); its lse is fp32
+    # flash attention takes 16-bit q, k, v of head_dim 64 or 128 on a GPU (fp32 and smaller
+    # heads on the interpreter); its lse is fp32
     h = torch.float32 if dev == "cpu" else torch.bfloat16
+    hd = 16 if dev == "cpu" else 64
 
     def i(v: list) -> torch.Tensor:
         return torch.tensor(v, device=dev)
@@ -70,11 +72,11 @@ def _samples(dev: str) -> dict[str, Callable[[], tuple[tuple, dict[str, Any]]]]:
         "silu_and_mul": lambda: ((r(3, 8),), {}),
         "rotary_embedding": lambda: ((r(1, 3, 2, 8), r(3, 4, grad=False), r(3, 4, grad=False)), {}),
         "cross_entropy": lambda: ((r(4, 7), i([1, -100, 3, 0])), {}),
-        "flash_attention": lambda: ((r(1, 4, 8, 16, dtype=h), r(1, 2, 8, 16, dtype=h), r(1, 2, 8, 16, dtype=h),
+        "flash_attention": lambda: ((r(1, 4, 8, hd, dtype=h), r(1, 2, 8, hd, dtype=h), r(1, 2, 8, hd, dtype=h),
                                      True, None), {}),
-        "flash_attention_backward": lambda: ((r(1, 4, 8, 16, grad=False, dtype=h), r(1, 4, 8, 16, grad=False, dtype=h),
-                                              r(1, 2, 8, 16, grad=False, dtype=h), r(1, 2, 8, 16, grad=False, dtype=h),
-                                              r(1, 4, 8, 16, grad=False, dtype=h), r(1, 4, 8, grad=False), True, None),
+        "flash_attention_backward": lambda: ((r(1, 4, 8, hd, grad=False, dtype=h), r(1, 4, 8, hd, grad=False, dtype=h),
+                                              r(1, 2, 8, hd, grad=False, dtype=h), r(1, 2, 8, hd, grad=False, dtype=h),
+                                              r(1, 4, 8, hd, grad=False, dtype=h), r(1, 4, 8, grad=False), True, None),
                                              {}),
     }
 
