@@ -24,10 +24,13 @@
 //     ``extra``, CU_LAUNCH_PARAM_BUFFER_POINTER), as tritonjit's CUDA launcher hands
 //     them where the driver agrees with its layout; -1e9 where the driver cannot say.
 //   floor_free(floor)
-//   floor_python(floor, stream) -> a new Python callable (call through ctypes.PyDLL, which
-//     holds the GIL) whose every call, whatever its arguments, makes the floor's one
-//     cuLaunchKernel and returns None: the least any launcher called from Python can cost,
-//     Python's own call of those arguments included. The floor must outlive it.
+//   floor_python(floor, stream, tp_call) -> a new Python callable (call through
+//     ctypes.PyDLL, which holds the GIL) whose every call, whatever its arguments, makes
+//     the floor's one cuLaunchKernel and returns None: the least any launcher called from
+//     Python can cost, Python's own call of those arguments included. tp_call: taken
+//     through tp_call (for a call site of more than 30 arguments, which CPython compiles to
+//     a tuple and a dict: through vectorcall it would copy them first), else vectorcall.
+//     The floor must outlive it.
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -182,7 +185,7 @@ static PyObject *python_floor_vectorcall(PyObject *self, PyObject *const *args, 
   (void)args, (void)nargsf, (void)kwnames;
   return python_floor_launch((python_floor_t *)self);
 }
-/* ... and a larger one, which CPython compiles to a tuple and a dict, here */
+/* ... a larger one here, where vectorcall is NULL (CPython calls tp_call with its tuple and dict) */
 static PyObject *python_floor_call(PyObject *self, PyObject *args, PyObject *kwargs) {
   (void)args, (void)kwargs;
   return python_floor_launch((python_floor_t *)self);
@@ -198,11 +201,11 @@ static PyTypeObject python_floor_type = {
     .tp_dealloc = python_floor_dealloc,
 };
 
-PyObject *floor_python(const floor_t *f, CUstream s) {
+PyObject *floor_python(const floor_t *f, CUstream s, int tp_call) {
   if (!(python_floor_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&python_floor_type) < 0) return NULL;
   python_floor_t *p = PyObject_New(python_floor_t, &python_floor_type);
   if (p == NULL) return NULL;
-  p->vectorcall = python_floor_vectorcall;
+  p->vectorcall = tp_call ? NULL : python_floor_vectorcall;
   p->f = f;
   p->s = s;
   return (PyObject *)p;

@@ -24,7 +24,12 @@ launch_kernels.py. For each kernel, rows:
 - "Python's call alone": the same call of a C function that does nothing
   (``_dispatch.call_floor``), what the interpreter spends before any callee runs (past
   30 arguments CPython builds a tuple and a dict for the call); a line after the
-  table gives ``f[grid]`` less it, as a multiple of the floor.
+  table gives ``f[grid]`` less it, as a multiple of the floor;
+- "the floor called from Python": the same call of a C callable that makes the floor's
+  one ``cuLaunchKernel`` and nothing else (``floor_python`` in launch_floor_cuda.c), in
+  the same Python loop as ``f[grid]``: the least any launcher called from Python can
+  cost on this host. A line after the table gives it as a multiple of the C floor, and
+  ``f[grid]`` as a multiple of it.
 
 Each path: N calls back to back, one synchronize, microseconds per call and the
 multiple of that kernel's floor; the paths are timed in R interleaved rounds and
@@ -269,7 +274,7 @@ def load_floor(lib: str) -> Any:
     so.floor_free.argtypes = [ctypes.c_void_p]
     # floor_python makes a Python object: called through PyDLL, which keeps the GIL
     so.python = ctypes.PyDLL(lib)
-    so.python.floor_python.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    so.python.floor_python.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     so.python.floor_python.restype = ctypes.py_object
     return so
 
@@ -310,7 +315,9 @@ def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> 
     timed = run_with(so.floor_run)
     timed.handle = handle  # type: ignore[attr-defined]  # kept alive with the closure
     timed.buffer = run_with(so.floor_run_buffer) if count == n else None  # type: ignore[attr-defined]
-    timed.python = so.python.floor_python(handle, stream)  # type: ignore[attr-defined]
+    # the floor called from Python, through the slot CPython's call of these arguments takes
+    timed.python = so.python.floor_python(handle, stream, 0)  # type: ignore[attr-defined]
+    timed.python_ex = so.python.floor_python(handle, stream, 1)  # type: ignore[attr-defined]
     return timed, note
 
 
@@ -532,7 +539,8 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
     if floor is not None:
         # the least any launcher called from Python costs: Python's call of these arguments
         # and the floor's own cuLaunchKernel, nothing else
-        ns["pyfloor"] = floor.python  # type: ignore[attr-defined]
+        big = len(names) + 2 * len(kw) > 30  # compiled to CALL_FUNCTION_EX: a tuple and a dict
+        ns["pyfloor"] = floor.python_ex if big else floor.python  # type: ignore[attr-defined]
         add(PYFLOOR, f"pyfloor({', '.join(names + kw)})")
     if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
         # what the interpreter's call costs before any callee runs (past 30 arguments it

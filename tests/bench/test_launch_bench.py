@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sysconfig
 import sys
 
 import pytest
@@ -171,7 +172,8 @@ def simulated_floor(tmp_path_factory):
     lib = str(tmp / "floor.so")
     inc = os.path.join(os.path.dirname(nv.__file__), "include")
     subprocess.run(["gcc", "-O2", "-shared", "-fPIC", os.path.join(BENCH, "launch_floor_cuda.c"), str(tmp / "shim.c"),
-                    "-I", inc, "-L", str(tmp), f"-l:{os.path.basename(sim_path)}", f"-Wl,-rpath,{tmp}", "-ldl", "-o", lib],
+                    "-I", inc, "-I", sysconfig.get_paths()["include"], "-L", str(tmp),
+                    f"-l:{os.path.basename(sim_path)}", f"-Wl,-rpath,{tmp}", "-ldl", "-o", lib],
                    check=True, capture_output=True)
     return sim, L.load_floor(lib)
 
@@ -200,3 +202,11 @@ def test_floor_on_the_simulated_driver(key, simulated_floor, interpreter):
     for rec in launches:
         assert rec.kernel == ck.name and rec.grid == (1, 1, 1) and rec.stream == 77
         assert rec.block == (32 * ck.metadata.num_warps, 1, 1) and rec.params == want
+    # the floor called from Python: one launch of the same bytes per call, whatever the call's
+    # arguments, through vectorcall and through tp_call
+    sim.reset()
+    for pyfloor in (timed.python, timed.python_ex):
+        assert pyfloor() is None and pyfloor(*range(3), BLOCK=4) is None and pyfloor(*range(40), a=1) is None
+    launches = sim.launches()
+    assert len(launches) == 6, sim.records()
+    assert all(rec.params == want and rec.stream == 77 for rec in launches)
