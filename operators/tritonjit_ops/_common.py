@@ -56,21 +56,13 @@ def rounded_to_common(common: torch.dtype, tensors: Sequence[Any]) -> bool:
     computes (TensorIterator casts each tensor operand to the common dtype; a CPU scalar it
     reads in opmath): an integer tensor beyond int8 (``x_bf16 + i`` takes bf16(257) = 256) or
     a 0-dim tensor of a wider float type beside ``common`` ones. tritonjit's kernels read an
-    operand in its own type straight into fp32, so such calls take aten's kernel (a plan) or
-    are cast first (an implementation)."""
+    operand in its own type straight into fp32 unless told to round it first
+    (elementwise.rounding_type)."""
     return common in LOW_PRECISION and any(_rounds(t, common) for t in tensors)
 
 
 def _rounds(t: Any, common: torch.dtype) -> bool:
     return isinstance(t, torch.Tensor) and t.dtype != common and t.dtype not in _EXACT_IN_HALF
-
-
-def round_to_common(common: torch.dtype, operands: Sequence[Any]) -> list[Any]:
-    """``operands`` with each tensor that aten rounds (rounded_to_common) cast to ``common``;
-    unchanged where ``common`` is no 16-bit float."""
-    if common not in LOW_PRECISION:
-        return list(operands)
-    return [t.to(common) if _rounds(t, common) else t for t in operands]
 
 
 def deterministic() -> bool:

@@ -30,7 +30,6 @@ from ._common import (
     coalesce,
     is_cuda_like,
     jit,
-    round_to_common,
     rounded_to_common,
     unravel4,
 )
@@ -354,9 +353,34 @@ def _in_type(v, OT: tl.constexpr, RTNE: tl.constexpr):
 
 
 @triton.jit
+def _round_tensor(v, RT: tl.constexpr, RTNE: tl.constexpr):
+    """A tensor operand's block rounded to an arithmetic op's 16-bit common type ``RT``
+    ("bf16", "fp16"; None: ``v`` as it is) where it is of another type, through fp32 as c10's
+    Half and BFloat16 take a float: aten's TensorIterator casts each tensor operand to the
+    common dtype before an opmath kernel reads it in fp32 (``x_bf16 * i`` for an int64 tensor
+    multiplies by bf16(i): 257 is 256), which _common.rounded_to_common tells. A Scalar is not
+    rounded: aten's kernels read it in opmath."""
+    if RT == "bf16":
+        if v.dtype.is_int():  # in integer steps: a compiled int -> fp32 -> bf16 folds to one rounding
+            r = _to_out(v.to(tl.float32), tl.bfloat16, True)
+        elif v.dtype != tl.bfloat16:
+            r = _to_out(v.to(tl.float32), tl.bfloat16, RTNE)
+        else:
+            r = v
+    elif RT == "fp16":
+        if v.dtype != tl.float16:
+            r = _to_out(v.to(tl.float32), tl.float16, RTNE)
+        else:
+            r = v
+    else:
+        r = v
+    return r
+
+
+@triton.jit
 def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr,
               IS_FLOAT: tl.constexpr, A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
-              BLOCK: tl.constexpr, RTNE: tl.constexpr, OT: tl.constexpr):
+              BLOCK: tl.constexpr, RTNE: tl.constexpr, OT: tl.constexpr, RT: tl.constexpr):
     """The op on the operands at offsets oa, ob, oc, stored at oo: the body both ranks share.
 
     OT: the 16-bit float type ("bf16", "fp16") aten converts the operands to before an op
@@ -364,7 +388,8 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
     comparisons, remainder, fmod, atan2, the logical ops), set where an operand is of another
     type: a bf16 ``x > 0.3`` compares with bf16(0.3) = 0.30078125, ``x == 257`` with 256, and
     a 0-dim fp32 operand is rounded the same way. Arithmetic (add, mul, div, ...) keeps a
-    Scalar in fp32, as aten's opmath kernels do: OT is None there."""
+    Scalar in fp32, as aten's opmath kernels do: OT is None there, and RT (_round_tensor)
+    rounds its tensor operands of another type to the 16-bit common type."""
     # a Scalar operand becomes a block as ``s - zero``, not ``s + zero``: -0.0 + 0 is +0.0
     # (``x * -0.0`` would lose its sign), and s - 0 is s for every s
     zero = tl.zeros([BLOCK], tl.int32)
@@ -372,21 +397,21 @@ def _ew_apply(a, b, c, out, oa, ob, oc, oo, mask, s0, s1, s2, OP: tl.constexpr, 
         if A_SCALAR:
             x = _cast(_in_type(a - zero, OT, RTNE), CT)
         else:
-            x = _cast(_in_type(tl.load(a + oa, mask=mask), OT, RTNE), CT)
+            x = _cast(_in_type(_round_tensor(tl.load(a + oa, mask=mask), RT, RTNE), OT, RTNE), CT)
     else:
         x = _cast(zero, CT)
     if NIN >= 2:
         if B_SCALAR:
             y = _cast(_in_type(b - zero, OT, RTNE), CT)
         else:
-            y = _cast(_in_type(tl.load(b + ob, mask=mask), OT, RTNE), CT)
+            y = _cast(_in_type(_round_tensor(tl.load(b + ob, mask=mask), RT, RTNE), OT, RTNE), CT)
     else:
         y = x
     if NIN >= 3:
         if C_SCALAR:
             z = _cast(c - zero, CT)
         else:
-            z = _cast(tl.load(c + oc, mask=mask), CT)
+            z = _cast(_round_tensor(tl.load(c + oc, mask=mask), RT, RTNE), CT)
     else:
         z = y
     if OP == "pow" and B_SCALAR:  # one uniform branch on the exponent (see _math.pow_scalar)
@@ -413,7 +438,7 @@ def _ew_kernel(
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
     BLOCK: tl.constexpr, IDX64: tl.constexpr, FLAT: tl.constexpr = False, RTNE: tl.constexpr = False,
-    OT: tl.constexpr = None,
+    OT: tl.constexpr = None, RT: tl.constexpr = None,
 ):
     # FLAT: one dim after coalescing (contiguous operands, most calls), indexed by the flat
     # offset itself: no integer division per element, which bf16 ops heavier than a copy
@@ -431,7 +456,7 @@ def _ew_kernel(
         i0, i1, i2, i3 = unravel4(offs, d1, d2, d3)
     _ew_apply(a, b, c, out, i0 * as0 + i1 * as1 + i2 * as2 + i3 * as3, i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3, i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT, RT)
 
 
 @triton.jit
@@ -443,6 +468,7 @@ def _ew6_kernel(
     OP: tl.constexpr, NIN: tl.constexpr, CT: tl.constexpr, IS_FLOAT: tl.constexpr,
     A_SCALAR: tl.constexpr, B_SCALAR: tl.constexpr, C_SCALAR: tl.constexpr,
     BLOCK: tl.constexpr, IDX64: tl.constexpr, RTNE: tl.constexpr = False, OT: tl.constexpr = None,
+    RT: tl.constexpr = None,
 ):
     # rank 5 and 6 (attention's (B, KV heads, repeats, S, D) views of (B, S, H, D) storage),
     # and an output that starts obase elements into its buffer (a cat's slice)
@@ -459,7 +485,7 @@ def _ew6_kernel(
               i0 * bs0 + i1 * bs1 + i2 * bs2 + i3 * bs3 + i4 * bs4 + i5 * bs5,
               i0 * cs0 + i1 * cs1 + i2 * cs2 + i3 * cs3 + i4 * cs4 + i5 * cs5,
               obase + i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + i4 * os4 + i5 * os5, offs < n,
-              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT)
+              s0, s1, s2, OP, NIN, CT, IS_FLOAT, A_SCALAR, B_SCALAR, C_SCALAR, BLOCK, RTNE, OT, RT)
 
 
 _ew = jit(_ew_kernel)
@@ -541,12 +567,15 @@ def _soft_bf16(out: Tensor | Buffer, operands: Sequence[Any]) -> bool:
 
 
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
-            shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0, ot: str | None = None) -> Any:
+            shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0, ot: str | None = None,
+            rt: str | None = None) -> Any:
     """The Launch of ``op`` over ``operands`` (tensors, scalars) into ``out`` of ``shape``
     (a tensor of any strides, or a plan Buffer, dense), its elements from ``obase`` on
     (an offset into the output's buffer); None beyond rank 6. Rank 4 and no offset, which
     is most calls, take the kernel of fewer parameters (a cheaper launch). ``ot``: the 16-bit
-    float type the operands are converted to first (_ew_apply's OT; see _operand_type)."""
+    float type the operands are converted to first (_ew_apply's OT; see _operand_type); ``rt``:
+    the one an arithmetic op's tensor operands are rounded to first (_round_tensor; see
+    rounding_type)."""
     n = 1
     for d in shape:
         n *= d
@@ -578,8 +607,8 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         cx["FLAT"] = True
     if _soft_bf16(out, operands):
         cx["RTNE"] = True
-    if ot is not None:
-        cx["OT"] = ot
+    if ot is not None or rt is not None:
+        cx["OT" if ot is not None else "RT"] = ot if ot is not None else rt
         if any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands):
             cx["RTNE"] = True  # the interpreter's cast to bf16 truncates (see _to_out)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
@@ -675,9 +704,7 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
             raise _refuse(op, "the output overlaps an input")
     if out.numel() == 0:
         return out
-    if ot is None and op in _ARITHMETIC and rounded_to_common(rdtype, ops):  # as aten reads them
-        ops = round_to_common(rdtype, ops)
-    L = _launch(op, ops, ops, out, out, shape, ct, scalars, ot=ot)
+    L = _launch(op, ops, ops, out, out, shape, ct, scalars, ot=ot, rt=rounding_type(op, rdtype, ops, ot))
     if L is None:
         raise _refuse(op, "rank beyond 4 after coalescing dims")
     execute(L)
@@ -707,15 +734,14 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
         return None  # a value the key does not hold: the Python implementation
     if any(isinstance(a, Tensor) and not isinstance(b, Tensor) for a, b in zip(operands, ops)):
         return None  # a 0-dim CPU tensor became a scalar: no Arg() for it here
-    if ot is None and op in _ARITHMETIC and rounded_to_common(rdtype, ops):
-        return aten_plan()  # aten rounds a tensor operand to the common dtype first (rounded_to_common)
+    rt = rounding_type(op, rdtype, ops, ot)
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
     if inplace:
-        return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs, ot)
+        return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs, ot, rt)
     buf = Buffer(tuple(shape), rdtype, iter_strides(shape, ops) if aten_layout else None)
     if 0 in shape:
         return Plan((buf,), ())
-    L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs, ot=ot)
+    L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs, ot=ot, rt=rt)
     return None if L is None else Plan((buf,), (L,))
 
 
@@ -728,7 +754,7 @@ def _writable(x: Any) -> bool:
 
 
 def _inplace_plan(op: str, ops: Sequence[Any], refs: Sequence[Any], shape: list[int], rdtype: torch.dtype, ct: str,
-                  scalar_refs: Sequence[Any], ot: str | None = None) -> Plan | None:
+                  scalar_refs: Sequence[Any], ot: str | None = None, rt: str | None = None) -> Plan | None:
     """The launch writing ``op`` over ``ops`` into ``self`` (ops[0]) in its own strides, the
     result computed in ``rdtype`` and converted to self's dtype, as aten's TensorIterator
     does; the plan returns ``self``. None where aten raises (the operands broadcast past
@@ -740,7 +766,7 @@ def _inplace_plan(op: str, ops: Sequence[Any], refs: Sequence[Any], shape: list[
         return None
     if x.numel() == 0:
         return Plan((), (), (In(0),), writes=(0,))
-    L = _launch(op, ops, refs, x, In(0), shape, ct, scalar_refs, ot=ot)
+    L = _launch(op, ops, refs, x, In(0), shape, ct, scalar_refs, ot=ot, rt=rt)
     return None if L is None else Plan((), (L,), (In(0),), writes=(0,))
 
 
@@ -759,6 +785,16 @@ _OT = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 #: (where, masked_fill) rounds once either way
 _ARITHMETIC = frozenset({"add", "sub", "mul", "div", "div_floor", "div_trunc", "div_recip", "maximum", "minimum",
                          "pow", "addcmul", "lerp"})
+
+
+def rounding_type(op: str, common: torch.dtype, operands: Sequence[Any], ot: str | None = None) -> str | None:
+    """The 16-bit float type ("bf16", "fp16") an arithmetic op's kernel rounds its tensor
+    operands of another type to before computing in fp32 (_round_tensor's RT), where aten
+    rounds them (_common.rounded_to_common: an integer tensor, a 0-dim wider float tensor);
+    None where it reads every operand as it is (most calls: the variant's key is unchanged)."""
+    if ot is not None or op not in _ARITHMETIC or not rounded_to_common(common, operands):
+        return None
+    return _OT[common]
 
 
 def _operand_type(op: str, common: torch.dtype, operands: Sequence[Any]) -> str | None:

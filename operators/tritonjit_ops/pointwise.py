@@ -25,14 +25,12 @@ from ._common import (
     fp32_exact,
     is_cuda_like,
     jit,
-    round_to_common,
-    rounded_to_common,
     unravel4,
 )
 from ._layout import bstrides, dense, extent, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
-from .elementwise import _INT32_MAX, _divisor_op, _exponent_in
+from .elementwise import _INT32_MAX, _divisor_op, _exponent_in, _round_tensor, _to_out, rounding_type
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
 
@@ -70,7 +68,9 @@ def _binary_op(a, b, alpha, OP: tl.constexpr):
 @triton.jit
 def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constexpr,
                         X_SCALAR: tl.constexpr = False, Y_SCALAR: tl.constexpr = False,
-                        UPCAST: tl.constexpr = False):
+                        UPCAST: tl.constexpr = False, RT: tl.constexpr = None, RTNE: tl.constexpr = False):
+    # RT: a tensor operand of another type is rounded to the 16-bit common type first, as
+    # aten's (elementwise._round_tensor); RTNE: in integer steps (the interpreter's cast truncates)
     pid = tl.program_id(0)
     offs = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -78,17 +78,17 @@ def _binary_flat_kernel(x, y, out, n, alpha, OP: tl.constexpr, BLOCK: tl.constex
     if X_SCALAR:
         a = (x - tl.zeros([BLOCK], CT)).to(CT)  # minus: -0.0 + 0 would be +0.0
     else:
-        a = tl.load(x + offs, mask=mask).to(CT)
+        a = _round_tensor(tl.load(x + offs, mask=mask), RT, RTNE).to(CT)
     if Y_SCALAR:
         b = (y - tl.zeros([BLOCK], CT)).to(CT)
     else:
-        b = tl.load(y + offs, mask=mask).to(CT)
+        b = _round_tensor(tl.load(y + offs, mask=mask), RT, RTNE).to(CT)
     if OP == "pow" and Y_SCALAR:  # the exponent in the base's type, as aten's (_exponent_in)
         e = _exponent_in(y, out.dtype.element_ty)
         r = pow_scalar(a, e, (e - tl.zeros([BLOCK], CT)).to(CT))
     else:
         r = _binary_op(a, b, alpha, OP)
-    tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
+    tl.store(out + offs, _to_out(r, out.dtype.element_ty, RTNE), mask=mask)
 
 
 @triton.jit
@@ -115,9 +115,10 @@ def _pointwise_nd_kernel(
     zs0, zs1, zs2, zs3,
     OP: tl.constexpr, NIN: tl.constexpr, BLOCK: tl.constexpr,
     X_SCALAR: tl.constexpr, Y_SCALAR: tl.constexpr, Z_SCALAR: tl.constexpr,
-    UPCAST: tl.constexpr, IDX64: tl.constexpr,
+    UPCAST: tl.constexpr, IDX64: tl.constexpr, RT: tl.constexpr = None, RTNE: tl.constexpr = False,
 ):
-    """Rank-4 strided elementwise kernel; the output is contiguous, operands are not."""
+    """Rank-4 strided elementwise kernel; the output is contiguous, operands are not. RT, RTNE:
+    as _binary_flat_kernel's."""
     pid = tl.program_id(0)
     if IDX64:
         pid = pid.to(tl.int64)
@@ -128,12 +129,12 @@ def _pointwise_nd_kernel(
     if X_SCALAR:
         a = x - tl.zeros([BLOCK], CT)  # minus: -0.0 + 0 would be +0.0
     else:
-        a = tl.load(x + _nd_offset(i0, i1, i2, i3, xs0, xs1, xs2, xs3), mask=mask)
+        a = _round_tensor(tl.load(x + _nd_offset(i0, i1, i2, i3, xs0, xs1, xs2, xs3), mask=mask), RT, RTNE)
     if NIN >= 2:
         if Y_SCALAR:
             b = y - tl.zeros([BLOCK], CT)
         else:
-            b = tl.load(y + _nd_offset(i0, i1, i2, i3, ys0, ys1, ys2, ys3), mask=mask)
+            b = _round_tensor(tl.load(y + _nd_offset(i0, i1, i2, i3, ys0, ys1, ys2, ys3), mask=mask), RT, RTNE)
     if NIN == 1:
         r = activation(a.to(CT), OP)
     elif NIN == 2:
@@ -148,7 +149,7 @@ def _pointwise_nd_kernel(
         else:
             c = tl.load(z + _nd_offset(i0, i1, i2, i3, zs0, zs1, zs2, zs3), mask=mask)
         r = tl.where(a != 0, b.to(CT), c.to(CT))
-    tl.store(out + offs, r.to(out.dtype.element_ty), mask=mask)
+    tl.store(out + offs, _to_out(r, out.dtype.element_ty, RTNE), mask=mask)
 
 
 _binary_flat = jit(_binary_flat_kernel)
@@ -188,22 +189,28 @@ def _broadcast_shape(a: tuple, b: tuple) -> list[int]:
 
 
 def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: list[int], out_ref: Any, alpha: Any,
-                 upcast: bool) -> Launch | None:
+                 upcast: bool, rt: str | None = None) -> Launch | None:
     """The launch of an elementwise op over ``operands`` (tensors or Python scalars) into a
     contiguous output of ``shape``: the flat kernel where every tensor operand is contiguous
     and of the output's shape, else the rank-4 strided kernel after coalescing dims; None
     beyond rank 4. ``refs`` are what the launch passes for each operand and ``out_ref`` for
-    the output: the objects themselves (run now) or plan references (In, Arg, Out)."""
+    the output: the objects themselves (run now) or plan references (In, Arg, Out). ``rt``:
+    the 16-bit type tensor operands of another type are rounded to first
+    (elementwise.rounding_type)."""
     n = 1
     for d in shape:
         n *= d
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     scalar = [not isinstance(t, Tensor) for t in operands]
     op = _divisor_op(op, operands)
+    rounding: dict[str, Any] = {}
+    if rt is not None:
+        rounding["RT"] = rt
+        rounding["RTNE"] = any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands)
     flat = n <= _INT32_MAX and all(s or (t.is_contiguous() and list(t.shape) == shape) for t, s in zip(operands, scalar))
     if flat and nin == 2:
         return launch(_binary_flat, grid, refs[0], refs[1], out_ref, n, alpha, OP=op, BLOCK=_BLOCK,
-                      X_SCALAR=scalar[0], Y_SCALAR=scalar[1], UPCAST=upcast)
+                      X_SCALAR=scalar[0], Y_SCALAR=scalar[1], UPCAST=upcast, **rounding)
     if flat and nin == 1:
         return launch(_unary_flat, grid, refs[0], out_ref, n, OP=op, BLOCK=_BLOCK, UPCAST=upcast)
     dims, strides = coalesce(shape, [bstrides(t, shape) for t in operands])
@@ -222,7 +229,7 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
     span = max([n] + [extent(dims, st) for st in strides])
     return launch(_pointwise_nd, grid, refs[0], refs[1], refs[2], out_ref, n, alpha, dims[1], dims[2], dims[3],
                   *strides[0], *strides[1], *strides[2], OP=op, NIN=nin, BLOCK=_BLOCK, X_SCALAR=scalar[0],
-                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=span > _INT32_MAX)
+                  Y_SCALAR=scalar[1], Z_SCALAR=scalar[2], UPCAST=upcast, IDX64=span > _INT32_MAX, **rounding)
 
 
 def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int]) -> tuple[list, list[int], list[int]]:
@@ -234,7 +241,8 @@ def _in_memory_order(operands: Sequence, shape: list[int], strides: Sequence[int
     return ops, [shape[d] for d in order], order
 
 
-def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool) -> Tensor:
+def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, upcast: bool,
+                        rt: str | None = None) -> Tensor:
     """Run the elementwise op now into ``out`` (any strides: a dense one in its memory order,
     any other through a contiguous temporary and a copy)."""
     if out.numel() == 0:
@@ -248,10 +256,10 @@ def _launch_elementwise(op: str, nin: int, operands: list, out: Tensor, alpha, u
         target = out.permute(order)
     else:
         target, temporary = torch.empty(out.shape, dtype=out.dtype, device=out.device), True
-    L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
+    L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast, rt)
     if L is None:  # beyond rank 4 after coalescing: materialize the broadcast views once
         operands = [t.expand(shape).contiguous() if isinstance(t, Tensor) else t for t in operands]
-        L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast)
+        L = _elementwise(op, nin, operands, operands, shape, target, alpha, upcast, rt)
         assert L is not None  # contiguous operands: the flat kernel takes any rank
     execute(L)
     if temporary:
@@ -311,8 +319,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         u8 = [v.to(torch.uint8) if isinstance(v, Tensor) else int(v) for v in (x, y)]
         return _binary(op, u8[0], u8[1], alpha, None).to(torch.bool)
     x, y = _kernel_scalar(x), _kernel_scalar(y)
-    if rounded_to_common(rdtype, (x, y)):  # read as aten reads them: rounded to the common dtype first
-        x, y = round_to_common(rdtype, (x, y))
+    rt = rounding_type(op, rdtype, (x, y))  # read as aten reads them: rounded to the common dtype first
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype not in _ALLOWED[op]:
@@ -336,7 +343,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         out = new_output(shape, rdtype, dev, [x, y])
     else:
         check_out(op, out, shape, rdtype, dev)
-    return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION)
+    return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION, rt)
 
 
 # Hot paths: same float dtype (fp32/fp16/bf16), same shape, contiguous, no out=. The
@@ -518,8 +525,8 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     rdtype = torch.result_type(x, y)
     if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call
         return aten_plan()
-    if rounded_to_common(rdtype, [t for t, lifted in ((x, xs), (y, ys)) if not lifted]):
-        return aten_plan()  # aten rounds a tensor operand to the common dtype first (x_bf16 + int64 tensor)
+    # aten rounds a tensor operand to the common dtype first (x_bf16 + int64 tensor); not a lifted scalar
+    rt = rounding_type(op, rdtype, [t for t, lifted in ((x, xs), (y, ys)) if not lifted])
     if op == "div" and not rdtype.is_floating_point:
         rdtype = torch.get_default_dtype()
     if rdtype == torch.bool and op in _BOOL_OPS and isinstance(x, Tensor) and isinstance(y, Tensor) and not (xs or ys):
@@ -539,7 +546,7 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     refs = [Arg(0) if xs else In(0), Arg(1) if ys else In(1)]
     shapes = [tuple(t.shape) for t in operands if isinstance(t, Tensor)]
     shape = list(shapes[0]) if len(shapes) == 1 or shapes[0] == shapes[1] else _broadcast_shape(*shapes)
-    p = _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref)
+    p = _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref, rt)
     if p is None or alpha_ref == 1:
         return p
     return p._replace(fits=((2, rdtype),))  # alpha's range, per call (an fp16 alpha of 1e8 is aten's error)
@@ -566,7 +573,7 @@ def _reads_across(operands: Sequence, shape: list[int]) -> bool:
 
 
 def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,
-             alpha: Any) -> Plan | None:
+             alpha: Any, rt: str | None = None) -> Plan | None:
     """The plan of one launch into a new output in aten's layout (see _layout.py): a
     non-contiguous one is written in its memory order."""
     n = 1
@@ -580,14 +587,14 @@ def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rd
         operands, shape, _ = _in_memory_order(operands, shape, strides)
     if n >= _ATEN_STRIDED_NUMEL and _reads_across(operands, shape):
         return aten_plan()
-    L = _elementwise(op, nin, operands, refs, shape, Out(0), alpha, rdtype in LOW_PRECISION)
+    L = _elementwise(op, nin, operands, refs, shape, Out(0), alpha, rdtype in LOW_PRECISION, rt)
     if L is None:  # rank 5 or 6 after coalescing (repeat_kv's views): the elementwise module's rank-6 kernel
         try:
             ct = _ew_ct(op, rdtype)
         except NotImplementedError:
             return None
         L = _ew_launch(op, operands, refs, Buffer(tuple(shape), rdtype), Out(0), shape, ct,
-                       [alpha] if op in ("add", "sub") else [])
+                       [alpha] if op in ("add", "sub") else [], rt=rt)
     return None if L is None else Plan(out, (L,))
 
 

@@ -9,8 +9,8 @@ import json
 import os
 import re
 import subprocess
-import sysconfig
 import sys
+import sysconfig
 
 import pytest
 

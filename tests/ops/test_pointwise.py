@@ -295,13 +295,13 @@ def test_div_rounds_to_nearest_on_the_gpu():
     one off from aten's (cross-compiled for sm_90; no GPU needed)."""
     from tritonjit_ops import elementwise, pointwise
 
-    k = pointwise._binary_flat.compile("*fp32:16,*fp32:16,*fp32:16,i32,fp32,'div',1024,False,False,False",
+    k = pointwise._binary_flat.compile("*fp32:16,*fp32:16,*fp32:16,i32,fp32,'div',1024,False,False,False,nullopt,False",
                                        target="cuda:90")
     assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
     # unravelled, indexed by the flat offset, and that with 64-bit offsets
     for idx64, flat in (("False", "False"), ("False", "True"), ("True", "True")):
         sig = ("*fp32:16,*fp32:16,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
-               + f"'div_floor',2,'fp32',True,False,False,True,1024,{idx64},{flat},False,nullopt")
+               + f"'div_floor',2,'fp32',True,False,False,True,1024,{idx64},{flat},False,nullopt,nullopt")
         k = elementwise._ew.compile(sig, target="cuda:90")
         assert "div.rn.f32" in k.asm["ptx"] and "div.full.f32" not in k.asm["ptx"]
 
@@ -354,11 +354,11 @@ def test_pow_in_place_and_out_take_the_exact_forms(e):
 def test_pow_scalar_exponent_kernels_compile_for_sm90():
     from tritonjit_ops import elementwise, pointwise
 
-    pointwise._binary_flat.compile("*bf16:16,fp32,*bf16:16,i32,fp32,'pow',1024,False,True,True", target="cuda:90")
+    pointwise._binary_flat.compile("*bf16:16,fp32,*bf16:16,i32,fp32,'pow',1024,False,True,True,nullopt,False", target="cuda:90")
     sig = ("*fp32:16,fp32,i32,*fp32:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
            + "'pow',2,'fp32',True,False,True,True,1024,False,")
     for flat in ("False", "True"):
-        elementwise._ew.compile(sig + flat + ",False,nullopt", target="cuda:90")
+        elementwise._ew.compile(sig + flat + ",False,nullopt,nullopt", target="cuda:90")
 
 
 def _bf16_ties(device: str) -> torch.Tensor:
@@ -395,12 +395,12 @@ def test_bf16_outputs_round_in_the_kernel_only_on_the_interpreter():
     assert not E._soft_bf16(torch.empty(4, dtype=torch.bfloat16, device="meta"), [])
     sig = ("*fp32:16,i32,i32,*bf16:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
            + "'copy',1,'fp32',True,False,True,True,1024,False,True,")
-    ptx = {rtne: E._ew.compile(sig + rtne + ",nullopt", target="cuda:90").asm["ptx"] for rtne in ("False", "True")}
+    ptx = {rtne: E._ew.compile(sig + rtne + ",nullopt,nullopt", target="cuda:90").asm["ptx"] for rtne in ("False", "True")}
     assert "cvt.rn.bf16.f32" in ptx["False"] and "32767" not in ptx["False"]
     assert "32767" in ptx["True"]
     # AMD targets (the hcu plugin's) have no such instruction: Triton's own cast rounds to
     # nearest even there in integer steps, the same as ours
-    llir = E._ew.compile(sig + "False,nullopt", target="hip:gfx90a").asm["llir"]
+    llir = E._ew.compile(sig + "False,nullopt,nullopt", target="hip:gfx90a").asm["llir"]
     assert ", 32767" in llir
 
 

@@ -276,13 +276,18 @@ _MIXES = {
     "int64 - bf16": lambda: _ints() - _halves(torch.bfloat16),
     "bf16 * int32": lambda: _halves(torch.bfloat16) * _ints(torch.int32),
     "fp16 / int64": lambda: _halves(torch.float16) / (_ints() * 3 + 1),
-    "bf16 add alpha int16": lambda: torch.add(_halves(torch.bfloat16), _ints(torch.int16), alpha=3),
+    # alpha 2: alpha * bf16(i) is exact in bf16, where CPU aten rounds it before adding (its
+    # CUDA kernel, as ours, adds in fp32 and rounds once)
+    "bf16 add alpha int16": lambda: torch.add(_halves(torch.bfloat16), _ints(torch.int16), alpha=2),
     "bf16 add_ int64": lambda: _halves(torch.bfloat16).add_(_ints()),
     "bf16 maximum int64": lambda: torch.maximum(_halves(torch.bfloat16) * 64, _ints()),
     "bf16 floor_divide int64": lambda: torch.floor_divide(_ints(), _halves(torch.bfloat16).abs() + 1),
     "bf16 rsub int64": lambda: torch.rsub(_halves(torch.bfloat16), _ints()),
     "bf16 + 0-dim fp32": lambda: _halves(torch.bfloat16) - torch.tensor(0.3),
     "bf16 + int8 (exact)": lambda: _halves(torch.bfloat16) + _ints(torch.int8),
+    "bf16 + int64 past 2**24": lambda: _halves(torch.bfloat16) + (torch.arange(24) * 8421505 + 16777217),
+    "bf16 addcmul int64": lambda: torch.addcmul(_halves(torch.bfloat16), _ints(), _halves(torch.bfloat16), value=0.5),
+    "bf16 * int64 mask, broadcast": lambda: _halves(torch.bfloat16).view(4, 6) * (_ints().view(4, 6)[:, :1] > 0).long(),
 }
 
 
@@ -302,3 +307,46 @@ def test_direct_entries_round_a_tensor_operand_to_the_common_dtype(op: str) -> N
     ref = getattr(torch, op)(x, i)
     for got in (getattr(T, op)(x, i), getattr(torch.ops.tritonjit, op)(x, i)):
         assert got.dtype == ref.dtype and torch.equal(got, ref)
+
+
+_PLANNED_MIXES = {
+    "mul.Tensor": lambda: (_halves(torch.bfloat16), _ints()),  # a padding mask multiplied in
+    "add.Tensor": lambda: (_halves(torch.float16), _ints(torch.int32).view(4, 6)[:, :1]),  # broadcast
+    "sub.Tensor": lambda: (_halves(torch.bfloat16), torch.tensor(0.3)),  # a 0-dim fp32 tensor
+    "maximum": lambda: (_halves(torch.bfloat16), _ints()),
+    "div.Tensor": lambda: (_halves(torch.bfloat16).view(4, 6).t(), _ints().view(6, 4) * 3 + 1),  # transposed
+    "mul_.Tensor": lambda: (_halves(torch.bfloat16), _ints()),  # in place
+}
+
+
+def _rt(launch) -> str | None:
+    return dict(zip(launch.fn._param_names, launch.args)).get("RT")
+
+
+@pytest.mark.parametrize("op", list(_PLANNED_MIXES))
+def test_operands_rounded_to_the_common_dtype_run_on_tritonjit_kernels(op: str) -> None:
+    """Such calls are planned on tritonjit's kernels, which round the operand themselves
+    (elementwise.rounding_type: the launch's RT), not handed to aten's kernel: an int64 mask
+    multiplied into bf16 activations stays covered."""
+    args = _PLANNED_MIXES[op]()
+    plan = _registry._PLANNERS[op](*args)
+    assert plan is not None and not plan.aten, op
+    assert any(_rt(L) in ("bf16", "fp16") for L in plan.launches), plan.launches
+    # and a call whose operands aten does not round keeps the variant of before (no RT)
+    same = _registry._PLANNERS[op](*[a.to(args[0].dtype) if isinstance(a, torch.Tensor) else a for a in args])
+    assert same is not None and all(_rt(L) is None for L in same.launches), op
+
+
+def test_rounding_kernels_compile_for_sm90() -> None:
+    """The kernels that round an int64 operand to bf16 compile for a GPU: int64 -> fp32, then
+    bf16 in integer steps (c10's BFloat16 rounds a float: Triton folds a compiled int -> fp32 ->
+    bf16 cast into one cvt.rn.bf16.s64, which rounds once, not twice, past 2**24)."""
+    from tritonjit_ops import elementwise, pointwise
+
+    ptx = pointwise._binary_flat.compile("*bf16:16,*i64:16,*bf16:16,i32,fp32,'mul',1024,False,False,True,'bf16',False",
+                                         target="cuda:90").asm["ptx"]
+    assert "cvt.rn.f32.s64" in ptx and "cvt.rn.bf16.s64" not in ptx and "32767" in ptx
+    sig = ("*bf16:16,*i64:16,*bf16:16,*bf16:16,i32,fp32,fp32,fp32,i32,i32,i32," + "i32," * 16
+           + "'addcmul',3,'fp32',True,False,False,False,1024,False,True,False,nullopt,'bf16'")
+    ptx = elementwise._ew.compile(sig, target="cuda:90").asm["ptx"]
+    assert "cvt.rn.f32.s64" in ptx and "cvt.rn.bf16.s64" not in ptx and "32767" in ptx
