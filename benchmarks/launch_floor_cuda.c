@@ -24,18 +24,21 @@
 //     ``extra``, CU_LAUNCH_PARAM_BUFFER_POINTER), as tritonjit's CUDA launcher hands
 //     them where the driver agrees with its layout; -1e9 where the driver cannot say.
 //   floor_free(floor)
-//   floor_python(floor, stream, tp_call) -> a new Python callable (call through
-//     ctypes.PyDLL, which holds the GIL) whose every call, whatever its arguments, makes
-//     the floor's one cuLaunchKernel and returns None: the least any launcher called from
-//     Python can cost, Python's own call of those arguments included. tp_call: taken
+//   floor_python(floor, stream, tp_call, steps, reader) -> a new Python callable (call
+//     through ctypes.PyDLL, which holds the GIL) whose every call, whatever its arguments,
+//     makes the floor's one cuLaunchKernel and returns None: the least any launcher called
+//     from Python can cost, Python's own call of those arguments included. tp_call: taken
 //     through tp_call (for a call site of more than 30 arguments, which CPython compiles to
 //     a tuple and a dict: through vectorcall it would copy them first), else vectorcall.
-//     The floor must outlive it.
+//     steps (PF_* bits, 0 for none) adds a launcher's own steps one by one, for diag rows;
+//     reader: tritonjit's tensor reader (its capsule's pointer) for PF_READ and PF_STREAM,
+//     or NULL. The floor must outlive it.
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,28 +170,81 @@ double floor_run(const floor_t *f, CUstream s, int iters) {
 }
 
 /* ---- the floor called from Python ------------------------------------------------------ */
+/* Steps a launcher adds to the driver call, each on its own for diag rows (PF_*: bits of
+ * ``steps``), so that what each costs between driver calls, called from Python, is timed
+ * apart: */
+#define PF_CTX 1    /* cuCtxGetCurrent first, as a launcher checks its context */
+#define PF_GIL 2    /* whether another Python thread may want the GIL (a thread-state walk) */
+#define PF_READ 4   /* each tensor argument read through tritonjit's tensor reader */
+#define PF_STREAM 8 /* torch's current stream, through the same reader */
+#define PF_EXTRA 16 /* the parameters as one buffer (cuLaunchKernel's extra) */
+
+/* tritonjit's tensor-reader ABI (tritonjit_tensor.h, version 1), as far as used here */
+typedef struct {
+  int abi;
+  int (*read)(PyObject *v, unsigned long long *ptr, PyObject **dtype, int *device);
+  int (*current_stream)(int device_type, int device, unsigned long long *out);
+} reader_t;
+
 typedef struct {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  const floor_t *f;
+  floor_t *f;
   CUstream s;
+  int steps;
+  const reader_t *reader;
 } python_floor_t;
 
-static PyObject *python_floor_launch(python_floor_t *p) {
-  const floor_t *f = p->f;
-  CUresult r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, p->s, f->args, NULL);
+static PyObject *python_floor_launch(python_floor_t *p, PyObject *const *args, Py_ssize_t nargs) {
+  floor_t *f = p->f;
+  CUstream s = p->s;
+  volatile unsigned long long sink = 0;
+  if (p->steps & PF_CTX) {
+    CUcontext cur = NULL;
+    cuCtxGetCurrent(&cur);
+    sink += (unsigned long long)(uintptr_t)cur;
+  }
+  if (p->steps & PF_GIL) {
+    PyThreadState *ts = PyThreadState_Get();
+    PyInterpreterState *is = PyThreadState_GetInterpreter(ts);
+    sink += PyThreadState_Next(ts) != NULL || PyInterpreterState_ThreadHead(is) != ts ||
+            PyInterpreterState_Head() != is || PyInterpreterState_Next(is) != NULL;
+  }
+  if ((p->steps & PF_READ) && p->reader != NULL) {
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+      PyObject *v = args[i];
+      if (PyLong_CheckExact(v) || PyFloat_CheckExact(v) || v == Py_None || PyBool_Check(v)) continue;
+      unsigned long long ptr = 0;
+      PyObject *dtype = NULL;
+      int dev = -1;
+      if (p->reader->read(v, &ptr, &dtype, &dev) == 0) sink += ptr + (unsigned long long)dev;
+    }
+  }
+  if ((p->steps & PF_STREAM) && p->reader != NULL) {
+    unsigned long long cs = 0;
+    if (p->reader->current_stream(1, 0, &cs) == 0) sink += cs;
+  }
+  CUresult r;
+  if ((p->steps & PF_EXTRA) && (f->buf != NULL || fill_buffer(f) == 0)) {
+    size_t size = f->buf_size;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, f->buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, s, NULL, extra);
+  } else {
+    r = cuLaunchKernel(f->fn, 1, 1, 1, f->threads, 1, 1, f->shared, s, f->args, NULL);
+  }
+  (void)sink;
   if (r != CUDA_SUCCESS) return PyErr_Format(PyExc_RuntimeError, "floor: cuLaunchKernel failed with CUresult %d", (int)r);
   Py_RETURN_NONE;
 }
 /* a call site of up to 30 arguments comes here (vectorcall) ... */
 static PyObject *python_floor_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
-  (void)args, (void)nargsf, (void)kwnames;
-  return python_floor_launch((python_floor_t *)self);
+  (void)kwnames;
+  return python_floor_launch((python_floor_t *)self, args, PyVectorcall_NARGS(nargsf));
 }
 /* ... a larger one here, where vectorcall is NULL (CPython calls tp_call with its tuple and dict) */
 static PyObject *python_floor_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-  (void)args, (void)kwargs;
-  return python_floor_launch((python_floor_t *)self);
+  (void)kwargs;
+  return python_floor_launch((python_floor_t *)self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
 }
 static void python_floor_dealloc(PyObject *self) { PyObject_Free(self); }
 
@@ -201,12 +257,14 @@ static PyTypeObject python_floor_type = {
     .tp_dealloc = python_floor_dealloc,
 };
 
-PyObject *floor_python(const floor_t *f, CUstream s, int tp_call) {
+PyObject *floor_python(floor_t *f, CUstream s, int tp_call, int steps, const void *reader) {
   if (!(python_floor_type.tp_flags & Py_TPFLAGS_READY) && PyType_Ready(&python_floor_type) < 0) return NULL;
   python_floor_t *p = PyObject_New(python_floor_t, &python_floor_type);
   if (p == NULL) return NULL;
   p->vectorcall = tp_call ? NULL : python_floor_vectorcall;
   p->f = f;
   p->s = s;
+  p->steps = steps;
+  p->reader = (const reader_t *)reader;
   return (PyObject *)p;
 }

@@ -81,6 +81,15 @@ TRITON_STAR = "diag: triton kernel[grid](*args), the same"
 FALLBACKS = "diag: python fallbacks"
 PYCALL = "diag: Python's call alone (a C no-op, same arguments)"
 PYFLOOR = "diag: the floor called from Python (a C callable that makes the floor's launch, same arguments)"
+#: the floor called from Python plus one of a launcher's steps (launch_floor_cuda.c's PF_* bits)
+PYFLOOR_STEPS = {
+    1: "diag: the floor from Python + the context check (cuCtxGetCurrent)",
+    2: "diag: the floor from Python + the GIL test (the thread-state walk)",
+    4: "diag: the floor from Python + the tensor arguments read (tritonjit's reader)",
+    8: "diag: the floor from Python + torch's current stream (the reader's)",
+    16: "diag: the floor from Python + one parameter buffer (extra)",
+    31: "diag: the floor from Python + all five",
+}
 #: the issue's targets, as multiples of each kernel's own floor
 TARGETS = {FGRID: 1.10, BOUND: 1.10, CPP: 1.05}
 ANCHOR = ("anchor, not measured here (facebookexperimental/triton PR 1445, a B200): a C dispatcher in a Triton "
@@ -274,9 +283,21 @@ def load_floor(lib: str) -> Any:
     so.floor_free.argtypes = [ctypes.c_void_p]
     # floor_python makes a Python object: called through PyDLL, which keeps the GIL
     so.python = ctypes.PyDLL(lib)
-    so.python.floor_python.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    so.python.floor_python.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     so.python.floor_python.restype = ctypes.py_object
     return so
+
+
+def tensor_reader_pointer() -> int | None:
+    """The address of tritonjit's tensor reader (tritonjit_tensor.h), or None without one."""
+    from tritonjit import _native
+
+    cap = _native.dispatch.tensor_reader() if _native.dispatch is not None else None
+    if cap is None:
+        return None
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(cap, b"tritonjit.tensor_reader.v1")
 
 
 def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> tuple[Callable[[int], float] | None, str]:
@@ -316,8 +337,11 @@ def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> 
     timed.handle = handle  # type: ignore[attr-defined]  # kept alive with the closure
     timed.buffer = run_with(so.floor_run_buffer) if count == n else None  # type: ignore[attr-defined]
     # the floor called from Python, through the slot CPython's call of these arguments takes
-    timed.python = so.python.floor_python(handle, stream, 0)  # type: ignore[attr-defined]
-    timed.python_ex = so.python.floor_python(handle, stream, 1)  # type: ignore[attr-defined]
+    timed.python = so.python.floor_python(handle, stream, 0, 0, None)  # type: ignore[attr-defined]
+    timed.python_ex = so.python.floor_python(handle, stream, 1, 0, None)  # type: ignore[attr-defined]
+    # the same with a launcher's steps added (PF_* bits; see PYFLOOR_STEPS)
+    timed.python_steps = lambda steps: so.python.floor_python(  # type: ignore[attr-defined]
+        handle, stream, 0, steps, tensor_reader_pointer())
     return timed, note
 
 
@@ -542,6 +566,10 @@ def prepare(case: Case, so: Any, stream: int, target: Any, calls: int, reps: int
         big = len(names) + 2 * len(kw) > 30  # compiled to CALL_FUNCTION_EX: a tuple and a dict
         ns["pyfloor"] = floor.python_ex if big else floor.python  # type: ignore[attr-defined]
         add(PYFLOOR, f"pyfloor({', '.join(names + kw)})")
+        if case.key in ("4", "19"):  # what each of a launcher's steps adds to it
+            for bits, label in PYFLOOR_STEPS.items():
+                ns[f"pyfloor{bits}"] = floor.python_steps(bits)  # type: ignore[attr-defined]
+                add(label, f"pyfloor{bits}({', '.join(names + kw)})")
     if _native.dispatch is not None and hasattr(_native.dispatch, "call_floor"):
         # what the interpreter's call costs before any callee runs (past 30 arguments it
         # builds a tuple and a dict): the part of f[grid]'s cost no Python callee avoids

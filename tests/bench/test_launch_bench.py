@@ -207,6 +207,11 @@ def test_floor_on_the_simulated_driver(key, simulated_floor, interpreter):
     sim.reset()
     for pyfloor in (timed.python, timed.python_ex):
         assert pyfloor() is None and pyfloor(*range(3), BLOCK=4) is None and pyfloor(*range(40), a=1) is None
+    # and with a launcher's steps added (the context check, the GIL test, the tensor reads
+    # through tritonjit's reader, torch's current stream; the buffer form is the driver's
+    # offsets, which the simulated driver cannot give: the pointer form then)
+    stepped = timed.python_steps(15)
+    assert stepped(*case.args) is None
     launches = sim.launches()
-    assert len(launches) == 6, sim.records()
+    assert len(launches) == 7, sim.records()
     assert all(rec.params == want and rec.stream == 77 for rec in launches)
