@@ -325,7 +325,7 @@ def test_rank5_copies_take_the_rank6_kernel_and_cross_compile_for_sm90():
     rep = q[:, :, None].expand(2, 8, 4, 16, 64)
     p = C._plan_clone(rep, memory_format=torch.contiguous_format)
     (clone_launch,) = p.launches
-    assert len(clone_launch.args) == 9 + 5 + 4 * 6 + 11  # ptrs, n, scalars, obase; dims; strides; constexprs
+    assert len(clone_launch.args) == 9 + 5 + 4 * 6 + 12  # ptrs, n, scalars, obase; dims; strides; constexprs
     s = C._plan_stack([q[..., 1::2], q[..., ::2]], -1)
     assert clone_launch.fn is E._ew6
     # each stacked input is rank 4: the first takes the cheaper kernel, the second its slice one element in

@@ -389,9 +389,9 @@ def test_new_kernel_variants_compile_for_sm90():
         (reduction._reduce, "*bf16:16,*bf16:16,*bf16:16,*bf16:16,i32,i32,i32,i32,i32,i32:1,i32,i32,i32,i32:16,fp32,"
                             "'mean',64,8,False,True,True,True"),
         (elementwise._ew, "fp32,i32,i32,*bf16:16,i32,i32,i32,i32,i32,i32,i32," + ints
-         + "'copy',1,'fp32',True,True,True,True,1024,False,True,False,nullopt"),
+         + "'copy',1,'fp32',True,True,True,True,1024,False,True,False,nullopt,nullopt"),
         (elementwise._ew, "i1,i32,i32,*i64:16,i32,i32,i32,i32,i32,i32,i32," + ints
-         + "'copy',1,'i64',False,True,True,True,1024,False,True,False,nullopt"),
+         + "'copy',1,'i64',False,True,True,True,1024,False,True,False,nullopt,nullopt"),
     ]
     for fn, sig in sigs:
         k = fn.compile(sig, target="cuda:90")
