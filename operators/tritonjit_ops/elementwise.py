@@ -607,8 +607,11 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         cx["FLAT"] = True
     if _soft_bf16(out, operands):
         cx["RTNE"] = True
+    if ot is not None:
+        cx["OT"] = ot
+    if rt is not None:
+        cx["RT"] = rt
     if ot is not None or rt is not None:
-        cx["OT" if ot is not None else "RT"] = ot if ot is not None else rt
         if any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands):
             cx["RTNE"] = True  # the interpreter's cast to bf16 truncates (see _to_out)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
