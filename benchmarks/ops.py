@@ -1,6 +1,6 @@
 """Operator benchmark: tritonjit_ops against torch eager, measured in the same run.
 
-    python benchmarks/ops.py [--json FILE] [--quick]
+    python benchmarks/ops.py [--json FILE] [--quick] [--inplace-sweep] [--opt-in]
 
 small: host-bound latency of tiny calls, us/call (N back-to-back calls, one
 synchronize; torch eager, the direct entry and torch.ops timed in interleaved
@@ -11,6 +11,10 @@ dim), beside the direct entry's Python implementation.
 inplace: in-place calls a model makes (a residual ``add_``, ``mul_`` by a Python float, MoE
 routing's ``div_``, ``clamp_`` and ``//``, a broadcast ``masked_fill_``, ``relu_`` of a
 transposed view) under ``enable()`` against eager, timed in alternating rounds.
+opt-in (``--opt-in``): overloads that enable()'s device default leaves to aten and that
+models call (softplus, tril, sign, logical_and_, fill_.Tensor, reciprocal), at the shapes
+those models make, under ``enable(include=[op])`` against eager: the measure by which one
+joins the default.
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
@@ -284,6 +288,68 @@ def inplace_sweep(dev: str, n: int, reps: int) -> list[dict]:
     return _eager_vs_enabled(dev, [(name, fn, [name]) for name, fn in inplace_sweep_calls(dev)], n, reps)
 
 
+def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], Any], list[str]]]:
+    """(name, the call, the overload it routes) for opt-in overloads at the shapes models make
+    (``small``: tiny stand-ins, for the interpreter): Mamba's time-step softplus (bf16 and its
+    fp32 cast, decode and prefill), Mamba-2's chunk masks (tril of bool, fp32 and bf16
+    blocks), DeBERTa's relative-position sign (int64), attention-mask ands (a broadcast bool
+    mask), a fill from a 0-dim device tensor, and reciprocals."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    bf, f32 = torch.bfloat16, torch.float32
+
+    def r(*shape: int, dt: torch.dtype = bf) -> torch.Tensor:
+        if small:
+            shape = tuple(min(d, 8) for d in shape)
+        return torch.randn(*shape, device=dev, generator=g).to(dt)
+
+    def b(*shape: int) -> torch.Tensor:
+        return r(*shape, dt=f32) > 0
+
+    sp = torch.nn.functional.softplus
+    x1, x2, x3, x4 = r(4, 256, 512), r(4, 256, 512, dt=f32), r(1, 1, 512, dt=f32), r(8, 1024, 2048)
+    ones, t5, t4 = b(256, 256) | True, r(4, 8, 4, 64, 64, dt=f32), r(4, 8, 256, 256)
+    pos, s3 = (r(256, 256, dt=f32) * 300).long(), r(4, 256, 256, dt=f32)
+    m4, m1, a2, b2 = b(4, 1, 256, 256), b(1, 1, 256, 256), b(4, 256), b(4, 256)
+    f1, v1, f2, v2 = r(4, 256, 1024, dt=f32), torch.tensor(0.5, device=dev), r(1, 8), torch.tensor(2.0, device=dev)
+    q1, q2, q3 = r(4, 256, dt=f32), r(4, 256, 1024), r(1 << 24, dt=f32)
+    return [
+        ("softplus bf16 [4,256,512]", lambda: sp(x1), ["softplus"]),
+        ("softplus fp32 [4,256,512]", lambda: sp(x2), ["softplus"]),
+        ("softplus fp32 [1,1,512] (decode)", lambda: sp(x3), ["softplus"]),
+        ("softplus bf16 [8,1024,2048]", lambda: sp(x4), ["softplus"]),
+        ("tril bool [256,256]", lambda: torch.tril(ones), ["tril"]),
+        ("tril(-1) fp32 [4,8,4,64,64]", lambda: torch.tril(t5, -1), ["tril"]),
+        ("tril bf16 [4,8,256,256]", lambda: torch.tril(t4), ["tril"]),
+        ("sign i64 [256,256]", lambda: torch.sign(pos), ["sign"]),
+        ("sign fp32 [4,256,256]", lambda: torch.sign(s3), ["sign"]),
+        ("logical_and_ bool [4,1,256,256] & [1,1,256,256]", lambda: m4.logical_and_(m1), ["logical_and_"]),
+        ("logical_and_ bool [4,256]", lambda: a2.logical_and_(b2), ["logical_and_"]),
+        ("fill_(0-dim tensor) fp32 [4,256,1024]", lambda: f1.fill_(v1), ["fill_.Tensor"]),
+        ("fill_(0-dim tensor) bf16 [1,8]", lambda: f2.fill_(v2), ["fill_.Tensor"]),
+        ("reciprocal fp32 [4,256]", lambda: torch.reciprocal(q1), ["reciprocal"]),
+        ("reciprocal bf16 [4,256,1024]", lambda: torch.reciprocal(q2), ["reciprocal"]),
+        ("reciprocal fp32 [16M]", lambda: torch.reciprocal(q3), ["reciprocal"]),
+    ]
+
+
+def opt_in_cases(dev: str, n: int, reps: int, small: bool = False) -> list[dict]:
+    """:func:`opt_in_calls` under ``enable(include=[op])`` against eager, each first checked
+    against eager's result (a mismatch is a row's ``error``, and its time is still given)."""
+    calls = opt_in_calls(dev, small)
+    errors = {}
+    for name, fn, ops in calls:
+        ref = fn().clone()
+        with T.enable(include=ops, wait_native=True):
+            got = fn().clone()
+        if got.dtype != ref.dtype or not torch.allclose(got.float(), ref.float(), rtol=1e-2, atol=1e-2, equal_nan=True):
+            errors[name] = f"differs from eager (max {(got.double() - ref.double()).abs().max().item():.3g})"
+    rows = _eager_vs_enabled(dev, calls, n, reps)
+    for row in rows:
+        if row["case"] in errors:
+            row["error"] = errors[row["case"]]
+    return rows
+
+
 def inplace_table(rows: list[dict]) -> str:
     out = ["| in-place call | unit | torch eager | under enable() | ratio |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {r['case']} | {r['unit']} | {r['torch']:.2f} | {r['enabled']:.2f} | {r['ratio']:.2f}x |" for r in rows]
@@ -400,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer calls per measurement")
     p.add_argument("--inplace-sweep", action="store_true",
                    help="also time every planned in-place overload under enable() against eager")
+    p.add_argument("--opt-in", action="store_true",
+                   help="also time the opt-in overloads models call (softplus, tril, sign, ...) against eager")
     args = p.parse_args(argv)
     dev = tritonjit.current_backend().info.device_type or "cpu"  # the interpreter's tensors live on the CPU
     from tritonjit import _native
@@ -416,12 +484,14 @@ def main(argv: list[str] | None = None) -> int:
         layouts = layout_cases(dev, n=3, reps=1)
         inplace = inplace_cases(dev, n=2, reps=1)
         sweep = inplace_sweep(dev, n=1, reps=1) if args.inplace_sweep else []
+        opt_in = opt_in_cases(dev, n=1, reps=1, small=True) if args.opt_in else []
         large: list[dict] = []
     else:
         small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
         layouts = layout_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         inplace = inplace_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         sweep = inplace_sweep(dev, n=2000, reps=3 if args.quick else 5) if args.inplace_sweep else []
+        opt_in = opt_in_cases(dev, n=200, reps=3 if args.quick else 7) if args.opt_in else []
         large = large_cases(dev, impls)
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
                 backend=tritonjit.current_backend().name)
@@ -433,6 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     if sweep:
         print()
         print(inplace_table(sweep).replace("in-place call", "in-place overload (sweep)", 1))
+    if opt_in:
+        print()
+        print(inplace_table(opt_in).replace("in-place call", "opt-in overload", 1))
+        for r in opt_in:
+            if "error" in r:
+                print(f"MISMATCH {r['case']}: {r['error']}")
     if dev == "cuda":  # calls the native dispatcher served, and those it left to the Python path
         import importlib
 
@@ -442,7 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
-        rows = dict(meta=meta, small=small, layouts=layouts, inplace=inplace, inplace_sweep=sweep, large=large)
+        rows = dict(meta=meta, small=small, layouts=layouts, inplace=inplace, inplace_sweep=sweep, opt_in=opt_in,
+                    large=large)
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 

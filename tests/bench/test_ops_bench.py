@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_smoke_mode_reports_every_path(tmp_path):
     out = tmp_path / "ops.json"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the smoke mode, even on a GPU machine
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ops.py"), "--json", str(out)],
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ops.py"), "--json", str(out), "--opt-in"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
     assert "aten through torch.ops" in p.stdout
@@ -35,3 +35,8 @@ def test_smoke_mode_reports_every_path(tmp_path):
         assert r["torch"] > 0 and r["direct"] > 0 and r["python"] > 0, r["case"]
         assert r["ratio_direct"] == pytest.approx(r["direct"] / r["torch"])
     assert "its Python implementation" in p.stdout
+    opt_in = json.loads(out.read_text())["opt_in"]  # --opt-in: each opt-in case, checked against eager
+    assert {r["case"].split()[0].split("(")[0] for r in opt_in} == {"softplus", "tril", "sign", "logical_and_", "fill_",
+                                                       "reciprocal"}
+    assert all(r["torch"] > 0 and r["enabled"] > 0 and "error" not in r for r in opt_in)
+    assert "| opt-in overload |" in p.stdout

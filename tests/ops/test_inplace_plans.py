@@ -233,6 +233,7 @@ def test_the_benchmark_sweep_covers_every_inplace_plan_and_each_call_matches_eag
         assert stats_delta(before, native.stats())["python_calls"] == 0, f"{name}: went to the Python implementation"
         assert got.shape == ref.shape and got.dtype == ref.dtype, name
         close(got, ref)
+    T.enable(wait_native=True)  # as the module's fixture left it
 
 
 def test_one_dim_calls_take_the_flat_index():
@@ -255,3 +256,25 @@ def test_one_dim_calls_take_the_flat_index():
         assert launch_arg(L, "FLAT") is flat, name
         _plan.execute(L)
         torch.testing.assert_close(out, torch.clamp(ops[0], ops[1], ops[2]), msg=name)
+
+
+def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native):
+    """The calls ``bench ops --opt-in`` times (by which an opt-in overload joins enable()'s
+    device default) each route one opt-in overload with a C++ plan, are served by it on their
+    second call, and agree with eager."""
+    from tritonjit_ops import _registry
+
+    calls = bench_module("ops").opt_in_calls("cpu", small=True)
+    T.disable()
+    want = [fn().clone() for _, fn, _ in calls]
+    for (name, fn, ops), ref in zip(calls, want):
+        (op,) = ops
+        assert op in _registry._PLANNERS and op not in _registry.DEVICE_DEFAULT, (name, op)
+        with T.enable(include=ops, wait_native=True):
+            got = fn().clone()
+            before = native.stats()
+            fn()
+            assert stats_delta(before, native.stats())["python_calls"] == 0, f"{name}: went to the Python implementation"
+        assert got.shape == ref.shape and got.dtype == ref.dtype, name
+        close(got, ref)
+    T.enable(wait_native=True)  # as the module's fixture left it
