@@ -846,6 +846,18 @@ def compile_floor_source() -> str:
     return "compiles" if p.returncode == 0 else f"FAILED: {p.stderr[-1500:]}"
 
 
+def gil_line() -> str:
+    """Whether the plugin's launches release the GIL around the driver call in this process (they
+    do where another Python thread exists, which the floor called from Python never does)."""
+    try:
+        from tritonjit_cuda._backend import _driver
+        releases = "yes" if _driver.launch_releases_gil() else "no"
+    except (ImportError, AttributeError):
+        releases = "unknown"
+    names = [t.name for t in threading.enumerate()]
+    return f"launches release the GIL: {releases} (Python threads: {', '.join(names)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=20000)
@@ -878,6 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
           f"tritonjit {tritonjit.__version__}, native dispatcher: {_native.reason}, "
           f"torch tensor reader: {torch_reader.reason()}; {a.calls} calls, best of {a.reps} interleaved rounds")
+    print(gil_line())
     print(table(res))
     shares = [line for line in (python_share(res), python_floor_share(res)) if line]
     for line in verdicts(res) + shares + [ANCHOR] + check_lines(res):

@@ -11,10 +11,10 @@ dim), beside the direct entry's Python implementation.
 inplace: in-place calls a model makes (a residual ``add_``, ``mul_`` by a Python float, MoE
 routing's ``div_``, ``clamp_`` and ``//``, a broadcast ``masked_fill_``, ``relu_`` of a
 transposed view) under ``enable()`` against eager, timed in alternating rounds.
-opt-in (``--opt-in``): overloads that enable()'s device default leaves to aten and that
-models call (softplus, tril, sign, logical_and_, fill_.Tensor, reciprocal), at the shapes
-those models make, under ``enable(include=[op])`` against eager: the measure by which one
-joins the default.
+opt-in (``--opt-in``): overloads that were opt-in until models were seen sending them to aten
+(softplus, tril, sign, logical_and_, fill_.Tensor, reciprocal), at the shapes those models
+make, under ``enable(include=[op])`` against eager: the measure by which they joined
+enable()'s device default (2026-12-06), kept to catch a regression.
 large: device throughput via triton.testing.do_bench, GB/s of bytes that must
 move, beside the copy bandwidth of the same run (the ceiling); mm in TFLOP/s.
 Targets (H200): small <= 1.0x eager, large >= 95% of copy, mm >= 0.95x torch.mm.
@@ -467,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--inplace-sweep", action="store_true",
                    help="also time every planned in-place overload under enable() against eager")
     p.add_argument("--opt-in", action="store_true",
-                   help="also time the opt-in overloads models call (softplus, tril, sign, ...) against eager")
+                   help="also time the overloads that joined the device default from opt-in (softplus, tril, "
+                        "sign, ...) at model shapes against eager")
     args = p.parse_args(argv)
     dev = tritonjit.current_backend().info.device_type or "cpu"  # the interpreter's tensors live on the CPU
     from tritonjit import _native

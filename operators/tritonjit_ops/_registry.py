@@ -550,6 +550,14 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # eager at 12 attention-score shapes (decode to 2048-token prefill; an H100, 2026-12-06)
     "softplus_backward", "log_sigmoid_backward", "sgn", "sgn_", "flip", "roll", "glu", "glu_backward",
     "native_group_norm_backward", "baddbmm",
+    # the opt-in overloads models still sent to aten (2026-12-06, an H100, `bench ops --opt-in` at
+    # Mamba's, Mamba-2's and DeBERTa's shapes and a sweep of 16 to 16M elements, wall time per
+    # call against eager): softplus 0.84-0.99x, reciprocal 0.92-1.01x, sign 0.92-1.06x (1.06x a
+    # 4096-element fp32 call, within the replay's spread), fill_ from a 0-dim tensor 0.51-0.84x,
+    # logical_and_ 0.77-0.99x, tril 0.38-0.98x up to [2, 4096, 4096]. log_sigmoid_forward stays
+    # opt-in: on the elementwise kernel 0.88-1.01x up to 4M elements and in fp32, 1.21-1.26x in
+    # bf16 at 8M-16M (its own kernel had measured 1.10-1.20x at 4M-16M)
+    "softplus", "reciprocal", "sign", "fill_.Tensor", "logical_and_", "tril",
     *attention.ATEN, *optim.ATEN])
 
 

@@ -64,15 +64,38 @@ def test_one_launch_each_and_what_aten_keeps():
         log_sigmoid.log_sigmoid_forward(x.t())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_the_device_paths_elementwise_formula_in_any_layout(dtype):
+    """The formula a device's forward runs (the elementwise kernel's ``log_sigmoid``), on the
+    interpreter: aten's values at the extremes, and aten's layout for a transposed input."""
+    from tritonjit_ops import elementwise
+
+    x = _x(dtype)
+    for v in (x, x.t(), x[:, ::2]):
+        got = elementwise.run("log_sigmoid", [v], dtype, "fp32", aten_layout=True)
+        want = aten.log_sigmoid_forward(v)[0]
+        torch.testing.assert_close(got, want, **TOL[dtype])
+        assert got.stride() == torch.empty_like(v).stride()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_on_gpu_the_buffer_is_empty_and_values_are_atens():
-    x = _x(torch.bfloat16, "cuda")
-    dy = torch.randn(x.shape, device="cuda", dtype=torch.bfloat16)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "large"])
+def test_on_gpu_the_buffer_is_empty_and_values_are_atens(dtype, layout):
+    x = _x(dtype, "cuda")
+    if layout == "transposed":
+        x = x.t()
+    elif layout == "large":  # the vector blocks of the elementwise kernel, and a tail
+        x = (torch.randn(1 << 20 | 77, device="cuda") * 30).to(dtype)
+    dy = torch.randn(x.shape, device="cuda", dtype=dtype)
     want_y, want_buf = aten.log_sigmoid_forward(x)
+    _, delta = routed(lambda: aten.log_sigmoid_forward(x), ["log_sigmoid_forward"])
+    assert delta["launches"] == 1 and delta["aten_calls"] == 0, delta
     with T.enable(include=["log_sigmoid_forward", "log_sigmoid_backward"], wait_native=True):
         y, buf = aten.log_sigmoid_forward(x)
         dx = aten.log_sigmoid_backward(dy, x, buf)
-    assert buf.numel() == 0 == want_buf.numel()
-    torch.testing.assert_close(y, want_y, **TOL[torch.bfloat16])
-    torch.testing.assert_close(dx, aten.log_sigmoid_backward(dy, x, want_buf), **TOL[torch.bfloat16])
+    assert buf.numel() == 0 == want_buf.numel() and buf.dtype == want_buf.dtype
+    assert y.stride() == want_y.stride()
+    torch.testing.assert_close(y, want_y, **TOL[dtype])
+    torch.testing.assert_close(dx, aten.log_sigmoid_backward(dy, x, want_buf), **TOL[dtype])
