@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_smoke_mode_reports_every_path(tmp_path):
     out = tmp_path / "ops.json"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")  # the smoke mode, even on a GPU machine
-    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ops.py"), "--json", str(out), "--opt-in"],
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "ops.py"), "--json", str(out), "--opt-in",
+                        "--permuted"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr[-2000:]
     assert "aten through torch.ops" in p.stdout
@@ -40,3 +41,6 @@ def test_smoke_mode_reports_every_path(tmp_path):
                                                        "reciprocal"}
     assert all(r["torch"] > 0 and r["enabled"] > 0 and "error" not in r for r in opt_in)
     assert "| opt-in overload |" in p.stdout
+    permuted = json.loads(out.read_text())["permuted"]  # --permuted: each checked against eager, strides too
+    assert len(permuted) == 8 and all(r["torch"] > 0 and r["enabled"] > 0 and "error" not in r for r in permuted)
+    assert "| call on a permuted view |" in p.stdout and "MISMATCH" not in p.stdout
