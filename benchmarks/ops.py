@@ -567,8 +567,8 @@ def main(argv: list[str] | None = None) -> int:
             d = getattr(f, "_dispatcher", None)
             print(f"dispatcher {name}: {d.stats() if d is not None else 'none (Python path)'}")
     if args.json:
-        rows = dict(meta=meta, small=small, layouts=layouts, inplace=inplace, inplace_sweep=sweep, opt_in=opt_in, permuted=permuted,
-                    large=large)
+        rows = dict(meta=meta, small=small, layouts=layouts, inplace=inplace, inplace_sweep=sweep, opt_in=opt_in,
+                    permuted=permuted, large=large)
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0
 
