@@ -11,10 +11,10 @@ dim), beside the direct entry's Python implementation.
 inplace: in-place calls a model makes (a residual ``add_``, ``mul_`` by a Python float, MoE
 routing's ``div_``, ``clamp_`` and ``//``, a broadcast ``masked_fill_``, ``relu_`` of a
 transposed view) under ``enable()`` against eager, timed in alternating rounds.
-opt-in (``--opt-in``): overloads that were opt-in until models were seen sending them to aten
-(softplus, tril, sign, logical_and_, fill_.Tensor, reciprocal), at the shapes those models
-make, under ``enable(include=[op])`` against eager: the measure by which they joined
-enable()'s device default (2026-12-06), kept to catch a regression.
+opt-in (``--opt-in``): overloads that models were seen sending to aten while they were opt-in,
+at the shapes those models make, under ``enable(include=[op])`` against eager: the measure by
+which one joins enable()'s device default (softplus, tril, sign, logical_and_, fill_.Tensor
+and reciprocal did on 2026-12-06; div with a rounding mode, erf, floor and triu wait for it).
 permuted (``--permuted``): elementwise calls on permuted views at model sizes (an activation
 of a transposed view, whose result takes that layout; an in-place clamp of a permuted view;
 an activation backward of two layouts) under ``enable()`` against eager, checked first.
@@ -292,11 +292,13 @@ def inplace_sweep(dev: str, n: int, reps: int) -> list[dict]:
 
 
 def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], Any], list[str]]]:
-    """(name, the call, the overload it routes) for opt-in overloads at the shapes models make
-    (``small``: tiny stand-ins, for the interpreter): Mamba's time-step softplus (bf16 and its
-    fp32 cast, decode and prefill), Mamba-2's chunk masks (tril of bool, fp32 and bf16
-    blocks), DeBERTa's relative-position sign (int64), attention-mask ands (a broadcast bool
-    mask), a fill from a 0-dim device tensor, and reciprocals."""
+    """(name, the call, the overload it routes) for overloads that were or are opt-in, at the
+    shapes models make (``small``: tiny stand-ins, for the interpreter): Mamba's time-step
+    softplus (bf16 and its fp32 cast, decode and prefill), Mamba-2's chunk masks (tril of bool,
+    fp32 and bf16 blocks), DeBERTa's relative-position sign (int64), attention-mask ands (a
+    broadcast bool mask), a fill from a 0-dim device tensor and reciprocals, which joined the
+    device default on 2026-12-06; and, still opt-in, a floor division of lengths, erf, floor and
+    triu."""
     g = torch.Generator(device=dev).manual_seed(0)
     bf, f32 = torch.bfloat16, torch.float32
 
@@ -315,6 +317,9 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     m4, m1, a2, b2 = b(4, 1, 256, 256), b(1, 1, 256, 256), b(4, 256), b(4, 256)
     f1, v1, f2, v2 = r(4, 256, 1024, dt=f32), torch.tensor(0.5, device=dev), r(1, 8), torch.tensor(2.0, device=dev)
     q1, q2, q3 = r(4, 256, dt=f32), r(4, 256, 1024), r(1 << 24, dt=f32)
+    lens = torch.tensor([16000, 15200, 9600, 4000], device=dev)[: 2 if small else 4]
+    e1, c1, c2 = r(4, 256, 1024), r(1, 256, dt=f32) * 100, r(4, 256, dt=f32) * 100
+    u1, u2 = b(64, 64) | True, r(256, 256, dt=f32)
     return [
         ("softplus bf16 [4,256,512]", lambda: sp(x1), ["softplus"]),
         ("softplus fp32 [4,256,512]", lambda: sp(x2), ["softplus"]),
@@ -332,6 +337,16 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
         ("reciprocal fp32 [4,256]", lambda: torch.reciprocal(q1), ["reciprocal"]),
         ("reciprocal bf16 [4,256,1024]", lambda: torch.reciprocal(q2), ["reciprocal"]),
         ("reciprocal fp32 [16M]", lambda: torch.reciprocal(q3), ["reciprocal"]),
+        # still opt-in, seen on aten in the 149-architecture sweep (2026-12-06): the audio encoders'
+        # conv output lengths (Wav2Vec2, HuBERT, WavLM, SEW-D), ESM's and SEW-D's erf GELU, Llama 4's
+        # and LongT5's floor of positions, ProphetNet's and Qwen3-Next's triangular masks
+        ("div(rounding_mode='floor') i64 [4] (conv output lengths)",
+         lambda: torch.div(lens - 400, 320, rounding_mode="floor"), ["div.Tensor_mode"]),
+        ("erf bf16 [4,256,1024]", lambda: torch.erf(e1), ["erf"]),
+        ("floor fp32 [1,256] (positions)", lambda: torch.floor(c1), ["floor"]),
+        ("floor fp32 [4,256]", lambda: torch.floor(c2), ["floor"]),
+        ("triu(1) bool [64,64]", lambda: torch.triu(u1, 1), ["triu"]),
+        ("triu fp32 [256,256]", lambda: torch.triu(u2), ["triu"]),
     ]
 
 
@@ -511,8 +526,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also time elementwise calls on permuted views at model sizes (an activation of a "
                         "transposed view, ...) under enable() against eager")
     p.add_argument("--opt-in", action="store_true",
-                   help="also time the overloads that joined the device default from opt-in (softplus, tril, "
-                        "sign, ...) at model shapes against eager")
+                   help="also time the overloads models sent to aten while opt-in (softplus, tril, sign, erf, "
+                        "floor, triu, ...) at those models' shapes against eager")
     args = p.parse_args(argv)
     dev = tritonjit.current_backend().info.device_type or "cpu"  # the interpreter's tensors live on the CPU
     from tritonjit import _native

@@ -288,9 +288,9 @@ def test_the_index_space_follows_the_outputs_memory_order():
 
 
 def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native):
-    """The calls ``bench ops --opt-in`` times (by which these overloads joined enable()'s
-    device default) each route one overload of the device default with a C++ plan, are
-    served by it on their second call, and agree with eager."""
+    """The calls ``bench ops --opt-in`` times (by which an opt-in overload joins enable()'s
+    device default) each route one overload with a C++ plan, are served by it on their second
+    call, and agree with eager; those measured on 2026-12-06 are in the default."""
     from tritonjit_ops import _registry
 
     calls = bench_module("ops").opt_in_calls("cpu", small=True)
@@ -298,7 +298,9 @@ def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native):
     want = [fn().clone() for _, fn, _ in calls]
     for (name, fn, ops), ref in zip(calls, want):
         (op,) = ops
-        assert op in _registry._PLANNERS and op in _registry.DEVICE_DEFAULT, (name, op)
+        assert op in _registry._PLANNERS, (name, op)
+        joined = {"softplus", "tril", "sign", "logical_and_", "fill_.Tensor", "reciprocal"}
+        assert (op in _registry.DEVICE_DEFAULT) == (op in joined), (name, op)
         with T.enable(include=ops, wait_native=True):
             got = fn().clone()
             before = native.stats()
