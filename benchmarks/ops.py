@@ -14,7 +14,8 @@ transposed view) under ``enable()`` against eager, timed in alternating rounds.
 opt-in (``--opt-in``): overloads that models were seen sending to aten while they were opt-in,
 at the shapes those models make, under ``enable(include=[op])`` against eager: the measure by
 which one joins enable()'s device default (softplus, tril, sign, logical_and_, fill_.Tensor
-and reciprocal did on 2026-12-06; div with a rounding mode, erf, floor and triu wait for it).
+and reciprocal did on 2026-12-06; div with a rounding mode, erf, floor, triu and the scatters wait
+for it).
 permuted (``--permuted``): elementwise calls on permuted views at model sizes (an activation
 of a transposed view, whose result takes that layout; an in-place clamp of a permuted view;
 an activation backward of two layouts) under ``enable()`` against eager, checked first.
@@ -297,8 +298,8 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     softplus (bf16 and its fp32 cast, decode and prefill), Mamba-2's chunk masks (tril of bool,
     fp32 and bf16 blocks), DeBERTa's relative-position sign (int64), attention-mask ands (a
     broadcast bool mask), a fill from a 0-dim device tensor and reciprocals, which joined the
-    device default on 2026-12-06; and, still opt-in, a floor division of lengths, erf, floor and
-    triu."""
+    device default on 2026-12-06; and, still opt-in, a floor division of lengths, erf, floor,
+    triu and an MoE router's scatters."""
     g = torch.Generator(device=dev).manual_seed(0)
     bf, f32 = torch.bfloat16, torch.float32
 
@@ -320,6 +321,9 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     lens = torch.tensor([16000, 15200, 9600, 4000], device=dev)[: 2 if small else 4]
     e1, c1, c2 = r(4, 256, 1024), r(1, 256, dt=f32) * 100, r(4, 256, dt=f32) * 100
     u1, u2 = b(64, 64) | True, r(256, 256, dt=f32)
+    tokens, experts = (8, 8) if small else (1024, 64)
+    topk = torch.rand(tokens, experts, device=dev, generator=g).topk(4 if small else 8, dim=1).indices
+    z1, z2, w1 = r(tokens, experts) * 0, r(tokens, experts, dt=f32) * 0, r(tokens, topk.shape[1], dt=f32)
     return [
         ("softplus bf16 [4,256,512]", lambda: sp(x1), ["softplus"]),
         ("softplus fp32 [4,256,512]", lambda: sp(x2), ["softplus"]),
@@ -347,6 +351,12 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
         ("floor fp32 [4,256]", lambda: torch.floor(c2), ["floor"]),
         ("triu(1) bool [64,64]", lambda: torch.triu(u1, 1), ["triu"]),
         ("triu fp32 [256,256]", lambda: torch.triu(u2), ["triu"]),
+        # an MoE router's masks and weights (DeepSeek-V3, GLM-4-MoE, dots1, DBRX, Switch, NLLB-MoE)
+        ("scatter_(1, topk, 1.0) bf16 [1024,64] (a router's mask)", lambda: z1.scatter_(1, topk, 1.0),
+         ["scatter_.value"]),
+        ("scatter_(1, topk, weights) fp32 [1024,64]", lambda: z2.scatter_(1, topk, w1), ["scatter_.src"]),
+        ("scatter_add_(1, topk, weights) fp32 [1024,64] (on a clone)", lambda: z2.clone().scatter_add_(1, topk, w1),
+         ["scatter_add_"]),
     ]
 
 

@@ -32,7 +32,7 @@ import triton.language as tl
 from ._common import DEVICE_ASSERT, cdiv, deterministic, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import contiguous_strides, flat_stride
-from ._plan import Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, scalar_fits, serves_writes
+from ._plan import Arg, Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, scalar_fits, serves_writes
 from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
@@ -75,7 +75,10 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
         tl.device_assert(ok | ~mask, "tritonjit scatter/index_put: index out of range")
     tgt = i0 * os0 + i1 * os1 + i2 * os2 + i3 * os3 + idx * osd  # os[DIM] is 0: the index picks it
     if SRC_SCALAR:
-        v = src - tl.zeros([BLOCK], out.dtype.element_ty)  # minus: -0.0 + 0 would be +0.0
+        if out.dtype.element_ty == tl.int1:  # a bool self: the value's truth (no subtraction of bools)
+            v = tl.zeros([BLOCK], tl.int1) | (src != 0)
+        else:
+            v = src - tl.zeros([BLOCK], out.dtype.element_ty)  # minus: -0.0 + 0 would be +0.0
     else:
         v = tl.load(src + (i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3), mask=ok)
     if ADD:
@@ -188,25 +191,71 @@ def _dim(op: str, x: Tensor, dim: int) -> int:
     return dim % nd
 
 
+def _scatter_dim(op: str, x: Any, dim: int, index: Any, src: Any, add: bool) -> int:
+    """The dim of a scatter call that this module's kernel takes (self, index and src checked as
+    aten does, src a tensor or a Scalar); raises _refuse for any other call. A Scalar's range
+    for self's dtype is checked apart (per call on the C++ path: Plan.fits)."""
+    _check(op, x, index, add)
+    d = _dim(op, x, dim)
+    if isinstance(src, Tensor):
+        if src.dtype != x.dtype or src.device != x.device or src.dim() != x.dim():
+            raise _refuse(op, "src of another dtype, device or rank")
+        if any(index.shape[k] > src.shape[k] for k in range(index.dim())):
+            raise _refuse(op, "an index larger than src")
+    elif not _is_scalar(src):
+        raise _refuse(op, "value")
+    if index.dim() != x.dim() or any(index.shape[k] > x.shape[k] for k in range(x.dim()) if k != d):
+        raise _refuse(op, "an index of another rank or larger than self")
+    if x.dim() > 4:
+        raise _refuse(op, "a rank above 4")
+    return d
+
+
 def _scatter(op: str, add: bool, inplace: bool) -> Callable:
     def fn(x: Tensor, dim: int, index: Tensor, src: Any) -> Tensor:
-        _check(op, x, index, add)
-        d = _dim(op, x, dim)
-        if isinstance(src, Tensor):
-            if src.dtype != x.dtype or src.device != x.device or src.dim() != x.dim():
-                raise _refuse(op, "src of another dtype, device or rank")
-            if any(index.shape[k] > src.shape[k] for k in range(index.dim())):
-                raise _refuse(op, "an index larger than src")
-        elif not _is_scalar(src):
-            raise _refuse(op, "value")
-        elif not scalar_fits(src, x.dtype):
+        d = _scatter_dim(op, x, dim, index, src, add)
+        if not isinstance(src, Tensor) and not scalar_fits(src, x.dtype):
             raise _refuse(op, f"value {src!r} for {x.dtype}")  # aten's overflow error
-        if index.dim() != x.dim() or any(index.shape[k] > x.shape[k] for k in range(x.dim()) if k != d):
-            raise _refuse(op, "an index of another rank or larger than self")
+        if inplace and not serves_writes([x, index, src], 0, exclusive=True):
+            raise _refuse(op, "an index or src sharing self's memory")  # aten's overlap error
         out = x if inplace else x.clone()
         return _launch(op, out, d, index, src, list(index.shape), False, add)
 
     return fn
+
+
+def _plan_scatter_(add: bool) -> Callable[..., Plan | None]:
+    def plan(x: Any, dim: int, index: Any, src: Any) -> Plan | None:
+        """``x.scatter_(dim, index, src)`` (``scatter_add_`` with ``add``), src a tensor or a Scalar
+        (an MoE router's one-hot ``mask.scatter_(1, topk_idx, 1)``), on a device: one launch
+        over the index's shape writing into x in its strides, the index range asserted by the
+        kernel (no wrap: aten's scatter takes no negative index). An exclusive in-place plan:
+        a call whose index or src shares x's memory goes to the implementation (aten's overlap
+        error); a Scalar is checked against x's dtype per call (Plan.fits). Deterministic mode,
+        and a call the kernel does not take (an accumulation in a 16-bit dtype, which has no
+        atomics here; src of another dtype; a rank above 4), are aten's: each is a property of
+        the call key."""
+        op = "scatter_add_" if add else "scatter_"
+        try:
+            d = _scatter_dim(op, x, dim, index, src, add)
+        except NotImplementedError:
+            return aten_plan()
+        if deterministic():
+            return aten_plan()
+        if host_check_allowed(index):
+            return None  # CPU tensors: the implementation checks the index on the host
+        scalar = not isinstance(src, Tensor)
+        launches: tuple[Launch, ...] = ()
+        if index.numel():
+            refs = (In(0), In(2), Arg(3) if scalar else In(3))
+            launches = (_write_launch(x, d, index, src, list(index.shape), False, add, 1, False, refs, True),)
+        return Plan((), launches, (In(0),), writes=(0,), exclusive=True, fits=((3, x.dtype),) if scalar else ())
+
+    return plan
+
+
+plan_scatter_ = _plan_scatter_(False)
+plan_scatter_add_ = _plan_scatter_(True)
 
 
 def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
@@ -581,7 +630,8 @@ def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
 
 
 PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_,
-                                 "_index_put_impl_": plan_index_put_}
+                                 "_index_put_impl_": plan_index_put_, "scatter_.src": plan_scatter_,
+                                 "scatter_.value": plan_scatter_, "scatter_add_": plan_scatter_add_}
 
 
 ATEN: dict[str, Callable] = {

@@ -517,6 +517,10 @@ def test_index_write_kernels_cross_compile_for_sm90():
         scatter._put_sum.compile("*bf16:16,*i64:16,*bf16:16," + "i32," * 17 + f"{dim},True,512", target="cuda:90")
     scatter._index.compile("*fp32:16,*i64:16,*fp32:16," + "i32," * 18 + "i32,1,True,False,True,True,True,512",
                            target="cuda:90")
+    # scatter_ of a Scalar (no wrap, index of self's rank): into bool (the value's truth) and bf16
+    for out, value in (("*i1", "i1"), ("*bf16", "fp32"), ("*i64", "i32")):
+        scatter._index.compile(f"{out}:16,*i64:16,{value}," + "i32," * 18 + "i32,1,False,True,False,False,True,512",
+                               target="cuda:90")
 
 
 def test_several_index_kernels_cross_compile_for_sm90():
@@ -550,3 +554,108 @@ def test_an_error_raised_in_atens_place_reaches_the_caller(native, monkeypatch):
             x[ids]
         monkeypatch.setattr(scatter, "_take_plan", raise_(ValueError("tritonjit test: a plain error")))
         assert torch.equal(x[ids], want)  # aten's kernel served it
+
+
+# ---- x.scatter_(dim, index, src or value), x.scatter_add_ (an MoE router's masks) -------------
+SCATTER_CASES = {
+    "one-hot mask.scatter_(1, topk, 1) (DeepSeek-V3's group mask)": lambda: (
+        torch.zeros(6, 8), 1, torch.randint(0, 8, (6, 2), generator=_g()), 1),
+    "bool mask, value True": lambda: (torch.zeros(5, 16, dtype=torch.bool), 1,
+                                      torch.randint(0, 16, (5, 3), generator=_g()), True),
+    "bf16 weights, float value, dim 0": lambda: (torch.zeros(7, 4, dtype=torch.bfloat16), 0,
+                                                 torch.randint(0, 7, (2, 4), generator=_g()), -0.0),
+    "src rows, index smaller than src": lambda: (
+        torch.zeros(4, 10), 1, torch.stack([torch.randperm(10, generator=_g())[:3] for _ in range(4)]),
+        torch.randn(4, 5, generator=_g())),
+    "int32 index, transposed self, rank 3": lambda: (
+        torch.zeros(5, 6, 3).transpose(0, 2), 2,
+        torch.stack([torch.stack([torch.randperm(5, generator=_g())[:2] for _ in range(6)]) for _ in range(3)]).int(),
+        torch.randn(3, 6, 2, generator=_g())),
+    "int64 self, int value": lambda: (torch.full((3, 9), -1, dtype=torch.int64), 1,
+                                      torch.randint(0, 9, (3, 4), generator=_g()), 7),
+    "scatter_add_ fp32, repeated index": lambda: (
+        torch.randn(4, 6, generator=_g()), 1, torch.tensor([[0, 0, 5], [1, 1, 1], [2, 3, 2], [5, 4, 5]]),
+        torch.randn(4, 3, generator=_g()), "add"),
+    "scatter_add_ int32 over dim 0": lambda: (
+        torch.zeros(3, 4, dtype=torch.int32), 0, torch.randint(0, 3, (5, 4), generator=_g()),
+        torch.randint(-5, 5, (5, 4), generator=_g()).int(), "add"),
+}
+
+
+def _scatter_call(args):
+    x, dim, index, src, *add = args
+    return x.scatter_add_(dim, index, src) if add else x.scatter_(dim, index, src)
+
+
+@pytest.mark.parametrize("case", sorted(SCATTER_CASES))
+def test_scatter_matches_eager_and_is_planned(native, device_rules, case):
+    T.disable()
+    want = _scatter_call(SCATTER_CASES[case]())
+    T.enable(wait_native=True)
+    args = SCATTER_CASES[case]()
+    got = _scatter_call(args)
+    args2 = SCATTER_CASES[case]()
+    before = native.stats()
+    again = _scatter_call(args2)
+    d = stats_delta(before, native.stats())
+    assert got is args[0] and got.stride() == want.stride()
+    # no duplicate targets in the non-accumulating cases, so the write order does not matter
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(again, want)
+    assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] == 1 and d["aten_calls"] == 0, d
+
+
+def test_scatter_value_out_of_range_for_self_goes_to_atens_error(native, device_rules):
+    """A Scalar that does not fit self's dtype: the plan's per-call check (Plan.fits) sends the
+    call to the implementation, which hands it to aten for its error; the plan of the same key
+    still serves a value that fits."""
+    x, idx = torch.zeros(2, 4, dtype=torch.int8), torch.tensor([[0], [3]])
+    x.scatter_(1, idx, 5)  # the key, planned
+    with pytest.raises(RuntimeError, match="out of bounds|overflow"):
+        x.scatter_(1, idx, 300)
+    y = torch.zeros(2, 4, dtype=torch.int8)
+    before = native.stats()
+    got = y.scatter_(1, idx, 6)
+    assert stats_delta(before, native.stats())["plan_hits"] == 1
+    assert got.tolist() == [[6, 0, 0, 0], [0, 0, 0, 6]]
+
+
+def test_scatter_sharing_self_goes_to_aten(native, device_rules):
+    """A src in self's storage is not the plan's (exclusive): the implementation hands the call
+    to aten, which writes it where the memory does not overlap and raises where it does."""
+    idx = torch.tensor([[0, 1]])
+    torch.zeros(1, 4).scatter_(1, idx, torch.ones(1, 4))  # the key, planned
+    x = torch.arange(8.0).view(2, 4)
+    head, tail = x[:1], x[1:]
+    before = native.stats()
+    head.scatter_(1, idx, tail)  # another part of self's storage
+    assert stats_delta(before, native.stats())["python_calls"] >= 1
+    assert x.tolist() == [[4.0, 5.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]]
+    y = torch.arange(4.0).view(1, 4)
+    with pytest.raises(RuntimeError, match="overlap|single memory location"):
+        y.scatter_(1, idx, y)  # the same memory: aten's error
+
+
+def test_scatter_out_of_range_is_asserted_by_the_kernel(native, device_rules):
+    with pytest.raises(Exception, match="tritonjit scatter/index_put: index out of range"):
+        torch.zeros(2, 4).scatter_(1, torch.tensor([[0], [4]]), 1.0)
+    with pytest.raises(Exception, match="tritonjit scatter/index_put: index out of range"):
+        torch.zeros(2, 4).scatter_(1, torch.tensor([[0], [-1]]), 1.0)  # aten's scatter does not wrap
+
+
+def test_scatter_calls_the_kernel_does_not_take_are_atens(native, device_rules):
+    """An accumulation in bf16 (no atomics here) and deterministic mode plan aten's kernel from
+    C++ (no Python implementation on the way)."""
+    idx = torch.tensor([[0, 0, 2]])
+    x16, src16 = torch.zeros(1, 4, dtype=torch.bfloat16), torch.ones(1, 3, dtype=torch.bfloat16)
+    got, delta = routed(lambda: x16.clone().scatter_add_(1, idx, src16), ["scatter_add_"])
+    assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
+    assert got.tolist() == [[2.0, 0.0, 1.0, 0.0]]
+    torch.use_deterministic_algorithms(True)
+    try:
+        x, i13 = torch.zeros(1, 4), torch.tensor([[1, 3]])
+        got, delta = routed(lambda: x.clone().scatter_(1, i13, 2.0), ["scatter_.value"])
+        assert delta["aten_calls"] >= 1 and delta["python_calls"] == 0, delta
+        assert got.tolist() == [[0.0, 2.0, 0.0, 2.0]]
+    finally:
+        torch.use_deterministic_algorithms(False)

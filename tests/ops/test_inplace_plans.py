@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import tritonjit_ops as T
-from _util import bench_module, close, launch_arg, native_ops_enabled, needs_cxx, stats_delta
+from _util import bench_module, close, index_checks_as_on_a_device, launch_arg, native_ops_enabled, needs_cxx, stats_delta
 from tritonjit_ops import _plan, elementwise
 
 pytestmark = needs_cxx
@@ -287,13 +287,15 @@ def test_the_index_space_follows_the_outputs_memory_order():
     torch.testing.assert_close(got, torch.nn.functional.logsigmoid(x))
 
 
-def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native):
+def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native, monkeypatch):
     """The calls ``bench ops --opt-in`` times (by which an opt-in overload joins enable()'s
     device default) each route one overload with a C++ plan, are served by it on their second
     call, and agree with eager; those measured on 2026-12-06 are in the default."""
     from tritonjit_ops import _registry
 
     calls = bench_module("ops").opt_in_calls("cpu", small=True)
+    checks = index_checks_as_on_a_device(monkeypatch)  # the scatters plan as on a device
+    next(checks)
     T.disable()
     want = [fn().clone() for _, fn, _ in calls]
     for (name, fn, ops), ref in zip(calls, want):
@@ -308,4 +310,5 @@ def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native):
             assert stats_delta(before, native.stats())["python_calls"] == 0, f"{name}: went to the Python implementation"
         assert got.shape == ref.shape and got.dtype == ref.dtype, name
         close(got, ref)
+    next(checks, None)
     T.enable(wait_native=True)  # as the module's fixture left it
