@@ -292,6 +292,17 @@ def inplace_sweep(dev: str, n: int, reps: int) -> list[dict]:
     return _eager_vs_enabled(dev, [(name, fn, [name]) for name, fn in inplace_sweep_calls(dev)], n, reps)
 
 
+def _model_randn(dev: str, g: torch.Generator, small: bool) -> Callable[..., torch.Tensor]:
+    """``r(*shape, dt=bf16)``: a standard normal tensor of a model's shape (``small``: each dim at
+    most 8, the interpreter's stand-in), drawn from ``g``."""
+    def r(*shape: int, dt: torch.dtype = torch.bfloat16) -> torch.Tensor:
+        if small:
+            shape = tuple(min(d, 8) for d in shape)
+        return torch.randn(*shape, device=dev, generator=g).to(dt)
+
+    return r
+
+
 def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], Any], list[str]]]:
     """(name, the call, the overload it routes) for overloads that were or are opt-in, at the
     shapes models make (``small``: tiny stand-ins, for the interpreter): Mamba's time-step
@@ -301,12 +312,8 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     device default on 2026-12-06; and, still opt-in, a floor division of lengths, erf, floor,
     triu and an MoE router's scatters."""
     g = torch.Generator(device=dev).manual_seed(0)
-    bf, f32 = torch.bfloat16, torch.float32
-
-    def r(*shape: int, dt: torch.dtype = bf) -> torch.Tensor:
-        if small:
-            shape = tuple(min(d, 8) for d in shape)
-        return torch.randn(*shape, device=dev, generator=g).to(dt)
+    f32 = torch.float32
+    r = _model_randn(dev, g, small)
 
     def b(*shape: int) -> torch.Tensor:
         return r(*shape, dt=f32) > 0
@@ -368,12 +375,8 @@ def permuted_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[]
     two layouts. The elementwise kernel walked such calls in logical order until 2026-12-06,
     writing one element per memory sector (13.9x eager at 8M bf16 elements)."""
     g = torch.Generator(device=dev).manual_seed(0)
-    bf, f32 = torch.bfloat16, torch.float32
-
-    def r(*shape: int, dt: torch.dtype = bf) -> torch.Tensor:
-        if small:
-            shape = tuple(min(d, 8) for d in shape)
-        return torch.randn(*shape, device=dev, generator=g).to(dt)
+    f32 = torch.float32
+    r = _model_randn(dev, g, small)
 
     F = torch.nn.functional
     x1, x2, x3 = r(8, 2048, 1024).transpose(1, 2), r(4, 256, 8, 64).permute(0, 2, 1, 3), r(4, 256, 512).transpose(1, 2)
