@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import DEVICE_ASSERT, cdiv, deterministic, host_check_allowed, jit, next_pow2, unravel4
+from ._common import DEVICE_ASSERT, cdiv, deterministic, fp32_exact, host_check_allowed, jit, next_pow2, unravel4
 from ._fallback import with_aten_fallback
 from ._layout import contiguous_strides, flat_stride
 from ._plan import Arg, Buffer, In, InItem, Launch, Out, Plan, aten_plan, execute, launch, run, scalar_fits, serves_writes
@@ -216,12 +216,20 @@ def _scatter(op: str, add: bool, inplace: bool) -> Callable:
         d = _scatter_dim(op, x, dim, index, src, add)
         if not isinstance(src, Tensor) and not scalar_fits(src, x.dtype):
             raise _refuse(op, f"value {src!r} for {x.dtype}")  # aten's overflow error
+        if _float_value_inexact(x, src):
+            raise _refuse(op, f"a float value fp32 does not hold for {x.dtype} (the kernel reads it in fp32)")
         if inplace and not serves_writes([x, index, src], 0, exclusive=True):
             raise _refuse(op, "an index or src sharing self's memory")  # aten's overlap error
         out = x if inplace else x.clone()
         return _launch(op, out, d, index, src, list(index.shape), False, add)
 
     return fn
+
+
+def _float_value_inexact(x: Tensor, src: Any) -> bool:
+    """Whether a float Scalar written into a 64-bit self would lose bits in the kernel, which
+    reads a float Scalar in fp32 (0.1 into float64; 2**40 + 1.0 into int64)."""
+    return isinstance(src, float) and x.dtype in (torch.float64, torch.int64) and not fp32_exact(src)
 
 
 def _plan_scatter_(add: bool) -> Callable[..., Plan | None]:
@@ -245,6 +253,9 @@ def _plan_scatter_(add: bool) -> Callable[..., Plan | None]:
         if host_check_allowed(index):
             return None  # CPU tensors: the implementation checks the index on the host
         scalar = not isinstance(src, Tensor)
+        if isinstance(src, float) and x.dtype == torch.int64:
+            return None  # the implementation checks the value (_float_value_inexact); float64's
+            # float Scalars never reach here (the registry's _plan_float64_scalars)
         launches: tuple[Launch, ...] = ()
         if index.numel():
             refs = (In(0), In(2), Arg(3) if scalar else In(3))

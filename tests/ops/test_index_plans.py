@@ -645,8 +645,16 @@ def test_scatter_out_of_range_is_asserted_by_the_kernel(native, device_rules):
 
 def test_scatter_calls_the_kernel_does_not_take_are_atens(native, device_rules):
     """An accumulation in bf16 (no atomics here) and deterministic mode plan aten's kernel from
-    C++ (no Python implementation on the way)."""
+    C++ (no Python implementation on the way); a float value fp32 does not hold, for a float64
+    or int64 self (the kernel reads a float Scalar in fp32), is aten's through the
+    implementation."""
     idx = torch.tensor([[0, 0, 2]])
+    x64 = torch.zeros(1, 4, dtype=torch.float64)
+    got = x64.clone().scatter_(1, idx, 0.1)  # the implementation hands it to aten
+    assert got[0, 0].item() == 0.1  # the double, not fp32's 0.10000000149
+    assert x64.clone().scatter_(1, idx, 0.5)[0, 0].item() == 0.5
+    i64 = torch.zeros(1, 4, dtype=torch.int64)
+    assert i64.clone().scatter_(1, idx, 2.0**40 + 1)[0, 0].item() == 2**40 + 1
     x16, src16 = torch.zeros(1, 4, dtype=torch.bfloat16), torch.ones(1, 3, dtype=torch.bfloat16)
     got, delta = routed(lambda: x16.clone().scatter_add_(1, idx, src16), ["scatter_add_"])
     assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
