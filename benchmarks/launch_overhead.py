@@ -340,8 +340,9 @@ def floor_path(so: Any, ck: Any, params: list[tuple[int, int]], stream: int) -> 
     timed.python = so.python.floor_python(handle, stream, 0, 0, None)  # type: ignore[attr-defined]
     timed.python_ex = so.python.floor_python(handle, stream, 1, 0, None)  # type: ignore[attr-defined]
     # the same with a launcher's steps added (PF_* bits; see PYFLOOR_STEPS)
+    reader = tensor_reader_pointer()
     timed.python_steps = lambda steps: so.python.floor_python(  # type: ignore[attr-defined]
-        handle, stream, 0, steps, tensor_reader_pointer())
+        handle, stream, 0, steps, reader)
     return timed, note
 
 

@@ -397,12 +397,10 @@ def permuted_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[]
     ]
 
 
-def opt_in_cases(dev: str, n: int, reps: int, small: bool = False,
-                 calls: list[tuple[str, Callable[[], Any], list[str]]] | None = None) -> list[dict]:
-    """:func:`opt_in_calls` (or ``calls``) under ``enable(include=[op])`` against eager, each
-    first checked against eager's result, values and strides (a mismatch is a row's
-    ``error``, and its time is still given)."""
-    calls = opt_in_calls(dev, small) if calls is None else calls
+def checked_cases(dev: str, calls: list[tuple[str, Callable[[], Any], list[str]]], n: int, reps: int) -> list[dict]:
+    """``calls`` (:func:`opt_in_calls`, :func:`permuted_calls`) under ``enable(include=[op])``
+    against eager, each first checked against eager's result, values and strides (a mismatch
+    is a row's ``error``, and its time is still given)."""
     errors = {}
     for name, fn, ops in calls:
         ref = fn().clone()
@@ -557,17 +555,17 @@ def main(argv: list[str] | None = None) -> int:
         layouts = layout_cases(dev, n=3, reps=1)
         inplace = inplace_cases(dev, n=2, reps=1)
         sweep = inplace_sweep(dev, n=1, reps=1) if args.inplace_sweep else []
-        opt_in = opt_in_cases(dev, n=1, reps=1, small=True) if args.opt_in else []
-        permuted = opt_in_cases(dev, n=1, reps=1, calls=permuted_calls(dev, small=True)) if args.permuted else []
+        opt_in = checked_cases(dev, opt_in_calls(dev, small=True), n=1, reps=1) if args.opt_in else []
+        permuted = checked_cases(dev, permuted_calls(dev, small=True), n=1, reps=1) if args.permuted else []
         large: list[dict] = []
     else:
         small = small_cases(dev, n=2000 if args.quick else 10000, reps=3 if args.quick else 5, impls=impls)
         layouts = layout_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         inplace = inplace_cases(dev, n=2000 if args.quick else 5000, reps=3 if args.quick else 5)
         sweep = inplace_sweep(dev, n=2000, reps=3 if args.quick else 5) if args.inplace_sweep else []
-        opt_in = opt_in_cases(dev, n=200, reps=3 if args.quick else 7) if args.opt_in else []
-        permuted = opt_in_cases(dev, n=100, reps=3 if args.quick else 7, calls=permuted_calls(dev)) \
-            if args.permuted else []
+        reps = 3 if args.quick else 7
+        opt_in = checked_cases(dev, opt_in_calls(dev), n=200, reps=reps) if args.opt_in else []
+        permuted = checked_cases(dev, permuted_calls(dev), n=100, reps=reps) if args.permuted else []
         large = large_cases(dev, impls)
     meta = dict(device=torch.cuda.get_device_name() if dev == "cuda" else "cpu", torch=torch.__version__,
                 backend=tritonjit.current_backend().name)

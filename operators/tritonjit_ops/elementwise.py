@@ -568,6 +568,13 @@ def _soft_bf16(out: Tensor | Buffer, operands: Sequence[Any]) -> bool:
     return t is None or t.device.type == "cpu"
 
 
+def on_interpreter(operands: Sequence[Any]) -> bool:
+    """Whether a launch over ``operands`` runs on the interpreter (a CPU tensor among them), whose
+    cast to bf16 truncates: the kernels then round operands and results to bf16 in integer steps
+    (_to_out's RTNE)."""
+    return any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands)
+
+
 def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor | Buffer, out_ref: Any,
             shape: Sequence[int], ct: str, scalars: Sequence[Any], obase: int = 0, ot: str | None = None,
             rt: str | None = None) -> Any:
@@ -622,9 +629,8 @@ def _launch(op: str, operands: Sequence[Any], refs: Sequence[Any], out: Tensor |
         cx["OT"] = ot
     if rt is not None:
         cx["RT"] = rt
-    if ot is not None or rt is not None:
-        if any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands):
-            cx["RTNE"] = True  # the interpreter's cast to bf16 truncates (see _to_out)
+    if (ot is not None or rt is not None) and on_interpreter(operands):
+        cx["RTNE"] = True  # the interpreter's cast to bf16 truncates (see _to_out)
     grid = ((n + _BLOCK - 1) // _BLOCK,)
     if rank == 4:
         return launch(_ew, grid, refs[0], refs[1], refs[2], out_ref, n, sc[0], sc[1], sc[2], dims[1], dims[2], dims[3],

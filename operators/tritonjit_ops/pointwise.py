@@ -30,7 +30,7 @@ from ._common import (
 from ._layout import bstrides, dense, extent, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
-from .elementwise import _INT32_MAX, _divisor_op, _exponent_in, _round_tensor, _to_out, rounding_type
+from .elementwise import _INT32_MAX, _divisor_op, _exponent_in, _round_tensor, _to_out, on_interpreter, rounding_type
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
 
@@ -206,7 +206,7 @@ def _elementwise(op: str, nin: int, operands: Sequence, refs: Sequence, shape: l
     rounding: dict[str, Any] = {}
     if rt is not None:
         rounding["RT"] = rt
-        rounding["RTNE"] = any(isinstance(t, Tensor) and t.device.type == "cpu" for t in operands)
+        rounding["RTNE"] = on_interpreter(operands)
     flat = n <= _INT32_MAX and all(s or (t.is_contiguous() and list(t.shape) == shape) for t, s in zip(operands, scalar))
     if flat and nin == 2:
         return launch(_binary_flat, grid, refs[0], refs[1], out_ref, n, alpha, OP=op, BLOCK=_BLOCK,
