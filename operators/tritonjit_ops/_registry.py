@@ -558,6 +558,15 @@ DEVICE_DEFAULT: frozenset[str] = frozenset([
     # opt-in: on the elementwise kernel 0.88-1.01x up to 4M elements and in fp32, 1.21-1.26x in
     # bf16 at 8M-16M (its own kernel had measured 1.10-1.20x at 4M-16M)
     "softplus", "reciprocal", "sign", "fill_.Tensor", "logical_and_", "tril",
+    # the next opt-in overloads the 149-architecture sweep saw on aten (2026-12-06, an H100, per call
+    # against eager at the shapes those models make and a sweep of 4K to 16M elements): erf (ESM's
+    # and SEW-D's GELU) 0.88-1.02x, floor (Llama 4's and LongT5's positions) 0.91-1.00x, triu
+    # (ProphetNet's and Qwen3-Next's masks) 0.38-1.06x (1.06x a [4, 8, 4, 64, 64] bool call, at the
+    # launch-bound size where the fp32 one read 0.98x), an MoE router's scatter_ of a value or of
+    # weights 0.73-0.93x and scatter_add_ 0.89-0.95x (16 to 16K tokens, 8 to 256 experts; bf16
+    # accumulation stays aten's). div's rounding modes stay opt-in: the audio encoders' floor
+    # division of four int64 lengths by a Python int measured 1.02-1.05x
+    "erf", "floor", "triu", "scatter_.value", "scatter_.src", "scatter_add_",
     *attention.ATEN, *optim.ATEN])
 
 
