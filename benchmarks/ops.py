@@ -310,7 +310,7 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     fp32 and bf16 blocks), DeBERTa's relative-position sign (int64), attention-mask ands (a
     broadcast bool mask), a fill from a 0-dim device tensor and reciprocals, which joined the
     device default on 2026-12-06, as did erf, floor, triu and an MoE router's scatters later
-    that day; and, still opt-in, a floor division of lengths."""
+    that day, with an MoE combine's index_add_; and, still opt-in, a floor division of lengths."""
     g = torch.Generator(device=dev).manual_seed(0)
     f32 = torch.float32
     r = _model_randn(dev, g, small)
@@ -331,6 +331,10 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
     tokens, experts = (8, 8) if small else (1024, 64)
     topk = torch.rand(tokens, experts, device=dev, generator=g).topk(4 if small else 8, dim=1).indices
     z1, z2, w1 = r(tokens, experts) * 0, r(tokens, experts, dt=f32) * 0, r(tokens, topk.shape[1], dt=f32)
+    n1, h1, n2, h2 = (8, 8, 8, 4) if small else (1024, 256, 8192, 2048)
+    acc1, s1, acc2, s2 = r(n1, h1) * 0, r(n1 // 4, h1), r(n2, h2) * 0, r(n2 // 4, h2)
+    ids1 = torch.randperm(n1, device=dev, generator=g)[: n1 // 4]
+    ids2 = torch.randperm(n2, device=dev, generator=g)[: n2 // 4]
     return [
         ("softplus bf16 [4,256,512]", lambda: sp(x1), ["softplus"]),
         ("softplus fp32 [4,256,512]", lambda: sp(x2), ["softplus"]),
@@ -364,6 +368,12 @@ def opt_in_calls(dev: str, small: bool = False) -> list[tuple[str, Callable[[], 
         ("scatter_(1, topk, weights) fp32 [1024,64]", lambda: z2.scatter_(1, topk, w1), ["scatter_.src"]),
         ("scatter_add_(1, topk, weights) fp32 [1024,64] (on a clone)", lambda: z2.clone().scatter_add_(1, topk, w1),
          ["scatter_add_"]),
+        # an MoE layer's combine, once per expert (DBRX, Switch, NLLB-MoE, Mixtral's transformers 4.x
+        # code), in bf16: by 16-bit atomics on an NVIDIA GPU
+        ("index_add_(0, token_ids, expert_out) bf16 [1024,256] <- [256,256] (on a clone)",
+         lambda: acc1.clone().index_add_(0, ids1, s1), ["index_add_"]),
+        ("index_add_(0, token_ids, expert_out) bf16 [8192,2048] <- [2048,2048] (on a clone)",
+         lambda: acc2.clone().index_add_(0, ids2, s2), ["index_add_"]),
     ]
 
 

@@ -10,8 +10,10 @@ index_add/index_copy, self's with the indexed dim replaced by the index's for in
 output at that position with the indexed dim replaced. An index out of range is a device-side
 assert on an accelerator, as in aten's kernels; on the CPU the values are checked first
 and such calls go to aten, which raises its error. Accumulation is by atomics, in float32, float64,
-int32 and int64 (other dtypes go to aten): float sums may differ from eager's in the
-last bits, in an order that varies from run to run, as aten's CUDA kernels do. The exception
+int32 and int64, and for scatter_add and index_add in bf16 and fp16 on an NVIDIA GPU (each add
+rounded to the dtype, as aten's CUDA kernels add them; other dtypes and devices go to aten):
+float sums may differ from eager's in the last bits, in an order that varies from run to run,
+as aten's CUDA kernels do. The exception
 is index_put with accumulate through a short index (at most _SUM_MAX_INDEX entries): one
 kernel adds each target's values in the index's order in fp32 and rounds once, in every dtype
 (bf16 included, which has no atomics here) and deterministically. With repeated indices this
@@ -37,6 +39,15 @@ from .elementwise import _REAL, _is_scalar, _refuse
 
 Tensor = torch.Tensor
 _ATOMIC = (torch.float32, torch.float64, torch.int32, torch.int64)
+_ATOMIC16 = (torch.bfloat16, torch.float16)
+
+
+def _accumulates(x: Tensor) -> bool:
+    """Whether the kernel's atomics add into ``x``'s dtype: the 32- and 64-bit ones anywhere;
+    bf16 and fp16 on an NVIDIA GPU (Triton's ``atom.add.noftz`` on sm_90, a compare-and-swap
+    loop for bf16 before it), each add rounded to the dtype as in aten's CUDA kernels. Triton's
+    interpreter and the other backends add no 16-bit values: those calls are aten's."""
+    return x.dtype in _ATOMIC or (x.dtype in _ATOMIC16 and x.device.type == "cuda" and torch.version.hip is None)
 _BLOCK = 512
 
 
@@ -82,7 +93,12 @@ def _index_kernel(out, index, src, n, d1, d2, d3, size,
     else:
         v = tl.load(src + (i0 * ss0 + i1 * ss1 + i2 * ss2 + i3 * ss3), mask=ok)
     if ADD:
-        tl.atomic_add(out + tgt, (v * alpha).to(out.dtype.element_ty), mask=ok)
+        xt: tl.constexpr = out.dtype.element_ty
+        if xt == tl.bfloat16 or xt == tl.float16:  # aten's: alpha in the dtype, the product rounded once
+            a = (tl.zeros([BLOCK], tl.float32) + alpha).to(xt).to(tl.float32)
+            tl.atomic_add(out + tgt, (v.to(tl.float32) * a).to(xt), mask=ok)
+        else:
+            tl.atomic_add(out + tgt, (v * alpha).to(xt), mask=ok)
     else:
         tl.store(out + tgt, v.to(out.dtype.element_ty), mask=ok)
 
@@ -178,8 +194,8 @@ def _check(op: str, x: Any, index: Any, add: bool) -> None:
         raise _refuse(op, "self")
     if not isinstance(index, Tensor) or index.dtype not in (torch.int64, torch.int32) or index.device != x.device:
         raise _refuse(op, "an index that is not an integer tensor on self's device")
-    if add and x.dtype not in _ATOMIC:
-        raise _refuse(op, f"accumulating into {x.dtype}")
+    if add and not _accumulates(x):
+        raise _refuse(op, f"accumulating into {x.dtype} on {x.device.type}")
     if torch._debug_has_internal_overlap(x) == 1:
         raise _refuse(op, "a self with internal overlap")
 
@@ -275,13 +291,53 @@ def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
         d = _dim(op, x, dim)
         if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
             raise _refuse(op, "source of another dtype or device")
-        if index.dim() > 1 or source.dim() != x.dim() or source.shape[d] != index.numel() or any(
-                source.shape[k] != x.shape[k] for k in range(x.dim()) if k != d):
-            raise _refuse(op, "shapes")
+        _index_add_shapes(op, x, d, index, source)
+        if inplace and not serves_writes([x, index, source], 0, exclusive=True):
+            raise _refuse(op, "an index or source sharing self's memory")  # aten's overlap error
         out = x if inplace else x.clone()
         return _launch(op, out, d, index.reshape(-1), source, list(source.shape), True, not copy, alpha)
 
     return fn
+
+
+def _index_add_shapes(op: str, x: Tensor, d: int, index: Tensor, source: Tensor) -> None:
+    """Raises _refuse unless ``source`` is ``x`` with dim ``d`` of the index's length (aten's
+    shape rules for index_add and index_copy) and the index has at most one dim."""
+    if index.dim() > 1 or source.dim() != x.dim() or source.shape[d] != index.numel() or any(
+            source.shape[k] != x.shape[k] for k in range(x.dim()) if k != d):
+        raise _refuse(op, "shapes")
+
+
+def plan_index_add_(x: Any, dim: int, index: Any, source: Any, alpha: Any = 1) -> Plan | None:
+    """``x.index_add_(dim, index, source, alpha=alpha)`` on a device (an MoE layer's combine,
+    ``out.index_add_(0, token_ids, expert_out)``, once per expert): one launch over the source's
+    shape adding into x in its strides by atomics (bf16 and fp16 on an NVIDIA GPU included, as
+    aten's kernel adds them), the index range asserted by the kernel, alpha passed per call (its
+    range checked per call: Plan.fits). An exclusive in-place plan. Deterministic mode and the
+    calls the kernel does not take (an accumulation in a dtype without atomics here, a rank
+    above 4) are aten's; a 0-dim index, a float alpha for an integer self and CPU tensors go to
+    the implementation."""
+    op = "index_add_"
+    try:
+        _check(op, x, index, True)
+        d = _dim(op, x, dim)
+        if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
+            raise _refuse(op, "source of another dtype or device")
+        _index_add_shapes(op, x, d, index, source)
+        if x.dim() > 4:
+            raise _refuse(op, "a rank above 4")
+    except NotImplementedError:
+        return aten_plan()
+    if deterministic():
+        return aten_plan()
+    if host_check_allowed(index) or index.dim() != 1 or not _is_scalar(alpha) or (
+            isinstance(alpha, float) and not x.dtype.is_floating_point):
+        return None
+    launches: tuple[Launch, ...] = ()
+    if source.numel():
+        launches = (_write_launch(x, d, index, source, list(source.shape), True, True, Arg(4), False,
+                                  (In(0), In(2), In(3)), True),)
+    return Plan((), launches, (In(0),), writes=(0,), exclusive=True, fits=((4, x.dtype),))
 
 
 def _put_space(op: str, x: Any, indices: Any, values: Any, accumulate: bool
@@ -642,7 +698,8 @@ def index_tensor(x: Tensor, indices: list[Tensor | None]) -> Tensor:
 
 PLANNERS: dict[str, Callable] = {"index.Tensor": plan_index_tensor, "index_put_": plan_index_put_,
                                  "_index_put_impl_": plan_index_put_, "scatter_.src": plan_scatter_,
-                                 "scatter_.value": plan_scatter_, "scatter_add_": plan_scatter_add_}
+                                 "scatter_.value": plan_scatter_, "scatter_add_": plan_scatter_add_,
+                                 "index_add_": plan_index_add_}
 
 
 ATEN: dict[str, Callable] = {

@@ -517,6 +517,11 @@ def test_index_write_kernels_cross_compile_for_sm90():
         scatter._put_sum.compile("*bf16:16,*i64:16,*bf16:16," + "i32," * 17 + f"{dim},True,512", target="cuda:90")
     scatter._index.compile("*fp32:16,*i64:16,*fp32:16," + "i32," * 18 + "i32,1,True,False,True,True,True,512",
                            target="cuda:90")
+    # index_add_ and scatter_add_ in 16 bits (alpha rounded to the dtype): sm_90's atom.add.noftz,
+    # and for bf16 on sm_80 a compare-and-swap loop
+    for t, alpha, target in (("bf16", "fp32", "cuda:90"), ("fp16", "i32", "cuda:90"), ("bf16", "i32:1", "cuda:80")):
+        scatter._index.compile(f"*{t}:16,*i64:16,*{t}:16," + "i32," * 18 + f"{alpha},0,True,False,True,False,True,512",
+                               target=target)
     # scatter_ of a Scalar (no wrap, index of self's rank): into bool (the value's truth) and bf16
     for out, value in (("*i1", "i1"), ("*bf16", "fp32"), ("*i64", "i32")):
         scatter._index.compile(f"{out}:16,*i64:16,{value}," + "i32," * 18 + "i32,1,False,True,False,False,True,512",
@@ -644,7 +649,7 @@ def test_scatter_out_of_range_is_asserted_by_the_kernel(native, device_rules):
 
 
 def test_scatter_calls_the_kernel_does_not_take_are_atens(native, device_rules):
-    """An accumulation in bf16 (no atomics here) and deterministic mode plan aten's kernel from
+    """An accumulation in bf16 (no 16-bit atomics on the interpreter) and deterministic mode plan aten's kernel from
     C++ (no Python implementation on the way); a float value fp32 does not hold, for a float64
     or int64 self (the kernel reads a float Scalar in fp32), is aten's through the
     implementation."""
@@ -667,3 +672,116 @@ def test_scatter_calls_the_kernel_does_not_take_are_atens(native, device_rules):
         assert got.tolist() == [[0.0, 2.0, 0.0, 2.0]]
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+# ---- x.index_add_(dim, index, source, alpha=...) (an MoE layer's combine, once per expert) -----
+INDEX_ADD_CASES = {
+    "MoE combine out.index_add_(0, token_ids, expert_out)": lambda: (
+        torch.zeros(10, 16), 0, torch.tensor([7, 0, 3, 9]), torch.randn(4, 16, generator=_g()), 1),
+    "repeated index, alpha 2.5": lambda: (
+        torch.randn(6, 5, generator=_g()), 0, torch.tensor([1, 1, 4, 1]), torch.randn(4, 5, generator=_g()), 2.5),
+    "dim 1 of a transposed self, int32 index": lambda: (
+        torch.zeros(8, 3).t(), 1, torch.tensor([5, 2, 2], dtype=torch.int32), torch.randn(3, 3, generator=_g()), 1),
+    "int64 self, int alpha, rank 3, middle dim": lambda: (
+        torch.arange(24).view(2, 4, 3), 1, torch.tensor([3, 0]), torch.arange(12).view(2, 2, 3), -2),
+    "empty index": lambda: (torch.ones(4, 2), 0, torch.zeros(0, dtype=torch.int64), torch.zeros(0, 2), 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_ADD_CASES))
+def test_index_add_matches_eager_and_is_planned(native, device_rules, case):
+    T.disable()
+    x, dim, index, source, alpha = INDEX_ADD_CASES[case]()
+    want = x.index_add_(dim, index, source, alpha=alpha)
+    T.enable(wait_native=True)
+    x, dim, index, source, alpha = INDEX_ADD_CASES[case]()
+    got = x.index_add_(dim, index, source, alpha=alpha)
+    x2, dim, index, source, alpha = INDEX_ADD_CASES[case]()
+    before = native.stats()
+    again = x2.index_add_(dim, index, source, alpha=alpha)
+    d = stats_delta(before, native.stats())
+    assert got is x and got.stride() == want.stride()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(again, want)
+    assert d["python_calls"] == 0 and d["plans_made"] == 0 and d["plan_hits"] == 1 and d["aten_calls"] == 0, d
+
+
+def test_index_add_alpha_is_passed_per_call_and_checked(native, device_rules):
+    """alpha is a run-time argument of the plan (another value reuses it) whose range for self's
+    dtype is checked per call: one that int8 does not hold goes to aten's overflow error; a float
+    alpha for an integer self goes to the implementation (aten truncates it)."""
+    x, idx, src = torch.zeros(2, 3, dtype=torch.int8), torch.tensor([1]), torch.ones(1, 3, dtype=torch.int8)
+    x.clone().index_add_(0, idx, src, alpha=2)  # the key, planned
+    y = x.clone()
+    before = native.stats()
+    got = y.index_add_(0, idx, src, alpha=5)
+    assert stats_delta(before, native.stats())["plan_hits"] == 1
+    assert got.tolist() == [[0, 0, 0], [5, 5, 5]]
+    with pytest.raises(RuntimeError, match="overflow"):
+        x.clone().index_add_(0, idx, src, alpha=300)
+    i64 = torch.zeros(2, 3, dtype=torch.int64)
+    assert i64.index_add_(0, idx, src.long(), alpha=1.5).tolist() == [[0, 0, 0], [1, 1, 1]]
+
+
+def test_index_add_sharing_self_goes_to_atens_error(native, device_rules):
+    x = torch.arange(4.0)
+    x.clone()[:2].index_add_(0, torch.tensor([0, 1]), torch.ones(2))  # the key, planned
+    with pytest.raises(RuntimeError, match="overlap|single memory location"):
+        x[:2].index_add_(0, torch.tensor([0, 1]), x[1:3])
+
+
+def test_index_add_out_of_range_is_asserted_by_the_kernel(native, device_rules):
+    with pytest.raises(Exception, match="tritonjit scatter/index_put: index out of range"):
+        torch.zeros(3, 2).index_add_(0, torch.tensor([0, 3]), torch.ones(2, 2))
+
+
+def test_index_add_calls_the_kernel_does_not_take_are_atens(native, device_rules):
+    """bf16 on the interpreter (no 16-bit atomics there) and deterministic mode plan aten's
+    kernel from C++; a 0-dim index goes to the implementation."""
+    idx = torch.tensor([2, 0])
+    x16, src16 = torch.zeros(3, 2, dtype=torch.bfloat16), torch.ones(2, 2, dtype=torch.bfloat16)
+    got, delta = routed(lambda: x16.clone().index_add_(0, idx, src16), ["index_add_"])
+    assert delta["python_calls"] == 0 and delta["aten_calls"] >= 1, delta
+    assert got.tolist() == [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    got, delta = routed(lambda: torch.zeros(3).index_add_(0, torch.tensor(1), torch.ones(1)), ["index_add_"])
+    assert delta["python_calls"] == 1 and got.tolist() == [0.0, 1.0, 0.0], delta
+    torch.use_deterministic_algorithms(True)
+    try:
+        got, delta = routed(lambda: torch.zeros(3, 2).index_add_(0, idx, torch.ones(2, 2)), ["index_add_"])
+        assert delta["aten_calls"] >= 1 and delta["python_calls"] == 0, delta
+        assert got.tolist() == [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gpu_16bit_index_add_and_scatter_add_by_atomics(dtype):
+    """On an NVIDIA GPU the accumulating writes add bf16 and fp16 by atomics, as aten's kernels
+    do: planned on the C++ path, one launch; without repeated targets eager's values bit for bit
+    (alpha rounded to the dtype first, as aten does); with 64 adds into each row within a
+    rounding of each add of eager's."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    native_ops_or_skip()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    out = torch.zeros(1024, 256, device="cuda", dtype=dtype)
+    ids = torch.randperm(1024, device="cuda", generator=g)[:300]
+    src = torch.randn(300, 256, device="cuda", generator=g).to(dtype)
+    for alpha in (1, 0.1):
+        want = out.clone().index_add_(0, ids, src, alpha=alpha)
+        got, delta = routed(lambda alpha=alpha: out.clone().index_add_(0, ids, src, alpha=alpha), ["index_add_"])
+        assert torch.equal(got, want), alpha
+        assert delta["plan_hits"] == 1 and delta["launches"] == 1 and delta["python_calls"] == 0, delta
+    topk = torch.rand(512, 64, device="cuda", generator=g).topk(8, dim=1).indices
+    w = torch.rand(512, 8, device="cuda", generator=g).to(dtype)
+    want = torch.zeros(512, 64, device="cuda", dtype=dtype).scatter_add_(1, topk, w)
+    got, delta = routed(lambda: torch.zeros(512, 64, device="cuda", dtype=dtype).scatter_add_(1, topk, w),
+                        ["scatter_add_"])
+    assert torch.equal(got, want) and delta["plan_hits"] >= 1 and delta["python_calls"] == 0, delta
+    rep = torch.randint(0, 16, (1024,), device="cuda", generator=g)
+    v = torch.randn(1024, 32, device="cuda", generator=g).to(dtype)
+    want = torch.zeros(16, 32, device="cuda").index_add_(0, rep, v.float())
+    got, _ = routed(lambda: torch.zeros(16, 32, device="cuda", dtype=dtype).index_add_(0, rep, v), ["index_add_"])
+    eps = torch.finfo(dtype).eps
+    assert ((got.float() - want).abs() <= 64 * eps * want.abs().max()).all()

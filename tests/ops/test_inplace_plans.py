@@ -302,7 +302,7 @@ def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native, monkeypa
         (op,) = ops
         assert op in _registry._PLANNERS, (name, op)
         joined = {"softplus", "tril", "sign", "logical_and_", "fill_.Tensor", "reciprocal", "erf", "floor", "triu",
-                  "scatter_.value", "scatter_.src", "scatter_add_"}
+                  "scatter_.value", "scatter_.src", "scatter_add_", "index_add_"}
         assert (op in _registry.DEVICE_DEFAULT) == (op in joined), (name, op)
         with T.enable(include=ops, wait_native=True):
             got = fn().clone()
