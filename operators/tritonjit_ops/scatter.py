@@ -16,7 +16,7 @@ float sums may differ from eager's in the last bits, in an order that varies fro
 as aten's CUDA kernels do. The exception
 is index_put with accumulate through a short index (at most _SUM_MAX_INDEX entries): one
 kernel adds each target's values in the index's order in fp32 and rounds once, in every dtype
-(bf16 included, which has no atomics here) and deterministically. With repeated indices this
+(bf16 included) and deterministically. With repeated indices this
 can differ from aten's CUDA result in the last bit or two of a 16-bit value (its sorted kernel
 rounds some partial sums), never by more than a rounding of the exact sum; without repeats (the
 backward of ``x[..., [i], :]``) it is eager's bit for bit.
@@ -256,9 +256,9 @@ def _plan_scatter_(add: bool) -> Callable[..., Plan | None]:
         kernel (no wrap: aten's scatter takes no negative index). An exclusive in-place plan:
         a call whose index or src shares x's memory goes to the implementation (aten's overlap
         error); a Scalar is checked against x's dtype per call (Plan.fits). Deterministic mode,
-        and a call the kernel does not take (an accumulation in a 16-bit dtype, which has no
-        atomics here; src of another dtype; a rank above 4), are aten's: each is a property of
-        the call key."""
+        and a call the kernel does not take (an accumulation in a 16-bit dtype anywhere but on
+        an NVIDIA GPU: _accumulates; src of another dtype; a rank above 4), are aten's: each is
+        a property of the call key."""
         op = "scatter_add_" if add else "scatter_"
         try:
             d = _scatter_dim(op, x, dim, index, src, add)
