@@ -147,9 +147,37 @@ def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ..
     return tuple(out)
 
 
-def new_output(shape: Sequence[int], dtype: torch.dtype, device: Any, operands: Sequence[Any]) -> Tensor:
-    """A new output of ``shape`` in aten's layout for a pointwise op of ``operands``."""
-    strides = iter_strides(shape, operands)
+#: How aten lays out a pointwise op's new output (``aten_layout`` of the elementwise kernels'
+#: run and plan): True, TensorIterator over the operands as given, a Python number among them
+#: being a wrapped-number operand (``x * 1.5``, ``x == 0``, ``torch.where(m, x, 0.0)``: aten wraps
+#: the Scalar of a ``.Tensor`` or ``.Scalar`` binary overload into a 0-dim tensor); "scalar_args",
+#: TensorIterator over the tensors only, the numbers being Scalar arguments of the op
+#: (``clamp(x, -1, 1)``, ``x.pow(2)``, ``lerp(x, y, 0.5)``: a unary or binary iterator, whose
+#: fast set-up keeps a dense input's strides, size-1 dimensions' included); "like",
+#: ``torch.empty_like(operands[0])`` (``hardtanh``, ``nan_to_num``: aten allocates their output
+#: so, then iterates into it).
+Layout = Any  # bool | str
+
+
+def out_strides(shape: Sequence[int], operands: Sequence[Any], layout: Layout = True) -> tuple[int, ...] | None:
+    """The strides of the new output aten allocates for a pointwise op of ``operands`` laid out
+    as ``layout`` says (see Layout); None where they are the contiguous ones."""
+    if layout == "like":
+        x = operands[0]
+        if tuple(x.shape) != tuple(shape) or x.numel() == 0 or _canonical(x):
+            return None
+        st = tuple(x.stride()) if dense(x.shape, x.stride()) else tuple(torch.empty_like(x, device="meta").stride())
+        return None if st == tuple(contiguous_strides(shape)) else st
+    if layout == "scalar_args":
+        operands = [t for t in operands if isinstance(t, Tensor)]
+    return iter_strides(shape, operands)
+
+
+def new_output(shape: Sequence[int], dtype: torch.dtype, device: Any, operands: Sequence[Any],
+               layout: Layout = True) -> Tensor:
+    """A new output of ``shape`` in aten's layout for a pointwise op of ``operands`` (``layout``:
+    see Layout)."""
+    strides = out_strides(shape, operands, layout)
     if strides is None:
         return torch.empty(tuple(shape), dtype=dtype, device=device)
     return torch.empty_strided(tuple(shape), strides, dtype=dtype, device=device)

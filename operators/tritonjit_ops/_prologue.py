@@ -23,6 +23,7 @@ Tensor = torch.Tensor
 UPCAST = {torch.float32: False, torch.float16: True, torch.bfloat16: True}
 _upcast = UPCAST.get
 _empty_like = torch.empty_like
+_CONTIGUOUS = torch.contiguous_format
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: the wheel's prebuilt C++ helpers (tritonjit._native.torch_prebuilt), used when built for this torch
 PREBUILT = os.path.join(HERE, "_prebuilt")
@@ -34,12 +35,15 @@ def binary_py(x: Any, y: Any) -> tuple[Tensor, int, bool] | None:
     if x.__class__ is Tensor and y.__class__ is Tensor:
         up = _upcast(x.dtype)
         if up is not None and y.dtype is x.dtype and x.shape == y.shape and x.is_contiguous() and y.is_contiguous():
-            return _empty_like(x), x.numel(), up
+            return _empty_like(x, memory_format=_CONTIGUOUS), x.numel(), up
     return None
 
 
 def like_py(x: Tensor) -> Tensor:
-    return _empty_like(x)  # callers pass contiguous tensors
+    # callers pass contiguous tensors; the format still matters: preserve_format would keep
+    # a size-1 dim's odd stride, where aten's TensorIterator gives contiguous ones (as the
+    # C++ prologue's at::empty_like(x, Contiguous) does)
+    return _empty_like(x, memory_format=_CONTIGUOUS)
 
 
 def _enabled() -> bool:

@@ -127,7 +127,9 @@ def _plan_copy_as(x: Tensor, dt: torch.dtype, mf: Any) -> Plan | None:
     order (the dimensions sorted by its strides), so that a dense input with the same
     strides coalesces into one flat run instead of 4-D index arithmetic."""
     try:
-        like = torch.empty_like(torch.empty_strided(x.shape, x.stride(), dtype=dt, device="meta"), memory_format=mf)
+        # asked of x itself: empty_like of a meta copy of x keeps no size-1 dim's stride (it gives
+        # (4, 4, 1) for a dense (2, 1, 4) of strides (4, 1, 1)), where aten's clone keeps them all
+        like = torch.empty_like(x, dtype=dt, memory_format=mf, device="meta")
     except RuntimeError:
         return None  # a memory format the rank does not have: aten's error, from Python
     buf = Buffer.like(like)

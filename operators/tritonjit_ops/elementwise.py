@@ -34,7 +34,7 @@ from ._common import (
     unravel4,
 )
 from ._fallback import with_aten_fallback
-from ._layout import bstrides, contiguous_strides, extent, iter_strides, memory_order, new_output
+from ._layout import Layout, bstrides, contiguous_strides, extent, memory_order, new_output, out_strides
 from ._math import (
     activation_backward,
     atan2,
@@ -697,18 +697,18 @@ def _fp32_exact(v: Any) -> bool:
 
 
 def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars: Sequence[Any] = (),
-        out: Tensor | None = None, inplace: bool = False, aten_layout: bool = False, ot: str | None = None) -> Tensor:
+        out: Tensor | None = None, inplace: bool = False, aten_layout: Layout = False, ot: str | None = None) -> Tensor:
     """Compute ``op`` now. ``out``: write there (any strides): with ``inplace`` the operands
     broadcast to its shape; otherwise an empty ``out`` is resized as aten does. A new output
-    is contiguous, or with ``aten_layout`` laid out as aten's TensorIterator lays out a
-    pointwise op's (the operands' memory order: see _layout.py)."""
+    is contiguous, or with ``aten_layout`` laid out as aten lays out that op's (the operands'
+    memory order, as TensorIterator: see _layout.Layout)."""
     ops, dev = _operands(op, operands, out)
     if ct == "fp64" and not all(_fp32_exact(v) for v in [*scalars, *(t for t in ops if not isinstance(t, Tensor))]):
         raise _refuse(op, "a float64 computation with a scalar that fp32 does not hold exactly")
     shapes = [t.shape for t in ops if isinstance(t, Tensor)]
     shape = _bshape(shapes + ([out.shape] if inplace and out is not None else []))
     if out is None:
-        out = new_output(shape, rdtype, dev, ops) if aten_layout else torch.empty(shape, dtype=rdtype, device=dev)
+        out = new_output(shape, rdtype, dev, ops, aten_layout) if aten_layout else torch.empty(shape, dtype=rdtype, device=dev)
     else:
         if out.device != dev or out.dtype not in _REAL:
             raise _refuse(op, "out= on another device or of an unsupported dtype")
@@ -732,7 +732,7 @@ def run(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalars:
 
 
 def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_refs: Sequence[Any] = (),
-         refs: Sequence[Any] | None = None, aten_layout: bool = False, inplace: bool = False,
+         refs: Sequence[Any] | None = None, aten_layout: Layout = False, inplace: bool = False,
          ot: str | None = None) -> Plan | None:
     """The C++ path's plan of a functional call (a new output: contiguous, or with
     ``aten_layout`` in TensorIterator's layout, as run's); None where the Python
@@ -758,7 +758,7 @@ def plan(op: str, operands: Sequence[Any], rdtype: torch.dtype, ct: str, scalar_
     shape = _bshape([t.shape for t in ops if isinstance(t, Tensor)])
     if inplace:
         return _inplace_plan(op, ops, refs, shape, rdtype, ct, scalar_refs, ot, rt)
-    buf = Buffer(tuple(shape), rdtype, iter_strides(shape, ops) if aten_layout else None)
+    buf = Buffer(tuple(shape), rdtype, out_strides(shape, ops, aten_layout) if aten_layout else None)
     if 0 in shape:
         return Plan((buf,), ())
     L = _launch(op, ops, refs, buf, Out(0), shape, ct, scalar_refs, ot=ot, rt=rt)
@@ -1327,10 +1327,10 @@ def _clamp2(x, lo=None, hi=None, out=None, inplace=False):
     ct = _ct("clamp", rd)
     od = rd
     if lo is None:
-        return run("clamp_max", [x, hi], od, ct, out=out, inplace=inplace, aten_layout=True)
+        return run("clamp_max", [x, hi], od, ct, out=out, inplace=inplace, aten_layout="scalar_args")
     if hi is None:
-        return run("clamp_min", [x, lo], od, ct, out=out, inplace=inplace, aten_layout=True)
-    return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace, aten_layout=True)
+        return run("clamp_min", [x, lo], od, ct, out=out, inplace=inplace, aten_layout="scalar_args")
+    return run("clamp", [x, lo, hi], od, ct, out=out, inplace=inplace, aten_layout="scalar_args")
 
 
 #: clamp and hardtanh calls of at least this many elements are aten's on a device (H200,
@@ -1366,7 +1366,7 @@ def _plan_clamp(x, lo=None, hi=None, pos=(1, 2), inplace=False):
         if v is not None:
             args.append(v)
             ref.append(In(i) if isinstance(v, Tensor) else Arg(i))
-    p = plan(op, args, rd, ct, refs=ref, aten_layout=True, inplace=inplace)
+    p = plan(op, args, rd, ct, refs=ref, aten_layout="scalar_args", inplace=inplace)
     fits = tuple((r.i, rd) for r in ref if isinstance(r, Arg))  # aten's overflow check of the bounds, per call
     return p if p is None or not fits else p._replace(fits=fits)
 
@@ -1449,7 +1449,8 @@ def _lerp(x, end, weight, out=None, inplace=False):
         raise _refuse("lerp", "operands")
     if isinstance(weight, Tensor) and weight.dtype != x.dtype:
         raise _refuse("lerp", "weight dtype")
-    return run("lerp", [x, end, weight], x.dtype, _ct("lerp", x.dtype), out=out, inplace=inplace, aten_layout=True)
+    return run("lerp", [x, end, weight], x.dtype, _ct("lerp", x.dtype), out=out, inplace=inplace,
+               aten_layout="scalar_args")
 
 
 for _ov in ("Scalar", "Tensor"):
@@ -1482,7 +1483,9 @@ for _op in ("addcmul", "addcdiv"):
 def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, clamp_rules: bool = False) -> None:
     """The overloads of a pointwise activation with Scalar parameters (``defaults`` where a
     call omits them); ``clamp_rules``: clamp's rules apply (its size rule, _clamp_is_atens,
-    and aten's overflow check of the bounds in x's dtype)."""
+    and aten's overflow check of the bounds in x's dtype) and aten's output layout, which for
+    hardtanh is ``torch.empty_like(x)`` (a dense x's strides, size-1 dimensions' included)."""
+    layout = "like" if op == "hardtanh" else True
     def fn(x, *params, out=None, inplace=False):
         _check_tensor(op, x)
         if not x.dtype.is_floating_point:
@@ -1492,7 +1495,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, clamp_rules
             raise _refuse(op, "parameters")
         if clamp_rules and not all(scalar_fits(v, x.dtype) for v in vals):
             raise _refuse(op, f"bounds {vals} for {x.dtype}")  # aten's overflow error
-        return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
+        return run(op, [x], x.dtype, _ct(op, x.dtype), vals, out=out, inplace=inplace, aten_layout=layout)
 
     def planner(x, *params, inplace=False):
         if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
@@ -1505,7 +1508,7 @@ def _act(op: str, defaults: Sequence[Any], inplace_name: str | None, clamp_rules
         if clamp_rules and _clamp_is_atens(x):
             return aten_plan()
         refs = [Arg(1 + i) for i in range(len(params))] + list(defaults[len(params):])
-        p = plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=True, inplace=inplace)
+        p = plan(op, [x], x.dtype, _CT[x.dtype], scalar_refs=refs, aten_layout=layout, inplace=inplace)
         fits = tuple((1 + i, x.dtype) for i in range(len(params))) if clamp_rules else ()
         return p if p is None or not fits else p._replace(fits=fits)
 
@@ -1536,7 +1539,8 @@ def _nan_to_num(x, nan=None, posinf=None, neginf=None, out=None, inplace=False):
     if x.dtype != torch.float64:  # the fp32 scalar argument must not overflow to inf
         f32 = torch.finfo(torch.float32)
         vals = [min(max(v, f32.min), f32.max) for v in vals]
-    return run("nan_to_num", [x], x.dtype, _ct("nan_to_num", x.dtype), vals, out=out, inplace=inplace, aten_layout=True)
+    return run("nan_to_num", [x], x.dtype, _ct("nan_to_num", x.dtype), vals, out=out, inplace=inplace,
+               aten_layout="like")  # aten's output: torch.empty_like(x)
 
 
 ATEN["nan_to_num"] = _nan_to_num

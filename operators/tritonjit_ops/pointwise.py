@@ -298,11 +298,23 @@ def _has_bool(*operands: Any) -> bool:
     return any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in operands)
 
 
+def _pow_layout(op: str, x: Any, y: Any) -> list | None:
+    """The operands aten lays pow's output out by: the base alone where a Python number is the
+    exponent (pow.Tensor_Scalar is a unary iterator, whose fast set-up keeps a dense input's
+    strides, size-1 dims' included), none where it is the base (pow.Scalar allocates its
+    output contiguous); None (all of them) for the other ops and for two tensors, a 0-dim one
+    included (a binary iterator)."""
+    if op != "pow" or (isinstance(x, Tensor) and isinstance(y, Tensor)):
+        return None
+    return [x] if isinstance(x, Tensor) else []
+
+
 def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     x = _as_operand(op, x)
     y = _as_operand(op, y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         raise TypeError(f"tritonjit.{op}: at least one argument must be a Tensor")
+    layout = _pow_layout(op, x, y)
     # A 0-dim CPU tensor next to an accelerator tensor is a scalar, as in aten.
     if isinstance(x, Tensor) and isinstance(y, Tensor) and x.device != y.device:
         if x.dim() == 0 and x.device.type == "cpu":
@@ -340,7 +352,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
     ys = y.shape if isinstance(y, Tensor) else ()
     shape = list(xs) if xs == ys else _broadcast_shape(tuple(xs), tuple(ys))
     if out is None:
-        out = new_output(shape, rdtype, dev, [x, y])
+        out = new_output(shape, rdtype, dev, [x, y] if layout is None else layout)
     else:
         check_out(op, out, shape, rdtype, dev)
     return _launch_elementwise(op, 2, [x, y], out, alpha, rdtype in LOW_PRECISION, rt)
@@ -416,7 +428,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         kop = "relu"  # identity on unsigned values
     if out is None:
         if type(x) is Tensor and x.is_contiguous() and dt == x.dtype and dt in _FAST_UPCAST:
-            o = torch.empty_like(x)
+            o = torch.empty_like(x, memory_format=torch.contiguous_format)  # aten's: a size-1 dim's odd stride not kept
             n = x.numel()
             if n > _INT32_MAX:  # the flat kernel's offsets are int32
                 return _launch_elementwise(kop, 1, [x], o, 1, dt in LOW_PRECISION)
@@ -546,7 +558,7 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
     refs = [Arg(0) if xs else In(0), Arg(1) if ys else In(1)]
     shapes = [tuple(t.shape) for t in operands if isinstance(t, Tensor)]
     shape = list(shapes[0]) if len(shapes) == 1 or shapes[0] == shapes[1] else _broadcast_shape(*shapes)
-    p = _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref, rt)
+    p = _plan_of(op, 2, operands, refs, shape, rdtype, alpha_ref, rt, _pow_layout(op, x, y))
     if p is None or alpha_ref == 1:
         return p
     return p._replace(fits=((2, rdtype),))  # alpha's range, per call (an fp16 alpha of 1e8 is aten's error)
@@ -573,13 +585,14 @@ def _reads_across(operands: Sequence, shape: list[int]) -> bool:
 
 
 def _plan_of(op: str, nin: int, operands: list, refs: list, shape: list[int], rdtype: torch.dtype,
-             alpha: Any, rt: str | None = None) -> Plan | None:
-    """The plan of one launch into a new output in aten's layout (see _layout.py): a
-    non-contiguous one is written in its memory order."""
+             alpha: Any, rt: str | None = None, layout: list | None = None) -> Plan | None:
+    """The plan of one launch into a new output in aten's layout (see _layout.py; ``layout``:
+    the operands it follows, where not all of them): a non-contiguous one is written in its
+    memory order."""
     n = 1
     for d in shape:
         n *= d
-    strides = iter_strides(shape, operands) if n else None
+    strides = iter_strides(shape, operands if layout is None else layout) if n else None
     out = (Buffer(tuple(shape), rdtype, strides),)
     if n == 0:
         return Plan(out, ())

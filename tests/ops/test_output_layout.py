@@ -77,6 +77,11 @@ _LAYOUTS = {
     "expanded transposed": lambda: torch.randn(2, 16, 8, 4).transpose(1, 2)[:, :, None].expand(2, 8, 3, 16, 4),
     "channels-last": lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
     "sliced rows": lambda: torch.randn(4, 9)[:, :7],
+    # dense, with size-1 dims of strides other than torch.empty's: aten's fast set-up keeps them
+    # (a unary op's, two operands of one layout), a contiguous input's get the usual ones
+    "size-1 dims of odd strides": lambda: torch.as_strided(torch.randn(24), (2, 1, 3, 4), (12, 99, 4, 1)),
+    "a row of odd stride": lambda: torch.as_strided(torch.randn(8), (1, 8), (99, 1)),
+    "permuted, a size-1 dim between": lambda: torch.as_strided(torch.randn(12), (3, 1, 4), (1, 7, 3)),
 }
 _OPS = {
     "exp": lambda x, c, row: x.exp(),
@@ -96,6 +101,9 @@ _OPS = {
     "pow": lambda x, c, row: x ** 2,
     "hardtanh": lambda x, c, row: torch.nn.functional.hardtanh(x),
     "masked_fill (contiguous in aten)": lambda x, c, row: x.masked_fill(x > 0, 0.0),
+    "pow of a Python base (contiguous in aten)": lambda x, c, row: 2 ** x,
+    "clone": lambda x, c, row: x.clone(),
+    "cast": lambda x, c, row: x.to(torch.float16) if x.device.type == "cpu" else x.float(),
 }
 
 
@@ -124,9 +132,38 @@ def test_direct_entries_have_atens_strides(layout):
     x = _LAYOUTS[layout]()
     y = torch.randn(x.shape)
     for got, want in ((T.exp(x), torch.exp(x)), (T.add(x, y), torch.add(x, y)), (T.mul(y, x), torch.mul(y, x)),
-                      (T.where(x > 0, x, y), torch.where(x > 0, x, y)), (T.sigmoid(x), torch.sigmoid(x))):
+                      (T.add(x, x), torch.add(x, x)), (T.where(x > 0, x, y), torch.where(x > 0, x, y)),
+                      (T.sigmoid(x), torch.sigmoid(x)), (T.pow(x, 2), torch.pow(x, 2)), (T.pow(2, x), torch.pow(2, x))):
         assert got.stride() == want.stride(), (got.stride(), want.stride())
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_python_implementations_have_atens_strides(layout, monkeypatch):
+    """The Python implementations (the C++ path's fallback, and the path where it is not
+    built) lay out as aten does: Scalar arguments are no iterator operands (clamp, lerp's
+    weight, pow's exponent), hardtanh and nan_to_num allocate torch.empty_like(x), the
+    contiguous fast paths give torch.empty's strides (the C++ prologues' Python stand-ins)."""
+    from tritonjit_ops import _prologue, _registry
+
+    monkeypatch.setattr(_prologue, "binary", _prologue.binary_py)
+    monkeypatch.setattr(_prologue, "like", _prologue.like_py)
+    x = _LAYOUTS[layout]()
+    impl = _registry._ATEN
+    F = torch.nn.functional
+    for name, got, want in (
+            ("clamp", impl["clamp"](x, -0.5, 0.5), x.clamp(-0.5, 0.5)),
+            ("clamp_min", impl["clamp_min"](x, 0.0), x.clamp_min(0.0)),
+            ("lerp.Scalar", impl["lerp.Scalar"](x, x * 2, 0.25), torch.lerp(x, x * 2, 0.25)),
+            ("pow.Tensor_Scalar", impl["pow.Tensor_Scalar"](x, 2), x.pow(2)),
+            ("pow.Scalar", impl["pow.Scalar"](2, x), torch.pow(2, x)),
+            ("hardtanh", impl["hardtanh"](x), F.hardtanh(x)),
+            ("nan_to_num", impl["nan_to_num"](x), torch.nan_to_num(x)),
+            ("exp", impl["exp"](x), x.exp()),
+            ("add", impl["add.Tensor"](x, x), x + x),
+            ("mul by a Python float", impl["mul.Tensor"](x, 1.5), x * 1.5)):
+        assert got.stride() == want.stride(), (name, got.stride(), want.stride())
+        torch.testing.assert_close(got, want, msg=name)
 
 
 def test_out_of_a_dense_permuted_layout_is_written_in_place():
