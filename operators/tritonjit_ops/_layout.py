@@ -155,7 +155,8 @@ def iter_strides(shape: Sequence[int], operands: Sequence[Any]) -> tuple[int, ..
 #: (``clamp(x, -1, 1)``, ``x.pow(2)``, ``lerp(x, y, 0.5)``: a unary or binary iterator, whose
 #: fast set-up keeps a dense input's strides, size-1 dimensions' included); "like",
 #: ``torch.empty_like(operands[0])`` (``hardtanh``, ``nan_to_num``: aten allocates their output
-#: so, then iterates into it).
+#: so, then iterates into it); "with_scalar", TensorIterator over the operands, then over that
+#: result and a wrapped number (``isinf``, which aten computes as ``x.abs() == inf``).
 Layout = Any  # bool | str
 
 
@@ -170,6 +171,9 @@ def out_strides(shape: Sequence[int], operands: Sequence[Any], layout: Layout = 
         return None if st == tuple(contiguous_strides(shape)) else st
     if layout == "scalar_args":
         operands = [t for t in operands if isinstance(t, Tensor)]
+    elif layout == "with_scalar":  # the op's own layout, then a binary one with a wrapped number
+        st = iter_strides(shape, operands) or tuple(contiguous_strides(shape))
+        operands = [torch.empty_strided(tuple(shape), st, device="meta"), 0]
     return iter_strides(shape, operands)
 
 

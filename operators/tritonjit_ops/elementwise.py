@@ -978,14 +978,16 @@ def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
         if op in ("isnan", "isinf") and not dt.is_floating_point:
             res = torch.empty(x.shape, dtype=torch.bool, device=x.device)
             return run("copy", [False], torch.bool, "i1", out=res) if res.numel() else res
-        return run(op, [x], rd, _CT[dt], out=out, inplace=inplace, aten_layout=True)
+        return run(op, [x], rd, _CT[dt], out=out, inplace=inplace, aten_layout=layout)
 
     def planner(x, inplace=False):
         if not isinstance(x, Tensor) or x.dtype not in _REAL:
             return None
         if op in ("isnan", "isinf") and not x.dtype.is_floating_point:
             return None
-        return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=True, inplace=inplace)
+        return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=layout, inplace=inplace)
+
+    layout = "with_scalar" if op == "isinf" else True  # aten's isinf: x.abs() == inf
 
     return fn, planner
 

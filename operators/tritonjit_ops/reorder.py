@@ -110,7 +110,9 @@ def _plan(x: Tensor, kinds: list[tuple[int, int]], preserve: bool = False) -> Pl
     if x.is_complex():
         return None
     if x.is_contiguous():
-        out = (Buffer(tuple(x.shape), x.dtype),)
+        # flip's output is torch.empty_like(x): a size-1 dim keeps its stride, whatever it is
+        like = Buffer.like(x) if preserve else None
+        out = (like or Buffer(tuple(x.shape), x.dtype),)
         shape = tuple(x.shape)
     else:
         order = _memory_order(x) if preserve else None

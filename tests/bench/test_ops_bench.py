@@ -39,7 +39,7 @@ def test_smoke_mode_reports_every_path(tmp_path):
     opt_in = json.loads(out.read_text())["opt_in"]  # --opt-in: each opt-in case, checked against eager
     assert {r["case"].split()[0].split("(")[0] for r in opt_in} == {"softplus", "tril", "sign", "logical_and_", "fill_",
                                                        "reciprocal", "div", "erf", "floor", "triu", "scatter_",
-                                                       "scatter_add_"}
+                                                       "scatter_add_", "index_add_"}
     assert all(r["torch"] > 0 and r["enabled"] > 0 and "error" not in r for r in opt_in)
     assert "| opt-in overload |" in p.stdout
     permuted = json.loads(out.read_text())["permuted"]  # --permuted: each checked against eager, strides too

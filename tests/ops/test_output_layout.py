@@ -103,6 +103,7 @@ _OPS = {
     "masked_fill (contiguous in aten)": lambda x, c, row: x.masked_fill(x > 0, 0.0),
     "pow of a Python base (contiguous in aten)": lambda x, c, row: 2 ** x,
     "clone": lambda x, c, row: x.clone(),
+    "isinf (aten's x.abs() == inf)": lambda x, c, row: torch.isinf(x),
     "cast": lambda x, c, row: x.to(torch.float16) if x.device.type == "cpu" else x.float(),
 }
 
@@ -159,6 +160,7 @@ def test_python_implementations_have_atens_strides(layout, monkeypatch):
             ("pow.Scalar", impl["pow.Scalar"](2, x), torch.pow(2, x)),
             ("hardtanh", impl["hardtanh"](x), F.hardtanh(x)),
             ("nan_to_num", impl["nan_to_num"](x), torch.nan_to_num(x)),
+            ("isinf", impl["isinf"](x), torch.isinf(x)),
             ("exp", impl["exp"](x), x.exp()),
             ("add", impl["add.Tensor"](x, x), x + x),
             ("mul by a Python float", impl["mul.Tensor"](x, 1.5), x * 1.5)):

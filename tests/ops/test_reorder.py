@@ -97,3 +97,12 @@ def test_gradients_through_atens_formulas():
         got = step()
     for g, w in zip(got, step()):
         torch.testing.assert_close(g, w)
+
+
+def test_flip_keeps_a_size_1_dims_stride():
+    """torch.empty_like(x) keeps a contiguous x's size-1 dims' strides, whatever they are, and
+    so does the flip's output (its plan had made them torch.empty's)."""
+    x = torch.as_strided(torch.arange(8.0), (1, 8), (3, 1))
+    (got,), delta = routed(lambda: (torch.flip(x, [1]),), ["flip"])
+    assert got.stride() == torch.flip(x, [1]).stride() == (3, 1) and torch.equal(got, x.flip(1))
+    assert delta["python_calls"] == 0, delta
