@@ -1124,11 +1124,19 @@ PLANNERS["pow_.Tensor"] = PLANNERS["pow_.Scalar"] = _plan_pow_
 ATEN["pow.Tensor_Scalar_out"] = lambda self, e, *, out: _pow_checked(self, e, out=out)
 
 
+def _bool_operand(*operands: Any) -> bool:
+    """Whether an operand is a bool tensor or a Python bool: aten's sub and rsub raise their
+    error for either (``x - mask``: "use the ~ or logical_not() operator instead")."""
+    return any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in operands)
+
+
 def _add_sub(op: str) -> Callable:
     def fn(x, y, alpha=1, out=None, inplace=False):
         _check_tensor(op, x)
         if not (isinstance(y, Tensor) or _is_scalar(y)) or not _is_scalar(alpha):
             raise _refuse(op, "operands")
+        if op == "sub" and _bool_operand(x, y):
+            raise _refuse(op, "a bool operand")  # aten's error
         rd = torch.result_type(x, y)
         if rd == torch.bool:
             raise _refuse(op, "bool operands")
@@ -1146,6 +1154,8 @@ def _plan_add_sub_(op: str) -> Callable:
     def planner(x, y, alpha=1):
         if not isinstance(x, Tensor) or not (isinstance(y, Tensor) or _is_scalar(y)) or not _is_scalar(alpha):
             return None
+        if op == "sub" and _bool_operand(x, y):
+            return None  # aten's error, from the implementation
         rd = torch.result_type(x, y)
         if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
             return None
@@ -1170,6 +1180,8 @@ def _rsub(x, other, alpha=1):
     _check_tensor("rsub", x)
     if not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
         raise _refuse("rsub", "operands")
+    if _bool_operand(x, other):
+        raise _refuse("rsub", "a bool operand")  # aten's error
     rd = torch.result_type(x, other)
     if rd == torch.bool:
         raise _refuse("rsub", "bool operands")
@@ -1187,6 +1199,8 @@ ATEN["rsub.Scalar"] = lambda self, other, alpha=1: _rsub(self, other, alpha)
 def _plan_rsub(x: Any, other: Any, alpha: Any = 1) -> Plan | None:
     if not isinstance(x, Tensor) or not (isinstance(other, Tensor) or _is_scalar(other)) or not _is_scalar(alpha):
         return None
+    if _bool_operand(x, other):
+        return None  # aten's error, from the implementation
     rd = torch.result_type(x, other)
     if rd == torch.bool or rd not in _CT or (isinstance(alpha, float) and not rd.is_floating_point):
         return None

@@ -313,3 +313,27 @@ def test_the_benchmark_opt_in_calls_are_planned_and_match_eager(native, monkeypa
         close(got, ref)
     next(checks, None)
     T.enable(wait_native=True)  # as the module's fixture left it
+
+
+_BOOL_SUBS = {
+    "x.sub_(mask)": lambda: torch.ones(3).sub_(torch.tensor([True, False, True])),
+    "ids.sub_(mask)": lambda: torch.ones(3, dtype=torch.long).sub_(torch.tensor([True, False, True])),
+    "x.sub_(True)": lambda: torch.ones(3).sub_(True),
+    "x.sub_(0-dim bool)": lambda: torch.ones(3).sub_(torch.tensor(True)),
+    "1 - mask (rsub)": lambda: 1 - torch.tensor([True, False]),
+    "rsub(x, True)": lambda: torch.ops.aten.rsub.Scalar(torch.ones(2), True),
+    "sub_.Scalar(x, True)": lambda: torch.ops.aten.sub_.Scalar(torch.ones(2), True),
+}
+
+
+@pytest.mark.parametrize("case", list(_BOOL_SUBS))
+def test_sub_of_a_bool_operand_raises_atens_error(native, case):
+    """aten's sub and rsub refuse a bool operand (a tensor or a Python bool, either side); the
+    in-place and rsub paths computed one. The plan of an int Scalar's key does not serve a bool
+    one (the key tells them apart)."""
+    torch.ones(3).sub_(1)  # a plan for an int Scalar
+    torch.ops.aten.rsub.Scalar(torch.ones(2), 1)
+    for _ in range(2):  # the first call and the plan's
+        with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
+            _BOOL_SUBS[case]()
+    assert torch.equal(torch.ones(2).add_(True), torch.full((2,), 2.0))  # add takes a bool
