@@ -351,7 +351,8 @@ bool serves_writes(const NPlan& plan, const c10::IValue* args, size_t nargs) {
 
 // Whether aten converts the Scalar ``v`` to ``dt`` without its overflow error (_plan.scalar_fits,
 // the same rule): a bool dtype takes anything; inf and NaN pass into floating dtypes only;
-// uint8 takes -255..255. ``v`` is a bool, int or double (the key admits no other Scalar).
+// uint8 takes the ints -255..255 and the doubles 0..255. ``v`` is a bool, int or double (the
+// key admits no other Scalar).
 bool scalar_fits(const c10::IValue& v, at::ScalarType dt) {
   if (dt == at::kBool || v.isBool()) return true;
   if (at::isFloatingType(dt)) {
@@ -371,9 +372,9 @@ bool scalar_fits(const c10::IValue& v, at::ScalarType dt) {
     case at::kInt: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
     default: lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
   }
-  if (v.isDouble()) {
+  if (v.isDouble()) {  // a float into uint8: from 0 (c10::overflows checks floats against [lowest, max])
     const double x = v.toDouble();
-    return std::isfinite(x) && x >= static_cast<double>(lo) && x <= static_cast<double>(hi);
+    return std::isfinite(x) && x >= (dt == at::kByte ? 0.0 : static_cast<double>(lo)) && x <= static_cast<double>(hi);
   }
   const int64_t x = v.toInt();
   return x >= lo && x <= hi;

@@ -243,15 +243,17 @@ def _scalar(v: Any) -> Any:
 def scalar_fits(v: Any, dt: torch.dtype) -> bool:
     """Whether aten converts the Scalar ``v`` to ``dt`` without its "value cannot be
     converted to type ... without overflow" error (a bool dtype takes anything; inf and
-    NaN pass into floating dtypes, not into integers; uint8 takes -255..255, the negatives
-    wrapping, as c10::overflows allows). ``scalar_fits`` in
+    NaN pass into floating dtypes, not into integers; uint8 takes the integers -255..255, the
+    negatives wrapping, and the floats 0..255, as c10::overflows allows). ``scalar_fits`` in
     ``_native_ops.cpp`` is the same rule."""
     if dt == torch.bool or isinstance(v, bool):
         return True
     if dt.is_floating_point:
         return (isinstance(v, float) and not math.isfinite(v)) or abs(v) <= torch.finfo(dt).max
     info = torch.iinfo(dt)
-    lo = -info.max if info.min == 0 else info.min  # an unsigned type takes negatives down to -max (they wrap)
+    # an unsigned type takes integers down to -max (they wrap), floats from 0 (c10::overflows
+    # checks a float against [lowest, max]: -3.0 into uint8 is aten's error, -3 is 253)
+    lo = -info.max if info.min == 0 and isinstance(v, int) else info.min
     return (isinstance(v, int) or math.isfinite(v)) and lo <= v <= info.max
 
 

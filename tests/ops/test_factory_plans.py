@@ -283,6 +283,28 @@ def test_scalar_fits_is_never_looser_than_aten():
                 assert _plan.scalar_fits(v, dt), (v, dt)
 
 
+def test_scalar_fits_floats_into_integers_as_aten():
+    """A float into an integer dtype fits where c10::overflows says so, its range [lowest, max]
+    (-3.0 into uint8 is aten's error where -3 wraps to 253): scalar_fits answers as aten's fill
+    does, and a masked_fill from a 0-dim float tensor (read on the host per call) raises
+    aten's error from the plan too."""
+    for dt in (torch.uint8, torch.int8, torch.int16):
+        for v in (-3.0, -0.5, 0.5, 2.5, 255.0, 255.5, 256.0, -128.0, -128.5, -129.0, 32767.0, 32768.0):
+            try:
+                torch.full((3,), v, dtype=dt)
+                ok = True
+            except RuntimeError:
+                ok = False
+            assert _plan.scalar_fits(v, dt) == ok, (v, dt)
+    x, m = torch.tensor([1, 2, 3], dtype=torch.uint8), torch.tensor([True, False, True])
+    with T.enable(include=["masked_fill.Tensor"], wait_native=True):
+        assert x.masked_fill(m, torch.tensor(0.5)).tolist() == [0, 2, 0]  # the plan
+        for _ in range(2):
+            with pytest.raises(RuntimeError, match="overflow"):
+                x.masked_fill(m, torch.tensor(-3.0))
+        assert x.masked_fill(m, torch.tensor(-3)).tolist() == [253, 2, 253]
+
+
 # ----------------------------------------------------------------- another device
 @pytest.mark.parametrize("ops,fn", [
     (ARANGE, lambda: torch.arange(5, device="meta")),
