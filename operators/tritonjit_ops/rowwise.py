@@ -21,7 +21,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, INT_DTYPES, is_cuda_like, jit, next_pow2
 from ._fallback import with_aten_fallback
-from ._layout import contiguous_rows, flat_stride, row_offset, rows_layout
+from ._layout import contiguous_rows, contiguous_strides, flat_stride, row_offset, rows_layout
 from ._plan import Buffer, In, Out, Plan, aten_plan, execute, launch, run, value_keyed
 from .elementwise import _CT, _cast, _refuse, _to_out, plan
 
@@ -315,7 +315,11 @@ def _plan_sort(x: Any, dim: Any = -1, descending: bool = False, *, stable: Any =
 def _unrows(t: Tensor, x: Tensor, perm: list[int], last: int) -> Tensor:
     shape = [x.shape[i] for i in perm[:-1]] + [last]
     inv = [perm.index(i) for i in range(x.dim())]
-    return t.reshape(shape).permute(*inv).contiguous()
+    v = t.reshape(shape).permute(*inv)
+    # contiguous as aten returns it: torch.empty's strides (.contiguous() keeps a size-1 dim's odd one)
+    if v.stride() == tuple(contiguous_strides(v.shape)):
+        return v
+    return torch.empty(v.shape, dtype=v.dtype, device=v.device).copy_(v)
 
 
 def sort(x: Tensor, dim: int = -1, descending: bool = False, *, stable: bool | None = None) -> tuple[Tensor, Tensor]:

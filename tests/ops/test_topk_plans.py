@@ -193,3 +193,18 @@ def test_gpu_topk_takes_tied_values_as_atens_kernel_does():
         got, d = routed(lambda k=k, srt=srt: torch.topk(x, k, sorted=srt), ["topk"])
         assert d["plan_hits"] >= 1
         assert torch.equal(got.indices.sort(-1).values, want.indices.sort(-1).values), (k, srt)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_topk_and_sort_along_a_size_1_dim_give_atens_strides(dim):
+    """The implementation's results (sorted rows, permuted back) are contiguous with torch.empty's
+    strides, as aten's: ``.contiguous()`` had kept the permuted view's stride on a size-1 dim."""
+    x = torch.randn(1, 2, 5, generator=torch.Generator().manual_seed(0))
+    T.disable()
+    want_v, want_i = torch.topk(x, 1, dim)
+    want_s = torch.sort(x, dim)[0]
+    with T.enable(include=["topk", "sort"]):
+        got_v, got_i = torch.topk(x, 1, dim)
+        got_s = torch.sort(x, dim)[0]
+    assert got_v.stride() == want_v.stride() and got_i.stride() == want_i.stride() and got_s.stride() == want_s.stride()
+    assert torch.equal(got_v, want_v) and torch.equal(got_i, want_i) and torch.equal(got_s, want_s)
