@@ -1132,8 +1132,24 @@ def _plan_constant_pad_nd(x: Any, pad: Any, value: Any = 0) -> Plan | None:
         return aten_plan()
     shape, geo = g
     n = math.prod(shape)
-    buf = Buffer(tuple(shape), x.dtype)
+    buf = Buffer(tuple(shape), x.dtype, _crop_strides(x, pad))
     return Plan((buf,), (_pad_launch(In(0), x.dtype, geo, n, ref),) if n else ())
+
+
+def _crop_strides(x: Tensor, pad: Any) -> tuple[int, ...] | None:
+    """The strides of aten's result where it is a clone of x cropped (every pad <= 0) and that
+    crop is contiguous: the crop's own (preserve_format), which differ from torch.empty's only
+    on size-1 dims; None (torch.empty's) otherwise, _pad_layout_ok having checked the rest."""
+    if any(p > 0 for p in pad):
+        return None
+    v = x
+    for i in range(len(pad) // 2):
+        d = x.dim() - 1 - i
+        lo, hi = -pad[2 * i], -pad[2 * i + 1]
+        v = v.narrow(d, lo, max(v.shape[d] - lo - hi, 0))
+    if v.numel() == 0 or not v.is_contiguous() or v.stride() == tuple(contiguous_strides(v.shape)):
+        return None
+    return tuple(v.stride())
 
 
 @value_keyed

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritonjit_ops as T
-from _util import index_checks_as_on_a_device, native_ops_or_skip, needs_cxx, stats_delta
+from _util import index_checks_as_on_a_device, native_ops_or_skip, needs_cxx, routed, stats_delta
 from tritonjit_ops import copy, loss, loss_backward
 
 pytestmark = needs_cxx
@@ -366,3 +366,14 @@ def test_a_one_dim_mean_on_a_device_goes_to_aten():
     assert isinstance(loss._shapes(x, t, None, 1), str)
     assert loss._shapes(x, t, None, 2) == (1, 5)
     assert loss._shapes(torch.empty(5), torch.tensor(1), None, 1) == (1, 5)
+
+
+@pytest.mark.parametrize("shape,pad", [((1, 5), [-1, -1]), ((3, 1, 5), [-1, -1]), ((1, 4, 5), [-1, 0, -1, -1])])
+def test_a_crop_only_pad_keeps_the_crops_strides(shape, pad):
+    """A crop-only pad is aten's clone of the cropped view (preserve_format): where that view
+    is contiguous its strides are kept, a size-1 dim's included (the plan had given torch.empty's)."""
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    want = torch.nn.functional.pad(x, pad)
+    (got,), delta = routed(lambda: (torch.nn.functional.pad(x, pad),), ["constant_pad_nd"])
+    assert got.stride() == want.stride() and torch.equal(got, want)
+    assert delta["python_calls"] == 0, delta
