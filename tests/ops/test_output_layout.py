@@ -354,3 +354,55 @@ def test_activation_of_a_large_transposed_view_on_gpu():
         assert got.stride() == want.stride() and want.stride(1) == 1, op  # x's transposed layout
         torch.testing.assert_close(got, want, msg=op)
         assert delta["launches"] == 1 and delta["python_calls"] == 0, (op, delta)
+
+
+def _odd_dense(shape, rng):
+    """A dense tensor of ``shape`` in a random dim order whose size-1 dims have random strides
+    (aten's fast set-up keeps them; its other paths give torch.empty's)."""
+    n = len(shape)
+    perm = list(range(n))
+    rng.shuffle(perm)
+    base = torch.randn([shape[p] for p in perm]).permute([perm.index(i) for i in range(n)])
+    st = [rng.choice([1, 3, 7, 99]) if s == 1 and rng.random() < 0.8 else base.stride(i) for i, s in enumerate(shape)]
+    return torch.as_strided(base, shape, st)
+
+
+_F = torch.nn.functional
+#: default overloads of one or two operands whose result layout aten derives from them
+_RANDOM_OPS = {
+    "clone": (1, lambda a: a[0].clone()), "cast": (1, lambda a: a[0].to(torch.float64)),
+    "add": (2, lambda a: a[0] + a[1]), "mul by a float": (1, lambda a: a[0] * 1.5), "rsub": (1, lambda a: 1 - a[0]),
+    "where": (2, lambda a: torch.where(a[0] > 0, a[0], a[1])), "where scalar": (1, lambda a: torch.where(a[0] > 0, a[0], 0.0)),
+    "gelu": (1, lambda a: _F.gelu(a[0])), "exp": (1, lambda a: a[0].exp()), "clamp": (1, lambda a: a[0].clamp(-0.5, 0.5)),
+    "clamp tensor": (2, lambda a: a[0].clamp(min=a[1])), "pow": (1, lambda a: a[0].pow(2)), "pow base": (1, lambda a: 2 ** a[0]),
+    "hardtanh": (1, lambda a: _F.hardtanh(a[0])), "softplus": (1, lambda a: _F.softplus(a[0])),
+    "erf": (1, lambda a: torch.erf(a[0])), "floor": (1, lambda a: a[0].floor()), "sign": (1, lambda a: a[0].sign()),
+    "isinf": (1, lambda a: torch.isinf(a[0])), "eq scalar": (1, lambda a: a[0] == 0.5), "flip": (1, lambda a: a[0].flip(-1)),
+    "zeros_like": (1, lambda a: torch.zeros_like(a[0])), "full_like": (1, lambda a: torch.full_like(a[0], 2.0)),
+    "sum keepdim": (1, lambda a: a[0].sum(-1, keepdim=True)), "softmax": (1, lambda a: a[0].softmax(-1)),
+    "tril": (1, lambda a: a[0].tril()), "silu_backward": (2, lambda a: torch.ops.aten.silu_backward(a[0], a[1])),
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_random_dense_layouts_with_odd_size_1_strides(seed):
+    """Random shapes of mostly size-1 and small dims, in random dense layouts with random size-1
+    strides, through the default overloads' C++ plans (a second call served by the first's plan):
+    values, dtype and strides equal to aten's, size-1 dims' included."""
+    from _util import native_ops_or_skip
+
+    native_ops_or_skip()
+    rng = random.Random(seed)
+    for _ in range(60):
+        name = rng.choice(sorted(_RANDOM_OPS))
+        k, fn = _RANDOM_OPS[name]
+        shape = [rng.choice([1, 1, 2, 3]) for _ in range(rng.randint(2, 4))]
+        args = [_odd_dense(shape, rng) for _ in range(k)]
+        T.disable()
+        want = fn(args)
+        with T.enable(wait_native=True):
+            fn(args)
+            got = fn(args)
+        assert got.dtype == want.dtype and got.stride() == want.stride(), (
+            name, [(tuple(a.shape), a.stride()) for a in args], got.stride(), want.stride())
+        torch.testing.assert_close(got, want, msg=name)
