@@ -934,6 +934,8 @@ def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tup
     def ok(dt: torch.dtype) -> bool:
         if dt not in _REAL or (floats_only and not dt.is_floating_point):
             return False
+        if op == "neg" and dt == torch.uint8:
+            return False  # aten's wraps (-1 is 255); the interpreter cannot negate an unsigned value
         return not (no_bool and dt == torch.bool and op not in ("sign", "abs"))
 
     def fn(x, out=None, inplace=False):

@@ -337,3 +337,13 @@ def test_sub_of_a_bool_operand_raises_atens_error(native, case):
         with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
             _BOOL_SUBS[case]()
     assert torch.equal(torch.ones(2).add_(True), torch.full((2,), 2.0))  # add takes a bool
+
+
+def test_neg_of_uint8_wraps_as_atens(native):
+    """aten negates uint8 by wrapping (-1 is 255); the in-place path sent it to the elementwise
+    kernel, which the interpreter cannot run on an unsigned value: it is aten's now, as the
+    out-of-place neg of uint8 already was."""
+    for x in (torch.tensor([1, 2, 0], dtype=torch.uint8), torch.tensor([1, 2, 3, 4], dtype=torch.uint8)[::2]):
+        want = x.clone().neg_()
+        for _ in range(2):
+            assert torch.equal(x.clone().neg_(), want)
