@@ -936,6 +936,7 @@ def _same_unary(op: str, floats_only: bool = False, no_bool: bool = True) -> tup
             return False
         if op == "neg" and dt == torch.uint8:
             return False  # aten's wraps (-1 is 255); the interpreter cannot negate an unsigned value
+        # abs and sign of bool: aten's CUDA kernels take it (identity; its CPU abs refuses bool)
         return not (no_bool and dt == torch.bool and op not in ("sign", "abs"))
 
     def fn(x, out=None, inplace=False):
