@@ -972,6 +972,8 @@ PLANNERS["relu_"] = _inplace_of(_pl)
 
 # predicates -> bool
 def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
+    layout = "with_scalar" if op == "isinf" else True  # aten's isinf: x.abs() == inf
+
     def fn(x, out=None, inplace=False):
         _check_tensor(op, x)
         dt = x.dtype
@@ -989,8 +991,6 @@ def _pred(op: str, ints: bool = True) -> tuple[Callable, Callable]:
         if op in ("isnan", "isinf") and not x.dtype.is_floating_point:
             return None
         return plan(op, [x], torch.bool, _CT[x.dtype], aten_layout=layout, inplace=inplace)
-
-    layout = "with_scalar" if op == "isinf" else True  # aten's isinf: x.abs() == inf
 
     return fn, planner
 

@@ -30,7 +30,16 @@ from ._common import (
 from ._layout import bstrides, dense, extent, iter_strides, memory_order, new_output
 from ._math import activation, div_rn, pow_scalar, pow_tensor
 from ._plan import Arg, Buffer, In, Launch, Out, Plan, aten_plan, execute, launch, scalar_fits
-from .elementwise import _INT32_MAX, _divisor_op, _exponent_in, _round_tensor, _to_out, on_interpreter, rounding_type
+from .elementwise import (
+    _INT32_MAX,
+    _bool_operand,
+    _divisor_op,
+    _exponent_in,
+    _round_tensor,
+    _to_out,
+    on_interpreter,
+    rounding_type,
+)
 from .elementwise import _ct as _ew_ct
 from .elementwise import _launch as _ew_launch
 
@@ -293,11 +302,6 @@ def _exact_scalar(v, device: torch.device):
     return v
 
 
-def _has_bool(*operands: Any) -> bool:
-    """Whether an operand is a bool tensor or a Python bool (aten's sub refuses either)."""
-    return any(v.dtype == torch.bool if isinstance(v, Tensor) else isinstance(v, bool) for v in operands)
-
-
 def _pow_layout(op: str, x: Any, y: Any) -> list | None:
     """The operands aten lays pow's output out by: the base alone where a Python number is the
     exponent (pow.Tensor_Scalar is a unary iterator, whose fast set-up keeps a dense input's
@@ -324,7 +328,7 @@ def _binary(op: str, x, y, alpha=1, out: Tensor | None = None) -> Tensor:
         else:
             check_same_device(op, x, y)
     rdtype = torch.result_type(x, y)
-    if op == "sub" and _has_bool(x, y):
+    if op == "sub" and _bool_operand(x, y):
         raise _unsupported(op, torch.bool)  # aten raises its own error for a bool operand
     if rdtype == torch.bool and op in ("add", "mul", "maximum", "minimum") and out is None:
         # logical or/and on bytes: nonzero <=> True, as aten's bool arithmetic
@@ -428,7 +432,7 @@ def _unary(op: str, x: Tensor, out: Tensor | None = None) -> Tensor:
         kop = "relu"  # identity on unsigned values
     if out is None:
         if type(x) is Tensor and x.is_contiguous() and dt == x.dtype and dt in _FAST_UPCAST:
-            o = torch.empty_like(x, memory_format=torch.contiguous_format)  # aten's: a size-1 dim's odd stride not kept
+            o = _prologue.like(x)  # contiguous format: aten's iterator keeps no size-1 dim's odd stride
             n = x.numel()
             if n > _INT32_MAX:  # the flat kernel's offsets are int32
                 return _launch_elementwise(kop, 1, [x], o, 1, dt in LOW_PRECISION)
@@ -532,7 +536,7 @@ def plan_binary(op: str, x: Any, y: Any, alpha: Any = 1) -> Plan | None:
             ys = True
         else:
             return None
-    if op == "sub" and _has_bool(x, y):
+    if op == "sub" and _bool_operand(x, y):
         return None  # aten's error for a bool operand of sub (the implementation raises it)
     rdtype = torch.result_type(x, y)
     if rdtype.is_complex:  # complex RoPE (view_as_complex(q) * freqs): aten's kernel, no Python per call

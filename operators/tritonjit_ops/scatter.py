@@ -40,6 +40,7 @@ from .elementwise import _REAL, _is_scalar, _refuse
 Tensor = torch.Tensor
 _ATOMIC = (torch.float32, torch.float64, torch.int32, torch.int64)
 _ATOMIC16 = (torch.bfloat16, torch.float16)
+_BLOCK = 512
 
 
 def _accumulates(x: Tensor) -> bool:
@@ -48,7 +49,6 @@ def _accumulates(x: Tensor) -> bool:
     loop for bf16 before it), each add rounded to the dtype as in aten's CUDA kernels. Triton's
     interpreter and the other backends add no 16-bit values: those calls are aten's."""
     return x.dtype in _ATOMIC or (x.dtype in _ATOMIC16 and x.device.type == "cuda" and torch.version.hip is None)
-_BLOCK = 512
 
 
 @triton.jit
@@ -289,9 +289,7 @@ def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
     def fn(x: Tensor, dim: int, index: Tensor, source: Tensor, *, alpha: Any = 1) -> Tensor:
         _check(op, x, index, not copy)
         d = _dim(op, x, dim)
-        if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
-            raise _refuse(op, "source of another dtype or device")
-        _index_add_shapes(op, x, d, index, source)
+        _check_source(op, x, d, index, source)
         if inplace and not serves_writes([x, index, source], 0, exclusive=True):
             raise _refuse(op, "an index or source sharing self's memory")  # aten's overlap error
         out = x if inplace else x.clone()
@@ -300,9 +298,12 @@ def _index_add(op: str, inplace: bool, copy: bool = False) -> Callable:
     return fn
 
 
-def _index_add_shapes(op: str, x: Tensor, d: int, index: Tensor, source: Tensor) -> None:
-    """Raises _refuse unless ``source`` is ``x`` with dim ``d`` of the index's length (aten's
-    shape rules for index_add and index_copy) and the index has at most one dim."""
+def _check_source(op: str, x: Tensor, d: int, index: Tensor, source: Any) -> None:
+    """Raises _refuse unless ``source`` is a tensor of x's dtype and device shaped as ``x`` with
+    dim ``d`` of the index's length (aten's rules for index_add and index_copy) and the index
+    has at most one dim."""
+    if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
+        raise _refuse(op, "source of another dtype or device")
     if index.dim() > 1 or source.dim() != x.dim() or source.shape[d] != index.numel() or any(
             source.shape[k] != x.shape[k] for k in range(x.dim()) if k != d):
         raise _refuse(op, "shapes")
@@ -321,9 +322,7 @@ def plan_index_add_(x: Any, dim: int, index: Any, source: Any, alpha: Any = 1) -
     try:
         _check(op, x, index, True)
         d = _dim(op, x, dim)
-        if not isinstance(source, Tensor) or source.dtype != x.dtype or source.device != x.device:
-            raise _refuse(op, "source of another dtype or device")
-        _index_add_shapes(op, x, d, index, source)
+        _check_source(op, x, d, index, source)
         if x.dim() > 4:
             raise _refuse(op, "a rank above 4")
     except NotImplementedError:
