@@ -6,7 +6,10 @@ indices touch are zeroed in, and converted out of, that accumulator. A small tab
 by many indices (T5's relative position buckets: 65536 indices into 32 rows) takes
 another kernel: there, one atomic per index and column would queue thousands deep on
 each of a few hundred addresses, so each program sums a chunk of indices into a copy of
-the whole table in registers first and adds that copy once. A few indices (decode, a short
+the whole table in registers first and adds that copy once: up to 256 rows read by 128
+indices a row or more (wav2vec2-BERT's 73 distances, 262144 indices) as one-hot times rows
+on the tensor cores (exact: fp32 as three bf16 parts), else up to 64 rows on the vector
+units. A few indices (decode, a short
 prompt: up to FEW_INDICES) take a third: each index's program sums the rows of its
 duplicates itself and the first of them writes the sum, so the gradient is the zeroing and
 one launch in any dtype, as aten's kernel for few indices is. As
@@ -23,6 +26,7 @@ import triton.language as tl
 
 from ._common import FLOAT_DTYPES, assert_options, cdiv, deterministic, host_check_allowed, jit, next_pow2
 from ._plan import Buffer, In, Out, Plan, Tmp, aten_plan, launch, run
+from .matmul import dot_f32
 
 Tensor = torch.Tensor
 
@@ -66,9 +70,14 @@ def _index_rows_kernel(src, dst, idx, W, D, COPY: tl.constexpr, BLOCK: tl.conste
 
 @triton.jit
 def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl.constexpr, WP: tl.constexpr,
-                            SUB: tl.constexpr, BLOCK: tl.constexpr, FREQ: tl.constexpr, CHECK: tl.constexpr):
+                            SUB: tl.constexpr, BLOCK: tl.constexpr, FREQ: tl.constexpr, DOT: tl.constexpr,
+                            DOT_F32: tl.constexpr, CHECK: tl.constexpr):
     """acc += the rows of g[CHUNK indices] summed by index, for a table of W <= WP rows: a
-    one-hot [WP, SUB] times [SUB, BLOCK] per step into a [WP, BLOCK] table, added once."""
+    one-hot [WP, SUB] times [SUB, BLOCK] per step into a [WP, BLOCK] table, added once. DOT
+    (a 16-bit gradient): on the tensor cores, exact (the one-hot is 0 or 1, products are
+    summed in fp32; an fp32 gradient as three bf16 parts; DOT_F32: bf16 and fp32 as fp32,
+    where Triton's interpreter multiplies bf16 tiles wrongly); else in the accumulator's dtype
+    on the vector units."""
     start = tl.program_id(0).to(tl.int64) * CHUNK
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     rows = tl.arange(0, WP)
@@ -81,11 +90,27 @@ def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl
             tl.device_assert((j.to(tl.uint64, bitcast=True) < W) | ~mi, "tritonjit embedding_backward: index out of range")
         ok = mi & (j != padding_idx) & (j >= 0) & (j < W)
         v = tl.load(g + i[:, None] * D + cols[None, :], mask=ok[:, None] & (cols < D)[None, :], other=0.0)
-        v = v.to(acc.dtype.element_ty)
-        if FREQ:
-            v = v / tl.load(counts + j, mask=ok, other=1).to(acc.dtype.element_ty)[:, None]
-        hot = (rows[:, None] == tl.where(ok, j, -1)[None, :]).to(acc.dtype.element_ty)
-        table += tl.sum(hot[:, :, None] * v[None, :, :], axis=1)
+        hot = rows[:, None] == tl.where(ok, j, -1)[None, :]
+        if DOT_F32:
+            table = tl.dot(hot.to(tl.float32), v.to(tl.float32), table, input_precision="ieee")
+        elif DOT and g.dtype.element_ty == tl.float32:
+            # fp32 as the sum of three bf16 parts (truncated: never rounded up past the
+            # largest float): each product with the one-hot is exact, as fp32's sum is
+            h = hot.to(tl.bfloat16)
+            hi = v.to(tl.bfloat16, fp_downcast_rounding="rtz")
+            r = tl.where(v == hi.to(tl.float32), 0.0, v - hi.to(tl.float32))  # an infinity is all in hi
+            mid = r.to(tl.bfloat16, fp_downcast_rounding="rtz")
+            lo = (r - mid.to(tl.float32)).to(tl.bfloat16, fp_downcast_rounding="rtz")
+            table = tl.dot(h, hi, table)
+            table = tl.dot(h, mid, table)
+            table = tl.dot(h, lo, table)
+        elif DOT:
+            table = tl.dot(hot.to(v.dtype), v, table)
+        else:
+            v = v.to(acc.dtype.element_ty)
+            if FREQ:
+                v = v / tl.load(counts + j, mask=ok, other=1).to(acc.dtype.element_ty)[:, None]
+            table += tl.sum(hot.to(acc.dtype.element_ty)[:, :, None] * v[None, :, :], axis=1)
     tl.atomic_add(acc + rows[:, None] * D + cols[None, :], table, mask=(rows < W)[:, None] & (cols < D)[None, :])
 
 
@@ -121,8 +146,9 @@ def _cast_kernel(src, dst, n, BLOCK: tl.constexpr):
     tl.store(dst + offs, tl.load(src + offs, mask=m).to(dst.dtype.element_ty), mask=m)
 
 
-#: the small-table kernel: tables of at most this many rows, read by at least this many indices
-SMALL_TABLE_ROWS, SMALL_TABLE_MIN_INDICES = 64, 1024
+#: the small-table kernel: tables of at most this many rows, read by at least this many indices;
+#: on the tensor cores (fp32, fp16, bf16): up to SMALL_TABLE_ROWS_DOT rows, by 128 indices a row
+SMALL_TABLE_ROWS, SMALL_TABLE_ROWS_DOT, SMALL_TABLE_MIN_INDICES = 64, 256, 1024
 #: at most this many indices: one program per index sums its duplicates itself (two launches in
 #: all, as aten's kernel for few indices, against four for a 16-bit table through the accumulator)
 FEW_INDICES = 128
@@ -150,17 +176,29 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
     total = num_weights * d
     if total == 0:
         return Plan(outs, (), temps=temps, contiguous=contiguous)
-    if L >= SMALL_TABLE_MIN_INDICES and num_weights <= SMALL_TABLE_ROWS and d:
-        wp = max(next_pow2(num_weights), 2)
-        block = min(next_pow2(d), max(16, 2048 // wp))
-        sub = max(2, min(64, 8192 // (wp * block)))
+    # the tensor cores' table: a chunk of indices per program (about L / 128) at least as long
+    # as its table, whose atomics then number no more than the chunk's own would
+    wp = max(next_pow2(num_weights), 16)
+    dot = (grad.dtype != torch.float64 and not freq and num_weights <= SMALL_TABLE_ROWS_DOT and d
+           and L >= 128 * wp)
+    if dot or (L >= SMALL_TABLE_MIN_INDICES and num_weights <= SMALL_TABLE_ROWS and d):
+        wp = wp if dot else max(next_pow2(num_weights), 2)
+        if dot:  # [wp, block] fp32 in registers, at most 64 a thread at 4 warps
+            block = max(16, min(next_pow2(d), 8192 // wp, 128))
+            sub = 64 if wp * block <= 4096 else 32
+        else:
+            block = min(next_pow2(d), max(16, 2048 // wp))
+            sub = max(2, min(64, 8192 // (wp * block)))
         chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block
         # the whole (small) accumulator zeroed; a separate one is converted whole into the
         # gradient afterwards, so the gradient itself needs no zeroing then
+        # Triton's interpreter multiplies bf16 tiles (and so the fp32 split) wrongly: fp32 there
+        interpreted = dot and grad.dtype != torch.float16 and dot_f32(grad.device, torch.bfloat16)
         launches = [launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024)]
         launches.append(launch(_embed_bwd_small, (cdiv(L, chunk), cdiv(d, block)), In(0), In(1), acc,
                                In(4) if freq else In(0), L, num_weights, d, padding_idx, CHUNK=chunk, WP=wp, SUB=sub,
-                               BLOCK=block, FREQ=freq, CHECK=check, num_warps=4, **assert_options(check)))
+                               BLOCK=block, FREQ=freq, DOT=dot, DOT_F32=interpreted,
+                               CHECK=check, num_warps=4, **assert_options(check)))
         if not direct:
             launches.append(launch(_cast, (cdiv(total, 1024),), acc, Out(0), total, BLOCK=1024))
         return Plan(outs, tuple(launches), temps=temps, contiguous=contiguous)

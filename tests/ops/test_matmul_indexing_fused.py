@@ -334,8 +334,11 @@ def test_silu_and_mul_with_up_on_another_device():
 @pytest.mark.parametrize("rows, n, d, padding_idx, freq", [
     (32, 8192, 16, -1, False),  # T5's relative position buckets (65536 indices there): a small table
     (5, 3000, 33, 2, True),  # padding_idx and scale_grad_by_freq; a column count not a power of two
-    (64, 1100, 100, 0, False),  # the largest small table; several column blocks
+    (64, 1100, 100, 0, False),  # the largest small table of 32/64-bit gradients; several column blocks
     (65, 1100, 8, -1, False),  # one row past it: the atomic kernel
+    (73, 16384, 16, -1, False),  # wav2vec2-BERT's 73 relative distances: the tensor-core table (not fp64)
+    (256, 32768, 40, 5, False),  # its largest table; padding_idx; 40 columns in blocks of 32
+    (257, 1100, 8, -1, False),  # one row past it: the atomic kernel
     (32, 1000, 16, -1, False),  # fewer indices than the small-table kernel takes
 ])
 def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
@@ -343,6 +346,8 @@ def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
     exact sum (aten's own CPU kernel accumulates 16-bit gradients in 16 bits)."""
     from tritonjit_ops import indexing_backward as ib
 
+    if dtype == torch.float64 and n >= 16384:
+        pytest.skip("fp64 has no tensor-core table: the atomic kernel, which the smaller cases test")
     g = torch.Generator().manual_seed(n)
     idx = torch.randint(0, rows, (n,), generator=g)
     idx[:7] = rows - 1  # the last row: a kernel that stopped one short would miss it
@@ -363,6 +368,49 @@ def test_embedding_backward_small_tables(dtype, rows, n, d, padding_idx, freq):
         F.embedding(idx.view(-1, 4), w, padding_idx=padding_idx if padding_idx >= 0 else None,
                     scale_grad_by_freq=freq).backward(grad.view(-1, 4, d))
     torch.testing.assert_close(w.grad.double(), exact, rtol=0, atol=tol * max(scale, 1.0))
+
+
+@pytest.mark.parametrize("dtype, rows, n, freq, kernel", [
+    (torch.bfloat16, 73, 16384, False, "dot"),  # up to 256 rows, 128 indices a row: one-hot times rows
+    (torch.float16, 256, 32768, False, "dot"),
+    (torch.float32, 73, 16384, False, "dot"),  # as three bf16 parts
+    (torch.float64, 73, 16384, False, "atomic"),  # no tensor cores for fp64
+    (torch.bfloat16, 73, 16383, False, "atomic"),  # a chunk shorter than the table
+    (torch.bfloat16, 257, 40000, False, "atomic"),
+    (torch.bfloat16, 73, 16384, True, "atomic"),  # scale_grad_by_freq divides each row: the vector kernel's
+    (torch.bfloat16, 64, 4096, True, "vector"),
+    (torch.float32, 64, 4096, False, "vector"),  # up to 64 rows, 1024 indices: the vector units
+    (torch.bfloat16, 32, 1024, False, "vector"),
+])
+def test_embedding_backward_small_table_kernels(dtype, rows, n, freq, kernel):
+    """Which kernel a table of ``rows`` read by ``n`` indices takes: the atomics of a few
+    hundred indices per row queued on one address cost wav2vec2-BERT's step 3.3x eager on its
+    73-row distance table (an H100), which the tensor-core table sums in registers instead."""
+    from tritonjit_ops import indexing_backward as ib
+
+    grad, idx = torch.empty(n, 64, dtype=dtype), torch.randint(0, rows, (n,))
+    plan = ib._plan(grad, idx, rows, -1, freq, False)
+    small = [ln for ln in plan.launches if ln.fn is ib._embed_bwd_small]
+    atomic = [ln for ln in plan.launches if ln.fn is ib._embed_bwd]
+    if kernel == "atomic":
+        assert atomic and not small
+        return
+    assert small and not atomic
+    params = [p.name for p in ib._embed_bwd_small.params]
+    assert small[0].args[params.index("DOT")] == (kernel == "dot")
+
+
+@pytest.mark.parametrize("t, acc", [("bf16", "fp32"), ("fp16", "fp32"), ("fp32", "fp32")])
+def test_embedding_backward_tensor_core_table_cross_compiles(t, acc):
+    """The tensor-core table (one-hot times rows; fp32 as three truncated bf16 parts) compiles
+    for an H100/H200 and an A100 target here, with no GPU: the interpreter runs it as fp32."""
+    from tritonjit_ops import _common
+    from tritonjit_ops import indexing_backward as ib
+
+    # g, idx, acc, counts, L, W, D, padding_idx, CHUNK, WP, SUB, BLOCK, FREQ, DOT, DOT_F32, CHECK
+    sig = f"*{t}:16,*i64:16,*{acc}:16,*{t}:16,i32:16,i32,i32:16,i32,2048,128,32,64,False,True,False,True"
+    for target in ("cuda:90", "cuda:80"):
+        ib._embed_bwd_small.compile(sig, target=target, num_warps=4, **_common.DEVICE_ASSERT)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
