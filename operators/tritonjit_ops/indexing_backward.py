@@ -69,15 +69,23 @@ def _index_rows_kernel(src, dst, idx, W, D, COPY: tl.constexpr, BLOCK: tl.conste
 
 
 @triton.jit
+def _hot_dot(hot, x, table, AS_F32: tl.constexpr):
+    """table + hot @ x for a boolean one-hot ``hot`` and 16-bit ``x``, on the tensor cores
+    (AS_F32: as fp32, exact, where Triton's interpreter multiplies bf16 tiles wrongly)."""
+    if AS_F32:
+        return tl.dot(hot.to(tl.float32), x.to(tl.float32), table, input_precision="ieee")
+    return tl.dot(hot.to(x.dtype), x, table)
+
+
+@triton.jit
 def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl.constexpr, WP: tl.constexpr,
                             SUB: tl.constexpr, BLOCK: tl.constexpr, FREQ: tl.constexpr, DOT: tl.constexpr,
                             DOT_F32: tl.constexpr, CHECK: tl.constexpr):
     """acc += the rows of g[CHUNK indices] summed by index, for a table of W <= WP rows: a
     one-hot [WP, SUB] times [SUB, BLOCK] per step into a [WP, BLOCK] table, added once. DOT
     (a 16-bit gradient): on the tensor cores, exact (the one-hot is 0 or 1, products are
-    summed in fp32; an fp32 gradient as three bf16 parts; DOT_F32: bf16 and fp32 as fp32,
-    where Triton's interpreter multiplies bf16 tiles wrongly); else in the accumulator's dtype
-    on the vector units."""
+    summed in fp32; an fp32 gradient as three bf16 parts; DOT_F32: see _hot_dot); else in the
+    accumulator's dtype on the vector units."""
     start = tl.program_id(0).to(tl.int64) * CHUNK
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     rows = tl.arange(0, WP)
@@ -89,28 +97,33 @@ def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl
         if CHECK:
             tl.device_assert((j.to(tl.uint64, bitcast=True) < W) | ~mi, "tritonjit embedding_backward: index out of range")
         ok = mi & (j != padding_idx) & (j >= 0) & (j < W)
-        v = tl.load(g + i[:, None] * D + cols[None, :], mask=ok[:, None] & (cols < D)[None, :], other=0.0)
+        m = ok[:, None] & (cols < D)[None, :]
+        v = tl.load(g + i[:, None] * D + cols[None, :], mask=m, other=0.0)
         hot = rows[:, None] == tl.where(ok, j, -1)[None, :]
-        if DOT_F32:
-            table = tl.dot(hot.to(tl.float32), v.to(tl.float32), table, input_precision="ieee")
-        elif DOT and g.dtype.element_ty == tl.float32:
-            # fp32 as the sum of three bf16 parts (truncated: never rounded up past the
-            # largest float): each product with the one-hot is exact, as fp32's sum is
-            h = hot.to(tl.bfloat16)
+        if DOT:
+            # a product with the one-hot's zeros would spread an inf or a NaN over every row:
+            # those values go to their own row by atomics (rare: a scaler's overflow probe)
+            odd = m & ~(tl.abs(v.to(tl.float32)) < float("inf"))
+            if tl.max(odd.to(tl.int32)) > 0:
+                tl.atomic_add(acc + j[:, None] * D + cols[None, :], v.to(acc.dtype.element_ty), mask=odd)
+                v = tl.where(odd, 0.0, v).to(v.dtype)
+        if DOT and g.dtype.element_ty == tl.float32:
+            # fp32 as the sum of three bf16 parts (truncated, so exact): each product with the
+            # one-hot is exact, as fp32's sum is
             hi = v.to(tl.bfloat16, fp_downcast_rounding="rtz")
-            r = tl.where(v == hi.to(tl.float32), 0.0, v - hi.to(tl.float32))  # an infinity is all in hi
+            r = v - hi.to(tl.float32)
             mid = r.to(tl.bfloat16, fp_downcast_rounding="rtz")
             lo = (r - mid.to(tl.float32)).to(tl.bfloat16, fp_downcast_rounding="rtz")
-            table = tl.dot(h, hi, table)
-            table = tl.dot(h, mid, table)
-            table = tl.dot(h, lo, table)
+            table = _hot_dot(hot, hi, table, DOT_F32)
+            table = _hot_dot(hot, mid, table, DOT_F32)
+            table = _hot_dot(hot, lo, table, DOT_F32)
         elif DOT:
-            table = tl.dot(hot.to(v.dtype), v, table)
+            table = _hot_dot(hot, v, table, DOT_F32)
         else:
             v = v.to(acc.dtype.element_ty)
             if FREQ:
                 v = v / tl.load(counts + j, mask=ok, other=1).to(acc.dtype.element_ty)[:, None]
-            table += tl.sum(hot.to(acc.dtype.element_ty)[:, :, None] * v[None, :, :], axis=1)
+            table += tl.sum(tl.where(hot[:, :, None], v[None, :, :], 0.0), axis=1)  # an inf stays in its row
     tl.atomic_add(acc + rows[:, None] * D + cols[None, :], table, mask=(rows < W)[:, None] & (cols < D)[None, :])
 
 
@@ -192,7 +205,7 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
         chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block
         # the whole (small) accumulator zeroed; a separate one is converted whole into the
         # gradient afterwards, so the gradient itself needs no zeroing then
-        # Triton's interpreter multiplies bf16 tiles (and so the fp32 split) wrongly: fp32 there
+        # Triton's interpreter multiplies bf16 tiles (bf16's, and fp32's three parts) wrongly
         interpreted = dot and grad.dtype != torch.float16 and dot_f32(grad.device, torch.bfloat16)
         launches = [launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024)]
         launches.append(launch(_embed_bwd_small, (cdiv(L, chunk), cdiv(d, block)), In(0), In(1), acc,

@@ -400,6 +400,26 @@ def test_embedding_backward_small_table_kernels(dtype, rows, n, freq, kernel):
     assert small[0].args[params.index("DOT")] == (kernel == "dot")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("rows, n", [(32, 2048), (73, 16384)])  # the vector table, the tensor-core table
+def test_embedding_backward_small_tables_keep_non_finite_values_in_their_row(dtype, rows, n):
+    """An inf or a NaN in the gradient (a loss scaler's overflow) lands in its own row only, as
+    in aten's sum: a product with the one-hot's zeros made a NaN of the whole column before."""
+    from tritonjit_ops import indexing_backward as ib
+
+    g = torch.Generator().manual_seed(rows)
+    idx = torch.randint(0, rows, (n,), generator=g)
+    idx[:3] = torch.tensor([3, 5, 7])
+    grad = torch.randn(n, 16, generator=g).to(dtype)
+    grad[0, 2], grad[1, 4], grad[2, 2] = float("inf"), float("nan"), float("-inf")
+    exact = torch.ops.aten.embedding_dense_backward(grad.double(), idx, rows, -1, False)
+    got = ib.embedding_dense_backward(grad, idx, rows, -1, False).double()
+    assert torch.equal(got.isnan(), exact.isnan()) and torch.equal(got.isinf(), exact.isinf())
+    fin = exact.isfinite()
+    tol = 1e-6 if dtype == torch.float32 else 8e-3
+    torch.testing.assert_close(got[fin], exact[fin], rtol=0, atol=tol * float(exact[fin].abs().max()))
+
+
 @pytest.mark.parametrize("t, acc", [("bf16", "fp32"), ("fp16", "fp32"), ("fp32", "fp32")])
 def test_embedding_backward_tensor_core_table_cross_compiles(t, acc):
     """The tensor-core table (one-hot times rows; fp32 as three truncated bf16 parts) compiles
