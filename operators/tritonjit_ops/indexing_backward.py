@@ -83,9 +83,9 @@ def _embed_bwd_small_kernel(g, idx, acc, counts, L, W, D, padding_idx, CHUNK: tl
                             DOT_F32: tl.constexpr, CHECK: tl.constexpr):
     """acc += the rows of g[CHUNK indices] summed by index, for a table of W <= WP rows: a
     one-hot [WP, SUB] times [SUB, BLOCK] per step into a [WP, BLOCK] table, added once. DOT
-    (a 16-bit gradient): on the tensor cores, exact (the one-hot is 0 or 1, products are
-    summed in fp32; an fp32 gradient as three bf16 parts; DOT_F32: see _hot_dot); else in the
-    accumulator's dtype on the vector units."""
+    (fp16, bf16 or fp32 gradients): on the tensor cores, exact (the one-hot is 0 or 1, products
+    are summed in fp32; an fp32 gradient as three bf16 parts; DOT_F32: see _hot_dot); else in
+    the accumulator's dtype on the vector units."""
     start = tl.program_id(0).to(tl.int64) * CHUNK
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     rows = tl.arange(0, WP)
@@ -203,10 +203,10 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
             block = min(next_pow2(d), max(16, 2048 // wp))
             sub = max(2, min(64, 8192 // (wp * block)))
         chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block
-        # the whole (small) accumulator zeroed; a separate one is converted whole into the
-        # gradient afterwards, so the gradient itself needs no zeroing then
         # Triton's interpreter multiplies bf16 tiles (bf16's, and fp32's three parts) wrongly
         interpreted = dot and grad.dtype != torch.float16 and dot_f32(grad.device, torch.bfloat16)
+        # the whole (small) accumulator zeroed; a separate one is converted whole into the
+        # gradient afterwards, so the gradient itself needs no zeroing then
         launches = [launch(_zero, (cdiv(total, 1024),), acc, total, BLOCK=1024)]
         launches.append(launch(_embed_bwd_small, (cdiv(L, chunk), cdiv(d, block)), In(0), In(1), acc,
                                In(4) if freq else In(0), L, num_weights, d, padding_idx, CHUNK=chunk, WP=wp, SUB=sub,
