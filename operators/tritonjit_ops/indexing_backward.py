@@ -191,15 +191,16 @@ def _plan(grad: Any, indices: Any, num_weights: int, padding_idx: int, freq: boo
         return Plan(outs, (), temps=temps, contiguous=contiguous)
     # the tensor cores' table: a chunk of indices per program (about L / 128) at least as long
     # as its table, whose atomics then number no more than the chunk's own would
-    wp = max(next_pow2(num_weights), 16)
+    dot_rows = max(next_pow2(num_weights), 16)  # tl.dot's operands: 16 rows at least
     dot = (grad.dtype != torch.float64 and not freq and num_weights <= SMALL_TABLE_ROWS_DOT and d
-           and L >= 128 * wp)
+           and L >= 128 * dot_rows)
     if dot or (L >= SMALL_TABLE_MIN_INDICES and num_weights <= SMALL_TABLE_ROWS and d):
-        wp = wp if dot else max(next_pow2(num_weights), 2)
         if dot:  # [wp, block] fp32 in registers, at most 64 a thread at 4 warps
+            wp = dot_rows
             block = max(16, min(next_pow2(d), 8192 // wp, 128))
             sub = 64 if wp * block <= 4096 else 32
         else:
+            wp = max(next_pow2(num_weights), 2)
             block = min(next_pow2(d), max(16, 2048 // wp))
             sub = max(2, min(64, 8192 // (wp * block)))
         chunk = min(max(next_pow2(cdiv(L, 128)), sub), 4096)  # about 128 programs per column block

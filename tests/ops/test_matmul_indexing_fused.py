@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import tritonjit_ops as T
-from _util import FLOATS, close
+from _util import FLOATS, close, launch_arg
 
 MM_TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=1e-2, atol=1e-2),
           torch.bfloat16: dict(rtol=3e-2, atol=3e-2)}
@@ -396,8 +396,7 @@ def test_embedding_backward_small_table_kernels(dtype, rows, n, freq, kernel):
         assert atomic and not small
         return
     assert small and not atomic
-    params = [p.name for p in ib._embed_bwd_small.params]
-    assert small[0].args[params.index("DOT")] == (kernel == "dot")
+    assert launch_arg(small[0], "DOT") == (kernel == "dot")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
