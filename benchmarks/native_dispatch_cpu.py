@@ -20,11 +20,17 @@ kernel once, so a busy second of a noisy host lands on all of them alike) and, a
 anchor measured in the same run, the cost of the same Python call of a C function
 that does nothing (``_dispatch.call_floor``); then what the dispatcher costs over that
 anchor, per call and per runtime argument, and the marginal cost of one argument over
-the 0-argument kernel. For
-instruction counts run it under ``valgrind --tool=callgrind`` with ``--only K
---path launch`` twice, with two values of ``--calls``, and divide the difference.
+the 0-argument kernel. For instruction counts run it under ``valgrind --tool=callgrind``
+with ``--only K --path launch`` twice, with two values of ``--calls``, and divide the
+difference.
 
-    python benchmarks/native_dispatch_cpu.py [--calls N] [--reps R] [--only 0,4,mixed] [--kind torch|fake]
+``--cpp`` adds the C++ API's cost (``tritonjit::Function``, the launch benchmark's C++
+extension: ``f(stream, 1, 1, 1, 4, 3, args...)`` in a C++ loop, no Python per call; torch
+tensors only), timed after the Python paths on a second recording backend that names its
+devices "cpu", so that the C++ path answers the current device and stream in C++, as it
+does for CUDA, instead of asking the backend in Python.
+
+    python benchmarks/native_dispatch_cpu.py [--calls N] [--reps R] [--only 0,4,mixed] [--kind torch|fake] [--cpp]
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any
 
 import torch
 import tritonjit
-from launch_overhead import KERNEL_KEYS, KERNELS, make_cases
+from launch_overhead import KERNEL_KEYS, KERNELS, build_cpp, cpp_call, make_cases
 from tritonjit import _native
 from tritonjit.testing import FakeTensor, RecordingBackend
 
@@ -56,6 +62,27 @@ def make_loop(src: str, ns: dict) -> Any:
     return g["run"]
 
 
+def time_cpp(ext: Any, cases: dict, best: dict, calls: int, reps: int) -> None:
+    """best[k]["cpp"]: ns per call of the C++ API's loop for each case without tuples (those
+    take its Python path), on a recording backend of "cpu" devices (see the docstring)."""
+    tritonjit.register_backend(RecordingBackend("counting-cpp", keep=False, devices=1, packed=True,
+                                                device_type="cpu"))
+    tritonjit.set_backend("counting-cpp")
+    runs = {}
+    for key, case in cases.items():
+        if case.has_tuples:
+            continue
+        tritonjit.function(KERNELS, case.kernel)[(4,)](*case.args, **case.constexprs)  # compiles here
+        runs[key] = cpp_call(ext, case, 0)
+        runs[key](min(calls, 2000))  # the C++ API's miss, then hits
+        best[key]["cpp"] = float("inf")
+    for _ in range(reps):
+        for key, run in runs.items():
+            t0 = time.perf_counter()
+            run(calls)
+            best[key]["cpp"] = min(best[key]["cpp"], (time.perf_counter() - t0) / calls * 1e9)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calls", type=int, default=200000)
@@ -65,14 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--path", choices=("all", "launch", "key"), default="all",
                     help="run one path only, once, untimed (for callgrind: run twice with different --calls, "
                          "subtract; the collector's heap is frozen first)")
+    ap.add_argument("--cpp", action="store_true",
+                    help="also time the C++ API (builds the launch benchmark's extension; torch tensors only)")
     a = ap.parse_args(argv)
+    if a.cpp and (a.kind != "torch" or a.path != "all"):
+        ap.error("--cpp times torch tensors on every path: use it without --kind fake and --path")
     keys = tuple(k for k in a.only.split(",") if k)
     if unknown := [k for k in keys if k not in KERNEL_KEYS]:
         ap.error(f"unknown kernels {unknown}; choose from {','.join(KERNEL_KEYS)}")
     if not _native.available():
         print(f"native dispatcher: {_native.reason}", file=sys.stderr)
         return 1
-    tritonjit.register_backend(RecordingBackend("counting", keep=False, devices=1))
+    # packed: the launch entry takes the buffer its callers pack, as the CUDA plugin's does
+    tritonjit.register_backend(RecordingBackend("counting", keep=False, devices=1, packed=True))
     tritonjit.set_backend("counting")
     print(f"torch tensor reader in use: {_native.install_tensor_reader(wait=True)}", file=sys.stderr)
     torch.Tensor.get_device = lambda self: 0  # this benchmark process only (see docstring)
@@ -82,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     noop = _native.dispatch.call_floor
 
     loops: dict[str, dict[str, Any]] = {}
-    for key, case in make_cases("cpu", keys).items():
+    cases = make_cases("cpu", keys)
+    ext = build_cpp({k: c for k, c in cases.items() if not c.has_tuples}) if a.cpp else None
+    for key, case in cases.items():
         args = tuple(fake(v) for v in case.args) if a.kind == "fake" else case.args
         f = tritonjit.function(KERNELS, case.kernel)
         grid = (4,)
@@ -110,28 +144,34 @@ def main(argv: list[str] | None = None) -> int:
                       "noop": make_loop(f"noop({call})", ns)}
     if a.path != "all":
         return 0
-    best = {k: {p: float("inf") for p in ("launch", "key", "noop")} for k in loops}
+    paths = ("launch", "key", "noop")
+    best = {k: {p: float("inf") for p in paths} for k in loops}
     for lp in loops.values():  # warm up
-        for p in ("launch", "key", "noop"):
+        for p in paths:
             lp[p](min(a.calls, 2000))
     for _ in range(a.reps):
         for k, lp in loops.items():
-            for p in ("launch", "key", "noop"):
+            for p in paths:
                 best[k][p] = min(best[k][p], lp[p](a.calls))
     for k, lp in loops.items():
         stats = lp["f"]._dispatcher.stats()
         assert stats["python"] == 0, (k, stats)
+    if ext is not None:
+        time_cpp(ext, cases, best, a.calls, a.reps)
     print(f"kind={a.kind}: ns per call, best of {a.reps} interleaved rounds x {a.calls} calls "
           f"(pid {os.getpid()})")
-    print("| kernel | args | f[grid] | key only | C no-op call | f[grid] - no-op | per arg | marginal per arg vs 0 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    cpp_col = ext is not None
+    print("| kernel | args | f[grid] | key only | C no-op call | f[grid] - no-op | per arg | marginal per arg vs 0 |"
+          + (" C++ |" if cpp_col else ""))
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if cpp_col else ""))
     base = best["0"]["launch"] - best["0"]["noop"] if "0" in best else None
     for k, b in best.items():
         n = loops[k]["n"]
         over = b["launch"] - b["noop"]
         per = f"{over / n:.1f}" if n else "-"
         marg = f"{(over - base) / n:.1f}" if n and base is not None else "-"
-        print(f"| {k} | {n} | {b['launch']:.0f} | {b['key']:.0f} | {b['noop']:.0f} | {over:.0f} | {per} | {marg} |")
+        cpp = (f" {b['cpp']:.0f} |" if "cpp" in b else " - |") if cpp_col else ""
+        print(f"| {k} | {n} | {b['launch']:.0f} | {b['key']:.0f} | {b['noop']:.0f} | {over:.0f} | {per} | {marg} |{cpp}")
     return 0
 
 

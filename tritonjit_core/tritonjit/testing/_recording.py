@@ -38,7 +38,8 @@ class RecordingBackend:
 
     def __init__(self, name: str = "recording", rules: SpecializationRules | None = None,
                  keep: bool = True, devices: int = 2, max_grid: tuple[int, int, int] | None = None,
-                 tuples: bool = True, packed: bool = False, layout: Any = None) -> None:
+                 tuples: bool = True, packed: bool = False, layout: Any = None,
+                 device_type: str = "recdev") -> None:
         self.name, self.rules, self.keep, self.devices, self.loads = (
             name, rules or SpecializationRules(), keep, devices, 0)
         self.max_grid = max_grid
@@ -47,10 +48,13 @@ class RecordingBackend:
         # a callable (signature, runtime_params) -> layout in place of pack_layout, kept unchecked:
         # for tests that callers refuse a launcher's bad layout
         self.layout = layout
+        # torch's name for its devices; "cpu" lets the C++ API answer the current device and
+        # stream without asking Python, as it does for CUDA (for CPU-side timing of that path)
+        self.device_type = device_type
 
     @hookimpl
     def backend_info(self) -> BackendInfo:
-        return BackendInfo(name=self.name, priority=-1000, device_type="recdev", dispatch_key="PrivateUse1",
+        return BackendInfo(name=self.name, priority=-1000, device_type=self.device_type, dispatch_key="PrivateUse1",
                            max_grid=self.max_grid)
 
     @hookimpl

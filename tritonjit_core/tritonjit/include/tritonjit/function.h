@@ -318,10 +318,48 @@ struct Packer {
     tj = t;
     layout = t->layout;
   }
-  // argument i, digested into ``a``, into its slot; ``bad`` where it does not fit
-  C10_ALWAYS_INLINE void put(size_t i, const tj_arg& a) {
-    bad |= !tj_pack_fits(layout[i].code, &a);
-    tj_pack_write(&layout[i], &a, buf);
+  // Argument i into its slot, by the kind the caller digested it as: tj_pack_fits and
+  // tj_pack_write (tritonjit_launch.h) spelled out per kind, so that the value is written
+  // from a register and checked without the switch on its tj_arg's kind (a call through a
+  // jump table per argument: a quarter of a 58-argument launch's host time). ``bad`` where
+  // it does not fit.
+  C10_ALWAYS_INLINE void word(size_t i, uint64_t w) { std::memcpy(buf + layout[i].offset, &w, 8); }
+  C10_ALWAYS_INLINE void ptr(size_t i, uint64_t address) {
+    bad |= layout[i].code != TJ_PACK_PTR;
+    word(i, address);
+  }
+  C10_ALWAYS_INLINE void none(size_t i) {
+    const uint8_t c = layout[i].code;
+    bad |= c != TJ_PACK_SKIP && c != TJ_PACK_PTR;
+    word(i, 0);
+  }
+  // ``in32``: x in [-2**31, 2**31), which the caller has computed for the key
+  C10_ALWAYS_INLINE void int64(size_t i, int64_t x, bool in32) {
+    const uint8_t c = layout[i].code;
+    bad |= !(c == TJ_PACK_I64 || c == TJ_PACK_SKIP || (c == TJ_PACK_I32 && in32) || (c == TJ_PACK_U64 && x >= 0));
+    word(i, static_cast<uint64_t>(x));
+  }
+  C10_ALWAYS_INLINE void uint64(size_t i, uint64_t x) {
+    bad |= layout[i].code != TJ_PACK_U64;
+    word(i, x);
+  }
+  C10_ALWAYS_INLINE void real(size_t i, double x) {
+    const uint8_t c = layout[i].code;
+    uint64_t w;
+    if (c == TJ_PACK_FP32) {
+      const float f = static_cast<float>(x);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      w = b;
+    } else {
+      bad |= c != TJ_PACK_FP64;
+      std::memcpy(&w, &x, 8);
+    }
+    word(i, w);
+  }
+  C10_ALWAYS_INLINE void boolean(size_t i, bool b) {
+    bad |= layout[i].code != TJ_PACK_B8;
+    word(i, b ? 1 : 0);
   }
 };
 
@@ -630,7 +668,7 @@ class Function {
     a.v.u = address;
     if (constexpr_[i]) not_constant(i, what);
     a.kind = TJ_ARG_PTR;
-    d.pk.put(i, a);
+    d.pk.ptr(i, address);
     const uint64_t aligned = divisible(address) ? 1 : 0;
     d.key.push(1 | static_cast<uint64_t>(static_cast<uint8_t>(dtype)) << 8 | aligned << 16 |
                static_cast<uint64_t>(static_cast<uint8_t>(dev_type)) << 24);
@@ -660,8 +698,9 @@ class Function {
     a.v.i = x;
     if (put_constant(i, a, 7, static_cast<uint64_t>(x), d)) return;
     a.kind = TJ_ARG_INT;
-    d.pk.put(i, a);
-    uint64_t cls = (x >= INT32_MIN && x <= INT32_MAX) ? 1 : 0;
+    const bool in32 = x >= INT32_MIN && x <= INT32_MAX;
+    d.pk.int64(i, x, in32);
+    uint64_t cls = in32 ? 1 : 0;
     cls |= (x == 1) ? 2 : 0;
     cls |= divisible(static_cast<uint64_t>(x)) ? 4 : 0;
     d.key.push(3 | cls << 8);
@@ -673,7 +712,7 @@ class Function {
     a.v.u = x;
     if (put_constant(i, a, 8, x, d)) return;
     a.kind = TJ_ARG_UINT;
-    d.pk.put(i, a);
+    d.pk.uint64(i, x);
     d.key.push(4 | (divisible(x) ? 1ull << 8 : 0));
     if (exact_ints_) d.key.push(x);
   }
@@ -682,7 +721,7 @@ class Function {
     a.v.d = x;
     if (put_constant(i, a, 9, a.v.u, d)) return;
     a.kind = TJ_ARG_FLOAT;
-    d.pk.put(i, a);
+    d.pk.real(i, x);
     d.key.push(5);
     if (exact_ints_) d.key.push(a.v.u);
   }
@@ -696,7 +735,7 @@ class Function {
       return;
     }
     a.kind = TJ_ARG_BOOL;
-    d.pk.put(i, a);
+    d.pk.boolean(i, b);
     d.key.push(6 | (exact_ints_ ? bit : 0));
   }
   C10_ALWAYS_INLINE void put_none(size_t i, detail::Digest& d) const {
@@ -704,7 +743,7 @@ class Function {
     a.v.u = 0;
     a.kind = constexpr_[i] ? TJ_ARG_CONST : TJ_ARG_NONE;
     d.key.push(constexpr_[i] ? 12 : 2);
-    if (!constexpr_[i]) d.pk.put(i, a);
+    if (!constexpr_[i]) d.pk.none(i);
   }
   void put_str(size_t i, std::string_view x, detail::Digest& d) const {
     if (!constexpr_[i])
