@@ -490,3 +490,29 @@ def test_which_problems_are_timed_against_aten(monkeypatch, dtype, shape, timed)
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn, rep=None: benched.append(rep) or next(times))
     got = matmul._aten_is_faster(None, a, b, None, None, m, n, k, bsz, ("bmm", a, b))
     assert got is timed and len(benched) == (2 if timed else 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,k,n,layout", [
+    (1024, 256, 688, "NT"),    # a small model's MLP: x @ W^T (batch 4 x 256 tokens, hidden 256)
+    (1024, 256, 8000, "NT"),   # its LM head
+    (1024, 8000, 256, "NN"),   # the head's input gradient: dy @ W
+    (8000, 1024, 256, "TN"),   # the head's weight gradient: dy^T @ x
+    (688, 1024, 256, "TN"),
+])
+def test_gpu_every_tuner_candidate_matches_torch(m, k, n, layout):
+    """Every config the tuner may pick for a training step's products computes the product:
+    which config wins depends on timings (a busy GPU changes them), so a config that computes
+    wrongly would corrupt a run only now and then."""
+    dev = "cuda"
+    torch.manual_seed(0)
+    a = torch.randn(m, k, device=dev).to(BF16) if layout[0] == "N" else torch.randn(k, m, device=dev).to(BF16).t()
+    b = (torch.randn(k, n, device=dev) / 16).to(BF16) if layout[1] == "N" \
+        else (torch.randn(n, k, device=dev) / 16).to(BF16).t()
+    ref = (a.float() @ b.float()).to(BF16)
+    plans = matmul.candidates(a, b, torch.empty(m, n, device=dev, dtype=BF16))
+    assert plans
+    for plan in plans:
+        c = torch.full((m, n), float("nan"), device=dev, dtype=BF16)
+        matmul.run(plan, a, b, c, None)
+        close(c, ref, rtol=2e-2, atol=0.25 if k >= 4096 else 5e-2, msg=lambda s, p=plan: f"{p}: {s}")
