@@ -282,6 +282,32 @@ def test_cudnn_attention_op_under_enable():
     _check(o, g, _ref(q, k, v, True), do, torch.float32)
 
 
+@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_every_tuned_config_on_the_interpreter(which, causal, monkeypatch):
+    """Each config the tuners may pick on a GPU (forward, dk/dv and dq: which one wins depends
+    on timings, which a busy GPU changes) computes the same attention and gradients: the
+    plain kernels launched with that config, at a length past SHORT_N that no block divides
+    (the masked tails), on the interpreter."""
+    configs = {"_attn_fwd": attention_module._FWD_CONFIGS[which], "_bwd_dkdv": attention_module._DKDV_CONFIGS[which],
+               "_bwd_dq": attention_module._DQ_CONFIGS[which]}
+    used = []
+
+    def launch(tuned, plain, grid, args, consts, q, bias, m, n):
+        meta = attention_module._fixed(consts, configs[plain.name].kwargs, m, n)
+        used.append(plain.name)
+        attention_module._run(plain, grid(meta), args, meta)
+
+    monkeypatch.setattr(attention_module, "TUNED_ON_CPU", True)
+    monkeypatch.setattr(attention_module, "_launch_tuned", launch)
+    s = attention_module.SHORT_N + 44
+    q, k, v = _inputs(1, 2, 1, s, s, 64, torch.float32)
+    o = T.attention(q, k, v, causal=causal)
+    do = torch.randn_like(o)
+    _check(o, torch.autograd.grad(o, (q, k, v), do), _ref(q, k, v, causal), do, torch.float32)
+    assert sorted(used) == ["_attn_fwd", "_bwd_dkdv", "_bwd_dq"]
+
+
 @pytest.mark.parametrize("causal, s", [(True, 300), (False, 300), (True, 130)])
 def test_gpu_launch_path_on_the_interpreter(causal, s, monkeypatch):
     """The autotuned launchers (GPU tiles, heuristics for the tails, grids from the config)
