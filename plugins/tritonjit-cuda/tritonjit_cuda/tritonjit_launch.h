@@ -147,7 +147,9 @@ static inline int tj_pack_layout_ok(const struct tj_launch *tj, Py_ssize_t npara
  * pointer for PTR; an int in the code's range (any int for a SKIP slot: one specialized
  * to 1); a float for FP32 or FP64; a bool for B8; None for SKIP or PTR (a null pointer).
  * Anything else (an int for a float, a float for an int, ...) is the launcher's to
- * convert or refuse through ``launch`` / ``launch_nogil``. */
+ * convert or refuse through ``launch`` / ``launch_nogil``. The C++ API's Packer
+ * (include/tritonjit/function.h) spells these rules and tj_pack_write's out per kind of
+ * argument: a change here changes them there. */
 static inline int tj_pack_fits(int code, const tj_arg *a) {
   switch (a->kind) {
     case TJ_ARG_PTR: return code == TJ_PACK_PTR;
