@@ -282,6 +282,82 @@ def test_cudnn_attention_op_under_enable():
     _check(o, g, _ref(q, k, v, True), do, torch.float32)
 
 
+def _layout_sequence(b, h, s, d, dtype, device):
+    """DiffLlama's SDPA calls and their neighbours' layouts, in one process, in turn: one call
+    on contiguous (B, H, S, D) inputs; two calls sharing query and key whose gradients are
+    slices of one (B, S, H, 2D) tensor (DiffLlama concatenates the two outputs on the last
+    dimension); the same with the query laid out (B, S, H, D), as a rotary embedding of a
+    transposed projection leaves it; one call on that query. Each forward and backward runs
+    through aten's SDPA under enable() (TRITONJIT_OPS_SDPA=tritonjit) and eager; yields
+    (case, the gradients under enable(), eager's)."""
+    g = torch.Generator().manual_seed(3)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).to(device=device, dtype=dtype)
+
+    base = [rnd(b, s, h, d) for _ in range(4)]
+    up = rnd(b, s, h, 2 * d)
+
+    def grads(two, q_bshd):
+        q, k, v1, v2 = (t.clone().transpose(1, 2).contiguous().requires_grad_() for t in base)
+        if q_bshd:
+            q = base[0].clone().transpose(1, 2).requires_grad_()
+        if two:
+            o1, o2 = (F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=d ** -0.5).transpose(1, 2)
+                      .contiguous() for v in (v1, v2))
+            loss = (torch.cat([o1, o2], dim=-1).float() * up.float()).sum()
+            return torch.autograd.grad(loss, (q, k, v1, v2))
+        o = F.scaled_dot_product_attention(q, k, v1, is_causal=True, scale=d ** -0.5)
+        return torch.autograd.grad((o.float() * base[3].transpose(1, 2).float()).sum(), (q, k, v1))
+
+    for case in [(False, False), (True, False), (True, True), (False, True)] * 2:
+        want = grads(*case)
+        with T.enable(wait_native=True):
+            got = grads(*case)
+        yield case, got, want
+
+
+@pytest.mark.gpu
+def test_gpu_sdpa_layouts_in_turn(gpu_warm, monkeypatch):
+    """DiffLlama's training step under enable() lost its gradients (cosine 0.42 against eager)
+    when Llama ran before it in the process: each SDPA call pattern of _layout_sequence must
+    agree with eager, whatever came before it (each pattern runs twice)."""
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
+    attention_module.clear_routes()
+    for case, got, want in _layout_sequence(4, 4, 256, 64, torch.bfloat16, "cuda"):
+        for i, (x, y) in enumerate(zip(got, want)):
+            cos = F.cosine_similarity(x.flatten().float(), y.flatten().float(), dim=0).item()
+            assert cos > 0.999, (case, i, cos)
+
+
+def test_cudnn_attention_layouts_in_turn():
+    """The same sequence on the CPU, through aten's cuDNN-attention op and its backward (the
+    C++ operator path's plans, which the CPU flash op has none of), against fp32 math."""
+    b, h, s, d = 2, 4, 40, 16
+    g = torch.Generator().manual_seed(3)
+    base = [torch.randn(b, s, h, d, generator=g) for _ in range(4)]
+    fwd = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+    bwd = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
+    for two, q_bshd in [(False, False), (True, False), (True, True), (False, True)] * 2:
+        q, k, v1, v2 = (t.clone().transpose(1, 2).contiguous() for t in base)
+        if q_bshd:
+            q = base[0].clone().transpose(1, 2)
+        if two:
+            up = torch.randn(b, s, h, 2 * d, generator=g)
+            dos = [up[..., :d].transpose(1, 2), up[..., d:].transpose(1, 2)]
+        else:
+            dos = [base[3].transpose(1, 2)]
+        for v, do in zip((v1, v2), dos):
+            def run(q=q, k=k, v=v, do=do):
+                r = fwd(q, k, v, None, True, 0.0, True, False, scale=d ** -0.5)
+                return r[0], bwd(do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, s, s, 0.0, True,
+                                 scale=d ** -0.5)[:3]
+            (o, grads), c = _in_cpp(run)
+            assert c["python_calls"] == 0 and c["launches"] == 4, c  # the plans: forward 1, backward 3
+            ref = _ref(q, k, v, True, d ** -0.5)
+            _check(o, grads, ref, do, torch.float32)
+
+
 @pytest.mark.parametrize("which", [0, 1, 2])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_every_tuned_config_on_the_interpreter(which, causal, monkeypatch):
