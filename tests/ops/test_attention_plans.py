@@ -162,3 +162,69 @@ def test_no_plan_is_kept_from_inside_a_graph_capture(qkv, monkeypatch):
     assert A._planner(FLASH)(q, k, v, 0.0, True) is None
     monkeypatch.setattr(A, "capturing", lambda device: False)
     assert A._planner(FLASH)(q, k, v, 0.0, True) is not None
+
+
+def test_backward_plans_launch_the_python_paths_values_through_packed_cpp_launches(monkeypatch):
+    """The cuDNN-attention backward's plans, executed in C++ through a recording backend whose
+    launchers take packed buffers (as CUDA's do): every launch of every plan passes the values
+    the Python implementation computes for that call (input pointers, strides, scales, sizes),
+    over DiffLlama's sequence of call layouts (one plain call; two calls sharing query and key
+    whose gradients are slices of one tensor; the same with a (B, S, H, D) query; one call on
+    that query), where the GPU gave wrong gradients for the second and the fourth."""
+    native_ops_or_skip()
+    import tritonjit_ops as T
+    from tritonjit._backend import BackendInfo
+    from tritonjit.testing import RecordingBackend, installed_as_current
+    from tritonjit.testing._recording import hookimpl
+
+    class CpuRecording(RecordingBackend):
+        """Launches nothing; takes CPU tensors, and enable() registers at the CPU key for it."""
+
+        @hookimpl
+        def backend_info(self) -> BackendInfo:
+            return BackendInfo(name=self.name, priority=-1000, device_type="cpu", dispatch_key="CPU")
+
+        @hookimpl
+        def device_of(self, tensor):
+            return 0
+
+    monkeypatch.setattr(A, "TUNED_ON_CPU", True)  # the GPU's tiles and its _launch_tuned path
+    b, h, s, d = 2, 4, 128, 64
+    g = torch.Generator().manual_seed(0)
+    base = [torch.randn(b, s, h, d, generator=g).half() for _ in range(4)]
+    bwd = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
+    kernels = (A._pre, A._dkdv, A._dq)
+    kinds = []
+
+    def recorded(fn):  # the recording launchers' calls (the interpreter's variants have none)
+        return [c for var in fn.variants() for c in getattr(var.launcher, "calls", ())]
+
+    with installed_as_current(CpuRecording("rec-cpu-packed", packed=True)):
+        for two, q_bshd in [(False, False), (True, False), (True, True), (False, True)] * 2:
+            q, k, v1, v2 = (t.clone().transpose(1, 2).contiguous() for t in base)
+            if q_bshd:
+                q = base[0].clone().transpose(1, 2)
+            up = torch.randn(b, s, h, 2 * d, generator=g).half()
+            dos = [up[..., :d].transpose(1, 2), up[..., d:].transpose(1, 2)] if two else [base[3].transpose(1, 2)]
+            for v, do in zip((v1, v2), dos):
+                o, lse = torch.empty_like(q), torch.empty(b, h, s, 1)
+                seed, offset = torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64)
+                for fn in kernels:
+                    for var in fn.variants():
+                        getattr(var.launcher, "calls", []).clear()
+                with T.enable(wait_native=True):
+                    bwd(do, q, k, v, o, lse, seed, offset, None, None, None, s, s, 0.0, True, scale=d ** -0.5)
+                dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+                delta = torch.empty(b, h, s)
+                fresh = {t.data_ptr() for t in (dq, dk, dv, delta)}  # the plan allocates its own
+                expected = A._bwd_args(do, q, k, v, o, lse, delta, dq, dk, dv, True, d ** -0.5, None)[:3]
+                for fn, want in zip(kernels, expected):
+                    (call,) = recorded(fn)
+                    kinds.append(call[0])
+                    for i, (w, got) in enumerate(zip(want, call[3])):
+                        if got is None or (isinstance(w, torch.Tensor) and w.data_ptr() in fresh):
+                            continue  # a constexpr or a value specialized away; a buffer of the plan's
+                        w = w.data_ptr() if isinstance(w, torch.Tensor) else w
+                        got = got[1] if isinstance(got, tuple) else got
+                        assert got == pytest.approx(w, rel=1e-6), (two, q_bshd, fn.name, fn.params[i].name)
+    assert kinds[:3] == ["nogil"] * 3 and set(kinds[3:]) == {"packed"}  # the packed path, tested
