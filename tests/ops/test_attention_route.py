@@ -77,6 +77,27 @@ def test_a_backward_without_its_forward_decision_goes_to_aten(device_call, monke
     assert calls == []
 
 
+def test_auto_gives_a_device_type_of_auto_aten_to_aten_untimed_and_the_switch_still_forces_ours(
+        device_call, monkeypatch):
+    """AUTO_ATEN (CUDA, while its backward's defect stands): "auto" gives such a device's calls
+    to aten's kernel without timing them, as a policy decision the audit counts, and the
+    backward follows; TRITONJIT_OPS_SDPA=tritonjit still runs tritonjit's kernels there."""
+    assert "cuda" in attention.AUTO_ATEN
+    monkeypatch.setattr(attention, "AUTO_ATEN", frozenset({"meta"}))  # the test's device type
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA", raising=False)
+    q, k, times, calls = device_call
+    times.update(ours=0.5, aten=1.0)  # ours would win a timing
+    with pytest.raises(attention.Unsupported):
+        _forward(q, k)
+    with pytest.raises(attention.Unsupported):
+        _backward(q, k)
+    assert calls == [] and _policy.chose_aten(OP, (q, k))
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
+    _forward(q, k)
+    _backward(q, k)
+    assert calls == []
+
+
 @pytest.mark.parametrize("mode", ["tritonjit", "aten"])
 def test_the_switch_overrides_the_measurement(device_call, monkeypatch, mode):
     monkeypatch.setenv("TRITONJIT_OPS_SDPA", mode)

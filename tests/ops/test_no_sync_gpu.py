@@ -26,6 +26,17 @@ DTYPES = [torch.float32, torch.bfloat16]
 DEV = "cuda"
 
 
+@pytest.fixture(autouse=True)
+def _sdpa_on_tritonjit(monkeypatch):
+    """tritonjit's SDPA kernels under enable() ("auto" gives CUDA calls to aten's for now:
+    attention.AUTO_ATEN), so that these checks cover them."""
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
+    T.clear_policies()
+    yield
+    monkeypatch.delenv("TRITONJIT_OPS_SDPA")
+    T.clear_policies()
+
+
 def _cases(path: str, dtype: torch.dtype):
     return direct_cases(DEV, dtype) if path == "direct" else aten_cases(DEV, dtype)
 
