@@ -358,6 +358,35 @@ def test_cudnn_attention_layouts_in_turn():
             _check(o, grads, ref, do, torch.float32)
 
 
+@pytest.mark.parametrize("q_layout, do_layout", [("bhsd", "bshd"), ("bhsd", "half"), ("bshd", "half"),
+                                                  ("bshd", "bshd")])
+def test_kernels_read_nothing_outside_their_tensors(q_layout, do_layout, monkeypatch):
+    """With the GPU's tiles (the unmasked EVEN paths) on the interpreter, every input a view
+    into a buffer whose every other element is NaN (guards before and after, and the gaps of
+    a strided layout: ``half`` is the first half of a (B, S, H, 2D) tensor, as DiffLlama's
+    gradients are): a read outside a tensor would put NaN into the outputs."""
+    monkeypatch.setattr(attention_module, "TUNED_ON_CPU", True)
+    b, h, s, d, guard = 1, 2, 128, 64, 1 << 14
+    strides = {"bhsd": (s * h * d, s * d, d, 1), "bshd": (s * h * d, d, h * d, 1),
+               "half": (s * h * 2 * d, 2 * d, h * 2 * d, 1)}
+    g = torch.Generator().manual_seed(0)
+
+    def guarded(shape, stride, values=None):
+        extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride))
+        t = torch.full((extent + 2 * guard,), float("nan")).as_strided(shape, stride, guard)
+        return t.copy_(torch.randn(shape, generator=g) if values is None else values)
+
+    shape = (b, h, s, d)
+    q, k, v = guarded(shape, strides[q_layout]), guarded(shape, strides["bhsd"]), guarded(shape, strides["bhsd"])
+    do = guarded(shape, strides[do_layout])
+    o, lse = attention_module._forward(q, k, v, True, d ** -0.5, None, None, None)
+    o, lse = guarded(shape, o.stride(), o), guarded(tuple(lse.shape), lse.stride(), lse)
+    outs = (o, lse, *attention_module._backward(do, q, k, v, o, lse, True, d ** -0.5, None))
+    assert not any(t.isnan().any() for t in outs)
+    exact, q32, k32, v32 = _ref(q, k, v, True, d ** -0.5)
+    torch.testing.assert_close(o, exact, **TOL[torch.float32])
+
+
 @pytest.mark.parametrize("which", [0, 1, 2])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_every_tuned_config_on_the_interpreter(which, causal, monkeypatch):
