@@ -165,3 +165,23 @@ def aten_arange(*args: Any, **kw: Any) -> torch.Tensor:
     if C._ARANGE_DIVIDES_BY_ZERO and kw.get("dtype") == torch.int64 and int(step) == 0:
         raise ValueError("step must be nonzero")
     return torch.arange(*args, **kw)
+
+
+# ---- SDPA call layouts in turn (DiffLlama's and Llama's; the GPU's SDPA-backward defect) -------
+#: (two calls sharing query and key, query laid out (B, S, H, D)), each case twice
+SDPA_LAYOUT_CASES = [(False, False), (True, False), (True, True), (False, True)] * 2
+
+
+def sdpa_layout_calls(base: list, two: bool, q_bshd: bool, g: torch.Generator) -> list[tuple]:
+    """(q, k, v, do) of each SDPA call of one case, from ``base``: four (B, S, H, D) tensors.
+    q, k, v contiguous (B, H, S, D), q a (B, S, H, D) view where ``q_bshd``; one call whose
+    gradient is base[3] seen (B, H, S, D), or two calls with their own values sharing q and k
+    whose gradients are the halves of one (B, S, H, 2D) tensor (DiffLlama concatenates them)."""
+    q, k, v1, v2 = (t.clone().transpose(1, 2).contiguous() for t in base)
+    if q_bshd:
+        q = base[0].clone().transpose(1, 2)
+    if not two:
+        return [(q, k, v1, base[3].transpose(1, 2))]
+    b, s, h, d = base[0].shape
+    up = torch.randn(b, s, h, 2 * d, generator=g).to(base[0].dtype)
+    return [(q, k, v1, up[..., :d].transpose(1, 2)), (q, k, v2, up[..., d:].transpose(1, 2))]

@@ -13,7 +13,7 @@ import importlib
 
 import pytest
 import torch
-from _util import native_ops_or_skip, needs_cxx, stats_delta
+from _util import SDPA_LAYOUT_CASES, native_ops_or_skip, needs_cxx, sdpa_layout_calls, stats_delta
 from tritonjit_ops import _plan as P
 
 A = importlib.import_module("tritonjit_ops.attention")  # tritonjit_ops.attention is the function
@@ -200,13 +200,8 @@ def test_backward_plans_launch_the_python_paths_values_through_packed_cpp_launch
         return [c for var in fn.variants() for c in getattr(var.launcher, "calls", ())]
 
     with installed_as_current(CpuRecording("rec-cpu-packed", packed=True)):
-        for two, q_bshd in [(False, False), (True, False), (True, True), (False, True)] * 2:
-            q, k, v1, v2 = (t.clone().transpose(1, 2).contiguous() for t in base)
-            if q_bshd:
-                q = base[0].clone().transpose(1, 2)
-            up = torch.randn(b, s, h, 2 * d, generator=g).half()
-            dos = [up[..., :d].transpose(1, 2), up[..., d:].transpose(1, 2)] if two else [base[3].transpose(1, 2)]
-            for v, do in zip((v1, v2), dos):
+        for two, q_bshd in SDPA_LAYOUT_CASES:
+            for q, k, v, do in sdpa_layout_calls(base, two, q_bshd, g):
                 o, lse = torch.empty_like(q), torch.empty(b, h, s, 1)
                 seed, offset = torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64)
                 for fn in kernels:
