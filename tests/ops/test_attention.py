@@ -351,6 +351,36 @@ def test_cudnn_attention_layouts_in_turn():
             _check(o, grads, ref, do, torch.float32)
 
 
+def test_cudnn_attention_plans_read_no_unwritten_memory(monkeypatch):
+    """The same sequence with the GPU's tiles, every buffer that aten's ``empty`` allocates
+    (the C++ plans' outputs and temporaries, delta included) filled with NaN, as deterministic
+    mode does: a kernel that read an output or a temporary before writing it (memory a GPU's
+    caching allocator hands out dirty once other calls ran) would put NaN into the results."""
+    monkeypatch.setattr(attention_module, "TUNED_ON_CPU", True)
+    b, h, s, d = 1, 2, 64, 64
+    g = torch.Generator().manual_seed(5)
+    base = [torch.randn(b, s, h, d, generator=g) for _ in range(4)]
+    fwd = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+    bwd = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
+    deterministic, fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        assert torch.empty(8).isnan().all()  # the filling this test relies on
+        for case in SDPA_LAYOUT_CASES[:4]:
+            for q, k, v, do in sdpa_layout_calls(base, *case, g):
+                def run(q=q, k=k, v=v, do=do):
+                    r = fwd(q, k, v, None, True, 0.0, True, False, scale=d ** -0.5)
+                    return r[0], bwd(do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, s, s, 0.0, True,
+                                     scale=d ** -0.5)[:3]
+                (o, grads), c = _in_cpp(run)
+                assert c["python_calls"] == 0, c  # the plans served both
+                _check(o, grads, _ref(q, k, v, True, d ** -0.5), do, torch.float32)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
 @pytest.mark.parametrize("q_layout, do_layout", [("bhsd", "bshd"), ("bhsd", "half"), ("bshd", "half"),
                                                   ("bshd", "bshd")])
 def test_kernels_read_nothing_outside_their_tensors(q_layout, do_layout, monkeypatch):
