@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from typing import Any, Callable
 
 import torch
@@ -864,6 +865,23 @@ ATTN_MARGIN = 1.10
 #: kernels as a policy decision (the audit's "aten (measured)");
 #: TRITONJIT_OPS_SDPA=tritonjit still runs tritonjit's kernels there.
 AUTO_ATEN: frozenset[str] = frozenset({"cuda"})
+#: device types whose AUTO_ATEN warning (see :func:`_warn_known_defect`) this process gave
+_WARNED: set[str] = set()
+
+
+def _warn_known_defect(op: str, device_type: str) -> None:
+    """Once per process and device type: TRITONJIT_OPS_SDPA=tritonjit forces tritonjit's SDPA
+    backward where AUTO_ATEN says it has a known defect. A user who forces it for training is
+    told so, rather than left with gradients that may be wrong."""
+    if device_type in _WARNED:
+        return
+    _WARNED.add(device_type)
+    warnings.warn(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=tritonjit runs tritonjit's SDPA backward on {device_type}, "
+                  "which has a known defect there: wrong gradients for some sequences of call layouts in one "
+                  "process (CHANGELOG, known issues). For training, leave TRITONJIT_OPS_SDPA unset (auto) or "
+                  "set it to aten", RuntimeWarning, stacklevel=2)
+
+
 #: call key -> whether tritonjit's kernels serve it (TRITONJIT_OPS_SDPA=auto), decided by the
 #: forward, read by the backward (so a backward always matches the forward that saved its inputs)
 _ROUTE: dict[tuple, bool] = {}
@@ -922,6 +940,8 @@ def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
     if mode != "auto":
         if mode == "aten":
             raise Unsupported(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=aten")
+        if ours is None and q.device.type in AUTO_ATEN:
+            _warn_known_defect(op, q.device.type)
         return
     from . import _registry
 

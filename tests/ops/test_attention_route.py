@@ -5,6 +5,8 @@ kernel. Timings are stood in for (no GPU here); the decision logic is what is te
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import triton.testing
@@ -93,8 +95,15 @@ def test_auto_gives_a_device_type_of_auto_aten_to_aten_untimed_and_the_switch_st
         _backward(q, k)
     assert calls == [] and _policy.chose_aten(OP, (q, k))
     monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
-    _forward(q, k)
-    _backward(q, k)
+    monkeypatch.setattr(attention, "_WARNED", set())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _forward(q, k)  # a forward (inference) is not warned about: the defect is the backward's
+    with pytest.warns(RuntimeWarning, match="TRITONJIT_OPS_SDPA=tritonjit runs tritonjit's SDPA backward on meta"):
+        _backward(q, k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _backward(q, k)  # once a process
     assert calls == []
 
 
