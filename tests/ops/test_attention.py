@@ -331,21 +331,26 @@ def test_gpu_sdpa_layouts_in_turn(gpu_warm, monkeypatch):
             assert cos > 0.999, (case, i, cos)
 
 
+def _cudnn_causal(q, k, v, do):
+    """aten's cuDNN-attention op (causal) and its backward, called as autograd calls them:
+    (output, (dq, dk, dv))."""
+    s, d = q.shape[2], q.shape[3]
+    r = torch.ops.aten._scaled_dot_product_cudnn_attention.default(q, k, v, None, True, 0.0, True, False,
+                                                                   scale=d ** -0.5)
+    grads = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default(
+        do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, s, s, 0.0, True, scale=d ** -0.5)
+    return r[0], grads[:3]
+
+
 def test_cudnn_attention_layouts_in_turn():
     """The same sequence on the CPU, through aten's cuDNN-attention op and its backward (the
     C++ operator path's plans, which the CPU flash op has none of), against fp32 math."""
     b, h, s, d = 2, 4, 40, 16
     g = torch.Generator().manual_seed(3)
     base = [torch.randn(b, s, h, d, generator=g) for _ in range(4)]
-    fwd = torch.ops.aten._scaled_dot_product_cudnn_attention.default
-    bwd = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
     for case in SDPA_LAYOUT_CASES:
         for q, k, v, do in sdpa_layout_calls(base, *case, g):
-            def run(q=q, k=k, v=v, do=do):
-                r = fwd(q, k, v, None, True, 0.0, True, False, scale=d ** -0.5)
-                return r[0], bwd(do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, s, s, 0.0, True,
-                                 scale=d ** -0.5)[:3]
-            (o, grads), c = _in_cpp(run)
+            (o, grads), c = _in_cpp(lambda q=q, k=k, v=v, do=do: _cudnn_causal(q, k, v, do))
             assert c["python_calls"] == 0 and c["launches"] == 4, c  # the plans: forward 1, backward 3
             ref = _ref(q, k, v, True, d ** -0.5)
             _check(o, grads, ref, do, torch.float32)
@@ -360,8 +365,6 @@ def test_cudnn_attention_plans_read_no_unwritten_memory(monkeypatch):
     b, h, s, d = 1, 2, 64, 64
     g = torch.Generator().manual_seed(5)
     base = [torch.randn(b, s, h, d, generator=g) for _ in range(4)]
-    fwd = torch.ops.aten._scaled_dot_product_cudnn_attention.default
-    bwd = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
     deterministic, fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = True
@@ -369,11 +372,7 @@ def test_cudnn_attention_plans_read_no_unwritten_memory(monkeypatch):
         assert torch.empty(8).isnan().all()  # the filling this test relies on
         for case in SDPA_LAYOUT_CASES[:4]:
             for q, k, v, do in sdpa_layout_calls(base, *case, g):
-                def run(q=q, k=k, v=v, do=do):
-                    r = fwd(q, k, v, None, True, 0.0, True, False, scale=d ** -0.5)
-                    return r[0], bwd(do, q, k, v, r[0], r[1], r[6], r[7], None, None, None, s, s, 0.0, True,
-                                     scale=d ** -0.5)[:3]
-                (o, grads), c = _in_cpp(run)
+                (o, grads), c = _in_cpp(lambda q=q, k=k, v=v, do=do: _cudnn_causal(q, k, v, do))
                 assert c["python_calls"] == 0, c  # the plans served both
                 _check(o, grads, _ref(q, k, v, True, d ** -0.5), do, torch.float32)
     finally:
