@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import threading
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -858,30 +857,6 @@ def _paths(op: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, dropout_p: 
 
 #: a GPU call goes to tritonjit's kernels where they take at most this multiple of aten's time
 ATTN_MARGIN = 1.10
-#: device types whose calls "auto" gives to aten's kernels without timing them: on an H100,
-#: the backward's C++ plans gave wrong gradients (cosine ~0 against eager) for some sequences
-#: of call layouts in one process (Llama's training step, then DiffLlama's; the CHANGELOG's
-#: known issues), a defect not yet found. Until it is, "auto" gives a CUDA call to aten's
-#: kernels as a policy decision (the audit's "aten (measured)");
-#: TRITONJIT_OPS_SDPA=tritonjit still runs tritonjit's kernels there.
-AUTO_ATEN: frozenset[str] = frozenset({"cuda"})
-#: device types whose AUTO_ATEN warning (see :func:`_warn_known_defect`) this process gave
-_WARNED: set[str] = set()
-
-
-def _warn_known_defect(op: str, device_type: str) -> None:
-    """Once per process and device type: TRITONJIT_OPS_SDPA=tritonjit forces tritonjit's SDPA
-    backward where AUTO_ATEN says it has a known defect. A user who forces it for training is
-    told so, rather than left with gradients that may be wrong."""
-    if device_type in _WARNED:
-        return
-    _WARNED.add(device_type)
-    warnings.warn(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=tritonjit runs tritonjit's SDPA backward on {device_type}, "
-                  "which has a known defect there: wrong gradients for some sequences of call layouts in one "
-                  "process (CHANGELOG, known issues). For training, leave TRITONJIT_OPS_SDPA unset (auto) or "
-                  "set it to aten", RuntimeWarning, stacklevel=2)
-
-
 #: call key -> whether tritonjit's kernels serve it (TRITONJIT_OPS_SDPA=auto), decided by the
 #: forward, read by the backward (so a backward always matches the forward that saved its inputs)
 _ROUTE: dict[tuple, bool] = {}
@@ -903,9 +878,8 @@ def clear_routes() -> None:
 
 def sdpa_mode() -> str:
     """TRITONJIT_OPS_SDPA: "auto" (default): on a device, each distinct SDPA call (shapes,
-    dtype, causal, mask) is timed once against aten's own kernel, and the faster serves it
-    (on CUDA, aten's kernel for now: see AUTO_ATEN); "tritonjit": tritonjit's kernels
-    wherever they apply; "aten": aten's kernels."""
+    dtype, causal, mask) is timed once against aten's own kernel, and the faster serves it;
+    "tritonjit": tritonjit's kernels wherever they apply; "aten": aten's kernels."""
     return _policy.env_mode("TRITONJIT_OPS_SDPA", ("auto", "tritonjit", "aten"))
 
 
@@ -940,8 +914,6 @@ def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
     if mode != "auto":
         if mode == "aten":
             raise Unsupported(f"tritonjit.{op}: TRITONJIT_OPS_SDPA=aten")
-        if ours is None and q.device.type in AUTO_ATEN:
-            _warn_known_defect(op, q.device.type)
         return
     from . import _registry
 
@@ -950,7 +922,7 @@ def _decide(op: str, q: Tensor, k: Tensor, bias: Tensor | None, causal: bool,
     key = _route_key(op, q, k, bias, causal)
     use = _ROUTE.get(key)
     if use is None:
-        if ours is None or theirs is None or q.device.type in AUTO_ATEN:
+        if ours is None or theirs is None:
             use = False
         elif capturing(q.device) or (q.device.type == "cuda" and torch.cuda.get_sync_debug_mode() != 0):
             use = True  # no timing (it synchronizes) in a capture or under sync-debug: the kernels
