@@ -183,5 +183,5 @@ def sdpa_layout_calls(base: list, two: bool, q_bshd: bool, g: torch.Generator) -
     if not two:
         return [(q, k, v1, base[3].transpose(1, 2))]
     b, s, h, d = base[0].shape
-    up = torch.randn(b, s, h, 2 * d, generator=g).to(base[0].dtype)
+    up = torch.randn(b, s, h, 2 * d, generator=g).to(device=base[0].device, dtype=base[0].dtype)
     return [(q, k, v1, up[..., :d].transpose(1, 2)), (q, k, v2, up[..., d:].transpose(1, 2))]

@@ -364,6 +364,32 @@ def test_cudnn_attention_layouts_in_turn():
             _check(o, grads, ref, do, torch.float32)
 
 
+@pytest.mark.gpu
+def test_gpu_cudnn_attention_plans_are_the_python_implementation(gpu_warm, monkeypatch):
+    """The same sequence on the GPU, each call made directly to the cuDNN op under enable():
+    its C++ plans give, bit for bit, what the Python implementation gives for the same call
+    outside enable(), and agree with fp32 math. (This check found the sequence's wrong
+    gradients to be eager's: test_gpu_sdpa_layouts_in_turn.)"""
+    monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
+    attention_module.clear_routes()
+    b, h, s, d = 4, 4, 256, 64
+    g = torch.Generator().manual_seed(3)
+    base = [torch.randn(b, s, h, d, generator=g).to("cuda", torch.bfloat16) for _ in range(4)]
+    for case in SDPA_LAYOUT_CASES:
+        for q, k, v, do in sdpa_layout_calls(base, *case, g):
+            (o, grads), c = _in_cpp(lambda q=q, k=k, v=v, do=do: _cudnn_causal(q, k, v, do))
+            assert c["python_calls"] == 0 and c["launches"] == 4, (case, c)
+            o_py, lse_py = attention_module.attention_forward(q, k, v, causal=True, scale=d ** -0.5)
+            grads_py = attention_module.attention_backward(do, q, k, v, o_py, lse_py, causal=True, scale=d ** -0.5)
+            assert torch.equal(o, o_py), case
+            r, q32, k32, v32 = _ref(q, k, v, True, d ** -0.5)
+            want = torch.autograd.grad(r, (q32, k32, v32), do.float())
+            for name, x, y, w in zip("qkv", grads, grads_py, want):
+                assert torch.equal(x, y), (case, name)
+                cos = F.cosine_similarity(x.flatten().float(), w.flatten(), dim=0).item()
+                assert cos > 0.999, (case, name, cos)
+
+
 def test_cudnn_attention_plans_read_no_unwritten_memory(monkeypatch):
     """The same sequence with the GPU's tiles, every buffer that aten's ``empty`` allocates
     (the C++ plans' outputs and temporaries, delta included) filled with NaN, as deterministic
