@@ -81,8 +81,8 @@ def test_a_backward_without_its_forward_decision_goes_to_aten(device_call, monke
 
 def test_forcing_tritonjit_on_a_device_warns_about_nothing(device_call, monkeypatch):
     """TRITONJIT_OPS_SDPA=tritonjit runs tritonjit's kernels for the forward and the backward
-    on a device, untimed and without a warning (until this session a backward on CUDA warned
-    of a defect that was eager's own: see the CHANGELOG)."""
+    on a device, untimed and without a warning (a backward on CUDA once warned of a defect
+    that turned out to be eager's own: the CHANGELOG's known issues)."""
     monkeypatch.setenv("TRITONJIT_OPS_SDPA", "tritonjit")
     q, k, times, calls = device_call
     times.update(ours=9.0, aten=1.0)  # aten would win a timing
