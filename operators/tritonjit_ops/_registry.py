@@ -693,6 +693,7 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
+        _forget_python_dispatch(_State.ops)
     return _Enabled(include, exclude, wait_native)
 
 
@@ -729,17 +730,41 @@ def _swap_to_native(generation: int) -> None:
     _register_native()
     lib, _State.lib, _State.deferred = _State.lib, None, False
     lib._destroy()
+    _forget_python_dispatch(_State.ops)
 
 
 def disable() -> None:
     """Undo enable(): aten operators go back to their own kernels."""
-    lib, native = _State.lib, _State.native
+    lib, native, ops = _State.lib, _State.native, _State.ops
     _State.lib, _State.native, _State.ops, _State.depth, _State.deferred = None, None, (), 0, False
     _State.generation += 1
     if lib is not None:
         lib._destroy()
     if native is not None:
         _native_ops.release(native)
+    _forget_python_dispatch(ops)
+
+
+def _forget_python_dispatch(names: Iterable[str]) -> None:
+    """Drop torch's Python-dispatcher caches of the aten overloads ``names``, after their
+    kernels changed.
+
+    Under the Python dispatcher (torch.compile's tracing turns it on) an OpOverload caches,
+    per dispatch key, the key whose kernel serves that key (``_dispatch_cache``), and calls
+    that kernel directly. torch clears the cache when a Python kernel (``py_impl``) is added,
+    not when a Library adds or removes a dispatcher kernel: ``clone`` cached "CPU" while
+    enable()'s kernel was there (aten's own is CompositeExplicitAutograd) and traced after
+    disable() called a kernel that no longer existed (a segfault in torch's C++); the other
+    way round, a call traced under enable() would bypass tritonjit's kernel."""
+    for name in names:
+        base, _, overload = name.partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, base), overload or "default")
+        except (AttributeError, RuntimeError):  # not an aten overload in this torch
+            continue
+        cache = getattr(op, "_dispatch_cache", None)
+        if cache:
+            cache.clear()
 
 
 def enabled_ops() -> list[str]:

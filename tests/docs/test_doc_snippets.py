@@ -101,9 +101,10 @@ def test_snippet_runs_as_written(snippet: Snippet, tmp_path: Path):
     script.write_text(snippet.code)
     env = {k: v for k, v in os.environ.items() if k != "TRITONJIT_RECORD"}
     env["TRITONJIT_BACKEND"] = "interpreter"
-    p = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+    # -X faulthandler: a crash of the snippet's process (a signal) leaves the threads' stacks
+    p = subprocess.run([sys.executable, "-X", "faulthandler", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                        timeout=600)
-    assert p.returncode == 0, f"{snippet.where} failed:\n{p.stderr[-4000:]}"
+    assert p.returncode == 0, f"{snippet.where} failed (exit {p.returncode}):\n{p.stderr[-6000:]}"
 
 
 def test_markers(tmp_path: Path):
