@@ -97,6 +97,23 @@ def test_a_background_build_that_finishes_at_exit_loads_nothing(tmp_path, cache,
 
 
 @needs_cxx
+def test_a_helper_named_as_its_python_wrapper_leaves_the_wrapper_importable(tmp_path, cache, monkeypatch):
+    """A single-phase extension enters itself in sys.modules under its name on load;
+    ``tritonjit_ops._native_ops`` is both a Python module and its C++ module's name, and
+    ``import``/``mock.patch`` of the name must keep finding the Python module."""
+    import types
+
+    wrapper = types.ModuleType("tjtest.tj_twin")
+    monkeypatch.setitem(sys.modules, "tjtest.tj_twin", wrapper)
+    mod = AsyncModule("tjtest.tj_twin", _source(tmp_path, "tj_twin", value=8)).start(wait=True)
+    assert mod.VALUE == 8 and mod is not wrapper
+    assert sys.modules["tjtest.tj_twin"] is wrapper
+    monkeypatch.delitem(sys.modules, "tjtest.tj_twin")
+    assert torch_build.load("tjtest.tj_twin", _source(tmp_path, "tj_twin", value=8)).VALUE == 8
+    assert sys.modules["tjtest.tj_twin"].VALUE == 8  # no wrapper: the extension stays, as a plain import leaves it
+
+
+@needs_cxx
 def test_a_prebuilt_helper_for_another_torch_or_other_sources_is_not_used(tmp_path, cache):
     src = _source(tmp_path, "tj_other")
     helper = torch_prebuilt.Helper("tjtest.tj_other", src)

@@ -124,11 +124,18 @@ def build(name: str, source: str, headers: Sequence[str] = (), include_dirs: Seq
 
 
 def _import(name: str, path: str) -> Any:
+    """The extension module at ``path``. Loading a single-phase extension enters it in
+    ``sys.modules`` under ``name``; where a Python module of that name is already there
+    (``tritonjit_ops._native_ops`` is both the wrapper and its C++ module), the wrapper
+    stays, so that ``import`` and ``mock.patch`` keep finding it."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
+    before = sys.modules.get(name)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    if before is not None:
+        sys.modules[name] = before
     return mod
 
 
