@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -608,6 +609,7 @@ class _State:
     depth: int = 0
     generation: int = 0
     deferred: bool = False  # lib holds no kernel: aten's serve the ops until the C++ path is built
+    swap: int = 0  # the generation whose C++ kernels are built, to replace lib's at its next call
 
 
 class _Enabled:
@@ -689,7 +691,7 @@ def enable(include: Iterable[str] | str | None = None, exclude: Iterable[str] = 
             lib = torch.library.Library("aten", "IMPL")
             with _quiet_override():  # replacing aten's kernels is the point: no torch warning about it
                 for n in () if _State.deferred else names:
-                    lib.impl(n, _ATEN[n], _State.key)
+                    lib.impl(n, _python_kernel(n), _State.key)
             _State.lib = lib
             generation = _State.generation
             _native_ops.on_ready(lambda mod: _swap_to_native(generation))
@@ -722,15 +724,47 @@ def _register_native() -> None:
     _State.native = _native_ops.register("aten", "BackendSelect", entries, redispatch=True, device_type=device)
 
 
+def _python_kernel(name: str) -> Callable[..., Any]:
+    """enable()'s Python kernel of ``name``: its implementation, after the switch to the C++
+    path where that path's build has finished (see _swap_to_native)."""
+    impl = _ATEN[name]
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        if _State.swap:
+            _finish_swap()
+        return impl(*args, **kwargs)
+
+    return kernel
+
+
+_swap_lock = threading.Lock()
+
+
 def _swap_to_native(generation: int) -> None:
-    """The C++ path is built (on the build thread): register its kernels over the Python ones,
-    then drop those; an op always has one of the two."""
+    """The C++ path is built (called on the build thread). Registering its kernels over others
+    is safe while other threads call the ops; removing the Python kernels is not: a thread
+    already inside one (its call dispatched, waiting for the GIL) would run a freed kernel. So
+    where enable() registered Python kernels, the next call of one of them makes the switch,
+    on its own thread (_finish_swap); where it registered none (the default selection on a
+    device waits on aten's kernels while the build runs), the switch happens here."""
     if generation != _State.generation or _State.lib is None:
         return  # disabled (or enabled again) since
-    _register_native()
-    lib, _State.lib, _State.deferred = _State.lib, None, False
-    lib._destroy()
-    _forget_python_dispatch(_State.ops)
+    _State.swap = generation
+    if _State.deferred:
+        _finish_swap()
+
+
+def _finish_swap() -> None:
+    """Register the C++ kernels over the Python ones, then drop those; an op always has one of
+    the two."""
+    with _swap_lock:
+        generation, _State.swap = _State.swap, 0
+        if generation != _State.generation or _State.lib is None:
+            return
+        _register_native()
+        lib, _State.lib, _State.deferred = _State.lib, None, False
+        lib._destroy()
+        _forget_python_dispatch(_State.ops)
 
 
 def disable() -> None:
@@ -738,6 +772,7 @@ def disable() -> None:
     lib, native, ops = _State.lib, _State.native, _State.ops
     _State.lib, _State.native, _State.ops, _State.depth, _State.deferred = None, None, (), 0, False
     _State.generation += 1
+    _State.swap = 0
     if lib is not None:
         lib._destroy()
     if native is not None:
@@ -775,10 +810,12 @@ def enabled_ops() -> list[str]:
 def native_path() -> str:
     """Where enable()'s operators run: "C++" (the C++ operator path), "aten" (the default
     selection while the C++ path builds), "Python" (its build is not ready, failed or is
-    turned off: see the reason) or "disabled"."""
+    turned off: see the reason; or it is built and takes over at the next call) or "disabled"."""
     if _State.native is not None:
         return "C++"
     if _State.lib is not None:
+        if _State.swap:
+            return "Python (the C++ path is built: it takes over at the next call)"
         nat = _native_ops.native()
         reason = "C++ path off" if nat is None else nat.reason
         return f"aten (until the C++ path is built: {reason})" if _State.deferred else f"Python ({reason})"

@@ -228,8 +228,9 @@ def test_default_selection_stays_on_aten_while_the_cpp_path_builds(monkeypatch, 
     """On a device backend, the default operators are chosen for the C++ path's cost; their
     Python kernels cost 20-50 us of host time a call. While that path builds (the first
     minute of a fresh install), enable() leaves them on aten's kernels, then swaps the C++
-    kernels in when the build is done. (A CUDA registration is visible on a CPU build of
-    torch, which has no CUDA kernels of its own.)"""
+    kernels in when the build is done (an explicit selection's Python kernels: at their next
+    call). (A CUDA registration is visible on a CPU build of torch, which has no CUDA kernels
+    of its own.)"""
     from tritonjit_ops import _native_ops, _registry
 
     ready, registered = [], []
@@ -249,9 +250,46 @@ def test_default_selection_stays_on_aten_while_the_cpp_path_builds(monkeypatch, 
         path = T._registry.native_path()
         assert path.startswith("Python" if python else "aten (until the C++ path is built: building)"), path
         assert len(ready) == 1
-        ready[0](object())  # the build is done: the C++ kernels replace the Python ones (or aten's)
+        ready[0](object())  # the build is done: the C++ kernels replace aten's (or the Python ones)
+        if python:  # ... at the Python kernels' next call, on its thread (what that call runs)
+            assert T._registry.native_path().startswith("Python (the C++ path is built") and has_cuda_kernel()
+            T._registry._finish_swap()
         assert T._registry.native_path() == "C++" and not has_cuda_kernel()
         assert [e[0] for e in registered[0]] == list(T._registry.enabled_ops())
         assert ("add.Tensor" in T._registry.enabled_ops()) and (include is not None or
                                                                   "mm" in T._registry.enabled_ops())
     assert T._registry.native_path() == "disabled" and not has_cuda_kernel()
+
+
+def test_the_cpp_path_takes_over_at_the_next_call_on_the_callers_thread(monkeypatch):
+    """The build thread must not remove the Python kernels: another thread inside one (its
+    call dispatched, waiting for the GIL) would run a freed kernel (torch crashes when a
+    Library's kernels are destroyed while another thread calls the op). The build's callback
+    only marks the switch; the next call of a Python kernel makes it, on the caller's thread,
+    and is served."""
+    import threading
+
+    from tritonjit_ops import _native_ops, _registry
+
+    mod = _native_ops.module(wait=True)
+    if mod is None:
+        pytest.skip(f"the C++ operator path is not available here ({_native_ops.native()})")
+    ready = []
+    real_module = _native_ops.module
+    monkeypatch.setattr(_native_ops, "module", lambda wait=False: None)  # as while it builds
+    monkeypatch.setattr(_native_ops, "on_ready", ready.append)
+    x, y = torch.randn(33), torch.randn(33)
+    added, multiplied = x + y, x * y  # aten's
+    with T.enable(include=["add.Tensor", "mul.Tensor"]):
+        monkeypatch.setattr(_native_ops, "module", real_module)
+        assert _registry.native_path().startswith("Python") and len(ready) == 1
+        build = threading.Thread(target=ready[0], args=(mod,))
+        build.start()
+        build.join()
+        assert _registry.native_path().startswith("Python (the C++ path is built")
+        close(torch.add(x, y), added)  # the switch, then the call served
+        assert _registry.native_path() == "C++"
+        before = _native_ops.stats()["plan_hits"] + _native_ops.stats()["plans_made"]
+        close(torch.mul(x, y), multiplied)
+        assert _native_ops.stats()["plan_hits"] + _native_ops.stats()["plans_made"] > before
+    assert _registry.native_path() == "disabled"
