@@ -3,9 +3,10 @@
 For each entry of transformers' causal-LM auto mapping, its config's defaults shrunk to a
 tiny model (the usual size attributes set to small values where the config has them,
 special token ids moved inside the small vocabulary, dropout off; a composite config's
-text config the same way), random weights, one training step in fp32 on the machine's backend (the
-interpreter on a CPU: every op routed). Each row: the logits' relative error, the
-gradients' relative error and cosine, and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
+text config the same way), random weights, one training step in fp32 on the device of the machine's backend (CPU
+tensors on the interpreter: every op routed; CUDA tensors with tritonjit-cuda: the device
+default routed). Each row: the logits' relative error, the gradients' relative error and
+cosine, the tritonjit launches of the step under enable(), and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
 ``ERROR`` (a failure under enable() only). ``skip`` marks an architecture whose shrunk
 config does not build or run in eager: a limit of this generic shrinking, not of tritonjit.
 Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
@@ -13,7 +14,7 @@ architecture, some far more: ``slow`` marks one that did not finish within ``--t
 seconds, eager and enable() together); a few configs still allocate GBs, so cap the
 process's memory (``ulimit -v``) on a small machine.
 
-    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--timeout 300] [--list]
+    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--timeout 300] [--device cuda] [--list]
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def _shrink(cfg: Any) -> None:
         _shrink(sub)
 
 
-def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
+def _tiny(cfg_cls: str, cls: str, device: str) -> torch.nn.Module:
     import transformers as tf
 
     cfg = getattr(tf, cfg_cls)()
@@ -98,7 +99,7 @@ def _tiny(cfg_cls: str, cls: str) -> torch.nn.Module:
     if not hasattr(cfg, "vocab_size") and hasattr(getattr(cfg, "text_config", None), "vocab_size"):
         cfg = cfg.text_config  # a composite config whose causal LM is its text model
     torch.manual_seed(0)
-    model = getattr(tf, cls)(cfg).float()
+    model = getattr(tf, cls)(cfg).float().to(device)
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
@@ -110,13 +111,13 @@ class _OutOfTime(BaseException):
     (or below) swallows it."""
 
 
-def check_within(seconds: int, name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
+def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str) -> tuple[str, str]:
     """check(), or ``slow`` where it runs past ``seconds`` (0: no limit). The alarm fires
     between Python bytecodes, so a single long native call finishes first; where it fires
     inside a backward, autograd's engine re-raises it as a RuntimeError (an ``ERROR`` row
     that is in fact ``slow``), hence the flag."""
     if seconds <= 0:
-        return check(name, cfg_cls, cls)
+        return check(name, cfg_cls, cls, device)
     fired = []
 
     def alarm(signum: int, frame: object) -> None:
@@ -126,7 +127,7 @@ def check_within(seconds: int, name: str, cfg_cls: str, cls: str) -> tuple[str, 
     old = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(seconds)
     try:
-        status, detail = check(name, cfg_cls, cls)
+        status, detail = check(name, cfg_cls, cls, device)
     except _OutOfTime:
         fired.append(True)
     finally:
@@ -135,13 +136,15 @@ def check_within(seconds: int, name: str, cfg_cls: str, cls: str) -> tuple[str, 
     return ("slow", f"did not finish within {seconds} s") if fired else (status, detail)
 
 
-def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
-    """(status, detail) of architecture ``name``."""
+def check(name: str, cfg_cls: str, cls: str, device: str = "cpu") -> tuple[str, str]:
+    """(status, detail) of architecture ``name``, its model and inputs on ``device``."""
+    from tritonjit_ops._audit import _count_launches
+
     t0 = time.perf_counter()
     try:
-        model = _tiny(cfg_cls, cls)
+        model = _tiny(cfg_cls, cls, device)
         vocab = getattr(model.config, "vocab_size", None) or 96
-        ids = torch.randint(3, min(vocab, 96), (2, 8), generator=torch.Generator().manual_seed(1))
+        ids = torch.randint(3, min(vocab, 96), (2, 8), generator=torch.Generator().manual_seed(1)).to(device)
 
         def step() -> tuple[torch.Tensor, torch.Tensor]:
             model.train()
@@ -155,7 +158,8 @@ def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001  (the generic shrinking does not fit every config)
         return "skip", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
     try:
-        with T.enable(wait_native=True):  # the C++ operator path, as a model runs once it is built
+        # the C++ operator path, as a model runs once it is built
+        with T.enable(wait_native=True), _count_launches() as launches:
             got = step()
         a = M.agreement(ref, got, ref_grads, M._grads(model))
     except Exception as e:  # noqa: BLE001
@@ -163,7 +167,7 @@ def check(name: str, cfg_cls: str, cls: str) -> tuple[str, str]:
         return "ERROR", f"under enable(): {type(e).__name__}: {str(e)[:200]}"
     ok = a["logits_rel"] <= TOL["logits_rel"] and a["grad_rel"] <= TOL["grad_rel"] and a["grad_cos"] >= TOL["grad_cos"]
     return ("ok" if ok else "MISMATCH"), (f"logits {a['logits_rel']:.1e}, grads {a['grad_rel']:.1e}, "
-                                          f"cos {a['grad_cos']:.7f} ({time.perf_counter() - t0:.1f} s)")
+                                          f"cos {a['grad_cos']:.7f}, {launches[0]} launches ({time.perf_counter() - t0:.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default="", help="model types (transformers' names), comma-separated; default: all")
     ap.add_argument("--timeout", type=int, default=300,
                     help="seconds an architecture may take, eager and enable() together (0: no limit)")
+    ap.add_argument("--device", default=M.backend_device(),
+                    help="device of the models and inputs (default: the active backend's device type)")
     ap.add_argument("--list", action="store_true", help="print the model types and exit")
     a = ap.parse_args(argv)
     archs = architectures()
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = {}
     print("| model type | status | detail |\n| --- | --- | --- |")
     for n in names:
-        status, detail = check_within(a.timeout, n, *archs[n])
+        status, detail = check_within(a.timeout, n, *archs[n], a.device)
         counts[status] = counts.get(status, 0) + 1
         print(f"| {n} | {status} | {detail} |", flush=True)
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))

@@ -3,6 +3,7 @@ a BERT), decode-like, prefill, a training step and (the decoders) greedy generat
 the KV cache, eager against enable() through the interpreter: logits, gradients and
 generated tokens agree, and tritonjit kernels run the covered calls."""
 import json
+import re
 
 import pytest
 from _util import bench_module
@@ -217,6 +218,9 @@ def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, mo
     assert S.main(["--models", "llama,gpt2"]) == 0
     out = capsys.readouterr().out
     assert "| llama | ok |" in out and "| gpt2 | ok |" in out and "ok: 2" in out
+    # each row counts the tritonjit launches of its step (the interpreter routes every op)
+    launches = re.findall(r"\| (llama|gpt2) \| ok \| .*, (\d+) launches \(", out)
+    assert len(launches) == 2 and all(int(n) > 0 for _, n in launches), out
     monkeypatch.setitem(S.TOL, "logits_rel", -1.0)
     assert S.main(["--models", "gpt2"]) == 1
     assert "| gpt2 | MISMATCH |" in capsys.readouterr().out
@@ -230,10 +234,10 @@ def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, mon
     S = bench_module("causal_lm_sweep")
     real = S.check
 
-    def check(name, cfg_cls, cls):
+    def check(name, cfg_cls, cls, device):
         if name == "gpt2":
             time.sleep(60)  # the alarm interrupts this
-        return real(name, cfg_cls, cls)
+        return real(name, cfg_cls, cls, device)
 
     monkeypatch.setattr(S, "check", check)
     t0 = time.perf_counter()
