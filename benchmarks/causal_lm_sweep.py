@@ -1,12 +1,15 @@
-"""Every causal-LM architecture of the installed transformers: one training step, eager against enable().
+"""Every architecture of a transformers task (causal LM by default): one training step, eager against enable().
 
-For each entry of transformers' causal-LM auto mapping, its config's defaults shrunk to a
-tiny model (the usual size attributes set to small values where the config has them,
-special token ids moved inside the small vocabulary, dropout off; a composite config's
-text config the same way), random weights, one training step in fp32 on the device of the machine's backend (CPU
-tensors on the interpreter: every op routed; CUDA tensors with tritonjit-cuda: the device
-default routed). Each row: the logits' relative error, the gradients' relative error and
-cosine, the tritonjit launches of the step under enable(), and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
+For each entry of transformers' auto mapping of the task (``--task``: causal-lm,
+masked-lm, seq2seq-lm, sequence-classification, token-classification,
+image-classification), its config's defaults shrunk to a tiny model (the usual size
+attributes set to small values where the config has them, special token ids moved inside
+the small vocabulary, 32 x 32 images in patches of 4, dropout off; a composite config's
+text config the same way), random weights, one training step in fp32 (the task's loss
+from labels) on the device of the machine's backend (CPU tensors on the interpreter:
+every op routed; CUDA tensors with tritonjit-cuda: the device default routed). Each row:
+the logits' relative error, the gradients' relative error and cosine, the tritonjit
+launches of the step under enable(), and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
 ``ERROR`` (a failure under enable() only). ``skip`` marks an architecture whose shrunk
 config does not build or run in eager: a limit of this generic shrinking, not of tritonjit.
 Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
@@ -14,7 +17,7 @@ architecture, some far more: ``slow`` marks one that did not finish within ``--t
 seconds, eager and enable() together); a few configs still allocate GBs, so cap the
 process's memory (``ulimit -v``) on a small machine.
 
-    python benchmarks/causal_lm_sweep.py [--models llama,gpt2] [--timeout 300] [--device cuda] [--list]
+    python benchmarks/causal_lm_sweep.py [--task masked-lm] [--models llama,gpt2] [--timeout 300] [--device cuda] [--list]
 """
 from __future__ import annotations
 
@@ -42,18 +45,31 @@ SMALL = dict(
     num_experts_per_tok=2, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
     n_routed_experts=4, first_k_dense_replace=0, n_shared_experts=1, rotary_dim=4, shared_expert_intermediate_size=32,
     expert_intermediate_size=32, decoder_layers=1, encoder_layers=1, attention_heads=4, encoder_attention_heads=4,
-    decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64)
+    decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64,
+    image_size=32, patch_size=4, window_size=4, num_labels=2)
 TOL = dict(logits_rel=1e-4, grad_rel=1e-3, grad_cos=0.9999)
 
 
-def architectures() -> dict[str, tuple[str, str]]:
-    """model type -> (config class, causal-LM class), for those the installed transformers exports."""
+#: task -> the name of its auto mapping in transformers.models.auto.modeling_auto
+TASKS = {
+    "causal-lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+    "masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+    "seq2seq-lm": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+    "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
+    "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+}
+
+
+def architectures(task: str = "causal-lm") -> dict[str, tuple[str, str]]:
+    """model type -> (config class, model class of ``task``), for those the installed
+    transformers exports."""
     import transformers as tf
+    from transformers.models.auto import modeling_auto
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     out = {}
-    for name, cls in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()):
+    for name, cls in sorted(getattr(modeling_auto, TASKS[task]).items()):
         cls = cls if isinstance(cls, str) else cls[0]
         cfg = CONFIG_MAPPING_NAMES.get(name)
         if cfg and hasattr(tf, cfg) and hasattr(tf, cls):
@@ -65,11 +81,20 @@ def architectures() -> dict[str, tuple[str, str]]:
 _SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
 
 
+#: what a staged model's config derives from its stage lists, left as it is
+_STAGED_KEEP = ("hidden_size", "num_hidden_layers", "num_layers", "num_attention_heads", "num_heads")
+
+
 def _shrink(cfg: Any) -> None:
     """SMALL's values set on ``cfg`` where it has them as ints (a read-only property or a
     config that refuses one is left alone), special token ids moved inside the shrunk
     vocabulary, dropout off; the same for a ``text_config`` sub-config."""
+    # a staged (convolutional, windowed) model keeps its stages and widths, one block a stage
+    depths = getattr(cfg, "depths", None)
+    staged = isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths)
     for k, v in SMALL.items():
+        if staged and k in _STAGED_KEEP:
+            continue
         if isinstance(getattr(cfg, k, None), int):
             try:
                 setattr(cfg, k, v)
@@ -83,21 +108,29 @@ def _shrink(cfg: Any) -> None:
                 setattr(cfg, k, v)
             elif isinstance(t, list) and any(isinstance(i, int) and i >= vocab for i in t):
                 setattr(cfg, k, [v])
+        if hasattr(cfg, "pad_token_id") and cfg.pad_token_id is None:
+            cfg.pad_token_id = _SPECIAL["pad_token_id"]  # a classifier's last-token pooling of a batch needs one
+    if staged:
+        cfg.depths = [1] * len(cfg.depths)
     no_dropout(cfg)
     if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
         cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
-    sub = getattr(cfg, "text_config", None)
-    if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
-        _shrink(sub)
+    for part in ("text_config", "vision_config"):
+        sub = getattr(cfg, part, None)
+        if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
+            _shrink(sub)
 
 
-def _tiny(cfg_cls: str, cls: str, device: str) -> torch.nn.Module:
+def _tiny(cfg_cls: str, cls: str, device: str, task: str) -> torch.nn.Module:
     import transformers as tf
 
     cfg = getattr(tf, cfg_cls)()
     _shrink(cfg)
-    if not hasattr(cfg, "vocab_size") and hasattr(getattr(cfg, "text_config", None), "vocab_size"):
-        cfg = cfg.text_config  # a composite config whose causal LM is its text model
+    text = getattr(cfg, "text_config", None)
+    if task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size"):
+        cfg = text  # a composite config whose language model is its text model
+    if task == "seq2seq-lm" and getattr(cfg, "decoder_start_token_id", None) is None:
+        cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's: the pad token
     torch.manual_seed(0)
     model = getattr(tf, cls)(cfg).float().to(device)
     for m in model.modules():
@@ -111,13 +144,14 @@ class _OutOfTime(BaseException):
     (or below) swallows it."""
 
 
-def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str) -> tuple[str, str]:
+def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str,
+                 task: str = "causal-lm") -> tuple[str, str]:
     """check(), or ``slow`` where it runs past ``seconds`` (0: no limit). The alarm fires
     between Python bytecodes, so a single long native call finishes first; where it fires
     inside a backward, autograd's engine re-raises it as a RuntimeError (an ``ERROR`` row
     that is in fact ``slow``), hence the flag."""
     if seconds <= 0:
-        return check(name, cfg_cls, cls, device)
+        return check(name, cfg_cls, cls, device, task)
     fired = []
 
     def alarm(signum: int, frame: object) -> None:
@@ -127,7 +161,7 @@ def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str) -
     old = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(seconds)
     try:
-        status, detail = check(name, cfg_cls, cls, device)
+        status, detail = check(name, cfg_cls, cls, device, task)
     except _OutOfTime:
         fired.append(True)
     finally:
@@ -136,20 +170,45 @@ def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str) -
     return ("slow", f"did not finish within {seconds} s") if fired else (status, detail)
 
 
-def check(name: str, cfg_cls: str, cls: str, device: str = "cpu") -> tuple[str, str]:
-    """(status, detail) of architecture ``name``, its model and inputs on ``device``."""
+def _inputs(task: str, model: torch.nn.Module, device: str) -> dict[str, Any]:
+    """The step's keyword arguments: a batch of 2 (8 tokens, or 32 x 32 images) and the
+    task's labels, the same every call (a fixed seed)."""
+    g = torch.Generator().manual_seed(1)
+    cfg = model.config
+    if task == "image-classification":
+        channels = getattr(cfg, "num_channels", 3)
+        size = getattr(cfg, "image_size", 32)
+        size = size if isinstance(size, int) else 32
+        kw: dict[str, Any] = dict(pixel_values=torch.randn(2, channels, size, size, generator=g),
+                                  labels=torch.tensor([0, 1]))
+    else:
+        vocab = getattr(cfg, "vocab_size", None) or 96
+        ids = torch.randint(3, min(vocab, 96), (2, 8), generator=g)
+        kw = dict(input_ids=ids)
+        if task == "sequence-classification":
+            kw["labels"] = torch.tensor([0, 1])
+        elif task == "token-classification":
+            kw["labels"] = torch.randint(0, 2, (2, 8), generator=g)
+        else:
+            kw["labels"] = ids
+        if task in ("causal-lm", "seq2seq-lm"):
+            kw["use_cache"] = False
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
+def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "causal-lm") -> tuple[str, str]:
+    """(status, detail) of architecture ``name`` for ``task``, its model and inputs on ``device``."""
     from tritonjit_ops._audit import _count_launches
 
     t0 = time.perf_counter()
     try:
-        model = _tiny(cfg_cls, cls, device)
-        vocab = getattr(model.config, "vocab_size", None) or 96
-        ids = torch.randint(3, min(vocab, 96), (2, 8), generator=torch.Generator().manual_seed(1)).to(device)
+        model = _tiny(cfg_cls, cls, device, task)
+        inputs = _inputs(task, model, device)
 
         def step() -> tuple[torch.Tensor, torch.Tensor]:
             model.train()
             model.zero_grad(set_to_none=True)
-            out = model(input_ids=ids, labels=ids, use_cache=False)
+            out = model(**inputs)
             out.loss.backward()
             return out.logits.detach(), out.loss.detach()
 
@@ -172,6 +231,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu") -> tuple[str, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--task", choices=tuple(TASKS), default="causal-lm", help="the auto mapping swept")
     ap.add_argument("--models", default="", help="model types (transformers' names), comma-separated; default: all")
     ap.add_argument("--timeout", type=int, default=300,
                     help="seconds an architecture may take, eager and enable() together (0: no limit)")
@@ -179,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="device of the models and inputs (default: the active backend's device type)")
     ap.add_argument("--list", action="store_true", help="print the model types and exit")
     a = ap.parse_args(argv)
-    archs = architectures()
+    archs = architectures(a.task)
     if a.list:
         print("\n".join(archs))
         return 0
@@ -191,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = {}
     print("| model type | status | detail |\n| --- | --- | --- |")
     for n in names:
-        status, detail = check_within(a.timeout, n, *archs[n], a.device)
+        status, detail = check_within(a.timeout, n, *archs[n], a.device, a.task)
         counts[status] = counts.get(status, 0) + 1
         print(f"| {n} | {status} | {detail} |", flush=True)
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))

@@ -226,6 +226,20 @@ def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, mo
     assert "| gpt2 | MISMATCH |" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("task,model", [("masked-lm", "bert"), ("seq2seq-lm", "bart"),
+                                        ("sequence-classification", "gpt2"), ("token-classification", "bert"),
+                                        ("image-classification", "vit")])
+def test_causal_lm_sweep_checks_the_other_tasks(capsys, task, model):
+    """--task: another auto mapping swept with its own inputs and labels (a GPT-2 classifier
+    pools the last non-pad token, so the shrunk config is given a pad token); the model's
+    step agrees under enable() and runs tritonjit kernels."""
+    S = bench_module("causal_lm_sweep")
+    assert model in S.architectures(task)
+    assert S.main(["--task", task, "--models", model]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"\| {model} \| ok \| .*, [1-9]\d* launches \(", out), out
+
+
 def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, monkeypatch):
     """--timeout: an architecture still running when its time is up is a ``slow`` row (not an
     error, exit 0) and the sweep goes on to the next."""
@@ -234,10 +248,10 @@ def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, mon
     S = bench_module("causal_lm_sweep")
     real = S.check
 
-    def check(name, cfg_cls, cls, device):
+    def check(name, *rest):
         if name == "gpt2":
             time.sleep(60)  # the alarm interrupts this
-        return real(name, cfg_cls, cls, device)
+        return real(name, *rest)
 
     monkeypatch.setattr(S, "check", check)
     t0 = time.perf_counter()
