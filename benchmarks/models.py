@@ -382,7 +382,10 @@ def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,
         # identical gradients agree, zero ones included (a one-token causal LM has no target:
         # its gradients are all zero on both paths, and a cosine of two zero vectors reads 0)
         same = torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
-        out["grad_cos"] = 1.0 if same else float(torch.nn.functional.cosine_similarity(a, b, dim=0))
+        # scaled first: the cosine's eps (1e-8 on the norms' product) reads 0 for gradients
+        # of 1e-28, a shrunk model's scale (a vision model's logits of 1e-30)
+        norm = max(float(a.abs().nan_to_num().max()), float(b.abs().nan_to_num().max()), 1e-300)
+        out["grad_cos"] = 1.0 if same else float(torch.nn.functional.cosine_similarity(a / norm, b / norm, dim=0))
     return out
 
 

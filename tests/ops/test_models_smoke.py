@@ -240,6 +240,33 @@ def test_causal_lm_sweep_checks_the_other_tasks(capsys, task, model):
     assert re.search(rf"\| {model} \| ok \| .*, [1-9]\d* launches \(", out), out
 
 
+def test_causal_lm_sweep_asks_fp64_beyond_rounding_and_marks_an_unrepeatable_step(capsys, monkeypatch):
+    """A row beyond the tolerance against eager is judged against the step in fp64 (its
+    detail says how far each path is from it); a model whose eager step does not repeat
+    itself (here: a forward that scales a weight) is ``unstable``, not compared."""
+    S = bench_module("causal_lm_sweep")
+    monkeypatch.setitem(S.TOL, "logits_rel", 0.0)  # every fp32 difference is beyond it
+    monkeypatch.setitem(S.TOL, "grad_rel", 0.0)
+    S.main(["--models", "gpt2"])
+    row = next(r for r in capsys.readouterr().out.splitlines() if r.startswith("| gpt2 |"))
+    assert "fp64" in row and ("| ok | ill-conditioned" in row or "| MISMATCH |" in row), row
+    monkeypatch.undo()
+    real = S._tiny
+
+    def drifting(*a):
+        model = real(*a)
+
+        def drift(mod, args):
+            mod.lm_head.weight.data.mul_(1.5)
+
+        model.register_forward_pre_hook(drift)
+        return model
+
+    monkeypatch.setattr(S, "_tiny", drifting)
+    assert S.main(["--models", "gpt2"]) == 0
+    assert "| gpt2 | unstable | eager against eager: logits" in capsys.readouterr().out
+
+
 def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, monkeypatch):
     """--timeout: an architecture still running when its time is up is a ``slow`` row (not an
     error, exit 0) and the sweep goes on to the next."""
