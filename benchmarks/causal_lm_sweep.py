@@ -196,6 +196,9 @@ def _inputs(task: str, model: torch.nn.Module, device: str) -> dict[str, Any]:
         kw = dict(input_ids=ids)
         if task == "sequence-classification":
             kw["labels"] = torch.tensor([0, 1])
+            eos = getattr(cfg, "eos_token_id", None)
+            if isinstance(eos, int) and eos < vocab:
+                ids[:, -1] = eos  # an encoder-decoder classifier pools each example's last <eos>
         elif task == "token-classification":
             kw["labels"] = torch.randint(0, 2, (2, 8), generator=g)
         else:
