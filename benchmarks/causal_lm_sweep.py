@@ -5,7 +5,7 @@ masked-lm, seq2seq-lm, sequence-classification, token-classification,
 image-classification), its config's defaults shrunk to a tiny model (the usual size
 attributes set to small values where the config has them, special token ids moved inside
 the small vocabulary, 32 x 32 images in patches of 4, dropout off; a composite config's
-text config the same way), random weights, one training step in fp32 (the task's loss
+text config the same way, and every sub-config it declares), random weights, one training step in fp32 (the task's loss
 from labels) on the device of the machine's backend (CPU tensors on the interpreter:
 every op routed; CUDA tensors with tritonjit-cuda: the device default routed). Each row:
 the logits' relative error, the gradients' relative error and cosine, the tritonjit
@@ -124,7 +124,9 @@ def _shrink(cfg: Any) -> None:
     no_dropout(cfg)
     if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
         cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
-    for part in ("text_config", "vision_config"):
+    # the config's declared sub-configs (an encoder-decoder's halves, a byte model's patcher), or
+    # a composite's text and vision configs
+    for part in dict.fromkeys([*getattr(type(cfg), "sub_configs", {}), "text_config", "vision_config"]):
         sub = getattr(cfg, part, None)
         if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
             _shrink(sub)
