@@ -53,7 +53,7 @@ SMALL = dict(
     n_routed_experts=4, first_k_dense_replace=0, n_shared_experts=1, rotary_dim=4, shared_expert_intermediate_size=32,
     expert_intermediate_size=32, decoder_layers=1, encoder_layers=1, attention_heads=4, encoder_attention_heads=4,
     decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64,
-    image_size=32, patch_size=4, window_size=4, num_labels=2)
+    image_size=32, patch_size=4, window_size=4, num_labels=2, n_group=1, topk_group=1)
 TOL = dict(logits_rel=1e-4, grad_rel=1e-3, grad_cos=0.9999)
 #: how far eager's step may move when repeated (atomics' order on a GPU) before it is ``unstable``
 REPEAT_TOL = dict(TOL)
@@ -121,6 +121,13 @@ def _shrink(cfg: Any) -> None:
             cfg.pad_token_id = _SPECIAL["pad_token_id"]  # a classifier's last-token pooling of a batch needs one
     if staged:
         cfg.depths = [1] * len(cfg.depths)
+    if isinstance(getattr(cfg, "qk_rope_head_dim", None), int) and isinstance(getattr(cfg, "head_dim", None), int):
+        cfg.head_dim = cfg.qk_rope_head_dim  # latent attention: its rotary part (DeepSeek-V2/V3's config)
+        if isinstance(getattr(cfg, "qk_head_dim", None), int):
+            cfg.qk_head_dim = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    heads, width = getattr(cfg, "num_attention_heads", None), getattr(cfg, "hidden_size", None)
+    if hasattr(cfg, "head_dim") and cfg.head_dim is None and isinstance(heads, int) and isinstance(width, int):
+        cfg.head_dim = width // heads  # a default the config leaves to its model (Ministral, Hunyuan)
     no_dropout(cfg)
     if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
         cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
