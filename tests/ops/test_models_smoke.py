@@ -267,6 +267,22 @@ def test_causal_lm_sweep_asks_fp64_beyond_rounding_and_marks_an_unrepeatable_ste
     assert "| gpt2 | unstable | eager against eager: logits" in capsys.readouterr().out
 
 
+def test_causal_lm_sweep_judges_a_bf16_step_against_a_wider_one(capsys):
+    """--dtype bf16: every row is judged against the step in fp64 (a bf16 step differs from
+    eager's by far more than fp32 rounding); a model with an op that has no fp64 (Mixtral's
+    grouped expert products) against fp32. Both agree under enable()."""
+    S = bench_module("causal_lm_sweep")
+    assert S.main(["--dtype", "bf16", "--models", "gpt2,mixtral"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\| gpt2 \| ok \| against fp64: logits", out), out
+    assert re.search(r"\| mixtral \| ok \| against fp32: logits", out), out
+    # the judge itself: twice eager's distance passes, more does not
+    e = dict(logits_rel=1e-2, grad_rel=1e-2, grad_cos=0.999)
+    assert S._judge(dict(logits_rel=2e-2, grad_rel=1e-2, grad_cos=0.998), e)
+    assert not S._judge(dict(logits_rel=3e-2, grad_rel=1e-2, grad_cos=0.999), e)
+    assert not S._judge(dict(logits_rel=1e-2, grad_rel=1e-2, grad_cos=0.99), e)
+
+
 def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, monkeypatch):
     """--timeout: an architecture still running when its time is up is a ``slow`` row (not an
     error, exit 0) and the sweep goes on to the next."""
