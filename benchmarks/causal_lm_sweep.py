@@ -2,26 +2,30 @@
 
 For each entry of transformers' auto mapping of the task (``--task``: causal-lm,
 masked-lm, seq2seq-lm, sequence-classification, token-classification,
-image-classification), its config's defaults shrunk to a tiny model (the usual size
+image-classification): its config's defaults shrunk to a tiny model (the usual size
 attributes set to small values where the config has them, special token ids moved inside
-the small vocabulary, 32 x 32 images in patches of 4, dropout off; a composite config's
-text config the same way, and every sub-config it declares), random weights, one training step in fp32 (the task's loss
-from labels) on the device of the machine's backend (CPU tensors on the interpreter:
-every op routed; CUDA tensors with tritonjit-cuda: the device default routed). Each row:
-the logits' relative error, the gradients' relative error and cosine, the tritonjit
-launches of the step under enable(), and ``ok``, ``MISMATCH`` (beyond fp32 rounding) or
-``ERROR`` (a failure under enable() only). A step beyond fp32 rounding is compared with
-the same step in fp64: where eager's fp32 step is as far from it as enable()'s (a model
-that amplifies rounding), the row is ``ok`` and says so. ``--dtype bf16`` (or fp16) runs
-the step in that type and judges every row against fp64 alone (fp32 for a model with an op
-that has no fp64): enable()'s step may be at most twice as far from it as eager's. ``unstable`` marks an architecture whose
-eager step does not repeat itself (the comparison would mean nothing; each step draws the
-same random numbers, and TF32 is off on CUDA). ``skip`` marks an architecture whose shrunk
-config does not build or run in eager: a limit of this generic shrinking, not of tritonjit.
+the small vocabulary, 32 x 32 images in patches of 4, dropout off; every sub-config the
+same way), random weights, one training step (the task's loss from labels) in fp32 or
+``--dtype``, on the device of the machine's backend (CPU tensors on the interpreter: every
+op routed; CUDA tensors with tritonjit-cuda: the device default routed; TF32 off). Each
+step draws the same random numbers.
+
+Each row: the logits' relative error, the gradients' relative error and cosine, the
+tritonjit launches of the step under enable(), and a status:
+
+- ``ok``: within fp32 rounding of eager; or beyond it, but no further from the same step
+  in fp64 than eager's fp32 step (a model that amplifies rounding; the row says so). In a
+  half type (``--dtype bf16``, fp16) fp64 alone judges (fp32 for a model with an op that
+  has no fp64): enable()'s step at most twice as far from it as eager's.
+- ``MISMATCH``: beyond that; ``ERROR``: a failure under enable() only.
+- ``unstable``: eager's step does not repeat itself, so a comparison would mean nothing.
+- ``skip``: the shrunk config does not build or run in eager (a limit of this generic
+  shrinking, not of tritonjit); ``slow``: not finished within ``--timeout`` seconds, eager
+  and enable() together.
+
 Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
-architecture, some far more: ``slow`` marks one that did not finish within ``--timeout``
-seconds, eager and enable() together); a few configs still allocate GBs, so cap the
-process's memory (``ulimit -v``) on a small machine.
+architecture, some far more); a few configs still allocate GBs, so cap the process's
+memory (``ulimit -v``) on a small machine.
 
     python benchmarks/causal_lm_sweep.py [--task masked-lm] [--models llama,gpt2] [--timeout 300]
         [--device cuda] [--dtype bf16] [--list]
@@ -103,7 +107,8 @@ _STAGED_KEEP = ("hidden_size", "num_hidden_layers", "num_layers", "num_attention
 def _shrink(cfg: Any) -> None:
     """SMALL's values set on ``cfg`` where it has them as ints (a read-only property or a
     config that refuses one is left alone), special token ids moved inside the shrunk
-    vocabulary, dropout off; the same for a ``text_config`` sub-config."""
+    vocabulary, what the config derives from them made consistent, dropout off; the same
+    for each sub-config it declares and a ``text_config`` or ``vision_config``."""
     # a staged (convolutional, windowed) model keeps its stages and widths, one block a stage
     depths = getattr(cfg, "depths", None)
     staged = isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths)
