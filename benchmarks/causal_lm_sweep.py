@@ -16,7 +16,8 @@ tritonjit launches of the step under enable(), and a status:
 - ``ok``: within fp32 rounding of eager; or beyond it, but no further from the same step
   in fp64 than eager's fp32 step (a model that amplifies rounding; the row says so). In a
   half type (``--dtype bf16``, fp16) fp64 alone judges (fp32 for a model with an op that
-  has no fp64): enable()'s step at most twice as far from it as eager's.
+  has no fp64): enable()'s step at most twice as far from it as eager's, plus an ulp's
+  worth (HALF_TOL: one ulp flips a tiny model's ReLU signs and top-k choices).
 - ``MISMATCH``: beyond that; ``ERROR``: a failure under enable() only.
 - ``unstable``: eager's step does not repeat itself, so a comparison would mean nothing.
 - ``skip``: the shrunk config does not build or run in eager (a limit of this generic
@@ -64,7 +65,10 @@ SMALL = dict(
 TOL = dict(logits_rel=1e-4, grad_rel=1e-3, grad_cos=0.9999)
 #: how far eager's step may move when repeated (atomics' order on a GPU) before it is ``unstable``
 REPEAT_TOL = dict(TOL)
-HALF_REPEAT_TOL = dict(logits_rel=1e-2, grad_rel=1e-1, grad_cos=0.999)
+#: a half type's: one ulp of difference flips a discrete decision (a ReLU's sign, a top-k
+#: choice) of a tiny model, and the gradients downstream of it (OPT's fc1 moved 28% on the
+#: interpreter, SDPA's output an ulp off aten's); the floor of _judge for those types
+HALF_TOL = dict(logits_rel=1e-2, grad_rel=1e-1, grad_cos=0.999)
 #: the step's dtypes (``--dtype``); a half type is judged against fp64 alone (see _judge)
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -253,7 +257,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     except Exception as e:  # noqa: BLE001  (the generic shrinking does not fit every config)
         return "skip", f"eager: {type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
     # a step that changes the model (running state updated in forward)
-    if not _within(again, REPEAT_TOL if dtype == torch.float32 else HALF_REPEAT_TOL):
+    if not _within(again, REPEAT_TOL if dtype == torch.float32 else HALF_TOL):
         return "unstable", f"eager against eager: {_describe(again)}"
     try:
         # the C++ operator path, as a model runs once it is built
@@ -282,18 +286,20 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     e_eager = M.agreement(exact[0], ref, exact[1], ref_grads)
     e_tj = M.agreement(exact[0], got, exact[1], got_grads)
     versus = f"against {'fp64' if wide == torch.float64 else 'fp32'}: {_describe(e_tj)} (eager {_describe(e_eager)})"
-    if not _judge(e_tj, e_eager):
+    if not _judge(e_tj, e_eager, TOL if dtype == torch.float32 else HALF_TOL):
         return "MISMATCH", f"{detail}; {versus}"
     if dtype == torch.float32:
         return "ok", f"ill-conditioned in fp32, as far from fp64 as eager: {versus}; against eager {detail}"
     return "ok", f"{versus}; against eager {detail}"
 
 
-def _judge(e_tj: dict[str, float], e_eager: dict[str, float]) -> bool:
-    """enable()'s step no more than twice as far from fp64 as eager's (plus fp32's tolerance:
-    a well-conditioned model's eager step may be exact to fp32 rounding), by each measure."""
-    return (all(e_tj[k] <= 2 * e_eager[k] + TOL[k] for k in ("logits_rel", "grad_rel"))
-            and 1 - e_tj["grad_cos"] <= 2 * (1 - e_eager["grad_cos"]) + (1 - TOL["grad_cos"]))
+def _judge(e_tj: dict[str, float], e_eager: dict[str, float], floor: dict[str, float] | None = None) -> bool:
+    """enable()'s step no more than twice as far from fp64 as eager's, plus ``floor`` (fp32's
+    tolerance by default: a well-conditioned model's eager step may be exact to its
+    rounding; HALF_TOL for a half type), by each measure."""
+    f = TOL if floor is None else floor
+    return (all(e_tj[k] <= 2 * e_eager[k] + f[k] for k in ("logits_rel", "grad_rel"))
+            and 1 - e_tj["grad_cos"] <= 2 * (1 - e_eager["grad_cos"]) + (1 - f["grad_cos"]))
 
 
 def _wide_step(model: torch.nn.Module, inputs: dict[str, Any],

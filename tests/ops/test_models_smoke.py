@@ -281,6 +281,11 @@ def test_causal_lm_sweep_judges_a_bf16_step_against_a_wider_one(capsys):
     assert S._judge(dict(logits_rel=2e-2, grad_rel=1e-2, grad_cos=0.998), e)
     assert not S._judge(dict(logits_rel=3e-2, grad_rel=1e-2, grad_cos=0.999), e)
     assert not S._judge(dict(logits_rel=1e-2, grad_rel=1e-2, grad_cos=0.99), e)
+    # a half type's floor: an ulp-flipped ReLU moves a tiny model's gradients by a few percent
+    flipped = dict(logits_rel=5e-3, grad_rel=4e-2, grad_cos=0.99975)
+    close = dict(logits_rel=5e-3, grad_rel=7e-3, grad_cos=0.99998)
+    assert S._judge(flipped, close, S.HALF_TOL) and not S._judge(flipped, close)
+    assert not S._judge(dict(logits_rel=5e-3, grad_rel=0.3, grad_cos=0.99), close, S.HALF_TOL)
 
 
 def test_causal_lm_sweep_marks_an_architecture_past_its_time_as_slow(capsys, monkeypatch):
