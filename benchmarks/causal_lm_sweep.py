@@ -244,12 +244,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
         inputs = _inputs(task, model, device, dtype)
 
         def step() -> tuple[torch.Tensor, torch.Tensor]:
-            torch.manual_seed(2)  # the same draws each step (stochastic depth, router jitter)
-            model.train()
-            model.zero_grad(set_to_none=True)
-            out = model(**inputs)
-            out.loss.backward()
-            return out.logits.detach(), out.loss.detach()
+            return _train_step(model, inputs)
 
         ref = step()
         ref_grads = M._grads(model)
@@ -275,7 +270,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     # enable()'s, the model amplifies rounding (a shrunk vision model's vanishing
     # activations, normalized again): no fp32 implementation can agree closer. In a half
     # type two correct implementations differ by far more than fp32 rounding: fp64 alone judges
-    for wide in (torch.float64, torch.float32)[:1 if dtype == torch.float32 else 2]:
+    for wide in (torch.float64,) if dtype == torch.float32 else (torch.float64, torch.float32):
         try:
             exact = _wide_step(model, inputs, wide)
             break
@@ -309,12 +304,19 @@ def _wide_step(model: torch.nn.Module, inputs: dict[str, Any],
     the comparison."""
     m64 = copy.deepcopy(model).to(wide)
     x64 = {k: v.to(wide) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
+    logits, loss = _train_step(m64, x64)
+    return (logits.float(), loss.float()), M._grads(m64)
+
+
+def _train_step(model: torch.nn.Module, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One training step's (logits, loss), its gradients left in ``model``; each step draws
+    the same random numbers (stochastic depth, router jitter), so that steps compare."""
     torch.manual_seed(2)
-    m64.train()
-    m64.zero_grad(set_to_none=True)
-    out = m64(**x64)
+    model.train()
+    model.zero_grad(set_to_none=True)
+    out = model(**inputs)
     out.loss.backward()
-    return (out.logits.detach().float(), out.loss.detach().float()), M._grads(m64)
+    return out.logits.detach(), out.loss.detach()
 
 
 def _within(a: dict[str, float], tol: dict[str, float] | None = None) -> bool:
