@@ -24,26 +24,33 @@ tritonjit launches of the step under enable(), and a status:
   shrinking, not of tritonjit); ``slow``: not finished within ``--timeout`` seconds, eager
   and enable() together.
 
+``--time CALLS`` also times each agreeing step, eager against enable() (median of five
+interleaved rounds of CALLS steps), adds it to the row and ends with a summary line: a
+shrunk model's step is hundreds of small calls, so the ratio is the host cost per op of
+each path over the model's own mix of shapes and layouts, not a large model's figure.
+
 Exit status 1 if any row is a MISMATCH or an ERROR. Slow on the interpreter (1-5 s an
 architecture, some far more); a few configs still allocate GBs, so cap the process's
 memory (``ulimit -v``) on a small machine.
 
     python benchmarks/causal_lm_sweep.py [--task masked-lm] [--models llama,gpt2] [--timeout 300]
-        [--device cuda] [--dtype bf16] [--list]
+        [--device cuda] [--dtype bf16] [--time CALLS] [--list]
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import math
 import signal
+import statistics
 import sys
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -51,6 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models as M  # noqa: E402  (its path setup and agreement rule)
 import tritonjit_ops as T  # noqa: E402
 from architectures import no_dropout  # noqa: E402
+
+R = TypeVar("R")
 
 #: config attributes set where a config has them (as ints): a model of 1 layer, hidden 32
 SMALL = dict(
@@ -179,12 +188,18 @@ class _OutOfTime(BaseException):
 
 def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str,
                  task: str = "causal-lm", dtype: torch.dtype = torch.float32) -> tuple[str, str]:
-    """check(), or ``slow`` where it runs past ``seconds`` (0: no limit). The alarm fires
+    """check(), or ``slow`` where it runs past ``seconds`` (0: no limit)."""
+    done = _in_time(seconds, lambda: check(name, cfg_cls, cls, device, task, dtype))
+    return done if done is not None else ("slow", f"did not finish within {seconds} s")
+
+
+def _in_time(seconds: int, fn: Callable[[], R]) -> R | None:
+    """``fn()``, or None where it runs past ``seconds`` (0: no limit). The alarm fires
     between Python bytecodes, so a single long native call finishes first; where it fires
     inside a backward, autograd's engine re-raises it as a RuntimeError (an ``ERROR`` row
     that is in fact ``slow``), hence the flag."""
     if seconds <= 0:
-        return check(name, cfg_cls, cls, device, task, dtype)
+        return fn()
     fired = []
 
     def alarm(signum: int, frame: object) -> None:
@@ -194,13 +209,37 @@ def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str,
     old = signal.signal(signal.SIGALRM, alarm)
     signal.alarm(seconds)
     try:
-        status, detail = check(name, cfg_cls, cls, device, task, dtype)
+        out = fn()
     except _OutOfTime:
         fired.append(True)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    return ("slow", f"did not finish within {seconds} s") if fired else (status, detail)
+    return None if fired else out
+
+
+def time_step(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype,
+              calls: int, rounds: int = 5) -> tuple[float, float]:
+    """(eager, enable()) microseconds of one training step of the shrunk model: the median of
+    ``rounds`` interleaved rounds of ``calls`` steps each. A shrunk model's step is a few
+    hundred small calls, so this is the host cost of each path per op, which is what a
+    model's small and odd-shaped calls (broadcast, strided, scalar) cost under enable()."""
+    model = _tiny(cfg_cls, cls, device, task, dtype)
+    inputs = _inputs(task, model, device, dtype)
+    _, med = M.eager_vs_enabled(lambda: _train_step(model, inputs), M._sync(device), calls, rounds, warmup=2)
+    return med["eager"], med["tritonjit"]
+
+
+def _time_summary(times: dict[str, tuple[float, float]]) -> str:
+    """One line: the geometric mean, median and worst of enable()'s step time over eager's,
+    and the architectures above 1.0x, slowest first."""
+    ratios = {n: tj / eager for n, (eager, tj) in times.items()}
+    geo = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+    worst = sorted(ratios.items(), key=lambda kv: -kv[1])
+    over = [f"{n} {r:.2f}x" for n, r in worst if r > 1.0]
+    return (f"step time, enable() over eager, {len(ratios)} architectures: geomean {geo:.2f}x, "
+            f"median {statistics.median(ratios.values()):.2f}x, worst {worst[0][1]:.2f}x ({worst[0][0]}); "
+            f"above 1.0x: {len(over)}{': ' + ', '.join(over) if over else ''}")
 
 
 def _inputs(task: str, model: torch.nn.Module, device: str, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
@@ -354,6 +393,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="device of the models and inputs (default: the active backend's device type)")
     ap.add_argument("--dtype", choices=tuple(DTYPES), default="fp32",
                     help="the models' dtype; a half type is judged against the step in fp64 (slower)")
+    ap.add_argument("--time", type=int, default=0, metavar="CALLS",
+                    help="time each agreeing architecture's step, eager against enable(), in rounds of "
+                         "CALLS steps (0: no timing); a summary line follows the table")
     ap.add_argument("--list", action="store_true", help="print the model types and exit")
     a = ap.parse_args(argv)
     archs = architectures(a.task)
@@ -366,13 +408,23 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     M.quiet()
     counts: dict[str, int] = {}
+    times: dict[str, tuple[float, float]] = {}
     print("| model type | status | detail |\n| --- | --- | --- |")
     for n in names:
         with _fp32_exact(a.device):
             status, detail = check_within(a.timeout, n, *archs[n], a.device, a.task, DTYPES[a.dtype])
+            if status == "ok" and a.time > 0:
+                t = _in_time(a.timeout, lambda: time_step(*archs[n], a.device, a.task, DTYPES[a.dtype], a.time))
+                if t is None:
+                    detail += f"; step not timed within {a.timeout} s"
+                else:
+                    times[n] = t
+                    detail += f"; step: eager {t[0]:.0f} us, enable() {t[1]:.0f} us, {t[1] / t[0]:.2f}x"
         counts[status] = counts.get(status, 0) + 1
         print(f"| {n} | {status} | {detail} |", flush=True)
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    if times:
+        print(_time_summary(times))
     return 1 if counts.get("MISMATCH") or counts.get("ERROR") else 0
 
 

@@ -327,3 +327,32 @@ def test_eager_vs_enabled_times_each_path_in_interleaved_rounds():
     # warm-up (1 call each), then 2 reps of 3 calls: eager, tritonjit, eager, tritonjit
     assert seen == [()] + [("mm",)] + [()] * 3 + [("mm",)] * 3 + [()] * 3 + [("mm",)] * 3
     assert len(syncs) == 6 and T.enabled_ops() == []
+
+
+def test_causal_lm_sweep_times_agreeing_steps_and_sums_them_up(capsys, monkeypatch):
+    """--time CALLS: each ``ok`` row gets its step's eager and enable() times and their ratio
+    (only ``ok`` rows: a MISMATCH's time would mean nothing), and a summary line follows the
+    counts; time_step itself times the real step, eager outside and kernels inside enable()."""
+    from tritonjit_ops._audit import _count_launches
+
+    S = bench_module("causal_lm_sweep")
+    with _count_launches() as launches:
+        eager, tj = S.time_step(*S.architectures()["llama"], "cpu", "causal-lm", S.torch.float32, calls=1, rounds=1)
+    assert eager > 0 and tj > 0 and launches[0] > 0
+    asked = []
+
+    def fake(cfg, cls, device, task, dtype, calls):
+        asked.append((cls, calls))
+        return {"LlamaForCausalLM": (100.0, 80.0), "GPT2LMHeadModel": (100.0, 125.0)}[cls]
+
+    monkeypatch.setattr(S, "time_step", fake)
+    assert S.main(["--models", "llama,gpt2", "--time", "3"]) == 0
+    out = capsys.readouterr().out
+    assert asked == [("LlamaForCausalLM", 3), ("GPT2LMHeadModel", 3)]
+    assert "| llama | ok |" in out and "step: eager 100 us, enable() 80 us, 0.80x |" in out
+    assert "step: eager 100 us, enable() 125 us, 1.25x |" in out
+    assert ("geomean 1.00x, median 1.02x, worst 1.25x (gpt2); above 1.0x: 1: gpt2 1.25x" in out.splitlines()[-1]), out
+    monkeypatch.setitem(S.TOL, "logits_rel", -1.0)  # MISMATCH rows are not timed
+    asked.clear()
+    assert S.main(["--models", "gpt2", "--time", "3"]) == 1
+    assert asked == [] and "step time" not in capsys.readouterr().out
