@@ -356,3 +356,54 @@ def test_causal_lm_sweep_times_agreeing_steps_and_sums_them_up(capsys, monkeypat
     asked.clear()
     assert S.main(["--models", "gpt2", "--time", "3"]) == 1
     assert asked == [] and "step time" not in capsys.readouterr().out
+
+
+def test_causal_lm_sweep_reference_skips_a_wide_step_that_is_not_finite_or_cannot_run(capsys, monkeypatch):
+    """The fp64 arbiter of a half-type row: a model whose own fp64 step is not finite
+    (Longformer's masks, Canine's loss) is judged against fp32 instead, the row saying why;
+    with no wider reference at all, a step within a half type's rounding of eager is ``ok``
+    and says so, one beyond it a MISMATCH that names why each reference failed."""
+    S = bench_module("causal_lm_sweep")
+    real = S._wide_step
+
+    def nan_in_fp64(model, inputs, wide):
+        (logits, loss), grads = real(model, inputs, wide)
+        if wide == S.torch.float64:
+            grads[0] = grads[0] * float("nan")
+        return (logits, loss), grads
+
+    monkeypatch.setattr(S, "_wide_step", nan_in_fp64)
+    assert S.main(["--dtype", "bf16", "--models", "gpt2"]) == 0
+    assert "| gpt2 | ok | against fp32: logits" in capsys.readouterr().out
+
+    def fails(model, inputs, wide):
+        raise TypeError("no kernel for this dtype")
+
+    monkeypatch.setattr(S, "_wide_step", fails)
+    assert S.main(["--dtype", "bf16", "--models", "gpt2"]) == 0
+    out = capsys.readouterr().out
+    assert ("| gpt2 | ok | no wider reference (fp64: TypeError; fp32: TypeError): within a half type's rounding "
+            "of eager; logits") in out, out
+    monkeypatch.setitem(S.HALF_TOL, "logits_rel", -1.0)
+    assert S.main(["--dtype", "bf16", "--models", "gpt2"]) == 1
+    assert re.search(r"\| gpt2 \| MISMATCH \| logits .*; no wider reference \(fp64: TypeError; fp32: TypeError\) \|",
+                     capsys.readouterr().out)
+
+
+def test_causal_lm_sweep_wide_step_rebuilds_a_model_that_cannot_be_copied():
+    """A model holding a tensor its forward computed (RecurrentGemma keeps its recurrent
+    state) cannot be deep-copied after a step: the fp64 step rebuilds it from its config
+    and state instead, on the model's device, with the same weights."""
+    S = bench_module("causal_lm_sweep")
+    model = S._tiny(*S.architectures()["llama"], "cpu", "causal-lm")
+    inputs = S._inputs("causal-lm", model, "cpu")
+    logits, _ = S._train_step(model, inputs)
+    first = next(model.parameters())
+    model.state = first * 2  # a non-leaf tensor: deepcopy refuses the module now
+    with pytest.raises(RuntimeError):
+        import copy
+
+        copy.deepcopy(model)
+    (wide_logits, _), grads = S._wide_step(model, inputs, S.torch.float64)
+    assert len(grads) == len(M._grads(model))
+    assert S.torch.allclose(wide_logits, logits, rtol=1e-4, atol=1e-5)
