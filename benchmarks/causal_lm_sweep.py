@@ -71,7 +71,19 @@ SMALL = dict(
     n_routed_experts=4, first_k_dense_replace=0, n_shared_experts=1, rotary_dim=4, shared_expert_intermediate_size=32,
     expert_intermediate_size=32, decoder_layers=1, encoder_layers=1, attention_heads=4, encoder_attention_heads=4,
     decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64,
-    image_size=32, patch_size=4, window_size=4, num_labels=2, n_group=1, topk_group=1)
+    image_size=32, patch_size=4, window_size=4, num_labels=2, n_group=1, topk_group=1,
+    # state-space layers (Mamba-2, Bamba, Falcon-H1, Zamba, NemotronH): heads x head dim = 2 x 32
+    n_groups=1, state_size=16, mamba_n_heads=4, mamba_d_head=16, mamba_d_ssm=64, mamba_d_state=16, mamba_n_groups=1,
+    mamba_ngroups=1, n_mamba_heads=4, mamba_headdim=16, mamba_num_heads=4, mamba_head_dim=16, ssm_state_size=16,
+    mamba_dt_rank=4, attention_hidden_size=64, attention_head_dim=16, num_kv_shared_layers=0,
+    vocab_size_per_layer_input=96, hidden_size_per_layer_input=8,
+    # widths some configs keep beside hidden_size (DeBERTa's pooler, MobileBERT's bottleneck, Marian's decoder vocabulary)
+    pooler_hidden_size=32, embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32, decoder_vocab_size=96,
+    # sparse attention's indexer (DeepSeek-V3.2, GLM-MoE-DSA)
+    index_head_dim=8, index_n_heads=4, index_topk=4)
+#: SMALL's values also set where a config leaves them None for its model to derive (Nemotron's
+#: key-value heads, ESM's vocabulary, DeepSeek-V2's and dots1's experts)
+_FROM_NONE = ("num_key_value_heads", "vocab_size", "num_experts_per_tok", "n_routed_experts", "n_shared_experts")
 TOL = dict(logits_rel=1e-4, grad_rel=1e-3, grad_cos=0.9999)
 #: how far eager's step may move when repeated (atomics' order on a GPU) before it is ``unstable``
 REPEAT_TOL = dict(TOL)
@@ -120,18 +132,21 @@ _SPECIAL = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_to
 _STAGED_KEEP = ("hidden_size", "num_hidden_layers", "num_layers", "num_attention_heads", "num_heads")
 
 
-def _shrink(cfg: Any) -> None:
+def _shrink(cfg: Any, by_kind: bool = True) -> None:
     """SMALL's values set on ``cfg`` where it has them as ints (a read-only property or a
     config that refuses one is left alone), special token ids moved inside the shrunk
     vocabulary, what the config derives from them made consistent, dropout off; the same
     for each sub-config it declares and a ``text_config`` or ``vision_config``."""
+    layers = getattr(cfg, "num_hidden_layers", None)
+    per_layer = {k: list(v) for k, v in vars(cfg).items()
+                 if isinstance(layers, int) and isinstance(v, list) and len(v) == layers}
     # a staged (convolutional, windowed) model keeps its stages and widths, one block a stage
     depths = getattr(cfg, "depths", None)
     staged = isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths)
     for k, v in SMALL.items():
         if staged and k in _STAGED_KEEP:
             continue
-        if isinstance(getattr(cfg, k, None), int):
+        if isinstance(getattr(cfg, k, None), int) or (k in _FROM_NONE and hasattr(cfg, k) and getattr(cfg, k) is None):
             try:
                 setattr(cfg, k, v)
             except (AttributeError, NotImplementedError):
@@ -152,32 +167,109 @@ def _shrink(cfg: Any) -> None:
         cfg.head_dim = cfg.qk_rope_head_dim  # latent attention: its rotary part (DeepSeek-V2/V3's config)
         if isinstance(getattr(cfg, "qk_head_dim", None), int):
             cfg.qk_head_dim = cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+        if isinstance(getattr(cfg, "kv_lora_rank", None), int) and isinstance(getattr(cfg, "num_key_value_heads", None), int):
+            cfg.num_key_value_heads = cfg.num_attention_heads  # one key per head (DeepSeek-V3.2's indexer mask)
     heads, width = getattr(cfg, "num_attention_heads", None), getattr(cfg, "hidden_size", None)
+    if all(isinstance(getattr(cfg, k, None), int) for k in ("expand", "num_heads", "head_dim", "state_size")) \
+            and isinstance(width, int):
+        cfg.head_dim = cfg.expand * width // cfg.num_heads  # Mamba-2's heads span its expanded width
     if hasattr(cfg, "head_dim") and cfg.head_dim is None and isinstance(heads, int) and isinstance(width, int):
         cfg.head_dim = width // heads  # a default the config leaves to its model (Ministral, Hunyuan)
     no_dropout(cfg)
-    if isinstance(getattr(cfg, "layer_types", None), list) and isinstance(getattr(cfg, "num_hidden_layers", None), int):
-        cfg.layer_types = cfg.layer_types[:cfg.num_hidden_layers]
+    if by_kind:
+        _one_layer_of_each_kind(cfg, layers, per_layer)
+    else:
+        for name, values in per_layer.items():
+            try:
+                setattr(cfg, name, values[:cfg.num_hidden_layers])
+            except AttributeError:  # a read-only property, derived from the layer count
+                pass
     # the config's declared sub-configs (an encoder-decoder's halves, a byte model's patcher), or
     # a composite's text and vision configs
     for part in dict.fromkeys([*getattr(type(cfg), "sub_configs", {}), "text_config", "vision_config"]):
         sub = getattr(cfg, part, None)
         if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
-            _shrink(sub)
+            _shrink(sub, by_kind)
+
+
+#: per-layer kind lists a config may hold (a hybrid model's attention and recurrent layers)
+_LAYER_LISTS = ("layer_types", "layers_block_type")
+
+
+def _one_layer_of_each_kind(cfg: Any, layers: int | None, per_layer: dict[str, list[Any]]) -> None:
+    """A hybrid model (Qwen3-Next, Zamba, Gemma 3n) shrunk to one layer of each kind its layer
+    list names, the first of each: one layer alone would drop its attention layers, which its
+    cache and masks expect. ``per_layer`` holds the config's lists of ``layers`` entries
+    before shrinking (the kinds, Gemma 3n's sparsity per layer): each keeps the chosen layers'
+    entries. A kind list the config derives from the layer count (a read-only property:
+    Jamba's, from an attention period) gets layers until it names every kind it named."""
+    kinds = next((per_layer[n] for n in _LAYER_LISTS if n in per_layer), None)
+    if layers is None or not isinstance(cfg.num_hidden_layers, int):
+        return
+    if kinds is not None:
+        chosen = [kinds.index(k) for k in dict.fromkeys(kinds)]
+        for name, values in per_layer.items():
+            setattr(cfg, name, [values[i] for i in chosen])
+        # the layer indices a config derived from its kinds (Zamba2's)
+        if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):
+            cfg.hybrid_layer_ids = [chosen.index(i) for i in cfg.hybrid_layer_ids if i in chosen]
+        cfg.num_hidden_layers = len(chosen)
+        return
+    derived = next((n for n in _LAYER_LISTS if isinstance(getattr(type(cfg), n, None), property)), None)
+    if derived is None:
+        return
+    try:
+        want = set(getattr(type(cfg)(), derived))  # the default config's kinds
+    except Exception:  # noqa: BLE001  (a config that needs arguments)
+        return
+    while set(getattr(cfg, derived)) != want and cfg.num_hidden_layers < layers:
+        cfg.num_hidden_layers += 1
+
+
+def _configs(cfg_cls: str, task: str) -> Iterator[Any]:
+    """The shrunk configs to build ``task``'s model from, the likeliest first: a hybrid model
+    with one layer of each kind, then (where its model refuses that, as Zamba's weight tying
+    does) its first layer alone; a composite config (text and vision or audio) as its text
+    model, which a causal LM is built on, then whole, which a task head such as Gemma 3's
+    classifier reads."""
+    import transformers as tf
+
+    for by_kind in (True, False):
+        cfg = getattr(tf, cfg_cls)()
+        _shrink(cfg, by_kind)
+        if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
+            cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's: the pad token
+        text = getattr(cfg, "text_config", None)
+        if task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size"):
+            yield text
+        yield cfg
 
 
 def _tiny(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     import transformers as tf
 
-    cfg = getattr(tf, cfg_cls)()
-    _shrink(cfg)
-    text = getattr(cfg, "text_config", None)
-    if task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size"):
-        cfg = text  # a composite config whose language model is its text model
-    if task == "seq2seq-lm" and getattr(cfg, "decoder_start_token_id", None) is None:
-        cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's: the pad token
-    torch.manual_seed(0)
-    model = getattr(tf, cls)(cfg).to(device=device, dtype=dtype)
+    model, err = None, None
+    for c in _configs(cfg_cls, task):
+        for two_layers in (False, True):  # RWKV's initialization divides by the layer count - 1
+            if two_layers:
+                if getattr(c, "num_hidden_layers", None) != 1:
+                    break
+                c.num_hidden_layers = 2
+            torch.manual_seed(0)
+            try:
+                model = getattr(tf, cls)(c)
+                break
+            except Exception as e:  # noqa: BLE001  (the next config or layer count may fit)
+                err = err or e  # the first failure says most
+        if model is not None:
+            break
+    if model is None:
+        assert err is not None
+        raise err
+    model = model.to(device=device, dtype=dtype)
+    languages = getattr(model.config, "languages", None)
+    if hasattr(model, "set_default_language") and languages:
+        model.set_default_language(languages[0])  # X-MOD's adapters: one language
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0

@@ -407,3 +407,58 @@ def test_causal_lm_sweep_wide_step_rebuilds_a_model_that_cannot_be_copied():
     (wide_logits, _), grads = S._wide_step(model, inputs, S.torch.float64)
     assert len(grads) == len(M._grads(model))
     assert S.torch.allclose(wide_logits, logits, rtol=1e-4, atol=1e-5)
+
+
+def test_causal_lm_sweep_shrinks_a_hybrid_model_to_one_layer_of_each_kind():
+    """A hybrid config's layer kinds: one layer of each, the first of each kind, with every
+    per-layer list cut to those layers (one layer alone drops the attention layers its cache
+    expects); a kind list the config derives from its layer count gets layers until it names
+    each kind again; a field the config leaves None for its model to derive gets SMALL's."""
+    S = bench_module("causal_lm_sweep")
+
+    class Hybrid:
+        def __init__(self):
+            self.num_hidden_layers = 6
+            self.layer_types = ["linear", "linear", "full", "linear", "moe", "full"]
+            self.sparsity = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+            self.num_key_value_heads = None
+
+    cfg = Hybrid()
+    S._shrink(cfg)
+    assert cfg.layer_types == ["linear", "full", "moe"] and cfg.num_hidden_layers == 3
+    assert cfg.sparsity == [0.9, 0.7, 0.5] and cfg.num_key_value_heads == S.SMALL["num_key_value_heads"]
+    cfg = Hybrid()
+    S._shrink(cfg, by_kind=False)  # the fallback: the first layers alone
+    assert cfg.layer_types == ["linear"] and cfg.sparsity == [0.9] and cfg.num_hidden_layers == 1
+
+    class Periodic:  # attention every fourth layer from the third, as Jamba's
+        def __init__(self):
+            self.num_hidden_layers = 8
+
+        @property
+        def layer_types(self):
+            return ["attention" if i % 4 == 2 else "mamba" for i in range(self.num_hidden_layers)]
+
+    cfg = Periodic()
+    S._shrink(cfg)
+    assert cfg.num_hidden_layers == 3 and set(cfg.layer_types) == {"attention", "mamba"}
+
+
+@pytest.mark.parametrize("task,model", [("causal-lm", "qwen3_next"), ("causal-lm", "mamba2"),
+                                        ("sequence-classification", "deberta"), ("causal-lm", "rwkv")])
+def test_causal_lm_sweep_builds_the_models_its_shrinking_used_to_skip(task, model):
+    """Configs the generic shrinking once broke build and run a training step in eager:
+    Qwen3-Next keeps a linear-attention and a full-attention layer, Mamba-2's heads span its
+    expanded width, DeBERTa's pooler is shrunk with the model, RWKV (whose initialization
+    divides by the layer count - 1) gets two layers."""
+    S = bench_module("causal_lm_sweep")
+    archs = S.architectures(task)
+    if model not in archs:
+        pytest.skip(f"{model} is not in this transformers")
+    m = S._tiny(*archs[model], "cpu", task)
+    logits, loss = S._train_step(m, S._inputs(task, m, "cpu"))
+    assert S.torch.isfinite(loss) and all(g.abs().sum() > 0 for g in M._grads(m)[:1])
+    if model == "qwen3_next":
+        assert sorted(set(m.config.layer_types)) == ["full_attention", "linear_attention"]
+    if model == "rwkv":
+        assert m.config.num_hidden_layers == 2
