@@ -347,7 +347,9 @@ class GenerateResult:
 
 # ------------------------------------------------------------------ agreement
 def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
-    return [p.grad.detach().float().clone() for p in model.parameters() if p.grad is not None]
+    """Copies of ``model``'s gradients in fp32; a parameter with no elements (a shrunk
+    MobileBERT's) has nothing to compare."""
+    return [p.grad.detach().float().clone() for p in model.parameters() if p.grad is not None and p.numel()]
 
 
 def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,

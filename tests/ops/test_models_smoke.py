@@ -462,3 +462,17 @@ def test_causal_lm_sweep_builds_the_models_its_shrinking_used_to_skip(task, mode
         assert sorted(set(m.config.layer_types)) == ["full_attention", "linear_attention"]
     if model == "rwkv":
         assert m.config.num_hidden_layers == 2
+
+
+def test_agreement_leaves_out_parameters_without_elements():
+    """A shrunk model may hold a parameter of no elements (MobileBERT's bottleneck when the
+    widths coincide): its gradient has nothing to compare, and ``agreement`` must not fail on
+    it (``max()`` of an empty tensor) or count it."""
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 0), torch.nn.Linear(0, 4), torch.nn.Linear(4, 3))
+    x = torch.randn(2, 4)
+    model(x).sum().backward()
+    grads = M._grads(model)
+    assert [tuple(g.shape) for g in grads] == [(4,), (3, 4), (3,)]  # the empty weights left out
+    a = M.agreement(model(x).detach(), model(x).detach(), grads, [g.clone() for g in grads])
+    assert a["grad_rel"] == 0.0 and a["grad_cos"] == 1.0
