@@ -136,10 +136,13 @@ def _shrink(cfg: Any, by_kind: bool = True) -> None:
     """SMALL's values set on ``cfg`` where it has them as ints (a read-only property or a
     config that refuses one is left alone), special token ids moved inside the shrunk
     vocabulary, what the config derives from them made consistent, dropout off; the same
-    for each sub-config it declares and a ``text_config`` or ``vision_config``."""
+    for each sub-config it declares and a ``text_config`` or ``vision_config``. A hybrid
+    keeps one layer of each kind (``by_kind``) or its first layer alone."""
     layers = getattr(cfg, "num_hidden_layers", None)
+    # its lists of one entry per layer (kinds, a sparsity per layer), not token ids that happen
+    # to be as many
     per_layer = {k: list(v) for k, v in vars(cfg).items()
-                 if isinstance(layers, int) and isinstance(v, list) and len(v) == layers}
+                 if isinstance(layers, int) and isinstance(v, list) and len(v) == layers and not k.endswith("_id")}
     # a staged (convolutional, windowed) model keeps its stages and widths, one block a stage
     depths = getattr(cfg, "depths", None)
     staged = isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths)
