@@ -143,6 +143,9 @@ def _shrink(cfg: Any, by_kind: bool = True) -> None:
     # to be as many
     per_layer = {k: list(v) for k, v in vars(cfg).items()
                  if isinstance(layers, int) and isinstance(v, list) and len(v) == layers and not k.endswith("_id")}
+    # the kinds of a list the config derives from its layer count (a read-only property)
+    derived = {n: set(getattr(cfg, n)) for n in _LAYER_LISTS
+               if isinstance(getattr(type(cfg), n, None), property) and isinstance(getattr(cfg, n, None), list)}
     # a staged (convolutional, windowed) model keeps its stages and widths, one block a stage
     depths = getattr(cfg, "depths", None)
     staged = isinstance(depths, (list, tuple)) and all(isinstance(d, int) for d in depths)
@@ -180,7 +183,7 @@ def _shrink(cfg: Any, by_kind: bool = True) -> None:
         cfg.head_dim = width // heads  # a default the config leaves to its model (Ministral, Hunyuan)
     no_dropout(cfg)
     if by_kind:
-        _one_layer_of_each_kind(cfg, layers, per_layer)
+        _one_layer_of_each_kind(cfg, layers, per_layer, derived)
     else:
         for name, values in per_layer.items():
             try:
@@ -199,13 +202,15 @@ def _shrink(cfg: Any, by_kind: bool = True) -> None:
 _LAYER_LISTS = ("layer_types", "layers_block_type")
 
 
-def _one_layer_of_each_kind(cfg: Any, layers: int | None, per_layer: dict[str, list[Any]]) -> None:
+def _one_layer_of_each_kind(cfg: Any, layers: int | None, per_layer: dict[str, list[Any]],
+                            derived: dict[str, set[Any]]) -> None:
     """A hybrid model (Qwen3-Next, Zamba, Gemma 3n) shrunk to one layer of each kind its layer
     list names, the first of each: one layer alone would drop its attention layers, which its
     cache and masks expect. ``per_layer`` holds the config's lists of ``layers`` entries
     before shrinking (the kinds, Gemma 3n's sparsity per layer): each keeps the chosen layers'
     entries. A kind list the config derives from the layer count (a read-only property:
-    Jamba's, from an attention period) gets layers until it names every kind it named."""
+    Jamba's, from an attention period) gets layers until it names every kind ``derived``
+    says it named."""
     kinds = next((per_layer[n] for n in _LAYER_LISTS if n in per_layer), None)
     if layers is None or not isinstance(cfg.num_hidden_layers, int):
         return
@@ -218,15 +223,9 @@ def _one_layer_of_each_kind(cfg: Any, layers: int | None, per_layer: dict[str, l
             cfg.hybrid_layer_ids = [chosen.index(i) for i in cfg.hybrid_layer_ids if i in chosen]
         cfg.num_hidden_layers = len(chosen)
         return
-    derived = next((n for n in _LAYER_LISTS if isinstance(getattr(type(cfg), n, None), property)), None)
-    if derived is None:
-        return
-    try:
-        want = set(getattr(type(cfg)(), derived))  # the default config's kinds
-    except Exception:  # noqa: BLE001  (a config that needs arguments)
-        return
-    while set(getattr(cfg, derived)) != want and cfg.num_hidden_layers < layers:
-        cfg.num_hidden_layers += 1
+    for name, want in derived.items():
+        while set(getattr(cfg, name)) != want and cfg.num_hidden_layers < layers:
+            cfg.num_hidden_layers += 1
 
 
 def _configs(cfg_cls: str, task: str) -> Iterator[Any]:
@@ -234,7 +233,9 @@ def _configs(cfg_cls: str, task: str) -> Iterator[Any]:
     with one layer of each kind, then (where its model refuses that, as Zamba's weight tying
     does) its first layer alone; a composite config (text and vision or audio) as its text
     model, which a causal LM is built on, then whole, which a task head such as Gemma 3's
-    classifier reads."""
+    classifier reads. A one-layer config that fails is tried again with two layers (RWKV's
+    initialization divides by the layer count - 1): a config after the first is asked for
+    only when the one before it did not build."""
     import transformers as tf
 
     for by_kind in (True, False):
@@ -243,30 +244,26 @@ def _configs(cfg_cls: str, task: str) -> Iterator[Any]:
         if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
             cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's: the pad token
         text = getattr(cfg, "text_config", None)
-        if task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size"):
-            yield text
-        yield cfg
+        composite = task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size")
+        for c in (text, cfg) if composite else (cfg,):
+            yield c
+            if getattr(c, "num_hidden_layers", None) == 1:
+                c.num_hidden_layers = 2
+                yield c
 
 
 def _tiny(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     import transformers as tf
 
-    model, err = None, None
+    err: Exception | None = None
     for c in _configs(cfg_cls, task):
-        for two_layers in (False, True):  # RWKV's initialization divides by the layer count - 1
-            if two_layers:
-                if getattr(c, "num_hidden_layers", None) != 1:
-                    break
-                c.num_hidden_layers = 2
-            torch.manual_seed(0)
-            try:
-                model = getattr(tf, cls)(c)
-                break
-            except Exception as e:  # noqa: BLE001  (the next config or layer count may fit)
-                err = err or e  # the first failure says most
-        if model is not None:
+        torch.manual_seed(0)
+        try:
+            model = getattr(tf, cls)(c)
             break
-    if model is None:
+        except Exception as e:  # noqa: BLE001  (the next config may fit)
+            err = err or e  # the first failure says most
+    else:
         assert err is not None
         raise err
     model = model.to(device=device, dtype=dtype)

@@ -457,7 +457,7 @@ def test_causal_lm_sweep_builds_the_models_its_shrinking_used_to_skip(task, mode
         pytest.skip(f"{model} is not in this transformers")
     m = S._tiny(*archs[model], "cpu", task)
     logits, loss = S._train_step(m, S._inputs(task, m, "cpu"))
-    assert S.torch.isfinite(loss) and all(g.abs().sum() > 0 for g in M._grads(m)[:1])
+    assert S.torch.isfinite(loss) and M._grads(m)[0].abs().sum() > 0
     if model == "qwen3_next":
         assert sorted(set(m.config.layer_types)) == ["full_attention", "linear_attention"]
     if model == "rwkv":
