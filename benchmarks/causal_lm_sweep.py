@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
+import os
 import signal
 import statistics
 import sys
@@ -70,7 +72,7 @@ SMALL = dict(
     num_experts_per_tok=2, kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=8,
     n_routed_experts=4, first_k_dense_replace=0, n_shared_experts=1, rotary_dim=4, shared_expert_intermediate_size=32,
     expert_intermediate_size=32, decoder_layers=1, encoder_layers=1, attention_heads=4, encoder_attention_heads=4,
-    decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64,
+    decoder_attention_heads=4, decoder_ffn_dim=64, encoder_ffn_dim=64, n_inner=64, ffn_hidden_size=64, num_decoder_layers=1,
     image_size=32, patch_size=4, window_size=4, num_labels=2, n_group=1, topk_group=1,
     # state-space layers (Mamba-2, Bamba, Falcon-H1, Zamba, NemotronH): heads x head dim = 2 x 32
     n_groups=1, state_size=16, mamba_n_heads=4, mamba_d_head=16, mamba_d_ssm=64, mamba_d_state=16, mamba_n_groups=1,
@@ -325,14 +327,14 @@ def time_step(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype
     return med["eager"], med["tritonjit"]
 
 
-def _time_summary(times: dict[str, tuple[float, float]]) -> str:
-    """One line: the geometric mean, median and worst of enable()'s step time over eager's,
-    and the architectures above 1.0x, slowest first."""
+def _time_summary(times: dict[str, tuple[float, float]], what: str = "step time") -> str:
+    """One line: the geometric mean, median and worst of enable()'s ``what`` (a step's time by
+    default) over eager's, and the architectures above 1.0x, slowest first."""
     ratios = {n: tj / eager for n, (eager, tj) in times.items()}
     geo = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
     worst = sorted(ratios.items(), key=lambda kv: -kv[1])
     over = [f"{n} {r:.2f}x" for n, r in worst if r > 1.0]
-    return (f"step time, enable() over eager, {len(ratios)} architectures: geomean {geo:.2f}x, "
+    return (f"{what}, enable() over eager, {len(ratios)} architectures: geomean {geo:.2f}x, "
             f"median {statistics.median(ratios.values()):.2f}x, worst {worst[0][1]:.2f}x ({worst[0][0]}); "
             f"above 1.0x: {len(over)}{': ' + ', '.join(over) if over else ''}")
 
@@ -520,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="time each agreeing architecture's step, eager against enable(), in rounds of "
                          "CALLS steps (0: no timing); a summary line follows the table")
     ap.add_argument("--list", action="store_true", help="print the model types and exit")
+    ap.add_argument("--resume", default="", help=argparse.SUPPRESS)  # _go_on's: the counts and times so far
     a = ap.parse_args(argv)
     archs = architectures(a.task)
     if a.list:
@@ -530,26 +533,68 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown model types {unknown}; --list shows them")
     warnings.filterwarnings("ignore")
     M.quiet()
-    counts: dict[str, int] = {}
-    times: dict[str, tuple[float, float]] = {}
-    print("| model type | status | detail |\n| --- | --- | --- |")
-    for n in names:
-        with _fp32_exact(a.device):
-            status, detail = check_within(a.timeout, n, *archs[n], a.device, a.task, DTYPES[a.dtype])
-            if status == "ok" and a.time > 0:
-                t = _in_time(a.timeout, lambda: time_step(*archs[n], a.device, a.task, DTYPES[a.dtype], a.time))
+    dtype = DTYPES[a.dtype]
+    return run_rows(names, a.device, a.timeout, a.resume,
+                    lambda n: check_within(a.timeout, n, *archs[n], a.device, a.task, dtype),
+                    (lambda n: time_step(*archs[n], a.device, a.task, dtype, a.time)) if a.time > 0 else None)
+
+
+def run_rows(names: list[str], device: str, timeout: int, resume: str, row: Callable[[str], tuple[str, str]],
+             timed: Callable[[str], tuple[float, float]] | None = None, what: str = "step") -> int:
+    """The sweep's table: ``row(name)`` -> (status, detail) for each architecture, and for an
+    ``ok`` row ``timed(name)`` -> (eager, enable()) microseconds; the counts, the timing
+    summary, and the exit status (1 on a MISMATCH or an ERROR). A row that leaves the
+    device's context lost (a CUDA fault is sticky: every later call fails, eager's too)
+    ends this process: the rest of the table is run by a new one (``_go_on``), which
+    ``resume`` hands the counts and times so far."""
+    state = json.loads(resume) if resume else {"counts": {}, "times": {}}
+    counts: dict[str, int] = state["counts"]
+    times: dict[str, tuple[float, float]] = {k: tuple(v) for k, v in state["times"].items()}
+    if not resume:
+        print("| model type | status | detail |\n| --- | --- | --- |")
+    for i, n in enumerate(names):
+        with _fp32_exact(device):
+            status, detail = row(n)
+            if status == "ok" and timed is not None:
+                t = _in_time(timeout, lambda: timed(n))
                 if t is None:
-                    detail += f"; step not timed within {a.timeout} s"
+                    detail += f"; {what} not timed within {timeout} s"
                 else:
                     times[n] = t
-                    detail += f"; step: eager {t[0]:.0f} us, enable() {t[1]:.0f} us, {t[1] / t[0]:.2f}x"
+                    detail += f"; {what}: eager {t[0]:.0f} us, enable() {t[1]:.0f} us, {t[1] / t[0]:.2f}x"
+        lost = status != "ok" and _device_lost(device)
+        if lost:
+            detail += "; the device's context is lost (a fault), the rows after it run in a new process"
         counts[status] = counts.get(status, 0) + 1
         print(f"| {n} | {status} | {detail} |", flush=True)
+        if lost and i + 1 < len(names):
+            _go_on(names[i + 1:], counts, times)
     print(", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
     if times:
-        print(_time_summary(times))
+        print(_time_summary(times, f"{what} time"))
     return 1 if counts.get("MISMATCH") or counts.get("ERROR") else 0
 
+
+def _device_lost(device: str) -> bool:
+    """Whether ``device``'s context is unusable after a failure (a CUDA fault: an illegal or
+    misaligned address, in eager's kernels or tritonjit's): a tiny op and a synchronize fail."""
+    if not device.startswith("cuda"):
+        return False
+    try:
+        torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001  (whatever the fault, the context is gone)
+        return True
+    return False
+
+
+def _go_on(rest: list[str], counts: dict[str, int], times: dict[str, tuple[float, float]]) -> None:
+    """Replace this process by the same command line for the architectures ``rest``, with
+    the counts and times so far (``--resume``): never returns."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    state = json.dumps({"counts": counts, "times": times})
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:], "--models", ",".join(rest), "--resume", state])
 
 if __name__ == "__main__":
     sys.exit(main())
