@@ -268,6 +268,7 @@ def _tiny(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype = t
     else:
         assert err is not None
         raise err
+    _no_zero_matrices(model)
     model = model.to(device=device, dtype=dtype)
     languages = getattr(model.config, "languages", None)
     if hasattr(model, "set_default_language") and languages:
@@ -276,6 +277,19 @@ def _tiny(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype = t
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
     return model
+
+
+def _no_zero_matrices(model: torch.nn.Module) -> None:
+    """Small random values (seeded) in each weight matrix the model's init left all zero: a
+    router initialized to zero (AFMoE's) scores every expert alike, and top-k then picks by
+    its tie order, which torch leaves to each implementation (aten's CPU and CUDA kernels
+    pick different experts): eager and enable() would compare tie orders, not kernels. A
+    trained model has no such ties."""
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and p.is_floating_point() and p.numel() and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.02)
 
 
 class _OutOfTime(BaseException):

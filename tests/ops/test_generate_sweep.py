@@ -88,3 +88,23 @@ def test_run_rows_goes_on_in_a_new_process_after_a_lost_device(capsys, monkeypat
     out = capsys.readouterr().out
     assert "| model type |" not in out and "| c | ok |" in out
     assert "ok: 2, skip: 1" in out and "generate() time, enable() over eager, 2 architectures" in out
+
+
+def test_shrunk_models_have_no_all_zero_weight_matrix():
+    """A router initialized to zero (AFMoE's) scores every expert alike, and top-k then picks
+    by its tie order, which differs between implementations (aten's CPU kernel and
+    tritonjit's did): the sweeps give such a matrix small random values, the same each
+    build, and leave zero vectors (biases) alone."""
+    import torch
+
+    lin = torch.nn.Linear(4, 3)
+    torch.nn.init.zeros_(lin.weight)
+    torch.nn.init.zeros_(lin.bias)
+    S._no_zero_matrices(lin)
+    assert lin.weight.any() and not lin.bias.any() and lin.weight.abs().max() < 0.2
+    again = torch.nn.Linear(4, 3)
+    torch.nn.init.zeros_(again.weight)
+    S._no_zero_matrices(again)
+    assert torch.equal(again.weight, lin.weight)
+    model = S._tiny(*S.architectures()["afmoe"], "cpu", "causal-lm")
+    assert all(p.any() for p in model.parameters() if p.dim() >= 2 and p.numel())
