@@ -510,16 +510,20 @@ def _describe(a: dict[str, float]) -> str:
 def _fp32_exact(device: str) -> Iterator[None]:
     """TF32 off for CUDA's matrix products and cuDNN's convolutions while the sweep runs: an
     fp32 reference whose convolutions round their inputs to 10 mantissa bits (cuDNN's
-    default) is no fp32 reference."""
-    if device != "cuda":
+    default) is no fp32 reference. cuDNN's through its ``flags`` context (a process may have
+    frozen the global flags: torch's test utilities do)."""
+    if not device.startswith("cuda"):
         yield
         return
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    cudnn = torch.backends.cudnn
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        yield
+        with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
+                         deterministic=cudnn.deterministic, allow_tf32=False):
+            yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,3 +108,20 @@ def test_shrunk_models_have_no_all_zero_weight_matrix():
     assert torch.equal(again.weight, lin.weight)
     model = S._tiny(*S.architectures()["afmoe"], "cpu", "causal-lm")
     assert all(p.any() for p in model.parameters() if p.dim() >= 2 and p.numel())
+
+
+def test_fp32_exact_turns_tf32_off_even_with_frozen_global_flags(monkeypatch):
+    """The sweeps' TF32-off block on CUDA (``cuda`` or ``cuda:N``) works in a process whose
+    global backend flags are frozen (torch's test utilities freeze them: the suite's run of
+    the continuation test first failed so), and restores both flags after it."""
+    import torch
+
+    # torch.backends' own global (disable_global_flags' flag), restored at the test's end
+    monkeypatch.setitem(torch.backends.flags_frozen.__globals__, "__allow_nonbracketed_mutation_flag", False)
+    assert torch.backends.flags_frozen()
+    before = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    for device in ("cuda", "cuda:0"):
+        with S._fp32_exact(device):
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == before
+
