@@ -300,7 +300,12 @@ class _OutOfTime(BaseException):
 def check_within(seconds: int, name: str, cfg_cls: str, cls: str, device: str,
                  task: str = "causal-lm", dtype: torch.dtype = torch.float32) -> tuple[str, str]:
     """check(), or ``slow`` where it runs past ``seconds`` (0: no limit)."""
-    done = _in_time(seconds, lambda: check(name, cfg_cls, cls, device, task, dtype))
+    return row_within(seconds, lambda: check(name, cfg_cls, cls, device, task, dtype))
+
+
+def row_within(seconds: int, row: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+    """``row()``, or a ``slow`` row where it runs past ``seconds`` (0: no limit)."""
+    done = _in_time(seconds, row)
     return done if done is not None else ("slow", f"did not finish within {seconds} s")
 
 
@@ -475,15 +480,22 @@ def _wide_step(model: torch.nn.Module, inputs: dict[str, Any], wide: torch.dtype
     """((logits, loss), gradients) of the step on a copy of ``model`` in ``wide`` (fp64; fp32
     for a half-type step whose model has an op without fp64), eager, the outputs in fp32 for
     the comparison."""
-    try:
-        m64 = copy.deepcopy(model)
-    except RuntimeError:  # a module holding a tensor its forward computed (RecurrentGemma's state)
-        m64 = type(model)(model.config).to(next(model.parameters()).device)
-        m64.load_state_dict(model.state_dict())
-    m64 = m64.to(wide)
+    m64 = copy_model(model).to(wide)
     x64 = {k: v.to(wide) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in inputs.items()}
     logits, loss = _train_step(m64, x64)
     return (logits.float(), loss.float()), M._grads(m64)
+
+
+def copy_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` with its weights (the reference's model): a deep copy, or where a
+    module holds a tensor its forward computed (RecurrentGemma's state, which deepcopy
+    refuses), a new model from its config on the same device with its state loaded."""
+    try:
+        return copy.deepcopy(model)
+    except RuntimeError:
+        m = type(model)(model.config).to(next(model.parameters()).device)
+        m.load_state_dict(model.state_dict())
+        return m
 
 
 def _train_step(model: torch.nn.Module, inputs: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -543,18 +555,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", default="", help=argparse.SUPPRESS)  # _go_on's: the counts and times so far
     a = ap.parse_args(argv)
     archs = architectures(a.task)
+    if (names := model_names(ap, a, archs)) is None:
+        return 0
+    dtype = DTYPES[a.dtype]
+    return run_rows(names, a.device, a.timeout, a.resume,
+                    lambda n: check_within(a.timeout, n, *archs[n], a.device, a.task, dtype),
+                    (lambda n: time_step(*archs[n], a.device, a.task, dtype, a.time)) if a.time > 0 else None)
+
+
+def model_names(ap: argparse.ArgumentParser, a: argparse.Namespace, archs: dict[str, Any]) -> list[str] | None:
+    """The architectures ``--models`` names (all of ``archs`` by default; an unknown one is
+    ``ap``'s usage error), or None where ``--list`` printed them instead; the warnings that
+    repeat on every row silenced."""
     if a.list:
         print("\n".join(archs))
-        return 0
+        return None
     names = [n for n in a.models.split(",") if n] or list(archs)
     if unknown := [n for n in names if n not in archs]:
         ap.error(f"unknown model types {unknown}; --list shows them")
     warnings.filterwarnings("ignore")
     M.quiet()
-    dtype = DTYPES[a.dtype]
-    return run_rows(names, a.device, a.timeout, a.resume,
-                    lambda n: check_within(a.timeout, n, *archs[n], a.device, a.task, dtype),
-                    (lambda n: time_step(*archs[n], a.device, a.task, dtype, a.time)) if a.time > 0 else None)
+    return names
 
 
 def run_rows(names: list[str], device: str, timeout: int, resume: str, row: Callable[[str], tuple[str, str]],

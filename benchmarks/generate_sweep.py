@@ -38,7 +38,6 @@ import copy
 import sys
 import time
 import traceback
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -101,11 +100,6 @@ def generate(model: torch.nn.Module, prompts: dict[str, Any], new: int,
     return M.GenerateResult(torch.stack(out.logits).float(), out.sequences[:, -new:])
 
 
-def _first_differing(ref: M.GenerateResult, got: M.GenerateResult) -> int:
-    same = (ref.tokens == got.tokens).all(0).tolist()
-    return same.index(False) if False in same else len(same)
-
-
 def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "causal-lm",
           dtype: torch.dtype = torch.float32, new: int = 8) -> tuple[str, str]:
     """(status, detail) of ``generate()`` of architecture ``name``, eager against enable()."""
@@ -130,7 +124,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
         traceback.print_exc(limit=-3)
         return "ERROR", f"under enable(): {type(e).__name__}: {str(e)[:200]}"
     a = M.agreement(ref, got)
-    first = _first_differing(ref, got)
+    first = M.first_differing(ref, got)
     detail = (f"logits {a['logits_rel']:.1e}, tokens same {a['tokens_same']:.0%}, "
               f"{launches[0]} launches ({time.perf_counter() - t0:.1f} s)")
     if a["logits_rel"] <= S.TOL["logits_rel"]:
@@ -139,7 +133,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     # up to ``first``), judged over the steps both compare
     steps = min(first + 1, new)
     try:
-        wide = _wide(model).to(torch.float64)
+        wide = S.copy_model(model).to(torch.float64)
         exact = generate(wide, prompts, new, forced=ref.tokens).logits[:steps]
     except Exception as e:  # noqa: BLE001  (an op without fp64)
         why = f"no fp64 reference ({type(e).__name__})"
@@ -154,19 +148,9 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     return "ok", f"{versus}; against eager {detail}"
 
 
-def _wide(model: torch.nn.Module) -> torch.nn.Module:
-    try:
-        return copy.deepcopy(model)
-    except RuntimeError:  # a module holding a tensor its forward computed (RecurrentGemma's state)
-        m = type(model)(model.config).to(next(model.parameters()).device)
-        m.load_state_dict(model.state_dict())
-        return m
-
-
 def check_within(seconds: int, *args: Any, **kw: Any) -> tuple[str, str]:
     """check(), or ``slow`` where it runs past ``seconds`` (0: no limit)."""
-    done = S._in_time(seconds, lambda: check(*args, **kw))
-    return done if done is not None else ("slow", f"did not finish within {seconds} s")
+    return S.row_within(seconds, lambda: check(*args, **kw))
 
 
 def time_generate(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.dtype, new: int,
@@ -199,14 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.tokens < 1:
         ap.error(f"--tokens must be at least 1, got {a.tokens}")
     archs = S.architectures(a.task)
-    if a.list:
-        print("\n".join(archs))
+    if (names := S.model_names(ap, a, archs)) is None:
         return 0
-    names = [n for n in a.models.split(",") if n] or list(archs)
-    if unknown := [n for n in names if n not in archs]:
-        ap.error(f"unknown model types {unknown}; --list shows them")
-    warnings.filterwarnings("ignore")
-    M.quiet()
     dtype = S.DTYPES[a.dtype]
     return S.run_rows(names, a.device, a.timeout, a.resume,
                       lambda n: check_within(a.timeout, n, *archs[n], a.device, a.task, dtype, a.tokens),

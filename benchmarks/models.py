@@ -352,16 +352,21 @@ def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p.grad.detach().float().clone() for p in model.parameters() if p.grad is not None and p.numel()]
 
 
+def first_differing(ref: GenerateResult, got: GenerateResult) -> int:
+    """The first step whose new token differs in some row (the step count where none does)."""
+    same = (ref.tokens == got.tokens).all(0).tolist()
+    return same.index(False) if False in same else len(same)
+
+
 def agreement(ref: Any, got: Any, ref_grads: list[torch.Tensor] | None = None,
               got_grads: list[torch.Tensor] | None = None) -> dict[str, float]:
     """Logits (and loss, gradients) of enable() against eager. For generate, the logits of
     the steps up to and including the first one whose token differs (a later step reads
     other tokens), and ``tokens_same``: the share of steps before it."""
     if isinstance(ref, GenerateResult):
-        same = (ref.tokens == got.tokens).all(0).tolist()
-        first = same.index(False) if False in same else len(same)
+        first = first_differing(ref, got)
         out = agreement(ref.logits[:first + 1], got.logits[:first + 1])
-        return {**out, "tokens_same": first / max(len(same), 1)}
+        return {**out, "tokens_same": first / max(ref.tokens.shape[1], 1)}
     r = (ref[0] if isinstance(ref, tuple) else ref).float()
     g = (got[0] if isinstance(got, tuple) else got).float()
     diff = (r - g).abs()
