@@ -203,6 +203,38 @@ def test_errors_are_cpp_exceptions_with_the_python_message(ext, interpreter):
     assert "ArgumentError" in ext.error_of(KERNELS, "autotuned") and "autotuned" in ext.error_of(KERNELS, "autotuned")
 
 
+
+def _interrupt(exc: BaseException):
+    def raiser(*args, **kwargs):
+        raise exc
+    return raiser
+
+
+def test_an_interruption_in_a_cpp_miss_stays_itself(ext, kernel, recording, monkeypatch):
+    """Ctrl-C while a miss from C++ compiles is a KeyboardInterrupt in Python, not the
+    RuntimeError every error of the call becomes; the caches stay as they were."""
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1000, 256, 0, 4)
+    monkeypatch.setattr(tritonjit.KernelFunction, "variant_for", _interrupt(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)  # i32:16: a new variant
+    monkeypatch.setattr(tritonjit.KernelFunction, "variant_for", _interrupt(ValueError("broken")))
+    with pytest.raises(RuntimeError, match="kernel 'add_kernel': ValueError: broken"):  # an error of the call
+        ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)
+    monkeypatch.undo()
+    assert len(kernel.variants()) == 1
+    ext.add_ptrs(KERNELS, 1 << 20, 1 << 21, 1 << 22, 1024, 256, 0, 4)
+    assert len(kernel.variants()) == 2
+
+
+def test_an_interruption_in_a_launch_through_python_stays_itself(ext, kernel, interpreter, monkeypatch):
+    x = torch.randn(100)
+    monkeypatch.setattr(tritonjit.KernelFunction, "_run", _interrupt(SystemExit(3)))
+    with pytest.raises(SystemExit) as info:
+        ext.add(KERNELS, x, x, 64)
+    assert info.value.code == 3
+    monkeypatch.undo()
+    torch.testing.assert_close(ext.add(KERNELS, x, x, 64), x + x)
+
 # ---- on the GPU: the same extension through the CUDA plugin's GIL-free launch ----------------
 gpu = pytest.mark.gpu
 

@@ -110,3 +110,17 @@ def test_example_builds_with_cmake(tmp_path):
             "x = torch.randn(100); torch.testing.assert_close(torch.ops.tritonjit_example.add(x, x), 2 * x); print('ok')")
     run = subprocess.run([sys.executable, "-c", code, str(lib)], capture_output=True, text=True)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+
+
+def test_example_operator_lets_an_interruption_through_the_dispatcher(example, monkeypatch):
+    """A KeyboardInterrupt raised under a TORCH_LIBRARY operator's launch (the interpreter's
+    launch runs Python) crosses torch's dispatcher and reaches the caller as itself."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    x = torch.randn(100)
+    monkeypatch.setattr(tritonjit.KernelFunction, "_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        example.add(x, x)
+    monkeypatch.undo()
+    torch.testing.assert_close(example.add(x, x), x + x)

@@ -22,7 +22,9 @@
 // (KernelFunction.variant_for: the same cache, compiling where needed, FrozenError
 // when frozen), so a variant compiled from Python is a hit from C++ and the other way
 // round. Backends without a C launch entry (the interpreter) launch through Python.
-// Errors are tritonjit::Error (a std::runtime_error) with the Python message.
+// Errors are tritonjit::Error (a std::runtime_error) with the Python message; a Python
+// interruption (KeyboardInterrupt, SystemExit) raised in a miss or a Python launch stays
+// itself (pybind11::error_already_set), so Ctrl-C during a compile still stops a program.
 #pragma once
 
 #include <Python.h>
@@ -30,6 +32,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <pybind11/pybind11.h>
 #include <torch/csrc/DynamicTypes.h>
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -221,11 +224,18 @@ struct Ref {
   }
 };
 
-/// The pending Python exception as a tritonjit::Error (call with the GIL held).
+/// The pending Python exception as a tritonjit::Error (call with the GIL held). An
+/// interruption (a BaseException that is not an Exception: KeyboardInterrupt, SystemExit)
+/// is not an error of the call: it stays itself, thrown as pybind11::error_already_set,
+/// which pybind11 and torch's bindings restore when it reaches Python.
 [[noreturn]] inline void throw_python_error(const std::string& context) {
   PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
+  if (type != nullptr && !PyErr_GivenExceptionMatches(type, PyExc_Exception)) {
+    PyErr_Restore(type, value, tb);
+    throw pybind11::error_already_set();
+  }
   std::string msg = context;
   if (type != nullptr) {
     const char* name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
