@@ -60,6 +60,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models as M  # noqa: E402  (its path setup and agreement rule)
 import tritonjit_ops as T  # noqa: E402
+import vlm_inputs  # noqa: E402
 from architectures import no_dropout  # noqa: E402
 
 R = TypeVar("R")
@@ -107,7 +108,10 @@ TASKS = {
     "sequence-classification": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
     "token-classification": "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",
     "image-classification": "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES",
+    "image-text-to-text": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
 }
+#: tasks whose model is built on the whole config, never on a composite's text config alone
+_WHOLE = ("image-classification", "image-text-to-text")
 
 
 def architectures(task: str = "causal-lm") -> dict[str, tuple[str, str]]:
@@ -245,8 +249,10 @@ def _configs(cfg_cls: str, task: str) -> Iterator[Any]:
         _shrink(cfg, by_kind)
         if getattr(cfg, "is_encoder_decoder", False) and getattr(cfg, "decoder_start_token_id", None) is None:
             cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0  # T5's: the pad token
+        if task == "image-text-to-text":
+            vlm_inputs.shrink_multimodal(cfg)
         text = getattr(cfg, "text_config", None)
-        composite = task != "image-classification" and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size")
+        composite = task not in _WHOLE and not hasattr(cfg, "vocab_size") and hasattr(text, "vocab_size")
         for c in (text, cfg) if composite else (cfg,):
             yield c
             if getattr(c, "num_hidden_layers", None) == 1:
@@ -361,6 +367,8 @@ def _time_summary(times: dict[str, tuple[float, float]], what: str = "step time"
 def _inputs(task: str, model: torch.nn.Module, device: str, dtype: torch.dtype = torch.float32) -> dict[str, Any]:
     """The step's keyword arguments: a batch of 2 (8 tokens, or 32 x 32 images) and the
     task's labels, the same every call (a fixed seed)."""
+    if task == "image-text-to-text":
+        return vlm_inputs.inputs(model, device, dtype)
     g = torch.Generator().manual_seed(1)
     cfg = model.config
     if task == "image-classification":

@@ -1,14 +1,16 @@
-"""Every causal-LM (or seq2seq) architecture of transformers: greedy generate() with its cache, eager against enable().
+"""Every causal-LM, seq2seq or vision-language architecture of transformers: greedy generate(), eager against enable().
 
 The training-step sweep (``causal_lm_sweep.py``) never decodes: no KV cache is read or
 extended, no one-token forward runs, none of generate's own per-step work (its masks, its
 position bookkeeping, its stopping checks) is routed. This sweep runs what serving a
-request runs. For each architecture of the task (``--task causal-lm`` or ``seq2seq-lm``),
+request runs. For each architecture of the task (``--task causal-lm``, ``seq2seq-lm`` or
+``image-text-to-text``),
 shrunk as ``causal_lm_sweep.py`` shrinks it (hidden 32, one layer of each kind, random
 weights), in ``--dtype`` on the backend's device: greedy ``model.generate`` of
 ``--tokens`` new tokens after a batch of two 8-token prompts, the first left-padded by 3
-(a decoder's attention mask; an encoder-decoder's encoder mask), the model's default
-cache, no early stop, eager against ``enable()``.
+(a decoder's attention mask; an encoder-decoder's encoder mask; a vision-language model's
+prompts hold an image each, as ``vlm_inputs`` builds them), the model's default cache, no
+early stop, eager against ``enable()``.
 
 Each row compares the new tokens and the logits of every step up to and including the
 first one whose token differs (a later step reads other tokens), and a status:
@@ -47,14 +49,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import causal_lm_sweep as S  # noqa: E402  (its shrinking, timeout and summary)
 import models as M  # noqa: E402  (GenerateResult and its agreement rule)
 import tritonjit_ops as T  # noqa: E402
+import vlm_inputs  # noqa: E402
 
-TASKS = ("causal-lm", "seq2seq-lm")
+TASKS = ("causal-lm", "seq2seq-lm", "image-text-to-text")
 #: left padding of the first prompt (a decoder reads it through its attention mask)
 PAD = 3
 
 
-def _prompts(model: torch.nn.Module, device: str) -> dict[str, Any]:
-    """Two prompts of 8 tokens, the first left-padded by PAD, and their attention mask."""
+def _prompts(model: torch.nn.Module, device: str, task: str = "causal-lm",
+             dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Two prompts of 8 tokens, the first left-padded by PAD, and their attention mask; a
+    VLM's: an image each, its image tokens amid the text (vlm_inputs)."""
+    if task == "image-text-to-text":
+        kw = vlm_inputs.inputs(model, device, dtype, pad=PAD)
+        del kw["labels"]
+        return kw
     g = torch.Generator().manual_seed(1)
     vocab = getattr(model.config, "vocab_size", None) or 96
     ids = torch.randint(3, min(vocab, 96), (2, 8), generator=g)
@@ -64,7 +73,7 @@ def _prompts(model: torch.nn.Module, device: str) -> dict[str, Any]:
 
 
 def _pad_id(model: torch.nn.Module) -> int:
-    pad = getattr(model.config, "pad_token_id", None)
+    pad = getattr(model.config.get_text_config(), "pad_token_id", None)
     return pad if isinstance(pad, int) else 0
 
 
@@ -90,7 +99,8 @@ def generate(model: torch.nn.Module, prompts: dict[str, Any], new: int,
 
         def allowed(batch: int, ids: torch.Tensor) -> list[int]:
             step = ids.shape[-1] - start
-            return [int(forced[batch, step])] if step < forced.shape[1] else list(range(model.config.vocab_size))
+            vocab = model.config.get_text_config().vocab_size
+            return [int(forced[batch, step])] if step < forced.shape[1] else list(range(vocab))
 
         kw["prefix_allowed_tokens_fn"] = allowed
     torch.manual_seed(2)
@@ -108,7 +118,7 @@ def check(name: str, cfg_cls: str, cls: str, device: str = "cpu", task: str = "c
     t0 = time.perf_counter()
     try:
         model = S._tiny(cfg_cls, cls, device, task, dtype)
-        prompts = _prompts(model, device)
+        prompts = _prompts(model, device, task, dtype)
         ref = generate(model, prompts, new)
         again = generate(model, prompts, new)
     except Exception as e:  # noqa: BLE001  (a config the generic shrinking does not fit)
@@ -158,7 +168,7 @@ def time_generate(cfg_cls: str, cls: str, device: str, task: str, dtype: torch.d
     """(eager, enable()) microseconds of one ``generate()`` of the shrunk model: the median of
     ``rounds`` interleaved rounds of ``calls`` calls."""
     model = S._tiny(cfg_cls, cls, device, task, dtype)
-    prompts = _prompts(model, device)
+    prompts = _prompts(model, device, task, dtype)
     _, med = M.eager_vs_enabled(lambda: generate(model, prompts, new), M._sync(device), calls, rounds, warmup=2)
     return med["eager"], med["tritonjit"]
 
