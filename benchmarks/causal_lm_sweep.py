@@ -2,7 +2,8 @@
 
 For each entry of transformers' auto mapping of the task (``--task``: causal-lm,
 masked-lm, seq2seq-lm, sequence-classification, token-classification,
-image-classification): its config's defaults shrunk to a tiny model (the usual size
+image-classification, image-text-to-text: vision-language models, joined and fed by
+``vlm_inputs.py``): its config's defaults shrunk to a tiny model (the usual size
 attributes set to small values where the config has them, special token ids moved inside
 the small vocabulary, 32 x 32 images in patches of 4, dropout off; every sub-config the
 same way), random weights, one training step (the task's loss from labels) in fp32 or
