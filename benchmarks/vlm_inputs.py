@@ -157,7 +157,7 @@ def _images(model: torch.nn.Module, cfg: Any, batch: int, g: torch.Generator, de
             dtype: torch.dtype) -> tuple[dict[str, Any], list[int]]:
     """(the image arguments, how many features each image gives): the first layout the
     model's ``get_image_features`` accepts, asked in eager without gradients."""
-    get = getattr(model, "get_image_features", None)
+    get = getattr(model, "get_image_features", None) or getattr(getattr(model, "model", None), "get_image_features", None)
     if get is None:
         raise ValueError(f"{type(model).__name__} has no get_image_features to size its image tokens by")
     wants = set(inspect.signature(get).parameters)
