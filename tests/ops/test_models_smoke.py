@@ -476,3 +476,21 @@ def test_agreement_leaves_out_parameters_without_elements():
     assert [tuple(g.shape) for g in grads] == [(4,), (3, 4), (3,)]  # the empty weights left out
     a = M.agreement(model(x).detach(), model(x).detach(), grads, [g.clone() for g in grads])
     assert a["grad_rel"] == 0.0 and a["grad_cos"] == 1.0
+
+
+def test_causal_lm_sweep_shrinks_latent_attention_to_aligned_halves():
+    """DeepSeek-V2's latent attention, shrunk: the query and key halves (no rotary, rotary)
+    each span a multiple of 16 bytes in bf16, so the rotary half of a row starts aligned.
+    Halves of 4 elements left it 8 bytes off, and CUDA eager's fused attention faulted on
+    them (misaligned address), taking the process's context with it."""
+    S = bench_module("causal_lm_sweep")
+    archs = S.architectures("causal-lm")
+    if "deepseek_v2" not in archs:
+        pytest.skip("deepseek_v2 is not in this transformers")
+    m = S._tiny(*archs["deepseek_v2"], "cpu", "causal-lm")
+    cfg = m.config
+    for width in (cfg.qk_nope_head_dim, cfg.qk_rope_head_dim):
+        assert width * 2 % 16 == 0, (cfg.qk_nope_head_dim, cfg.qk_rope_head_dim)
+    assert cfg.qk_head_dim == cfg.qk_nope_head_dim + cfg.qk_rope_head_dim
+    logits, loss = S._train_step(m, S._inputs("causal-lm", m, "cpu"))
+    assert S.torch.isfinite(loss)
