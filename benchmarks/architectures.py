@@ -71,6 +71,13 @@ def no_dropout(cfg: Any) -> Any:
     return cfg
 
 
+def sub_configs(cfg: Any) -> list[Any]:
+    """The configs ``cfg`` holds: its declared sub-configs (an encoder-decoder's halves, a byte
+    model's patcher) and a composite's text and vision configs."""
+    parts = dict.fromkeys([*getattr(type(cfg), "sub_configs", {}), "text_config", "vision_config"])
+    return [s for s in (getattr(cfg, p, None) for p in parts) if s is not None and s is not cfg and hasattr(s, "to_dict")]
+
+
 def _build(cls: str, cfg_cls: str, attn: str | None, device: str, dtype: torch.dtype, **kw: Any) -> torch.nn.Module:
     import transformers as tf
 

@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models as M  # noqa: E402  (its path setup and agreement rule)
 import tritonjit_ops as T  # noqa: E402
 import vlm_inputs  # noqa: E402
-from architectures import no_dropout  # noqa: E402
+from architectures import no_dropout, sub_configs  # noqa: E402
 
 R = TypeVar("R")
 
@@ -200,12 +200,8 @@ def _shrink(cfg: Any, by_kind: bool = True) -> None:
                 setattr(cfg, name, values[:cfg.num_hidden_layers])
             except AttributeError:  # a read-only property, derived from the layer count
                 pass
-    # the config's declared sub-configs (an encoder-decoder's halves, a byte model's patcher), or
-    # a composite's text and vision configs
-    for part in dict.fromkeys([*getattr(type(cfg), "sub_configs", {}), "text_config", "vision_config"]):
-        sub = getattr(cfg, part, None)
-        if sub is not None and sub is not cfg and hasattr(sub, "to_dict"):
-            _shrink(sub, by_kind)
+    for sub in sub_configs(cfg):
+        _shrink(sub, by_kind)
 
 
 #: per-layer kind lists a config may hold (a hybrid model's attention and recurrent layers)

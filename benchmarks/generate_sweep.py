@@ -96,10 +96,10 @@ def generate(model: torch.nn.Module, prompts: dict[str, Any], new: int,
     kw: dict[str, Any] = {}
     if forced is not None:
         start = prompts["input_ids"].shape[1] if not model.config.is_encoder_decoder else 1
+        vocab = model.config.get_text_config().vocab_size
 
         def allowed(batch: int, ids: torch.Tensor) -> list[int]:
             step = ids.shape[-1] - start
-            vocab = model.config.get_text_config().vocab_size
             return [int(forced[batch, step])] if step < forced.shape[1] else list(range(vocab))
 
         kw["prefix_allowed_tokens_fn"] = allowed

@@ -20,6 +20,7 @@ import inspect
 from typing import Any
 
 import torch
+from architectures import sub_configs
 
 #: the widths between a VLM's towers, set where a config (or a sub-config) has them as ints
 VLM_SMALL = dict(
@@ -79,10 +80,7 @@ def _configs_of(cfg: Any) -> list[Any]:
         if any(c is o for o in out):
             continue
         out.append(c)
-        for part in dict.fromkeys([*getattr(type(c), "sub_configs", {}), "text_config", "vision_config"]):
-            sub = getattr(c, part, None)
-            if sub is not None and hasattr(sub, "to_dict"):
-                todo.append(sub)
+        todo += sub_configs(c)
     return out
 
 
@@ -112,11 +110,10 @@ def _move_token_ids(cfg: Any, vocab: int) -> None:
 
 
 def image_token_id(cfg: Any) -> int:
-    for k in ("image_token_id", "image_token_index"):
-        v = getattr(cfg, k, None)
-        if isinstance(v, int):
-            return v
-    raise ValueError(f"{type(cfg).__name__} names no image token id")
+    token = _first_int(cfg, ("image_token_id", "image_token_index"))
+    if token is None:
+        raise ValueError(f"{type(cfg).__name__} names no image token id")
+    return token
 
 
 def inputs(model: torch.nn.Module, device: str, dtype: torch.dtype, batch: int = 2, pad: int = 3) -> dict[str, Any]:
@@ -136,8 +133,8 @@ def inputs(model: torch.nn.Module, device: str, dtype: torch.dtype, batch: int =
         row += ([start] if start is not None else []) + [token] * n + ([end] if end is not None else [])
         rows.append(row + torch.randint(3, TEXT_IDS, (4,), generator=g).tolist())
     length = max(map(len, rows))
-    pad = getattr(cfg.get_text_config(), "pad_token_id", None) or 0
-    ids = torch.full((batch, length), pad)
+    pad_id = getattr(cfg.get_text_config(), "pad_token_id", None) or 0
+    ids = torch.full((batch, length), pad_id)
     mask = torch.zeros(batch, length, dtype=torch.long)
     for i, r in enumerate(rows):  # left padding, as a batch of prompts has
         ids[i, length - len(r):] = torch.tensor(r)

@@ -203,7 +203,6 @@ def test_errors_are_cpp_exceptions_with_the_python_message(ext, interpreter):
     assert "ArgumentError" in ext.error_of(KERNELS, "autotuned") and "autotuned" in ext.error_of(KERNELS, "autotuned")
 
 
-
 def _interrupt(exc: BaseException):
     def raiser(*args, **kwargs):
         raise exc
@@ -234,6 +233,7 @@ def test_an_interruption_in_a_launch_through_python_stays_itself(ext, kernel, in
     assert info.value.code == 3
     monkeypatch.undo()
     torch.testing.assert_close(ext.add(KERNELS, x, x, 64), x + x)
+
 
 # ---- on the GPU: the same extension through the CUDA plugin's GIL-free launch ----------------
 gpu = pytest.mark.gpu
