@@ -20,16 +20,25 @@ each path: best of 3 interleaved rounds of ``--calls`` calls, eager against one
 not the host, is the cost. ``--audit model:fwd`` prints the
 per-call audit of a case. On a CPU (the interpreter) the configs are tiny and untimed.
 
+``--graph`` (CUDA) captures each step into a CUDA graph, eager's and ``enable()``'s, as a
+server captures its decode step: the inputs then change in place, each replay must give what
+its path computes uncaptured on them, and the replays are timed. A replay has no host cost,
+so its time is the kernels' own: where ``enable()``'s kernels are slower on the device than
+aten's, or launch more of them, this shows it and the wall-time rows do not.
+
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
     python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
     python benchmarks/architectures.py --models wider --generate ""  # twenty-five beyond those
     python benchmarks/architectures.py --models beyond --generate ""  # thirty-four further
     python benchmarks/architectures.py --models further --generate ""  # thirty-six past those
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
+    python benchmarks/architectures.py --models all --graph --batch 1 --tokens 2 --steps forward  # decode, captured
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import traceback
 import warnings
@@ -600,6 +609,10 @@ def _inputs(kind: str, model: torch.nn.Module, z: Sizes, device: str, dtype: tor
 
 #: what enable() routes here: None (the device default) or that plus --include's overloads
 INCLUDE: list[str] | None = None
+#: --graph: each case captured into a CUDA graph, eager's and enable()'s, their replays compared and timed
+GRAPH = False
+#: --steps: which of the forward, the training step and a cached decoding step each case runs
+STEPS = ("forward", "train")
 
 
 def _timed(fn: Callable[[], Any], calls: int) -> tuple[float, float]:
@@ -614,6 +627,164 @@ def _coverage(fn: Callable[[], Any]) -> str:
     top = ",".join(f"{k}:{v}" for k, v in list(cov["not_routed"].items())[:6])
     host = f" (+{cov['other_device_calls']} on host tensors)" if cov.get("other_device_calls") else ""
     return f"{ok}/{cov['covered_calls']}{host} | {top or '-'}"
+
+
+def _nodes(graph: torch.cuda.CUDAGraph) -> int | None:
+    """The node count (kernels, copies, memsets) of a graph captured with ``keep_graph``:
+    the driver's ``cuGraphGetNodes``; None where this torch or driver cannot say."""
+    import ctypes
+
+    try:
+        count = ctypes.c_size_t(0)
+        rc = ctypes.CDLL("libcuda.so.1").cuGraphGetNodes(ctypes.c_void_p(graph.raw_cuda_graph()), None,
+                                                        ctypes.byref(count))
+        return int(count.value) if rc == 0 else None
+    except Exception:  # noqa: BLE001  (a count is a detail of the row, not its result)
+        return None
+
+
+def _capture(fn: Callable[[], Any], enabled: bool) -> tuple[torch.cuda.CUDAGraph, Any, int | None]:
+    """``fn`` captured into a CUDA graph (inside ``enable()`` where ``enabled``), as a user
+    captures a model: three warm-up calls on a side stream first, where kernels compile, load
+    and autotune and measured policies measure, then the capture on the default stream (a
+    host synchronization in any call fails it). (graph, output, node count); the output's
+    tensors are the graph's."""
+    with T.enable(INCLUDE) if enabled else contextlib.nullcontext():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        try:
+            graph, kept = torch.cuda.CUDAGraph(keep_graph=True), True
+        except TypeError:  # a torch before keep_graph: no node count
+            graph, kept = torch.cuda.CUDAGraph(), False
+        with torch.cuda.graph(graph):
+            out = fn()
+    nodes = None
+    if kept:
+        nodes = _nodes(graph)
+        graph.instantiate()
+    return graph, out, nodes
+
+
+def _replay_error(ref: Any, got: Any) -> float:
+    """The largest relative difference of a replay's output from the uncaptured call's on the
+    same inputs: logits, loss and gradients (1 - cosine for gradients; 0 where bit for bit)."""
+    grads = isinstance(ref, tuple) and len(ref) == 3
+    a = M.agreement(ref[:2] if grads else ref, got[:2] if grads else got,
+                    [g.float() for g in ref[2]] if grads else None, [g.float() for g in got[2]] if grads else None)
+    return max(a["logits_rel"], a.get("loss_diff", 0.0) / max(abs(float(ref[1])), 1e-30) if grads else 0.0,
+               1.0 - a["grad_cos"] if grads else 0.0)
+
+
+def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
+                 ) -> tuple[Callable[[], torch.Tensor], Callable[[], None]]:
+    """(one greedy decoding step, a move to the next position): the prompt ``ids`` (cut to fit
+    the shortest sliding window, with room for the step) prefilled into a static KV cache,
+    then one token a row attending to it, its position a device tensor (the step a server
+    captures once and replays at each position). The step writes the cache at that position
+    each time it runs (where the cache keeps write counters of its own, transformers 5.2x's,
+    the step sets them first: the device's to the position, a sliding layer's host count to
+    the prompt's), so it can run again; the move writes a new token
+    and advances the position in place, so a replay after it must read the cache one longer."""
+    import transformers as tf
+
+    model.eval()
+    n, room = ids.shape[1], 2  # the step's position and the next one (the move's)
+    cache = tf.StaticCache(config=model.config, max_cache_len=n + room)
+    # a full sliding-window layer shifts its whole buffer at each step (no step is then run
+    # twice alike): the prompt is cut to leave the step room inside the shortest window
+    window = min((layer.max_cache_len for layer in getattr(cache, "layers", ()) if getattr(layer, "is_sliding", False)),
+                 default=n + room)
+    if window < n + room:
+        if window <= room:
+            raise ValueError(f"a sliding window of {window} tokens leaves no room for a prompt")
+        n, ids = window - room, ids[:, :window - room]
+        cache = tf.StaticCache(config=model.config, max_cache_len=n + room)
+    with torch.no_grad():
+        model(input_ids=ids, past_key_values=cache, use_cache=True, cache_position=torch.arange(n, device=ids.device))
+    counters = [c for layer in getattr(cache, "layers", ())
+                if isinstance(c := getattr(layer, "cumulative_length", None), torch.Tensor)]
+    start = torch.tensor(n, device=ids.device)
+    token, position = ids[:, -1:].clone(), start.view(1)
+    draw = torch.Generator().manual_seed(5)
+
+    sliding = [layer for layer in getattr(cache, "layers", ()) if hasattr(layer, "cumulative_length_int")]
+
+    def decode() -> torch.Tensor:
+        for c in counters:
+            c.copy_(start)
+        for layer in sliding:  # its host-side count (whether the window is full) as after the prompt
+            layer.cumulative_length_int = n
+        with torch.no_grad():
+            return model(input_ids=token, past_key_values=cache, use_cache=True, cache_position=position).logits
+
+    def advance() -> None:
+        token.copy_(torch.randint(3, vocab, token.shape, generator=draw))
+        start.add_(1)
+
+    if not any(getattr(layer, "is_initialized", False) for layer in getattr(cache, "layers", ())):
+        raise ValueError("the prompt left the static cache empty (the model keeps a cache of its own)")
+    if not torch.equal(decode(), decode()):
+        raise ValueError("the step does not repeat (the model keeps state of its own beside the static cache)")
+    return decode, advance
+
+
+def _graph_row(name: str, label: str, fn: Callable[[], Any], change: Callable[[], None], calls: int) -> str:
+    """One case under CUDA graphs: eager's and enable()'s captures, then the inputs changed in
+    place (``change``: rolled, or the next decoding position) and both graphs replayed. A replay must give
+    what the same path computes uncaptured on the new inputs (a value read on the host while
+    capturing would be stale); enable()'s replay is compared with eager's uncaptured call as
+    the other rows are; the replays are timed in interleaved rounds (device time: what a server
+    that replays a captured decode step pays)."""
+    try:
+        eager_graph, eager_out, eager_nodes = _capture(fn, False)
+    except Exception as e:  # noqa: BLE001  (eager's own forward does not capture: nothing to compare)
+        torch.cuda.synchronize()
+        return f"| {name} | {label} (graph) | skip: eager does not capture: {_one_line(e)} | | |"
+    try:
+        ours_graph, ours_out, ours_nodes = _capture(fn, True)
+    except Exception as e:  # noqa: BLE001
+        torch.cuda.synchronize()
+        traceback.print_exc(limit=-3)
+        return f"| {name} | {label} (graph) | error: enable() does not capture (eager does): {_one_line(e)} | | |"
+    change()
+    torch.manual_seed(7)
+    eager = fn()
+    torch.manual_seed(7)
+    with T.enable(INCLUDE):
+        ours = fn()
+    eager_graph.replay()
+    ours_graph.replay()
+    torch.cuda.synchronize()
+    e_err, t_err = _replay_error(eager, eager_out), _replay_error(ours, ours_out)
+    vs = _replay_error(eager, ours_out)
+    # a replay is faithful where it is as close to its uncaptured call as eager's is to its own
+    # (bit for bit, or within atomics' and sampling's run-to-run differences)
+    status = "ok" if t_err <= max(2 * e_err, 1e-3) else "REPLAY DIFFERS"
+    timer = M.Rounds(calls=calls, reps=5, sync=torch.cuda.synchronize)
+    timer.add("eager", eager_graph.replay)
+    timer.add("tritonjit", ours_graph.replay)
+    best = timer.run(warmup=3)
+    e_ms, t_ms = best["eager"] / 1e3, best["tritonjit"] / 1e3
+    return (f"| {name} | {label} (graph) | {e_ms:.3f} | {t_ms / e_ms:.2f}x | {vs:.1e} vs eager; replay {status}: "
+            f"{t_err:.1e} (eager's {e_err:.1e}) | {ours_nodes or '?'} graph nodes (eager's {eager_nodes or '?'}) | |")
+
+
+def device_lost(device: str) -> bool:
+    """Whether ``device``'s context is unusable after a failure (a CUDA fault: an illegal or
+    misaligned address or a device-side assertion, in eager's kernels or tritonjit's): a tiny
+    op and a synchronize fail."""
+    if not device.startswith("cuda"):
+        return False
+    try:
+        torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001  (whatever the fault, the context is gone)
+        return True
+    return False
 
 
 def _one_line(e: Exception) -> str:
@@ -648,8 +819,38 @@ def run_model(name: str, z: Sizes, device: str, dtype: torch.dtype, calls: int, 
         out.loss.backward()
         return out.logits.detach(), out.loss.detach()
 
-    rows = []
-    for label, fn, grads in (("forward", fwd, False), ("train", train, True)):
+    def train_graph() -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The step, and its gradients as tensors a graph's replay writes."""
+        return (*train(), [p.grad for p in model.parameters() if p.grad is not None and p.numel()])
+
+    def roll() -> None:  # new inputs in place: each tensor rolled by one along its last dim
+        for t in {id(t): t for t in [*fwd_in.values(), *train_in.values()]}.values():
+            t.copy_(t.roll(1, -1))
+
+    # label -> (step, the step a graph captures, gradients compared, new inputs in place)
+    steps: dict[str, tuple[Callable[[], Any], Callable[[], Any], bool, Callable[[], None]]] = {
+        "forward": (fwd, fwd, False, roll), "train": (train, train_graph, True, roll)}
+    rows: list[str] = []
+    if "decode" in STEPS:
+        try:
+            if kind != "lm" or getattr(model.config, "is_encoder_decoder", False):
+                raise TypeError("not a decoder-only language model")
+            decode, advance = _decode_step(model, fwd_in["input_ids"], z.vocab)
+            steps["decode"] = (decode, decode, False, advance)
+        except Exception as e:  # noqa: BLE001  (a model without a static cache: the row says so)
+            rows.append(f"| {name} | decode | skip: no static-cache decoding: {_one_line(e)} | | |")
+            print(rows[-1], flush=True)
+    for label, (fn, graph_fn, grads, change) in steps.items():
+        if label not in STEPS:
+            continue
+        if GRAPH:
+            try:
+                rows.append(_graph_row(name, label, graph_fn, change, calls))
+            except Exception as e:  # noqa: BLE001
+                traceback.print_exc(limit=-3)
+                rows.append(f"| {name} | {label} (graph) | error: {_one_line(e)} | | |")
+            print(rows[-1], flush=True)
+            continue
         try:
             torch.manual_seed(7)  # the same draws on both paths (PhiMoE's router samples in training)
             ref = fn()
@@ -738,8 +939,16 @@ def main(argv: list[str] | None = None) -> int:
                        ("vocab", "vocabulary (a real one, 32000 or more, takes the softmax's long-row path)")):
         ap.add_argument(f"--{knob}", type=int, default=0, help=f"{what} (default: the size of this device's table)")
     ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
+    ap.add_argument("--steps", default="forward,train",
+                    help="of forward,train,decode: the steps each case runs (decode: one token a row after the "
+                         "prompt, from a static KV cache; causal LMs)")
+    ap.add_argument("--graph", action="store_true",
+                    help="capture each step into a CUDA graph, eager's and enable()'s; check that a replay on "
+                         "changed inputs gives what the uncaptured call gives, and time the replays (device time, "
+                         "no host cost: a server replaying a captured step); CUDA only; generate() is not captured")
     ap.add_argument("--include", default="", help="aten overloads routed on top of the device default, "
                     "comma-separated (opt-in ones such as _grouped_mm)")
+    ap.add_argument("--errors-before", action="store_true", help=argparse.SUPPRESS)  # a continuation's
     a = ap.parse_args(argv)
     groups = {"more": more, "wider": wider, "beyond": beyond, "further": further, "all": names}
     models = [n for m in a.models.split(",") if m for n in groups.get(m, [m])]
@@ -747,7 +956,13 @@ def main(argv: list[str] | None = None) -> int:
     if bad := [m for m in models if m not in names] + [m for m in modes if m not in MODES]:
         ap.error(f"unknown models or modes: {bad}")
     device, dtype = M.backend_device(), DTYPES[a.dtype]
-    global INCLUDE
+    global INCLUDE, GRAPH, STEPS
+    STEPS = tuple(x for x in a.steps.split(",") if x)
+    if bad := sorted(set(STEPS) - {"forward", "train", "decode"}):
+        ap.error(f"--steps: unknown steps {bad}; of forward,train,decode")
+    if a.graph and device != "cuda":
+        ap.error(f"--graph captures CUDA graphs; this machine's backend runs on {device!r}")
+    GRAPH = a.graph
     if extra := [n for n in a.include.split(",") if n]:
         if bad := sorted(set(extra) - set(T.default_ops("CPU"))):  # the CPU default is the whole table
             ap.error(f"--include: no tritonjit implementation for {bad}")
@@ -760,14 +975,24 @@ def main(argv: list[str] | None = None) -> int:
     z = Sizes(gpu, a.hidden, a.layers, a.batch, a.tokens, a.image, a.vocab)
     print(f"sizes: hidden {z.hidden}, layers {z.layers}, heads {z.heads}, batch {z.batch}, tokens {z.tokens}, "
           f"image {z.image}, vocab {z.vocab}, {a.dtype}")
-    print("| case | step | eager ms | x eager | logits err (rel) | covered calls on tritonjit | not routed |")
+    if GRAPH:
+        print("| case | step | eager replay ms | x eager | error vs eager; replay vs the uncaptured call | graph nodes | |")
+    else:
+        print("| case | step | eager ms | x eager | logits err (rel) | covered calls on tritonjit | not routed |")
     print("| --- | --- | ---: | ---: | --- | --- | --- |")
     rows: list[str] = []
-    for name in models:
+    for i, name in enumerate(models):
         rows += run_model(name, z, device, dtype, a.calls, set(a.audit.split(",")))
-    if modes:
+        if (rest := models[i + 1:]) and device_lost(device):
+            # a fault (eager's or tritonjit's) leaves the context unusable: the rest in a new process
+            print(f"(the device's context is lost after {name}: the remaining {len(rest)} run in a new process)",
+                  flush=True)
+            sys.stderr.flush()
+            os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:], "--models", ",".join(rest),
+                                      "--errors-before"])
+    if modes and not GRAPH:  # generate() decides on the host between steps: not one graph
         rows += run_generate(modes, z, device, dtype)
-    return 1 if any("error:" in r for r in rows) else 0
+    return 1 if a.errors_before or any("error:" in r for r in rows) else 0
 
 
 if __name__ == "__main__":

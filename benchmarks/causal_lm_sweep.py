@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import models as M  # noqa: E402  (its path setup and agreement rule)
 import tritonjit_ops as T  # noqa: E402
 import vlm_inputs  # noqa: E402
-from architectures import no_dropout, sub_configs  # noqa: E402
+from architectures import device_lost, no_dropout, sub_configs  # noqa: E402
 
 R = TypeVar("R")
 
@@ -609,7 +609,7 @@ def run_rows(names: list[str], device: str, timeout: int, resume: str, row: Call
                 else:
                     times[n] = t
                     detail += f"; {what}: eager {t[0]:.0f} us, enable() {t[1]:.0f} us, {t[1] / t[0]:.2f}x"
-        lost = status != "ok" and _device_lost(device)
+        lost = status != "ok" and device_lost(device)
         if lost:
             detail += "; the device's context is lost (a fault), the rows after it run in a new process"
         counts[status] = counts.get(status, 0) + 1
@@ -620,19 +620,6 @@ def run_rows(names: list[str], device: str, timeout: int, resume: str, row: Call
     if times:
         print(_time_summary(times, f"{what} time"))
     return 1 if counts.get("MISMATCH") or counts.get("ERROR") else 0
-
-
-def _device_lost(device: str) -> bool:
-    """Whether ``device``'s context is unusable after a failure (a CUDA fault: an illegal or
-    misaligned address, in eager's kernels or tritonjit's): a tiny op and a synchronize fail."""
-    if not device.startswith("cuda"):
-        return False
-    try:
-        torch.ones(1, device=device).add_(1)
-        torch.cuda.synchronize()
-    except Exception:  # noqa: BLE001  (whatever the fault, the context is gone)
-        return True
-    return False
 
 
 def _go_on(rest: list[str], counts: dict[str, int], times: dict[str, tuple[float, float]]) -> None:

@@ -60,7 +60,7 @@ def test_run_rows_goes_on_in_a_new_process_after_a_lost_device(capsys, monkeypat
     rest of the table to a new process: the same command line with ``--models`` the rows
     left and ``--resume`` the counts and times so far; that process prints no second
     header, and its counts and summary include the first process's rows."""
-    assert S._device_lost("cpu") is False
+    assert S.device_lost("cpu") is False
     execs = []
 
     class Replaced(Exception):
@@ -71,7 +71,7 @@ def test_run_rows_goes_on_in_a_new_process_after_a_lost_device(capsys, monkeypat
         raise Replaced
 
     monkeypatch.setattr(S.os, "execv", execv)
-    monkeypatch.setattr(S, "_device_lost", lambda device: True)
+    monkeypatch.setattr(S, "device_lost", lambda device: True)
     rows = {"a": ("ok", "fine"), "b": ("skip", "eager: AcceleratorError"), "c": ("ok", "fine")}
     with pytest.raises(Replaced):
         S.run_rows(list(rows), "cuda", 0, "", lambda n: rows[n], lambda n: (100.0, 90.0), "generate()")
@@ -83,7 +83,7 @@ def test_run_rows_goes_on_in_a_new_process_after_a_lost_device(capsys, monkeypat
     assert argv[-4:-1] == ["--models", "c", "--resume"]
     state = json.loads(argv[-1])
     assert state == {"counts": {"ok": 1, "skip": 1}, "times": {"a": [100.0, 90.0]}}
-    monkeypatch.setattr(S, "_device_lost", lambda device: False)
+    monkeypatch.setattr(S, "device_lost", lambda device: False)
     assert S.run_rows(["c"], "cuda", 0, argv[-1], lambda n: rows[n], lambda n: (100.0, 110.0), "generate()") == 0
     out = capsys.readouterr().out
     assert "| model type |" not in out and "| c | ok |" in out

@@ -210,6 +210,36 @@ def test_architectures_script_groups_the_more_cases(capsys, monkeypatch):
     assert "nosuch" in err and "wav2vec2" not in err
 
 
+def test_architectures_script_runs_the_steps_asked_and_refuses_graphs_without_cuda(capsys):
+    """--steps train runs only the training step; an unknown step, and --graph on a backend
+    that does not run on CUDA (this interpreter), are refused with what was expected."""
+    A = bench_module("architectures")
+    assert A.main(["--models", "llama", "--generate", "", "--steps", "train"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| llama")]
+    assert [r.split(" | ")[1] for r in rows] == ["train"], rows
+    with pytest.raises(SystemExit):
+        A.main(["--models", "llama", "--steps", "forward,backward"])
+    assert "unknown steps ['backward']; of forward,train" in capsys.readouterr().err
+    if A.M.backend_device() != "cuda":
+        with pytest.raises(SystemExit):
+            A.main(["--models", "llama", "--graph"])
+        assert "--graph captures CUDA graphs; this machine's backend runs on 'cpu'" in capsys.readouterr().err
+
+
+def test_graph_replay_error_reads_logits_loss_and_gradients():
+    """The --graph check of a replay against the uncaptured call: 0 bit for bit; a moved
+    logit, loss or gradient each shows."""
+    import torch
+
+    A = bench_module("architectures")
+    logits, loss, grads = torch.randn(2, 3, 5), torch.tensor(2.0), [torch.randn(4), torch.randn(3, 2)]
+    step = (logits, loss, grads)
+    assert A._replay_error(step, (logits.clone(), loss.clone(), [g.clone() for g in grads])) == 0.0
+    assert A._replay_error(logits, logits + 0.5 * logits.abs().max()) == pytest.approx(0.5)
+    assert A._replay_error(step, (logits, loss * 1.25, grads)) == pytest.approx(0.25)
+    assert A._replay_error(step, (logits, loss, [grads[0], -grads[1]])) > 0.1
+
+
 def test_causal_lm_sweep_checks_architectures_and_fails_on_a_mismatch(capsys, monkeypatch):
     """benchmarks/causal_lm_sweep.py: two architectures agree under enable() (exit 0); with a
     tolerance no fp32 run can meet, the same rows are MISMATCHes and the exit status is 1."""

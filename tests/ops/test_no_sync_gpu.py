@@ -20,6 +20,7 @@ import pytest
 import torch
 import tritonjit_ops as T
 from _sync_cases import aten_cases, close, direct_cases
+from _util import bench_module
 
 pytestmark = pytest.mark.gpu
 DTYPES = [torch.float32, torch.bfloat16]
@@ -216,3 +217,14 @@ def test_llama_forward_captures_into_a_cuda_graph_under_enable():
     torch.testing.assert_close(first, eager, rtol=1e-2, atol=1e-2)  # replay = the same kernels
     torch.testing.assert_close(first, ref, **tol)
     torch.testing.assert_close(second, ref_other, **tol)  # replay recomputes from the new input
+
+
+def test_architectures_graph_mode_replays_what_the_uncaptured_step_computes(capsys):
+    """benchmarks/architectures.py --graph: a Llama's and a GPT-2's forward and training step
+    captured under enable() (as eager's are), replayed on changed inputs, give what enable()
+    computes uncaptured; every row says so, none is an error."""
+    A = bench_module("architectures")
+    assert A.main(["--models", "llama,gpt2", "--graph", "--generate", "", "--hidden", "128", "--tokens", "32"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if "(graph)" in r]
+    assert len(rows) == 4, rows
+    assert all("replay ok" in r and "error" not in r for r in rows), rows
