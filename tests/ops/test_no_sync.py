@@ -8,8 +8,10 @@ into the kernels' PTX. The GPU side is tests/ops/test_no_sync_gpu.py.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ import tritonjit
 import tritonjit_ops as T
 from _sync_cases import aten_cases, aten_name, close, direct_cases, missing_aten, missing_direct
 from _util import index_checks_as_on_a_device
+from torch.overrides import TorchFunctionMode
 from tritonjit_ops import _common, fused, indexing
 
 # ------------------------------------------------------------ clear errors on CPU
@@ -124,11 +127,31 @@ class _HostRead(AssertionError):
 _FORBIDDEN = ("item", "tolist", "cpu", "numpy", "nonzero", "__int__", "__float__", "__bool__", "__index__")
 
 
-def _forbid_host_reads(m: pytest.MonkeyPatch) -> None:
-    """Make every host read of a tensor's values from operator code (tritonjit_ops.*) raise."""
+class _NoMaskIndexing(TorchFunctionMode):
+    """Boolean-mask indexing from operator code raises. A mode, not a patched
+    ``Tensor.__getitem__``: setting that on the class and deleting it again leaves CPython's
+    sequence slot filled, and from then on ``torch.tensor([t0, t1])`` of 0-d tensors reads
+    ``len() of a 0-d tensor`` for every later test of the process."""
 
-    def from_ops() -> bool:
-        mod = sys._getframe(2).f_globals.get("__name__", "")
+    def __init__(self, from_ops: Callable[[int], bool]) -> None:
+        super().__init__()
+        self.from_ops = from_ops
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.__getitem__ and self.from_ops():
+            keys = args[1] if isinstance(args[1], tuple) else (args[1],)
+            if any(isinstance(k, torch.Tensor) and k.dtype in (torch.bool, torch.uint8) for k in keys):
+                raise _HostRead("tritonjit_ops indexed with a boolean mask, a device sync on an accelerator")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _forbid_host_reads(m: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make every host read of a tensor's values from operator code (tritonjit_ops.*) raise,
+    inside this context (the patches are ``m``'s: undone when it is)."""
+
+    def from_ops(depth: int = 2) -> bool:  # the frame ``depth`` up from this one is operator code
+        mod = sys._getframe(depth).f_globals.get("__name__", "")
         return mod.split(".")[0] == "tritonjit_ops"
 
     for name in _FORBIDDEN:
@@ -140,15 +163,6 @@ def _forbid_host_reads(m: pytest.MonkeyPatch) -> None:
             return _orig(self, *a, **k)
 
         m.setattr(torch.Tensor, name, guard)
-    getitem = torch.Tensor.__getitem__
-
-    def guarded_getitem(self, key):
-        keys = key if isinstance(key, tuple) else (key,)
-        if from_ops() and any(isinstance(k, torch.Tensor) and k.dtype in (torch.bool, torch.uint8) for k in keys):
-            raise _HostRead("tritonjit_ops indexed with a boolean mask, a device sync on an accelerator")
-        return getitem(self, key)
-
-    m.setattr(torch.Tensor, "__getitem__", guarded_getitem)
     for fn in ("nonzero", "masked_select", "unique"):
         orig = getattr(torch, fn)
 
@@ -158,16 +172,37 @@ def _forbid_host_reads(m: pytest.MonkeyPatch) -> None:
             return _orig(*a, **k)
 
         m.setattr(torch, fn, guard_fn)
+    with _NoMaskIndexing(from_ops):
+        yield
+
+
+def _index_with_a_mask() -> torch.Tensor:
+    """Boolean-mask indexing as operator code would write it (a function whose module is
+    named as one of tritonjit_ops')."""
+    ns = {"__name__": "tritonjit_ops._probe", "torch": torch}
+    exec("def masked():\n    x = torch.arange(4.0)\n    return x[x > 1]\n", ns)
+    return ns["masked"]()
+
+
+def test_the_guard_leaves_torch_as_it_found_it(monkeypatch):
+    """After the guard, 0-d tensors are still no sequences: ``torch.tensor`` of a list of
+    them works (Qwen2-VL's rotary positions build one; a patched and restored
+    ``Tensor.__getitem__`` broke it for the rest of the process)."""
+    with monkeypatch.context() as m, _forbid_host_reads(m):
+        pass
+    assert torch.tensor([torch.tensor(1), torch.tensor(2)]).tolist() == [1, 2]
+    assert _index_with_a_mask().tolist() == [2.0, 3.0]  # outside the guard: allowed
 
 
 def test_the_guard_catches_the_old_host_checks(monkeypatch):
     """The guard below is not vacuous: the host checks that CPU tensors get trip it."""
-    with monkeypatch.context() as m:
-        _forbid_host_reads(m)
+    with monkeypatch.context() as m, _forbid_host_reads(m):
         with pytest.raises(_HostRead):
             T.embedding(torch.randn(5, 3), torch.tensor([1]))
         with pytest.raises(_HostRead):
             T.cross_entropy(torch.randn(2, 3), torch.tensor([0, 1]))
+        with pytest.raises(_HostRead, match="boolean mask"):
+            _index_with_a_mask()
 
 
 @pytest.mark.parametrize("path", ["direct", "enable"])
@@ -181,8 +216,7 @@ def test_device_path_reads_no_values_on_the_host(monkeypatch, path):
     with monkeypatch.context() as m:
         m.setattr(indexing, "host_check_allowed", lambda t: False)
         m.setattr(fused, "host_check_allowed", lambda t: False)
-        _forbid_host_reads(m)
-        with T.enable(include="all") if path == "enable" else _null():
+        with _forbid_host_reads(m), T.enable(include="all") if path == "enable" else _null():
             for c in cases:
                 got.append(c.call())
     for c, g, r in zip(cases, got, refs):

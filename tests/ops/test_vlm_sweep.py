@@ -97,8 +97,8 @@ def test_a_model_without_image_features_is_a_skip_that_says_why(capsys):
 
 def _sweep(script, *args):
     """The sweep as a user runs it, in a process of its own: its eager rows are eager, whatever
-    state other tests left in this one (in two full runs of the suite, one worker's Qwen2-VL
-    rows read ``len() of a 0-d tensor`` in eager, after other tests; alone they agree)."""
+    state other tests leave in this one (a test that patched ``Tensor.__getitem__`` once made
+    Qwen2-VL's eager rows read ``len() of a 0-d tensor`` for the rest of its worker)."""
     root = Path(__file__).resolve().parents[2]
     run = subprocess.run([sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True,
                          timeout=900, cwd=root)
