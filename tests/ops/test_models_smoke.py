@@ -226,6 +226,32 @@ def test_architectures_script_runs_the_steps_asked_and_refuses_graphs_without_cu
         assert "--graph captures CUDA graphs; this machine's backend runs on 'cpu'" in capsys.readouterr().err
 
 
+def test_architectures_decode_step_reads_a_static_cache_and_repeats(capsys):
+    """--steps decode: one token a row against a static KV cache agrees under enable()
+    (Gemma 2's prompt cut inside its sliding window, so the step repeats); the step runs
+    the same twice and reads one more position after the move; a model that keeps a cache
+    of its own (Mamba) and an encoder are skips that say so."""
+    import torch
+
+    A = bench_module("architectures")
+    assert A.main(["--models", "llama,gemma2,mamba,roberta", "--generate", "", "--steps", "decode"]) == 0
+    rows = {r.split(" | ")[0][2:]: r for r in capsys.readouterr().out.splitlines() if "| decode |" in r}
+    for name in ("llama", "gemma2"):
+        err = float(rows[name].split(" | ")[4].split()[0])
+        assert err < 1e-5, rows[name]
+    assert "skip: no static-cache decoding: ValueError: the prompt left the static cache empty" in rows["mamba"]
+    assert "skip: no static-cache decoding: TypeError: not a decoder-only language model" in rows["roberta"]
+    z = A.Sizes(False)
+    cls, cfg_cls, attn, kind, kw = A.cases(z)["gemma2"]
+    model = A._build(cls, cfg_cls, attn, "cpu", torch.float32, **kw)
+    ids = A._inputs(kind, model, z, "cpu", torch.float32)[0]["input_ids"]
+    decode, advance = A._decode_step(model, ids, z.vocab)
+    first = decode()
+    assert torch.equal(first, decode())
+    advance()
+    assert not torch.equal(first, decode())
+
+
 def test_graph_replay_error_reads_logits_loss_and_gradients():
     """The --graph check of a replay against the uncaptured call: 0 bit for bit; a moved
     logit, loss or gradient each shows."""
