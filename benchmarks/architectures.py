@@ -24,7 +24,9 @@ per-call audit of a case. On a CPU (the interpreter) the configs are tiny and un
 server captures its decode step: the inputs then change in place, each replay must give what
 its path computes uncaptured on them, and the replays are timed. A replay has no host cost,
 so its time is the kernels' own: where ``enable()``'s kernels are slower on the device than
-aten's, or launch more of them, this shows it and the wall-time rows do not.
+aten's, or launch more of them, this shows it and the wall-time rows do not. ``--steps``
+picks the steps: ``forward``, ``train`` and ``decode`` (decoder-only models: one token a row
+against a static KV cache after the prompt, the step a server captures once and replays).
 
     python benchmarks/architectures.py [--models bloom,mamba] [--generate greedy,beam] [--dtype fp32]
     python benchmarks/architectures.py --models more --generate ""   # twenty more, run once to look for gaps
@@ -32,7 +34,8 @@ aten's, or launch more of them, this shows it and the wall-time rows do not.
     python benchmarks/architectures.py --models beyond --generate ""  # thirty-four further
     python benchmarks/architectures.py --models further --generate ""  # thirty-six past those
     python benchmarks/architectures.py --hidden 1024 --layers 4 --batch 8 --tokens 512 --image 128
-    python benchmarks/architectures.py --models all --graph --batch 1 --tokens 2 --steps forward  # decode, captured
+    python benchmarks/architectures.py --models all --graph --generate "" --steps forward,train,decode
+    python benchmarks/architectures.py --models all --graph --generate "" --batch 1 --steps decode  # serving
 """
 from __future__ import annotations
 
@@ -687,8 +690,8 @@ def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
     captures once and replays at each position). The step writes the cache at that position
     each time it runs (where the cache keeps write counters of its own, transformers 5.2x's,
     the step sets them first: the device's to the position, a sliding layer's host count to
-    the prompt's), so it can run again; the move writes a new token
-    and advances the position in place, so a replay after it must read the cache one longer."""
+    the prompt's), so it can run again; the move writes a new token and advances the position
+    in place, so a replay after it must read the cache one longer."""
     import transformers as tf
 
     model.eval()
@@ -734,9 +737,9 @@ def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
 
 def _graph_row(name: str, label: str, fn: Callable[[], Any], change: Callable[[], None], calls: int) -> str:
     """One case under CUDA graphs: eager's and enable()'s captures, then the inputs changed in
-    place (``change``: rolled, or the next decoding position) and both graphs replayed. A replay must give
-    what the same path computes uncaptured on the new inputs (a value read on the host while
-    capturing would be stale); enable()'s replay is compared with eager's uncaptured call as
+    place (``change``: rolled, or the next decoding position) and both graphs replayed. A
+    replay must give what the same path computes uncaptured on the new inputs (a value read on
+    the host while capturing would be stale); enable()'s replay is compared with eager's uncaptured call as
     the other rows are; the replays are timed in interleaved rounds (device time: what a server
     that replays a captured decode step pays)."""
     try:
@@ -941,7 +944,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--audit", default="", help="cases to audit per call: model:forward or model:train, comma-separated")
     ap.add_argument("--steps", default="forward,train",
                     help="of forward,train,decode: the steps each case runs (decode: one token a row after the "
-                         "prompt, from a static KV cache; causal LMs)")
+                         "prompt, from a static KV cache; decoder-only models)")
     ap.add_argument("--graph", action="store_true",
                     help="capture each step into a CUDA graph, eager's and enable()'s; check that a replay on "
                          "changed inputs gives what the uncaptured call gives, and time the replays (device time, "
