@@ -675,11 +675,10 @@ def _capture(fn: Callable[[], Any], enabled: bool) -> tuple[torch.cuda.CUDAGraph
 def _replay_error(ref: Any, got: Any) -> float:
     """The largest relative difference of a replay's output from the uncaptured call's on the
     same inputs: logits, loss and gradients (1 - cosine for gradients; 0 where bit for bit)."""
-    grads = isinstance(ref, tuple) and len(ref) == 3
-    a = M.agreement(ref[:2] if grads else ref, got[:2] if grads else got,
-                    [g.float() for g in ref[2]] if grads else None, [g.float() for g in got[2]] if grads else None)
-    return max(a["logits_rel"], a.get("loss_diff", 0.0) / max(abs(float(ref[1])), 1e-30) if grads else 0.0,
-               1.0 - a["grad_cos"] if grads else 0.0)
+    if not (isinstance(ref, tuple) and len(ref) == 3):  # a forward's logits
+        return M.agreement(ref, got)["logits_rel"]
+    a = M.agreement(ref[:2], got[:2], [g.float() for g in ref[2]], [g.float() for g in got[2]])
+    return max(a["logits_rel"], a["loss_diff"] / max(abs(float(ref[1])), 1e-30), 1.0 - a["grad_cos"])
 
 
 def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
@@ -708,13 +707,12 @@ def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
         cache = tf.StaticCache(config=model.config, max_cache_len=n + room)
     with torch.no_grad():
         model(input_ids=ids, past_key_values=cache, use_cache=True, cache_position=torch.arange(n, device=ids.device))
-    counters = [c for layer in getattr(cache, "layers", ())
-                if isinstance(c := getattr(layer, "cumulative_length", None), torch.Tensor)]
+    layers = list(getattr(cache, "layers", ()))
+    counters = [c for layer in layers if isinstance(c := getattr(layer, "cumulative_length", None), torch.Tensor)]
+    sliding = [layer for layer in layers if hasattr(layer, "cumulative_length_int")]
     start = torch.tensor(n, device=ids.device)
     token, position = ids[:, -1:].clone(), start.view(1)
     draw = torch.Generator().manual_seed(5)
-
-    sliding = [layer for layer in getattr(cache, "layers", ()) if hasattr(layer, "cumulative_length_int")]
 
     def decode() -> torch.Tensor:
         for c in counters:
@@ -728,7 +726,7 @@ def _decode_step(model: torch.nn.Module, ids: torch.Tensor, vocab: int
         token.copy_(torch.randint(3, vocab, token.shape, generator=draw))
         start.add_(1)
 
-    if not any(getattr(layer, "is_initialized", False) for layer in getattr(cache, "layers", ())):
+    if not any(getattr(layer, "is_initialized", False) for layer in layers):
         raise ValueError("the prompt left the static cache empty (the model keeps a cache of its own)")
     if not torch.equal(decode(), decode()):
         raise ValueError("the step does not repeat (the model keeps state of its own beside the static cache)")
