@@ -2,9 +2,6 @@
 shrunk with their towers joined, their inputs sized by the model's own image features; a
 training step and greedy generate() agree under enable() through the interpreter."""
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from _util import bench_module
@@ -95,28 +92,20 @@ def test_a_model_without_image_features_is_a_skip_that_says_why(capsys):
         V._images(NoFeatures(), None, 2, S.torch.Generator(), "cpu", S.torch.float32)
 
 
-def _sweep(script, *args):
-    """The sweep as a user runs it, in a process of its own: its eager rows are eager, whatever
-    state other tests leave in this one (a test that patched ``Tensor.__getitem__`` once made
-    Qwen2-VL's eager rows read ``len() of a 0-d tensor`` for the rest of its worker)."""
-    root = Path(__file__).resolve().parents[2]
-    run = subprocess.run([sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True,
-                         timeout=900, cwd=root)
-    return run.returncode, run.stdout + run.stderr[-3000:]
-
-
 @pytest.mark.parametrize("model", ["llava", "qwen2_vl", "gemma3"])
-def test_vlm_training_step_agrees_under_enable(model):
+def test_vlm_training_step_agrees_under_enable(capsys, model):
     if model not in S.architectures(TASK):
         pytest.skip(f"{model} is not in this transformers")
-    rc, out = _sweep("causal_lm_sweep.py", "--task", TASK, "--models", model)
-    assert rc == 0 and re.search(rf"\| {model} \| ok \| .*, [1-9]\d* launches \(", out), out
+    assert S.main(["--task", TASK, "--models", model]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"\| {model} \| ok \| .*, [1-9]\d* launches \(", out), out
 
 
-def test_vlm_generate_agrees_under_enable():
+def test_vlm_generate_agrees_under_enable(capsys):
     """Greedy decoding after an image: the prefill merges the image features, then one-token
     steps read the cache (Qwen2-VL's multimodal positions continue past the image)."""
     if "qwen2_vl" not in S.architectures(TASK):
         pytest.skip("qwen2_vl is not in this transformers")
-    rc, out = _sweep("generate_sweep.py", "--task", TASK, "--models", "qwen2_vl", "--tokens", "3")
-    assert rc == 0 and re.search(r"\| qwen2_vl \| ok \| logits \S+, tokens same 100%, [1-9]\d* launches", out), out
+    assert G.main(["--task", TASK, "--models", "qwen2_vl", "--tokens", "3"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\| qwen2_vl \| ok \| logits \S+, tokens same 100%, [1-9]\d* launches", out), out
